@@ -1,0 +1,36 @@
+# gleaner_add_test(Name SOURCES a.cpp ... [LIBS lib ...] [LABELS unit|integration|gui|browser|slow ...]
+#                  [TIMEOUT seconds])
+# One QtTest executable per class under test, registered with ctest. Every test runs with the offscreen
+# Qt platform and with HOME / XDG directories pointed into the build tree, so no test touches a user's
+# real settings, cache or data.
+set(GLEANER_TEST_LABELS unit integration gui browser slow)
+
+function(gleaner_add_test name)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+  if(NOT ARG_SOURCES)
+    message(FATAL_ERROR "gleaner_add_test(${name}): SOURCES is required")
+  endif()
+  if(NOT ARG_LABELS)
+    set(ARG_LABELS unit)
+  endif()
+  foreach(label IN LISTS ARG_LABELS)
+    if(NOT label IN_LIST GLEANER_TEST_LABELS)
+      message(FATAL_ERROR "gleaner_add_test(${name}): unknown label '${label}' (use ${GLEANER_TEST_LABELS})")
+    endif()
+  endforeach()
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+
+  add_executable(${name} ${ARG_SOURCES})
+  gleaner_apply_common_settings(${name})
+  target_link_libraries(${name} PRIVATE Qt6::Test gleaner_testsupport ${ARG_LIBS})
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
+
+  set(sandbox ${PROJECT_BINARY_DIR}/test-home/${name})
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES
+    LABELS "${ARG_LABELS}"
+    TIMEOUT ${ARG_TIMEOUT}
+    ENVIRONMENT "QT_QPA_PLATFORM=offscreen;HOME=${sandbox};XDG_CONFIG_HOME=${sandbox}/config;XDG_CACHE_HOME=${sandbox}/cache;XDG_DATA_HOME=${sandbox}/data;XDG_RUNTIME_DIR=${sandbox}/run;GLEANER_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+endfunction()

@@ -1,0 +1,92 @@
+#pragma once
+// JobSpec: what an admin submits to the coordinator. Every field is checked at submit time and an invalid
+// spec is refused with the field and the reason, so nothing half-valid reaches the scheduler.
+//
+// {
+//   "name": "fashion-cnn",
+//   "dataset": {"format": "fashion-mnist"},          // or "idx" / "cifar10" / "safetensors", see DatasetSpec
+//   "limit_train": 2000,                             // optional: use the first N training samples
+//   "model": {"arch": "cnn", "input_shape": [1, 28, 28], "num_classes": 10},
+//   "shards": 50, "local_epochs": 1, "batch_size": 32,
+//   "optimizer": {"name": "adam", "lr": 0.001},
+//   "aggregation": {"rule": "vc-asgd", "alpha": "epoch"},   // or a constant "alpha": 0.95
+//   "target_accuracy": 0.88, "max_epochs": 20, "deadline_seconds": 600, "replication": 1, "seed": 42
+// }
+
+#include "Result.h"
+#include "spec/ModelSpec.h"
+#include "spec/OptimizerSpec.h"
+
+#include <QJsonObject>
+#include <QString>
+
+#include <optional>
+
+namespace gleaner {
+
+struct DatasetSpec
+{
+    enum class Format {
+        FashionMnist, // {"format": "fashion-mnist", "dir"?: default /usr/share/datasets/fashion-mnist}
+        Idx,          // {"format": "idx", "train_images", "train_labels", "test_images", "test_labels"}
+        Cifar10,      // {"format": "cifar10", "dir": folder with data_batch_1..5.bin and test_batch.bin}
+        SafeTensors,  // {"format": "safetensors", "train": file, "test": file}, each with tensors "x" and "y"
+    };
+
+    Format format = Format::FashionMnist;
+    QString dir;         // fashion-mnist, cifar10
+    QString trainImages; // idx
+    QString trainLabels; // idx
+    QString testImages;  // idx
+    QString testLabels;  // idx
+    QString train;       // safetensors
+    QString test;        // safetensors
+
+    static QString defaultFashionMnistDir() { return QStringLiteral("/usr/share/datasets/fashion-mnist"); }
+    static Result<DatasetSpec> fromJson(const QJsonObject& json, const QString& path = QStringLiteral("dataset"));
+    QJsonObject toJson() const;
+
+    bool operator==(const DatasetSpec&) const = default;
+};
+
+struct AggregationSpec
+{
+    enum class Rule { VcAsgd };
+
+    Rule rule = Rule::VcAsgd;
+    bool alphaPerEpoch = true; // "alpha": "epoch" gives a_e = e / (e + 1)
+    double alpha = 0.95;       // constant alpha in (0, 1) when alphaPerEpoch is false
+
+    static Result<AggregationSpec> fromJson(const QJsonObject& json,
+                                            const QString& path = QStringLiteral("aggregation"));
+    QJsonObject toJson() const;
+
+    bool operator==(const AggregationSpec&) const = default;
+};
+
+struct JobSpec
+{
+    QString name;                       // 1..100 characters
+    DatasetSpec dataset;
+    std::optional<qint64> limitTrain;   // > 0 when present
+    ModelSpec model;
+    int shards = 10;                    // 1..100000
+    int localEpochs = 1;                // 1..1000
+    int batchSize = 32;                 // 1..65536
+    OptimizerSpec optimizer;
+    AggregationSpec aggregation;
+    double targetAccuracy = 0.9;        // (0, 1]
+    int maxEpochs = 20;                 // 1..100000
+    int deadlineSeconds = 600;          // 10..604800
+    int replication = 1;                // 1..16
+    quint64 seed = 42;
+
+    static Result<JobSpec> fromJson(const QJsonObject& json);
+    // Parses JSON text, naming the offset of a syntax error.
+    static Result<JobSpec> fromJsonText(const QByteArray& text);
+    QJsonObject toJson() const;
+
+    bool operator==(const JobSpec&) const = default;
+};
+
+} // namespace gleaner

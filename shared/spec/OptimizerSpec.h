@@ -1,0 +1,33 @@
+#pragma once
+// OptimizerSpec: the local optimizer an agent trains a subtask with.
+//
+// JSON: {"name": "adam", "lr": 0.001}   {"name": "sgd", "lr": 0.05, "momentum": 0.9, "nesterov": false}
+// optional for both: "weight_decay" (L2, default 0); adam only: "beta1", "beta2", "eps".
+
+#include "Result.h"
+
+#include <QJsonObject>
+
+namespace gleaner {
+
+struct OptimizerSpec
+{
+    enum class Kind { Sgd, Adam };
+
+    Kind kind = Kind::Adam;
+    double lr = 1e-3;          // > 0
+    double momentum = 0.0;     // sgd: [0, 1)
+    bool nesterov = false;     // sgd: needs momentum > 0
+    double weightDecay = 0.0;  // >= 0
+    double beta1 = 0.9;        // adam: [0, 1)
+    double beta2 = 0.999;      // adam: [0, 1)
+    double eps = 1e-8;         // adam: > 0
+
+    static Result<OptimizerSpec> fromJson(const QJsonObject& json,
+                                          const QString& path = QStringLiteral("optimizer"));
+    QJsonObject toJson() const;
+
+    bool operator==(const OptimizerSpec&) const = default;
+};
+
+} // namespace gleaner

@@ -1,0 +1,104 @@
+#pragma once
+// A TensorBundle is an ordered set of named tensors over one contiguous byte buffer, plus string metadata:
+// the in-memory image of a safetensors file. Model weights, optimizer checkpoints, dataset shards and uploads
+// are all TensorBundles, so one reader / writer and one set of checks serve every file Gleaner moves.
+//
+// A bundle read from a file shares the file's bytes (QByteArray is implicitly shared): tensors are views into
+// it, nothing is copied. A bundle built in memory keeps each tensor 64-byte aligned in its own buffer.
+
+#include "Result.h"
+#include "tensor/DType.h"
+
+#include <QByteArray>
+#include <QList>
+#include <QMap>
+#include <QString>
+
+#include <cstring>
+#include <span>
+
+namespace gleaner {
+
+struct TensorEntry
+{
+    QString name;
+    DType dtype = DType::F32;
+    QList<qint64> shape;
+    qint64 offset = 0;   // into TensorBundle::buffer()
+    qint64 byteSize = 0; // elementCount() * dtypeSize(dtype)
+
+    qint64 elementCount() const;
+};
+
+// "[3, 4]": for messages.
+QString shapeToString(const QList<qint64>& shape);
+
+// Product of the dimensions, or nullopt when a dimension is negative or the product overflows qint64.
+std::optional<qint64> shapeElementCount(const QList<qint64>& shape);
+
+class TensorBundle
+{
+public:
+    TensorBundle() = default;
+
+    // Adopts `buffer` without copying it; `entries` must lie inside it (the safetensors reader checks that
+    // before it calls this).
+    static TensorBundle fromBuffer(QByteArray buffer, QList<TensorEntry> entries,
+                                   QMap<QString, QString> metadata = {});
+
+    // Appends a tensor, copying `bytes`. Refuses a duplicate name or a byte count that is not the shape's.
+    Status add(const QString& name, DType dtype, const QList<qint64>& shape, QByteArrayView bytes);
+    // Appends a zero-filled tensor and returns its bytes to fill in; nullptr on a duplicate name or bad shape.
+    char* addZeroed(const QString& name, DType dtype, const QList<qint64>& shape);
+
+    template <typename T>
+    Status addValues(const QString& name, DType dtype, const QList<qint64>& shape, std::span<const T> values)
+    {
+        return add(name, dtype, shape,
+                   QByteArrayView(reinterpret_cast<const char*>(values.data()),
+                                  qsizetype(values.size_bytes())));
+    }
+
+    bool isEmpty() const { return m_entries.isEmpty(); }
+    qsizetype size() const { return m_entries.size(); }
+    const QList<TensorEntry>& entries() const { return m_entries; }
+    const TensorEntry* find(QStringView name) const;
+    bool contains(QStringView name) const { return find(name) != nullptr; }
+
+    QByteArrayView data(const TensorEntry& entry) const;
+    // Detaches the buffer first when it is shared, so writing never changes another bundle.
+    char* mutableData(const TensorEntry& entry);
+
+    // Typed read-only view; T's size must be the entry's element size. Entries built in memory are aligned;
+    // a view into a file read from disk is aligned as long as its writer ordered tensors by element size,
+    // as Gleaner's writer and the reference writer do.
+    template <typename T>
+    std::span<const T> values(const TensorEntry& entry) const
+    {
+        return {reinterpret_cast<const T*>(m_buffer.constData() + entry.offset),
+                size_t(entry.byteSize / qint64(sizeof(T)))};
+    }
+    template <typename T>
+    std::span<T> mutableValues(const TensorEntry& entry)
+    {
+        return {reinterpret_cast<T*>(mutableData(entry)), size_t(entry.byteSize / qint64(sizeof(T)))};
+    }
+
+    // Sum of the tensors' bytes (not counting alignment padding).
+    qint64 tensorBytes() const;
+    qint64 parameterCount() const;
+
+    const QByteArray& buffer() const { return m_buffer; }
+    const QMap<QString, QString>& metadata() const { return m_metadata; }
+    QMap<QString, QString>& metadata() { return m_metadata; }
+    void setMetadata(const QString& key, const QString& value) { m_metadata.insert(key, value); }
+
+private:
+    char* append(const QString& name, DType dtype, const QList<qint64>& shape, qint64 byteSize);
+
+    QByteArray m_buffer;
+    QList<TensorEntry> m_entries;
+    QMap<QString, QString> m_metadata;
+};
+
+} // namespace gleaner

@@ -1,0 +1,93 @@
+#include "tensor/TensorBundle.h"
+
+#include <QTest>
+
+#include <array>
+
+using namespace gleaner;
+
+class TestTensorBundle : public QObject
+{
+    Q_OBJECT
+private Q_SLOTS:
+    void dtypeNamesRoundTrip();
+    void addAndReadBack();
+    void addRefusesWrongByteCountAndDuplicates();
+    void tensorsAreAligned();
+    void mutableDataDetachesSharedBuffer();
+    void shapeOverflowIsDetected();
+};
+
+void TestTensorBundle::dtypeNamesRoundTrip()
+{
+    for (DType type : {DType::Bool, DType::U8, DType::I8, DType::I16, DType::U16, DType::F16, DType::BF16,
+                       DType::I32, DType::U32, DType::F32, DType::F64, DType::I64, DType::U64}) {
+        const auto parsed = dtypeFromName(dtypeName(type));
+        QVERIFY(parsed.has_value());
+        QCOMPARE(*parsed, type);
+    }
+    QVERIFY(!dtypeFromName(u"F8").has_value());
+    QVERIFY(!dtypeFromName(u"f32").has_value());
+    QCOMPARE(dtypeSize(DType::BF16), 2);
+    QCOMPARE(dtypeSize(DType::I64), 8);
+}
+
+void TestTensorBundle::addAndReadBack()
+{
+    TensorBundle bundle;
+    const std::array<float, 6> values{1, 2, 3, 4, 5, 6};
+    QVERIFY(bundle.addValues<float>(QStringLiteral("w"), DType::F32, {2, 3}, values).ok());
+    const std::array<qint64, 2> ids{7, -9};
+    QVERIFY(bundle.addValues<qint64>(QStringLiteral("ids"), DType::I64, {2}, ids).ok());
+    QCOMPARE(bundle.size(), 2);
+    const TensorEntry* w = bundle.find(u"w");
+    QVERIFY(w);
+    QCOMPARE(w->elementCount(), 6);
+    QCOMPARE(bundle.values<float>(*w)[5], 6.0f);
+    QCOMPARE(bundle.values<qint64>(*bundle.find(u"ids"))[1], qint64(-9));
+    QCOMPARE(bundle.tensorBytes(), 6 * 4 + 2 * 8);
+    QCOMPARE(bundle.parameterCount(), 8);
+}
+
+void TestTensorBundle::addRefusesWrongByteCountAndDuplicates()
+{
+    TensorBundle bundle;
+    const std::array<float, 5> five{};
+    const Status wrong = bundle.addValues<float>(QStringLiteral("w"), DType::F32, {2, 3}, five);
+    QVERIFY(!wrong.ok());
+    QVERIFY2(wrong.error().contains(u"needs 24 bytes, got 20"), qPrintable(wrong.error()));
+    QVERIFY(bundle.addValues<float>(QStringLiteral("w"), DType::F32, {5}, five).ok());
+    const Status dup = bundle.addValues<float>(QStringLiteral("w"), DType::F32, {5}, five);
+    QVERIFY(!dup.ok());
+    QVERIFY(dup.error().contains(u"already"));
+}
+
+void TestTensorBundle::tensorsAreAligned()
+{
+    TensorBundle bundle;
+    QVERIFY(bundle.addZeroed(QStringLiteral("a"), DType::U8, {3}));
+    QVERIFY(bundle.addZeroed(QStringLiteral("b"), DType::F32, {3}));
+    QCOMPARE(bundle.find(u"b")->offset % 64, 0);
+}
+
+void TestTensorBundle::mutableDataDetachesSharedBuffer()
+{
+    TensorBundle original;
+    float* p = reinterpret_cast<float*>(original.addZeroed(QStringLiteral("w"), DType::F32, {4}));
+    p[0] = 1.0f;
+    TensorBundle copy = original;
+    copy.mutableValues<float>(*copy.find(u"w"))[0] = 2.0f;
+    QCOMPARE(original.values<float>(*original.find(u"w"))[0], 1.0f);
+    QCOMPARE(copy.values<float>(*copy.find(u"w"))[0], 2.0f);
+}
+
+void TestTensorBundle::shapeOverflowIsDetected()
+{
+    QVERIFY(!shapeElementCount({qint64(1) << 40, qint64(1) << 40}).has_value());
+    QVERIFY(!shapeElementCount({-1, 2}).has_value());
+    QCOMPARE(*shapeElementCount({}), qint64(1));
+    QCOMPARE(*shapeElementCount({0, 5}), qint64(0));
+}
+
+QTEST_GUILESS_MAIN(TestTensorBundle)
+#include "TestTensorBundle.moc"
