@@ -1,0 +1,434 @@
+#include "crypto/Ed25519.h"
+
+#include "crypto/OpenSslError.h"
+#include "crypto/Sha256.h"
+
+#include <QFile>
+#include <QFileInfo>
+#include <QLoggingCategory>
+#include <QScopeGuard>
+
+#include <openssl/bio.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+
+#include <cerrno>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace gleaner {
+namespace {
+
+Q_LOGGING_CATEGORY(lcCrypto, "gleaner.shared.crypto")
+
+// A PEM Ed25519 key is about 120 bytes; the cap keeps a wrong path (a log, a dataset) from being read whole.
+constexpr qsizetype kMaxPemSize = 64 * 1024;
+
+struct BioFree
+{
+    void operator()(BIO* bio) const { BIO_free(bio); }
+};
+struct PkeyFree
+{
+    void operator()(EVP_PKEY* key) const { EVP_PKEY_free(key); }
+};
+struct PkeyCtxFree
+{
+    void operator()(EVP_PKEY_CTX* context) const { EVP_PKEY_CTX_free(context); }
+};
+struct MdCtxFree
+{
+    void operator()(EVP_MD_CTX* context) const { EVP_MD_CTX_free(context); }
+};
+using BioPtr = std::unique_ptr<BIO, BioFree>;
+using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyFree>;
+using PkeyCtxPtr = std::unique_ptr<EVP_PKEY_CTX, PkeyCtxFree>;
+using MdCtxPtr = std::unique_ptr<EVP_MD_CTX, MdCtxFree>;
+
+// OpenSSL wants a non-null pointer even for zero bytes in some paths; an empty QByteArrayView may have none.
+const unsigned char* bytesOf(QByteArrayView view)
+{
+    static const unsigned char empty = 0;
+    return view.data() ? reinterpret_cast<const unsigned char*>(view.data()) : &empty;
+}
+
+void wipe(QByteArray& bytes)
+{
+    if (!bytes.isEmpty())
+        OPENSSL_cleanse(bytes.data(), size_t(bytes.size()));
+    bytes.clear();
+}
+
+// Without a callback OpenSSL prompts on the terminal for a passphrase: a daemon must never block on that.
+int refusePassphrase(char*, int, int, void*)
+{
+    return 0;
+}
+
+BioPtr readBio(QByteArrayView pem)
+{
+    return BioPtr(BIO_new_mem_buf(pem.data() ? pem.data() : "", int(pem.size())));
+}
+
+QByteArray bioContents(BIO* bio)
+{
+    char* data = nullptr;
+    const long length = BIO_get_mem_data(bio, &data);
+    return length > 0 ? QByteArray(data, qsizetype(length)) : QByteArray();
+}
+
+QString typeName(const EVP_PKEY* key)
+{
+    const char* name = EVP_PKEY_get0_type_name(key);
+    return name ? QString::fromLatin1(name) : QStringLiteral("unknown");
+}
+
+bool isEd25519(const EVP_PKEY* key)
+{
+    return EVP_PKEY_get_base_id(key) == EVP_PKEY_ED25519;
+}
+
+QByteArray rawPublicKey(const EVP_PKEY* key)
+{
+    QByteArray raw(VerifyKey::kRawSize, Qt::Uninitialized);
+    size_t length = size_t(raw.size());
+    if (EVP_PKEY_get_raw_public_key(key, reinterpret_cast<unsigned char*>(raw.data()), &length) != 1 ||
+        length != size_t(VerifyKey::kRawSize)) {
+        ERR_clear_error();
+        return {};
+    }
+    return raw;
+}
+
+QString errnoText(int error)
+{
+    return qt_error_string(error);
+}
+
+// The file descriptor and temporary file of one saveToFile(); whatever happens, neither outlives the call.
+class TempKeyFile
+{
+public:
+    explicit TempKeyFile(QByteArray pathTemplate) : m_path(std::move(pathTemplate)) {}
+    ~TempKeyFile()
+    {
+        if (m_fd >= 0)
+            ::close(m_fd);
+        if (!m_renamed && m_created)
+            ::unlink(m_path.constData());
+    }
+    TempKeyFile(const TempKeyFile&) = delete;
+    TempKeyFile& operator=(const TempKeyFile&) = delete;
+
+    bool create()
+    {
+        m_fd = ::mkostemp(m_path.data(), O_CLOEXEC);
+        m_created = m_fd >= 0;
+        return m_created;
+    }
+    int fd() const { return m_fd; }
+    const QByteArray& path() const { return m_path; }
+    bool closeFile()
+    {
+        const int fd = m_fd;
+        m_fd = -1;
+        return ::close(fd) == 0;
+    }
+    void markRenamed() { m_renamed = true; }
+
+private:
+    QByteArray m_path;
+    int m_fd = -1;
+    bool m_created = false;
+    bool m_renamed = false;
+};
+
+bool writeAll(int fd, QByteArrayView bytes)
+{
+    qsizetype done = 0;
+    while (done < bytes.size()) {
+        const ssize_t written = ::write(fd, bytes.data() + done, size_t(bytes.size() - done));
+        if (written < 0) {
+            if (errno == EINTR)
+                continue;
+            return false;
+        }
+        done += qsizetype(written);
+    }
+    return true;
+}
+
+} // namespace
+
+// ---- VerifyKey
+// ---------------------------------------------------------------------------------------------
+
+Result<VerifyKey> VerifyKey::fromRaw(QByteArrayView raw)
+{
+    if (raw.size() != kRawSize)
+        return fail(
+            QStringLiteral("an Ed25519 public key is %1 bytes, got %2").arg(kRawSize).arg(raw.size()));
+    return VerifyKey(raw.toByteArray());
+}
+
+Result<VerifyKey> VerifyKey::fromPem(QByteArrayView pem)
+{
+    if (pem.size() > kMaxPemSize)
+        return fail(QStringLiteral("a PEM public key is a few hundred bytes, got %1; is this the right file?")
+                        .arg(pem.size()));
+    BioPtr bio = readBio(pem);
+    PkeyPtr key(bio ? PEM_read_bio_PUBKEY(bio.get(), nullptr, refusePassphrase, nullptr) : nullptr);
+    if (!key) {
+        const QString detail = crypto_detail::takeOpenSslErrors();
+        if (pem.contains(QByteArrayView("PRIVATE KEY")))
+            return fail(QStringLiteral("this is a private key, not a public one; give the public key "
+                                       "(`openssl pkey -in KEY -pubout`) and keep the private key secret"));
+        return fail(
+            QStringLiteral("not a PEM public key (expected \"-----BEGIN PUBLIC KEY-----\"): %1").arg(detail));
+    }
+    if (!isEd25519(key.get()))
+        return fail(QStringLiteral("the public key is %1, not Ed25519").arg(typeName(key.get())));
+    QByteArray raw = rawPublicKey(key.get());
+    if (raw.isEmpty())
+        return fail(QStringLiteral("OpenSSL could not export the Ed25519 public key"));
+    return VerifyKey(std::move(raw));
+}
+
+QByteArray VerifyKey::toPem() const
+{
+    if (isNull())
+        return {};
+    PkeyPtr key(EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr, bytesOf(m_raw), size_t(m_raw.size())));
+    BioPtr bio(BIO_new(BIO_s_mem()));
+    if (!key || !bio || PEM_write_bio_PUBKEY(bio.get(), key.get()) != 1) {
+        qCWarning(lcCrypto) << "cannot write an Ed25519 public key as PEM:"
+                            << crypto_detail::takeOpenSslErrors();
+        return {};
+    }
+    return bioContents(bio.get());
+}
+
+QString VerifyKey::fingerprint() const
+{
+    return isNull() ? QString() : Sha256::toHex(Sha256::hash(m_raw));
+}
+
+bool VerifyKey::verify(QByteArrayView message, QByteArrayView signature) const
+{
+    if (isNull() || signature.size() != kSignatureSize)
+        return false;
+    // Built per call from the raw bytes: keeps VerifyKey a plain value, and costs microseconds next to the
+    // verification itself.
+    PkeyPtr key(EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr, bytesOf(m_raw), size_t(m_raw.size())));
+    MdCtxPtr context(EVP_MD_CTX_new());
+    const bool valid = key && context &&
+                       EVP_DigestVerifyInit(context.get(), nullptr, nullptr, nullptr, key.get()) == 1 &&
+                       EVP_DigestVerify(context.get(), bytesOf(signature), size_t(signature.size()),
+                                        bytesOf(message), size_t(message.size())) == 1;
+    // A bad signature leaves an entry on the queue; drop it so it is not blamed on the next caller.
+    ERR_clear_error();
+    return valid;
+}
+
+// ---- SigningKey
+// --------------------------------------------------------------------------------------------
+
+void SigningKey::KeyDeleter::operator()(evp_pkey_st* key) const
+{
+    EVP_PKEY_free(key);
+}
+
+SigningKey::SigningKey() = default;
+SigningKey::~SigningKey() = default;
+SigningKey::SigningKey(SigningKey&& other) noexcept = default;
+SigningKey& SigningKey::operator=(SigningKey&& other) noexcept = default;
+SigningKey::SigningKey(KeyPtr key) : m_key(std::move(key)) {}
+
+Result<SigningKey> SigningKey::generate()
+{
+    PkeyCtxPtr context(EVP_PKEY_CTX_new_id(EVP_PKEY_ED25519, nullptr));
+    EVP_PKEY* key = nullptr;
+    if (!context || EVP_PKEY_keygen_init(context.get()) != 1 || EVP_PKEY_keygen(context.get(), &key) != 1)
+        return fail(QStringLiteral("OpenSSL could not generate an Ed25519 key: %1")
+                        .arg(crypto_detail::takeOpenSslErrors()));
+    return SigningKey(KeyPtr(key));
+}
+
+Result<SigningKey> SigningKey::fromRawSeed(QByteArrayView seed)
+{
+    if (seed.size() != 32)
+        return fail(QStringLiteral("an Ed25519 private seed is 32 bytes, got %1").arg(seed.size()));
+    KeyPtr key(EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nullptr, bytesOf(seed), size_t(seed.size())));
+    if (!key)
+        return fail(QStringLiteral("OpenSSL could not build an Ed25519 key from the seed: %1")
+                        .arg(crypto_detail::takeOpenSslErrors()));
+    return SigningKey(std::move(key));
+}
+
+Result<SigningKey> SigningKey::fromPem(QByteArrayView pem)
+{
+    if (pem.size() > kMaxPemSize)
+        return fail(
+            QStringLiteral("a PEM private key is a few hundred bytes, got %1; is this the right file?")
+                .arg(pem.size()));
+    if (pem.contains(QByteArrayView("ENCRYPTED PRIVATE KEY")))
+        return fail(
+            QStringLiteral("the private key is protected by a passphrase, which a service cannot type; "
+                           "write an unencrypted copy (`openssl pkey -in KEY -out NEW`) and protect it "
+                           "with `chmod 600 NEW` instead"));
+    BioPtr bio = readBio(pem);
+    KeyPtr key(bio ? PEM_read_bio_PrivateKey(bio.get(), nullptr, refusePassphrase, nullptr) : nullptr);
+    if (!key)
+        return fail(
+            QStringLiteral("not a PEM private key (expected \"-----BEGIN PRIVATE KEY-----\" as written "
+                           "by `openssl genpkey -algorithm ed25519`): %1")
+                .arg(crypto_detail::takeOpenSslErrors()));
+    if (!isEd25519(key.get()))
+        return fail(QStringLiteral("the private key is %1, not Ed25519; make one with "
+                                   "`openssl genpkey -algorithm ed25519`")
+                        .arg(typeName(key.get())));
+    return SigningKey(std::move(key));
+}
+
+Result<SigningKey> SigningKey::loadFromFile(const QString& path)
+{
+    const QByteArray nativePath = QFile::encodeName(path);
+    // O_NONBLOCK: opening a FIFO by mistake must not hang; it is refused below as not a regular file.
+    const int fd = ::open(nativePath.constData(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        return fail(QStringLiteral("cannot open the private key %1: %2").arg(path, errnoText(errno)));
+    const auto closeFd = qScopeGuard([fd] { ::close(fd); });
+
+    // fstat on the open descriptor, so the mode checked is the mode of the file actually read.
+    struct stat info = {};
+    if (::fstat(fd, &info) != 0)
+        return fail(QStringLiteral("cannot inspect the private key %1: %2").arg(path, errnoText(errno)));
+    if (!S_ISREG(info.st_mode))
+        return fail(QStringLiteral("the private key %1 is not a regular file").arg(path));
+    if ((info.st_mode & (S_IRWXG | S_IRWXO)) != 0)
+        return fail(
+            QStringLiteral("the private key %1 is open to other users (mode %2); anyone who can read it "
+                           "can sign as this coordinator. Run `chmod 600 %1` and try again")
+                .arg(path)
+                .arg(QString::number(info.st_mode & 07777, 8).rightJustified(4, u'0')));
+    if (info.st_size > kMaxPemSize)
+        return fail(QStringLiteral("the private key %1 is %2 bytes; a PEM key is a few hundred. Is this the "
+                                   "right file?")
+                        .arg(path)
+                        .arg(qint64(info.st_size)));
+
+    QByteArray pem(qsizetype(info.st_size) + 1, Qt::Uninitialized);
+    qsizetype length = 0;
+    while (length < pem.size()) {
+        const ssize_t count = ::read(fd, pem.data() + length, size_t(pem.size() - length));
+        if (count < 0 && errno == EINTR)
+            continue;
+        if (count < 0) {
+            const int error = errno;
+            wipe(pem);
+            return fail(QStringLiteral("cannot read the private key %1: %2").arg(path, errnoText(error)));
+        }
+        if (count == 0)
+            break;
+        length += qsizetype(count);
+    }
+    Result<SigningKey> key = fromPem(QByteArrayView(pem.constData(), length));
+    wipe(pem);
+    return std::move(key).context(path);
+}
+
+QByteArray SigningKey::toPem() const
+{
+    if (isNull())
+        return {};
+    // A secure-memory BIO is wiped when freed, so the PEM text leaves no copy in OpenSSL's buffers.
+    BioPtr bio(BIO_new(BIO_s_secmem()));
+    if (!bio ||
+        PEM_write_bio_PKCS8PrivateKey(bio.get(), m_key.get(), nullptr, nullptr, 0, nullptr, nullptr) != 1) {
+        qCWarning(lcCrypto) << "cannot write an Ed25519 private key as PEM:"
+                            << crypto_detail::takeOpenSslErrors();
+        return {};
+    }
+    return bioContents(bio.get());
+}
+
+Status SigningKey::saveToFile(const QString& path) const
+{
+    if (isNull())
+        return fail(QStringLiteral("cannot save %1: there is no private key to save").arg(path));
+    const QFileInfo info(path);
+    if (info.isSymLink())
+        return fail(
+            QStringLiteral("%1 is a symbolic link; a private key is never written through one. Remove "
+                           "the link or give the real path")
+                .arg(path));
+    const QString folder = info.absolutePath();
+    // Same folder, so the final rename() is atomic (one file system) and replaces the directory entry.
+    TempKeyFile temp(QFile::encodeName(folder) + "/." + QFile::encodeName(info.fileName()) + ".tmp-XXXXXX");
+    if (!temp.create())
+        return fail(QStringLiteral("cannot create a temporary file in %1 to write the private key %2: %3")
+                        .arg(folder, path, errnoText(errno)));
+    // mkostemp() asks for 0600 but a umask could take owner bits away; set exactly 0600 before the first
+    // byte.
+    if (::fchmod(temp.fd(), S_IRUSR | S_IWUSR) != 0)
+        return fail(QStringLiteral("cannot restrict the permissions of the private key %1: %2")
+                        .arg(path, errnoText(errno)));
+
+    QByteArray pem = toPem();
+    if (pem.isEmpty())
+        return fail(QStringLiteral("cannot save %1: OpenSSL could not encode the private key").arg(path));
+    const bool written = writeAll(temp.fd(), pem);
+    const int writeError = errno;
+    wipe(pem);
+    if (!written)
+        return fail(QStringLiteral("cannot write the private key %1: %2").arg(path, errnoText(writeError)));
+    // Flushed before the rename: otherwise a power cut could leave `path` naming an empty file.
+    if (::fsync(temp.fd()) != 0 || !temp.closeFile())
+        return fail(
+            QStringLiteral("cannot flush the private key %1 to disk: %2").arg(path, errnoText(errno)));
+    if (::rename(temp.path().constData(), QFile::encodeName(info.absoluteFilePath()).constData()) != 0)
+        return fail(QStringLiteral("cannot move the new private key into place at %1: %2")
+                        .arg(path, errnoText(errno)));
+    temp.markRenamed();
+
+    // Makes the rename itself durable; a failure here loses nothing already written, so it is not an error.
+    const int folderFd = ::open(QFile::encodeName(folder).constData(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (folderFd >= 0) {
+        ::fsync(folderFd);
+        ::close(folderFd);
+    }
+    return {};
+}
+
+QByteArray SigningKey::sign(QByteArrayView message) const
+{
+    if (isNull()) {
+        qCWarning(lcCrypto) << "sign() called on a null SigningKey; the empty signature will not verify";
+        return {};
+    }
+    MdCtxPtr context(EVP_MD_CTX_new());
+    QByteArray signature(VerifyKey::kSignatureSize, Qt::Uninitialized);
+    size_t length = size_t(signature.size());
+    // Ed25519 hashes internally (PureEdDSA): no digest is named, and signing is one shot over the whole
+    // message.
+    if (!context || EVP_DigestSignInit(context.get(), nullptr, nullptr, nullptr, m_key.get()) != 1 ||
+        EVP_DigestSign(context.get(), reinterpret_cast<unsigned char*>(signature.data()), &length,
+                       bytesOf(message), size_t(message.size())) != 1 ||
+        length != size_t(VerifyKey::kSignatureSize)) {
+        qCWarning(lcCrypto) << "Ed25519 signing failed:" << crypto_detail::takeOpenSslErrors();
+        return {};
+    }
+    return signature;
+}
+
+VerifyKey SigningKey::publicKey() const
+{
+    if (isNull())
+        return {};
+    Result<VerifyKey> key = VerifyKey::fromRaw(rawPublicKey(m_key.get()));
+    return key.ok() ? std::move(key).value() : VerifyKey();
+}
+
+} // namespace gleaner
