@@ -1,0 +1,225 @@
+#include "spec/JobSpec.h"
+
+#include "spec/JsonFields.h"
+
+#include <QJsonDocument>
+#include <QJsonParseError>
+
+using namespace Qt::StringLiterals;
+
+namespace gleaner {
+namespace {
+
+// In the order of DatasetSpec::Format and AggregationSpec::Rule, so readChoice() indexes convert directly.
+const QStringList& formatNames()
+{
+    static const QStringList names{u"fashion-mnist"_s, u"idx"_s, u"cifar10"_s, u"safetensors"_s};
+    return names;
+}
+
+const QStringList& ruleNames()
+{
+    static const QStringList names{u"vc-asgd"_s};
+    return names;
+}
+
+constexpr int kMaxNameLength = 100;
+constexpr IntRange kShards{1, 100000};
+constexpr IntRange kLocalEpochs{1, 1000};
+constexpr IntRange kBatchSize{1, 65536};
+constexpr IntRange kMaxEpochs{1, 100000};
+// At least 10 s, so a lease outlives the round trip of a slow link; at most a week.
+constexpr IntRange kDeadlineSeconds{10, 604800};
+constexpr IntRange kReplication{1, 16};
+constexpr IntRange kLimitTrain{1, kMaxJsonInteger};
+constexpr IntRange kSeed{0, kMaxJsonInteger};
+const NumberRange kAlpha = NumberRange::above(0).below(1);
+const NumberRange kTargetAccuracy = NumberRange::above(0).atMost(1);
+
+} // namespace
+
+Result<DatasetSpec> DatasetSpec::fromJson(const QJsonObject& json, const QString& path)
+{
+    JsonFields fields(json, path);
+    fields.allowOnly({u"format"_s, u"dir"_s, u"train_images"_s, u"train_labels"_s, u"test_images"_s,
+                      u"test_labels"_s, u"train"_s, u"test"_s});
+
+    DatasetSpec spec;
+    int format = 0;
+    if (!fields.readChoice(u"format", format, formatNames(), Need::Required))
+        return fields.failure();
+    spec.format = Format(format);
+
+    // A path of another format would be ignored: refuse it, the admin meant something else.
+    const bool usesDir = spec.format == Format::FashionMnist || spec.format == Format::Cifar10;
+    if (!usesDir)
+        fields.refuse(u"dir", u"only used by format \"fashion-mnist\" and \"cifar10\""_s);
+    if (spec.format != Format::Idx) {
+        for (const auto key : {u"train_images", u"train_labels", u"test_images", u"test_labels"})
+            fields.refuse(key, u"only used by format \"idx\""_s);
+    }
+    if (spec.format != Format::SafeTensors) {
+        for (const auto key : {u"train", u"test"})
+            fields.refuse(key, u"only used by format \"safetensors\""_s);
+    }
+
+    // Paths are only checked for shape here; whether they exist is the coordinator's question at import.
+    switch (spec.format) {
+    case Format::FashionMnist:
+        fields.readString(u"dir", spec.dir, Need::Optional);
+        break;
+    case Format::Idx:
+        fields.readString(u"train_images", spec.trainImages, Need::Required);
+        fields.readString(u"train_labels", spec.trainLabels, Need::Required);
+        fields.readString(u"test_images", spec.testImages, Need::Required);
+        fields.readString(u"test_labels", spec.testLabels, Need::Required);
+        break;
+    case Format::Cifar10:
+        fields.readString(u"dir", spec.dir, Need::Required);
+        break;
+    case Format::SafeTensors:
+        fields.readString(u"train", spec.train, Need::Required);
+        fields.readString(u"test", spec.test, Need::Required);
+        break;
+    }
+    if (!fields.ok())
+        return fields.failure();
+    return spec;
+}
+
+QJsonObject DatasetSpec::toJson() const
+{
+    QJsonObject json{{u"format"_s, formatNames().at(int(format))}};
+    switch (format) {
+    case Format::FashionMnist:
+    case Format::Cifar10:
+        json.insert(u"dir"_s, dir);
+        break;
+    case Format::Idx:
+        json.insert(u"train_images"_s, trainImages);
+        json.insert(u"train_labels"_s, trainLabels);
+        json.insert(u"test_images"_s, testImages);
+        json.insert(u"test_labels"_s, testLabels);
+        break;
+    case Format::SafeTensors:
+        json.insert(u"train"_s, train);
+        json.insert(u"test"_s, test);
+        break;
+    }
+    return json;
+}
+
+Result<AggregationSpec> AggregationSpec::fromJson(const QJsonObject& json, const QString& path)
+{
+    JsonFields fields(json, path);
+    fields.allowOnly({u"rule"_s, u"alpha"_s});
+
+    AggregationSpec spec;
+    int rule = 0;
+    // Required inside the object: with more rules to come, a default rule would be a silent guess.
+    if (fields.readChoice(u"rule", rule, ruleNames(), Need::Required))
+        spec.rule = Rule(rule);
+    if (fields.ok() && fields.has(u"alpha")) {
+        const QJsonValue alpha = fields.value(u"alpha");
+        if (alpha.isString() && alpha.toString() == u"epoch") {
+            spec.alphaPerEpoch = true;
+        } else if (alpha.isDouble() && kAlpha.contains(alpha.toDouble())) {
+            spec.alphaPerEpoch = false;
+            spec.alpha = alpha.toDouble();
+        } else {
+            fields.fail(u"alpha", u"expected \"epoch\" or %1, got %2"_s.arg(kAlpha.describe(),
+                                                                            describeJsonValue(alpha)));
+        }
+    }
+    if (!fields.ok())
+        return fields.failure();
+    return spec;
+}
+
+QJsonObject AggregationSpec::toJson() const
+{
+    return QJsonObject{
+        {u"rule"_s, ruleNames().at(int(rule))},
+        {u"alpha"_s, alphaPerEpoch ? QJsonValue(u"epoch"_s) : QJsonValue(alpha)},
+    };
+}
+
+Result<JobSpec> JobSpec::fromJson(const QJsonObject& json)
+{
+    JsonFields fields(json, u"job"_s);
+    fields.allowOnly({u"name"_s, u"dataset"_s, u"limit_train"_s, u"model"_s, u"shards"_s, u"local_epochs"_s,
+                      u"batch_size"_s, u"optimizer"_s, u"aggregation"_s, u"target_accuracy"_s,
+                      u"max_epochs"_s, u"deadline_seconds"_s, u"replication"_s, u"seed"_s});
+
+    JobSpec spec;
+    fields.readString(u"name", spec.name, Need::Required, kMaxNameLength);
+    QJsonObject object;
+    if (fields.readObject(u"dataset", object, Need::Required))
+        fields.take(DatasetSpec::fromJson(object), spec.dataset);
+    qint64 limitTrain = 0;
+    if (fields.readInt64(u"limit_train", limitTrain, kLimitTrain))
+        spec.limitTrain = limitTrain;
+    if (fields.readObject(u"model", object, Need::Required))
+        fields.take(ModelSpec::fromJson(object), spec.model);
+    fields.readInt(u"shards", spec.shards, kShards, Need::Required);
+    fields.readInt(u"local_epochs", spec.localEpochs, kLocalEpochs);
+    fields.readInt(u"batch_size", spec.batchSize, kBatchSize);
+    if (fields.readObject(u"optimizer", object, Need::Required))
+        fields.take(OptimizerSpec::fromJson(object), spec.optimizer);
+    if (fields.readObject(u"aggregation", object))
+        fields.take(AggregationSpec::fromJson(object), spec.aggregation);
+    fields.readNumber(u"target_accuracy", spec.targetAccuracy, kTargetAccuracy, Need::Required);
+    fields.readInt(u"max_epochs", spec.maxEpochs, kMaxEpochs);
+    fields.readInt(u"deadline_seconds", spec.deadlineSeconds, kDeadlineSeconds);
+    fields.readInt(u"replication", spec.replication, kReplication);
+    qint64 seed = 0;
+    if (fields.readInt64(u"seed", seed, kSeed))
+        spec.seed = quint64(seed);
+
+    // Every shard needs at least one sample, or the scheduler would hand out empty workunits.
+    if (fields.ok() && spec.limitTrain && *spec.limitTrain < spec.shards) {
+        const QString problem =
+            u"%1 training samples cannot fill %2 shards"_s.arg(*spec.limitTrain).arg(spec.shards);
+        fields.fail(u"limit_train", problem + u"; use at least as many samples as shards, or fewer shards"_s);
+    }
+    if (!fields.ok())
+        return fields.failure();
+    return spec;
+}
+
+Result<JobSpec> JobSpec::fromJsonText(const QByteArray& text)
+{
+    QJsonParseError error;
+    const QJsonDocument document = QJsonDocument::fromJson(text, &error);
+    if (error.error != QJsonParseError::NoError)
+        return fail(
+            u"job spec is not valid JSON: %1 at offset %2"_s.arg(error.errorString()).arg(error.offset));
+    if (!document.isObject())
+        return fail(u"job spec must be a JSON object"_s);
+    return fromJson(document.object());
+}
+
+QJsonObject JobSpec::toJson() const
+{
+    // Every field is written, defaults included, so a stored job says exactly what ran.
+    QJsonObject json{
+        {u"name"_s, name},
+        {u"dataset"_s, dataset.toJson()},
+        {u"model"_s, model.toJson()},
+        {u"shards"_s, shards},
+        {u"local_epochs"_s, localEpochs},
+        {u"batch_size"_s, batchSize},
+        {u"optimizer"_s, optimizer.toJson()},
+        {u"aggregation"_s, aggregation.toJson()},
+        {u"target_accuracy"_s, targetAccuracy},
+        {u"max_epochs"_s, maxEpochs},
+        {u"deadline_seconds"_s, deadlineSeconds},
+        {u"replication"_s, replication},
+        {u"seed"_s, qint64(seed)},
+    };
+    if (limitTrain)
+        json.insert(u"limit_train"_s, *limitTrain);
+    return json;
+}
+
+} // namespace gleaner

@@ -12,6 +12,12 @@
 //   "aggregation": {"rule": "vc-asgd", "alpha": "epoch"},   // or a constant "alpha": 0.95
 //   "target_accuracy": 0.88, "max_epochs": 20, "deadline_seconds": 600, "replication": 1, "seed": 42
 // }
+//
+// Required: name, dataset, model, optimizer, shards, target_accuracy (they describe the job itself; a default
+// would be a guess). Every other field defaults to the value below. Unknown fields are errors, so a typo such
+// as "batchsize" is reported (`job: unknown field "batchsize" (did you mean "batch_size"?)`), never ignored.
+// Errors name the field: `job.shards: ...` for the job's own fields, `dataset.`, `model.`, `optimizer.` and
+// `aggregation.` for the nested objects. resources/jobs/fashion-mnist-cnn.json is the demo job.
 
 #include "Result.h"
 #include "spec/ModelSpec.h"
@@ -26,24 +32,29 @@ namespace gleaner {
 
 struct DatasetSpec
 {
-    enum class Format {
+    enum class Format
+    {
         FashionMnist, // {"format": "fashion-mnist", "dir"?: default /usr/share/datasets/fashion-mnist}
         Idx,          // {"format": "idx", "train_images", "train_labels", "test_images", "test_labels"}
         Cifar10,      // {"format": "cifar10", "dir": folder with data_batch_1..5.bin and test_batch.bin}
         SafeTensors,  // {"format": "safetensors", "train": file, "test": file}, each with tensors "x" and "y"
     };
 
+    // "format" is required; the paths of the chosen format are required except fashion-mnist's "dir". Paths
+    // must be non-empty; whether they exist is checked by the coordinator at import. Fields another format
+    // uses are refused; in the struct they keep their defaults, so fromJson(toJson(x)) == x.
     Format format = Format::FashionMnist;
-    QString dir;         // fashion-mnist, cifar10
-    QString trainImages; // idx
-    QString trainLabels; // idx
-    QString testImages;  // idx
-    QString testLabels;  // idx
-    QString train;       // safetensors
-    QString test;        // safetensors
+    QString dir = defaultFashionMnistDir(); // fashion-mnist, cifar10
+    QString trainImages;                    // idx
+    QString trainLabels;                    // idx
+    QString testImages;                     // idx
+    QString testLabels;                     // idx
+    QString train;                          // safetensors
+    QString test;                           // safetensors
 
     static QString defaultFashionMnistDir() { return QStringLiteral("/usr/share/datasets/fashion-mnist"); }
-    static Result<DatasetSpec> fromJson(const QJsonObject& json, const QString& path = QStringLiteral("dataset"));
+    static Result<DatasetSpec> fromJson(const QJsonObject& json,
+                                        const QString& path = QStringLiteral("dataset"));
     QJsonObject toJson() const;
 
     bool operator==(const DatasetSpec&) const = default;
@@ -51,7 +62,12 @@ struct DatasetSpec
 
 struct AggregationSpec
 {
-    enum class Rule { VcAsgd };
+    // The object is optional in a job (default: vc-asgd, alpha "epoch"); when given, "rule" is required and
+    // "alpha" defaults to "epoch".
+    enum class Rule
+    {
+        VcAsgd
+    };
 
     Rule rule = Rule::VcAsgd;
     bool alphaPerEpoch = true; // "alpha": "epoch" gives a_e = e / (e + 1)
@@ -66,23 +82,23 @@ struct AggregationSpec
 
 struct JobSpec
 {
-    QString name;                       // 1..100 characters
+    QString name; // 1..100 characters
     DatasetSpec dataset;
-    std::optional<qint64> limitTrain;   // > 0 when present
+    std::optional<qint64> limitTrain; // 1..2^53 when present, and >= shards
     ModelSpec model;
-    int shards = 10;                    // 1..100000
-    int localEpochs = 1;                // 1..1000
-    int batchSize = 32;                 // 1..65536
+    int shards = 10;     // 1..100000
+    int localEpochs = 1; // 1..1000
+    int batchSize = 32;  // 1..65536
     OptimizerSpec optimizer;
     AggregationSpec aggregation;
-    double targetAccuracy = 0.9;        // (0, 1]
-    int maxEpochs = 20;                 // 1..100000
-    int deadlineSeconds = 600;          // 10..604800
-    int replication = 1;                // 1..16
-    quint64 seed = 42;
+    double targetAccuracy = 0.9; // (0, 1]
+    int maxEpochs = 20;          // 1..100000
+    int deadlineSeconds = 600;   // 10..604800
+    int replication = 1;         // 1..16
+    quint64 seed = 42;           // 0..2^53, the largest integer a JSON number holds exactly
 
     static Result<JobSpec> fromJson(const QJsonObject& json);
-    // Parses JSON text, naming the offset of a syntax error.
+    // Parses JSON text, naming the offset of a syntax error ("job spec is not valid JSON: ... at offset 17").
     static Result<JobSpec> fromJsonText(const QByteArray& text);
     QJsonObject toJson() const;
 
