@@ -49,6 +49,7 @@ public:
     // Appends a tensor, copying `bytes`. Refuses a duplicate name or a byte count that is not the shape's.
     Status add(const QString& name, DType dtype, const QList<qint64>& shape, QByteArrayView bytes);
     // Appends a zero-filled tensor and returns its bytes to fill in; nullptr on a duplicate name or bad shape.
+    // The pointer is valid until the next tensor is added (the buffer may move).
     char* addZeroed(const QString& name, DType dtype, const QList<qint64>& shape);
 
     template <typename T>

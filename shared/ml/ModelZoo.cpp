@@ -1,0 +1,184 @@
+// The built-in architectures. Modules follow pytorch/examples' C++ style (XImpl + TORCH_MODULE); submodules are
+// registered under stable, readable names because those names are the safetensors keys users see.
+#include <torch/torch.h>
+
+#include "ml/TorchInternals.h"
+
+namespace gleaner::ml {
+namespace {
+
+namespace nn = torch::nn;
+
+std::int64_t product(const QList<qint64>& shape)
+{
+    std::int64_t n = 1;
+    for (qint64 d : shape)
+        n *= d;
+    return n;
+}
+
+// Flatten, then Linear + ReLU per hidden width, then the classifier.
+struct MlpImpl : nn::Module
+{
+    MlpImpl(std::int64_t inputs, const QList<int>& hidden, std::int64_t classes)
+    {
+        std::int64_t width = inputs;
+        for (int i = 0; i < hidden.size(); ++i) {
+            layers.push_back(register_module("fc" + std::to_string(i), nn::Linear(width, hidden[i])));
+            width = hidden[i];
+        }
+        classifier = register_module("classifier", nn::Linear(width, classes));
+    }
+
+    torch::Tensor forward(torch::Tensor x)
+    {
+        x = x.flatten(1);
+        for (auto& layer : layers)
+            x = torch::relu(layer->forward(x));
+        return classifier->forward(x);
+    }
+
+    std::vector<nn::Linear> layers;
+    nn::Linear classifier{nullptr};
+};
+TORCH_MODULE(Mlp);
+
+// Two stages of 3x3 conv (padding 1) + ReLU + 2x2 max-pool, then the MLP head: a small, fast net for 28x28
+// (Fashion-MNIST) and 32x32 (CIFAR-10) images.
+struct CnnImpl : nn::Module
+{
+    CnnImpl(const QList<qint64>& input, const QList<int>& channels, const QList<int>& hidden, std::int64_t classes)
+    {
+        conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(input[0], channels[0], 3).padding(1)));
+        conv2 = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(channels[0], channels[1], 3).padding(1)));
+        const std::int64_t flat = std::int64_t(channels[1]) * (input[1] / 4) * (input[2] / 4);
+        head = register_module("head", Mlp(flat, hidden, classes));
+    }
+
+    torch::Tensor forward(torch::Tensor x)
+    {
+        x = torch::max_pool2d(torch::relu(conv1->forward(x)), 2);
+        x = torch::max_pool2d(torch::relu(conv2->forward(x)), 2);
+        return head->forward(x);
+    }
+
+    nn::Conv2d conv1{nullptr}, conv2{nullptr};
+    Mlp head{nullptr};
+};
+TORCH_MODULE(Cnn);
+
+nn::Conv2d conv(std::int64_t in, std::int64_t out, std::int64_t kernel, std::int64_t stride = 1)
+{
+    return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
+}
+
+// Pre-activation bottleneck (He et al., "Identity Mappings in Deep Residual Networks"): BN-ReLU before each of
+// 1x1, 3x3 (carrying the stride), 1x1 convolutions; the first block of a stage projects the shortcut from the
+// pre-activated input. The network's very first block skips its pre-activation: the stem has just applied it.
+struct BottleneckImpl : nn::Module
+{
+    BottleneckImpl(std::int64_t in, std::int64_t width, std::int64_t out, std::int64_t stride, bool preActivate)
+        : preActivate(preActivate)
+    {
+        if (preActivate)
+            bn0 = register_module("bn0", nn::BatchNorm2d(in));
+        conv1 = register_module("conv1", conv(in, width, 1));
+        bn1 = register_module("bn1", nn::BatchNorm2d(width));
+        conv2 = register_module("conv2", conv(width, width, 3, stride));
+        bn2 = register_module("bn2", nn::BatchNorm2d(width));
+        conv3 = register_module("conv3", conv(width, out, 1));
+        if (stride != 1 || in != out)
+            shortcut = register_module("shortcut", conv(in, out, 1, stride));
+    }
+
+    torch::Tensor forward(const torch::Tensor& x)
+    {
+        const torch::Tensor pre = preActivate ? torch::relu(bn0->forward(x)) : x;
+        torch::Tensor y = conv1->forward(pre);
+        y = conv2->forward(torch::relu(bn1->forward(y)));
+        y = conv3->forward(torch::relu(bn2->forward(y)));
+        return y + (shortcut ? shortcut->forward(pre) : x);
+    }
+
+    bool preActivate;
+    nn::BatchNorm2d bn0{nullptr}, bn1{nullptr}, bn2{nullptr};
+    nn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr}, shortcut{nullptr};
+};
+TORCH_MODULE(Bottleneck);
+
+// Pre-activation ResNet v2: 3x3 stem + BN-ReLU, three stages of n = (depth - 2) / 9 bottleneck blocks with
+// widths w, 2w, 4w (outputs 4x that), strides 1, 2, 2; final BN-ReLU, global average pool, classifier.
+struct PreActResNetImpl : nn::Module
+{
+    PreActResNetImpl(const QList<qint64>& input, int depth, int width, std::int64_t classes)
+    {
+        const int blocks = (depth - 2) / 9;
+        stem = register_module("stem", conv(input[0], width, 3));
+        stemBn = register_module("stem_bn", nn::BatchNorm2d(width));
+        std::int64_t in = width;
+        for (int stage = 0; stage < 3; ++stage) {
+            const std::int64_t w = std::int64_t(width) << stage;
+            nn::Sequential seq;
+            for (int b = 0; b < blocks; ++b) {
+                const std::int64_t stride = (stage > 0 && b == 0) ? 2 : 1;
+                seq->push_back("block" + std::to_string(b),
+                               Bottleneck(in, w, 4 * w, stride, !(stage == 0 && b == 0)));
+                in = 4 * w;
+            }
+            stages.push_back(register_module("stage" + std::to_string(stage + 1), seq));
+        }
+        finalBn = register_module("final_bn", nn::BatchNorm2d(in));
+        classifier = register_module("classifier", nn::Linear(in, classes));
+    }
+
+    torch::Tensor forward(torch::Tensor x)
+    {
+        x = torch::relu(stemBn->forward(stem->forward(x)));
+        for (auto& stage : stages)
+            x = stage->forward(x);
+        x = torch::relu(finalBn->forward(x));
+        x = torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1);
+        return classifier->forward(x);
+    }
+
+    nn::Conv2d stem{nullptr};
+    nn::BatchNorm2d stemBn{nullptr}, finalBn{nullptr};
+    std::vector<nn::Sequential> stages;
+    nn::Linear classifier{nullptr};
+};
+TORCH_MODULE(PreActResNet);
+
+} // namespace
+
+Result<Model::Impl> buildNetwork(const ModelSpec& spec)
+{
+    Model::Impl impl;
+    impl.spec = spec;
+    switch (spec.arch) {
+    case Architecture::Mlp: {
+        Mlp net(product(spec.inputShape), spec.hidden, spec.numClasses);
+        impl.module = net.ptr();
+        impl.forward = [net](const torch::Tensor& x) mutable { return net->forward(x); };
+        return impl;
+    }
+    case Architecture::Cnn: {
+        if (spec.inputShape.size() != 3 || spec.channels.size() != 2)
+            return fail(QStringLiteral("cnn needs input_shape [C, H, W] and two channel counts"));
+        Cnn net(spec.inputShape, spec.channels, spec.hidden, spec.numClasses);
+        impl.module = net.ptr();
+        impl.forward = [net](const torch::Tensor& x) mutable { return net->forward(x); };
+        return impl;
+    }
+    case Architecture::ResNet: {
+        if (spec.inputShape.size() != 3 || spec.depth < 11 || (spec.depth - 2) % 9 != 0)
+            return fail(QStringLiteral("resnet needs input_shape [C, H, W] and depth 9n + 2"));
+        PreActResNet net(spec.inputShape, spec.depth, spec.width, spec.numClasses);
+        impl.module = net.ptr();
+        impl.forward = [net](const torch::Tensor& x) mutable { return net->forward(x); };
+        return impl;
+    }
+    }
+    return fail(QStringLiteral("unknown architecture"));
+}
+
+} // namespace gleaner::ml

@@ -1,0 +1,92 @@
+#include <torch/torch.h>
+
+#include "ml/TorchInternals.h"
+
+namespace gleaner::ml {
+
+Result<torch::ScalarType> torchType(DType type)
+{
+    switch (type) {
+    case DType::F32: return torch::kFloat32;
+    case DType::F16: return torch::kFloat16;
+    case DType::BF16: return torch::kBFloat16;
+    case DType::F64: return torch::kFloat64;
+    case DType::I64: return torch::kInt64;
+    case DType::I32: return torch::kInt32;
+    case DType::I16: return torch::kInt16;
+    case DType::I8: return torch::kInt8;
+    case DType::U8: return torch::kUInt8;
+    case DType::Bool: return torch::kBool;
+    case DType::U16:
+    case DType::U32:
+    case DType::U64: break;
+    }
+    return fail(QStringLiteral("dtype %1 has no libtorch equivalent").arg(dtypeName(type)));
+}
+
+Result<DType> bundleType(torch::ScalarType type)
+{
+    switch (type) {
+    case torch::kFloat32: return DType::F32;
+    case torch::kFloat16: return DType::F16;
+    case torch::kBFloat16: return DType::BF16;
+    case torch::kFloat64: return DType::F64;
+    case torch::kInt64: return DType::I64;
+    case torch::kInt32: return DType::I32;
+    case torch::kInt16: return DType::I16;
+    case torch::kInt8: return DType::I8;
+    case torch::kUInt8: return DType::U8;
+    case torch::kBool: return DType::Bool;
+    default: break;
+    }
+    return fail(QStringLiteral("torch type %1 cannot be stored").arg(QString::fromLatin1(c10::toString(type))));
+}
+
+Result<torch::Tensor> viewTensor(TensorBundle& bundle, const TensorEntry& entry)
+{
+    auto type = torchType(entry.dtype);
+    if (!type)
+        return fail(QStringLiteral("tensor \"%1\": %2").arg(entry.name, type.error()));
+    std::vector<std::int64_t> shape(entry.shape.begin(), entry.shape.end());
+    return torch::from_blob(bundle.mutableData(entry), shape, torch::TensorOptions().dtype(*type));
+}
+
+Result<torch::Tensor> toTensor(const TensorBundle& bundle, const TensorEntry& entry)
+{
+    auto type = torchType(entry.dtype);
+    if (!type)
+        return fail(QStringLiteral("tensor \"%1\": %2").arg(entry.name, type.error()));
+    std::vector<std::int64_t> shape(entry.shape.begin(), entry.shape.end());
+    // from_blob never writes here; clone() takes the copy the result owns.
+    auto* bytes = const_cast<char*>(bundle.data(entry).data());
+    return torch::from_blob(bytes, shape, torch::TensorOptions().dtype(*type)).clone();
+}
+
+Status addTensor(TensorBundle& bundle, const QString& name, const torch::Tensor& tensor)
+{
+    auto type = bundleType(tensor.scalar_type());
+    if (!type)
+        return fail(QStringLiteral("tensor \"%1\": %2").arg(name, type.error()));
+    const torch::Tensor cpu = tensor.detach().to(torch::kCPU).contiguous();
+    QList<qint64> shape;
+    for (auto d : cpu.sizes())
+        shape.append(qint64(d));
+    char* target = bundle.addZeroed(name, *type, shape);
+    if (!target)
+        return fail(QStringLiteral("tensor \"%1\" is already in the bundle").arg(name));
+    if (cpu.nbytes() > 0)
+        std::memcpy(target, cpu.data_ptr(), cpu.nbytes());
+    return {};
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> namedWeights(const torch::nn::Module& module)
+{
+    std::vector<std::pair<std::string, torch::Tensor>> out;
+    for (const auto& item : module.named_parameters(/*recurse=*/true))
+        out.emplace_back(item.key(), item.value());
+    for (const auto& item : module.named_buffers(/*recurse=*/true))
+        out.emplace_back(item.key(), item.value());
+    return out;
+}
+
+} // namespace gleaner::ml

@@ -1,0 +1,132 @@
+#include "ml/WeightMath.h"
+
+#include <QTest>
+
+#include <array>
+#include <cmath>
+#include <limits>
+
+using namespace gleaner;
+using namespace gleaner::ml;
+
+namespace {
+
+TensorBundle weights(float w0, float w1, qint64 counter)
+{
+    TensorBundle b;
+    const std::array<float, 2> w{w0, w1};
+    (void)b.addValues<float>(QStringLiteral("layer.weight"), DType::F32, {2}, w);
+    const std::array<qint64, 1> c{counter};
+    (void)b.addValues<qint64>(QStringLiteral("bn.num_batches_tracked"), DType::I64, {}, c);
+    return b;
+}
+
+} // namespace
+
+class TestWeightMath : public QObject
+{
+    Q_OBJECT
+private Q_SLOTS:
+    void blendFollowsVcAsgd_data();
+    void blendFollowsVcAsgd();
+    void blendRefusesIncompatible_data();
+    void blendRefusesIncompatible();
+    void finiteCheck();
+    void norms();
+    void blendDoesNotTouchSharedCopies();
+};
+
+void TestWeightMath::blendFollowsVcAsgd_data()
+{
+    QTest::addColumn<double>("alpha");
+    QTest::addColumn<float>("expected0");
+    QTest::addColumn<float>("expected1");
+    // server (1, -2), client (3, 6): a*s + (1-a)*c
+    QTest::newRow("alpha 0.95") << 0.95 << 1.1f << -1.6f;
+    QTest::newRow("alpha 0.5 (epoch 1 of e/(e+1))") << 0.5 << 2.0f << 2.0f;
+    QTest::newRow("alpha 1 keeps the server") << 1.0 << 1.0f << -2.0f;
+    QTest::newRow("alpha 0 takes the client") << 0.0 << 3.0f << 6.0f;
+}
+
+void TestWeightMath::blendFollowsVcAsgd()
+{
+    QFETCH(double, alpha);
+    QFETCH(float, expected0);
+    QFETCH(float, expected1);
+    TensorBundle server = weights(1, -2, 10);
+    const TensorBundle client = weights(3, 6, 14);
+    QVERIFY(WeightMath::blend(server, client, alpha).ok());
+    const auto w = server.values<float>(*server.find(u"layer.weight"));
+    QVERIFY(std::abs(w[0] - expected0) < 1e-6f);
+    QVERIFY(std::abs(w[1] - expected1) < 1e-6f);
+    // Counters are not averaged: the larger count is kept.
+    QCOMPARE(server.values<qint64>(*server.find(u"bn.num_batches_tracked"))[0], qint64(14));
+}
+
+void TestWeightMath::blendRefusesIncompatible_data()
+{
+    QTest::addColumn<int>("kind");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("missing tensor") << 0 << "tensor \"bn.num_batches_tracked\" is missing";
+    QTest::newRow("other shape") << 1 << "has shape [3], expected [2]";
+    QTest::newRow("other dtype") << 2 << "is F16, expected F32";
+    QTest::newRow("alpha out of range") << 3 << "alpha must lie in [0, 1]";
+}
+
+void TestWeightMath::blendRefusesIncompatible()
+{
+    QFETCH(int, kind);
+    QFETCH(QString, message);
+    TensorBundle server = weights(1, 2, 0);
+    TensorBundle client;
+    double alpha = 0.5;
+    if (kind == 3) {
+        client = weights(1, 2, 0);
+        alpha = 1.5;
+    } else {
+        QVERIFY(client.addZeroed(QStringLiteral("layer.weight"), kind == 2 ? DType::F16 : DType::F32,
+                                 {kind == 1 ? 3 : 2}));
+        if (kind != 0)
+            QVERIFY(client.addZeroed(QStringLiteral("bn.num_batches_tracked"), DType::I64, {}));
+        else
+            QVERIFY(client.addZeroed(QStringLiteral("other"), DType::I64, {}));
+    }
+    const QByteArray before = server.buffer();
+    const Status status = WeightMath::blend(server, client, alpha);
+    QVERIFY(!status.ok());
+    QVERIFY2(status.error().contains(message), qPrintable(status.error()));
+    QCOMPARE(server.buffer(), before);
+}
+
+void TestWeightMath::finiteCheck()
+{
+    TensorBundle good = weights(1, 2, 0);
+    QVERIFY(WeightMath::allFinite(good));
+    TensorBundle bad = weights(1, std::numeric_limits<float>::quiet_NaN(), 0);
+    QString where;
+    QVERIFY(!WeightMath::allFinite(bad, &where));
+    QCOMPARE(where, QStringLiteral("layer.weight"));
+    TensorBundle inf = weights(std::numeric_limits<float>::infinity(), 0, 0);
+    QVERIFY(!WeightMath::allFinite(inf));
+}
+
+void TestWeightMath::norms()
+{
+    QCOMPARE(WeightMath::l2Norm(weights(3, 4, 100)), 5.0); // counters are not weights
+    auto distance = WeightMath::l2Distance(weights(1, 1, 0), weights(4, 5, 0));
+    QVERIFY(distance.ok());
+    QCOMPARE(*distance, 5.0);
+}
+
+void TestWeightMath::blendDoesNotTouchSharedCopies()
+{
+    // The coordinator hands out the server weights while it folds updates in: a copy taken before must not move.
+    TensorBundle server = weights(1, 1, 0);
+    const TensorBundle snapshot = server;
+    QVERIFY(WeightMath::blend(server, weights(3, 3, 0), 0.5).ok());
+    QCOMPARE(snapshot.values<float>(*snapshot.find(u"layer.weight"))[0], 1.0f);
+    QCOMPARE(server.values<float>(*server.find(u"layer.weight"))[0], 2.0f);
+}
+
+QTEST_GUILESS_MAIN(TestWeightMath)
+#include "TestWeightMath.moc"
