@@ -12,6 +12,21 @@ torch::Tensor view(const TensorBundle& bundle, const TensorEntry& entry)
     return *viewTensor(const_cast<TensorBundle&>(bundle), entry);
 }
 
+// An F32 value is NaN or infinite exactly when its exponent bits are all ones. One pass over the raw bits, which
+// the compiler vectorises; libtorch 1.13's isfinite() composes four passes and three temporary tensors, eight
+// times slower on a 5 M-parameter model.
+bool allFiniteF32(QByteArrayView bytes)
+{
+    const qsizetype count = bytes.size() / 4;
+    quint32 nonFinite = 0;
+    for (qsizetype i = 0; i < count; ++i) {
+        quint32 bits;
+        std::memcpy(&bits, bytes.data() + 4 * i, 4);
+        nonFinite |= quint32((bits & 0x7f800000u) == 0x7f800000u);
+    }
+    return nonFinite == 0;
+}
+
 } // namespace
 
 Status checkCompatible(const TensorBundle& reference, const TensorBundle& other)
@@ -58,7 +73,9 @@ bool allFinite(const TensorBundle& weights, QString* where)
     for (const auto& entry : weights.entries()) {
         if (!dtypeIsFloating(entry.dtype) || entry.byteSize == 0)
             continue;
-        if (!torch::isfinite(view(weights, entry)).all().item<bool>()) {
+        const bool finite = entry.dtype == DType::F32 ? allFiniteF32(weights.data(entry))
+                                                      : torch::isfinite(view(weights, entry)).all().item<bool>();
+        if (!finite) {
             if (where)
                 *where = entry.name;
             return false;
