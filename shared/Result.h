@@ -4,6 +4,7 @@
 // span 40"). No exceptions cross a library boundary.
 
 #include <QString>
+#include <QtGlobal>
 
 #include <optional>
 #include <utility>
@@ -31,13 +32,14 @@ public:
     bool ok() const { return m_value.has_value(); }
     explicit operator bool() const { return ok(); }
 
-    const T& value() const& { return *m_value; }
-    T& value() & { return *m_value; }
-    T&& value() && { return std::move(*m_value); }
-    const T* operator->() const { return &*m_value; }
-    T* operator->() { return &*m_value; }
-    const T& operator*() const& { return *m_value; }
-    T& operator*() & { return *m_value; }
+    // Reading the value of a failed result is a programming error, caught in debug builds.
+    const T& value() const& { return (Q_ASSERT(ok()), *m_value); }
+    T& value() & { return (Q_ASSERT(ok()), *m_value); }
+    T&& value() && { return (Q_ASSERT(ok()), std::move(*m_value)); }
+    const T* operator->() const { return &value(); }
+    T* operator->() { return &value(); }
+    const T& operator*() const& { return value(); }
+    T& operator*() & { return value(); }
 
     const QString& error() const { return m_error; }
 

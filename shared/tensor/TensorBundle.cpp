@@ -2,6 +2,8 @@
 
 #include <QStringList>
 
+#include <limits>
+
 namespace gleaner {
 namespace {
 constexpr qint64 kAlignment = 64;
@@ -51,14 +53,24 @@ char* TensorBundle::append(const QString& name, DType dtype, const QList<qint64>
     return m_buffer.data() + offset;
 }
 
+std::optional<qint64> TensorBundle::byteSizeFor(DType dtype, const QList<qint64>& shape)
+{
+    const auto count = shapeElementCount(shape);
+    if (!count || *count > std::numeric_limits<qint64>::max() / dtypeSize(dtype))
+        return std::nullopt;
+    return *count * dtypeSize(dtype);
+}
+
 Status TensorBundle::add(const QString& name, DType dtype, const QList<qint64>& shape, QByteArrayView bytes)
 {
     if (contains(name))
         return fail(QStringLiteral("tensor \"%1\" is already in the bundle").arg(name));
-    const auto count = shapeElementCount(shape);
-    if (!count)
-        return fail(QStringLiteral("tensor \"%1\": shape %2 is invalid").arg(name, shapeToString(shape)));
-    const qint64 expected = *count * dtypeSize(dtype);
+    if (name == u"__metadata__")
+        return fail(QStringLiteral("\"__metadata__\" is reserved by the safetensors format; name the tensor otherwise"));
+    const auto size = byteSizeFor(dtype, shape);
+    if (!size)
+        return fail(QStringLiteral("tensor \"%1\": shape %2 is invalid or too large").arg(name, shapeToString(shape)));
+    const qint64 expected = *size;
     if (expected != bytes.size())
         return fail(QStringLiteral("tensor \"%1\": shape %2 of %3 needs %4 bytes, got %5")
                         .arg(name, shapeToString(shape), dtypeName(dtype))
@@ -72,10 +84,10 @@ Status TensorBundle::add(const QString& name, DType dtype, const QList<qint64>& 
 
 char* TensorBundle::addZeroed(const QString& name, DType dtype, const QList<qint64>& shape)
 {
-    const auto count = shapeElementCount(shape);
-    if (!count || contains(name))
+    const auto size = byteSizeFor(dtype, shape);
+    if (!size || contains(name) || name == u"__metadata__")
         return nullptr;
-    return append(name, dtype, shape, *count * dtypeSize(dtype));
+    return append(name, dtype, shape, *size);
 }
 
 const TensorEntry* TensorBundle::find(QStringView name) const

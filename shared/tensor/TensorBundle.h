@@ -76,6 +76,8 @@ public:
     template <typename T>
     std::span<const T> values(const TensorEntry& entry) const
     {
+        Q_ASSERT(sizeof(T) == size_t(dtypeSize(entry.dtype)));
+        Q_ASSERT(quintptr(m_buffer.constData() + entry.offset) % alignof(T) == 0);
         return {reinterpret_cast<const T*>(m_buffer.constData() + entry.offset),
                 size_t(entry.byteSize / qint64(sizeof(T)))};
     }
@@ -93,6 +95,9 @@ public:
     const QMap<QString, QString>& metadata() const { return m_metadata; }
     QMap<QString, QString>& metadata() { return m_metadata; }
     void setMetadata(const QString& key, const QString& value) { m_metadata.insert(key, value); }
+
+    // Bytes of a tensor of this type and shape; nullopt when the shape is invalid or the size overflows.
+    static std::optional<qint64> byteSizeFor(DType dtype, const QList<qint64>& shape);
 
 private:
     char* append(const QString& name, DType dtype, const QList<qint64>& shape, qint64 byteSize);

@@ -87,6 +87,13 @@ void TestTensorBundle::shapeOverflowIsDetected()
     QVERIFY(!shapeElementCount({-1, 2}).has_value());
     QCOMPARE(*shapeElementCount({}), qint64(1));
     QCOMPARE(*shapeElementCount({0, 5}), qint64(0));
+
+    // The element count fits but the byte size does not: refused, never a wrapped-around allocation.
+    TensorBundle bundle;
+    const Status huge = bundle.add(QStringLiteral("w"), DType::F64, {qint64(1) << 62}, {});
+    QVERIFY(!huge.ok());
+    QVERIFY2(huge.error().contains(u"too large"), qPrintable(huge.error()));
+    QVERIFY(!bundle.addZeroed(QStringLiteral("w"), DType::F64, {qint64(1) << 62}));
 }
 
 QTEST_GUILESS_MAIN(TestTensorBundle)

@@ -23,16 +23,22 @@ Result<Dataset> Dataset::fromBundle(TensorBundle bundle, const QString& what)
 
     const qint64 count = x->shape[0];
     std::vector<qint64> labels(size_t(count), 0);
-    const auto read = [&](auto typed) {
-        for (qint64 i = 0; i < count; ++i)
-            labels[size_t(i)] = qint64(typed[size_t(i)]);
+    // Files from other writers may hold misaligned tensors: read through memcpy, not typed pointers.
+    const char* raw = bundle.data(*y).data();
+    const auto read = [&](auto zero) {
+        using T = decltype(zero);
+        for (qint64 i = 0; i < count; ++i) {
+            T value;
+            std::memcpy(&value, raw + i * qint64(sizeof(T)), sizeof(T));
+            labels[size_t(i)] = qint64(value);
+        }
     };
     switch (y->dtype) {
-    case DType::I64: read(bundle.values<qint64>(*y)); break;
-    case DType::I32: read(bundle.values<qint32>(*y)); break;
-    case DType::U8: read(bundle.values<quint8>(*y)); break;
-    case DType::I8: read(bundle.values<qint8>(*y)); break;
-    case DType::I16: read(bundle.values<qint16>(*y)); break;
+    case DType::I64: read(qint64{}); break;
+    case DType::I32: read(qint32{}); break;
+    case DType::U8: read(quint8{}); break;
+    case DType::I8: read(qint8{}); break;
+    case DType::I16: read(qint16{}); break;
     default:
         return fail(QStringLiteral("%1: \"y\" must hold integer class labels, not %2").arg(what, dtypeName(y->dtype)));
     }
@@ -42,7 +48,7 @@ Result<Dataset> Dataset::fromBundle(TensorBundle bundle, const QString& what)
 
     Dataset dataset;
     dataset.m_size = count;
-    if (y->dtype == DType::I64 && bundle.size() == 2) {
+    if (y->dtype == DType::I64 && bundle.size() == 2 && quintptr(raw) % alignof(qint64) == 0) {
         // Already in shard layout: adopt the bundle as it is, without copying the samples.
         dataset.m_xIndex = qsizetype(x - bundle.entries().constData());
         dataset.m_yIndex = qsizetype(y - bundle.entries().constData());
