@@ -22,8 +22,7 @@ inline Error fail(QString message)
     return Error{std::move(message)};
 }
 
-template <typename T>
-class [[nodiscard]] Result
+template <typename T> class [[nodiscard]] Result
 {
 public:
     Result(T value) : m_value(std::move(value)) {}
@@ -56,8 +55,7 @@ private:
     QString m_error;
 };
 
-template <>
-class [[nodiscard]] Result<void>
+template <> class [[nodiscard]] Result<void>
 {
 public:
     Result() = default;

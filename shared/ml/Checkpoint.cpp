@@ -21,7 +21,8 @@ Result<CheckpointInfo> CheckpointInfo::readFrom(const TensorBundle& bundle)
 {
     const auto& meta = bundle.metadata();
     if (meta.value(kMarker) != u"1")
-        return fail(QStringLiteral("not a Gleaner checkpoint (metadata gleaner.checkpoint is missing or not 1)"));
+        return fail(
+            QStringLiteral("not a Gleaner checkpoint (metadata gleaner.checkpoint is missing or not 1)"));
     CheckpointInfo info;
     info.fingerprint = meta.value(QStringLiteral("fingerprint"));
     bool ok[6] = {};

@@ -14,10 +14,10 @@ namespace gleaner::ml {
 
 struct CheckpointInfo
 {
-    QString fingerprint;  // of the training request; a checkpoint resumes only the request that wrote it
-    int epoch = 0;        // local epoch in progress (0-based)
-    qint64 batch = 0;     // next mini-batch of that epoch
-    qint64 samples = 0;   // samples trained so far
+    QString fingerprint; // of the training request; a checkpoint resumes only the request that wrote it
+    int epoch = 0;       // local epoch in progress (0-based)
+    qint64 batch = 0;    // next mini-batch of that epoch
+    qint64 samples = 0;  // samples trained so far
     qint64 totalSteps = 0;
     double lossSum = 0.0; // sum of per-sample losses so far (exact: written with 17 significant digits)
     double seconds = 0.0; // training time so far
@@ -27,9 +27,18 @@ struct CheckpointInfo
 };
 
 namespace Checkpoint {
-inline QString modelPrefix() { return QStringLiteral("model."); }
-inline QString optimizerPrefix() { return QStringLiteral("optim."); }
-inline QString rngTensor() { return QStringLiteral("rng.default"); }
+inline QString modelPrefix()
+{
+    return QStringLiteral("model.");
+}
+inline QString optimizerPrefix()
+{
+    return QStringLiteral("optim.");
+}
+inline QString rngTensor()
+{
+    return QStringLiteral("rng.default");
+}
 } // namespace Checkpoint
 
 } // namespace gleaner::ml

@@ -16,7 +16,10 @@ int cudaDeviceCount()
 
 QString torchVersion()
 {
-    return QStringLiteral("%1.%2.%3").arg(TORCH_VERSION_MAJOR).arg(TORCH_VERSION_MINOR).arg(TORCH_VERSION_PATCH);
+    return QStringLiteral("%1.%2.%3")
+        .arg(TORCH_VERSION_MAJOR)
+        .arg(TORCH_VERSION_MINOR)
+        .arg(TORCH_VERSION_PATCH);
 }
 
 Result<QString> resolveDevice(const QString& request)
@@ -32,19 +35,22 @@ Result<QString> resolveDevice(const QString& request)
             bool ok = false;
             index = name.mid(5).toInt(&ok);
             if (!ok || index < 0)
-                return fail(QStringLiteral("device \"%1\": expected cuda:N with N a device number").arg(request));
+                return fail(
+                    QStringLiteral("device \"%1\": expected cuda:N with N a device number").arg(request));
         }
         if (!cudaAvailable())
-            return fail(QStringLiteral("device \"%1\": this build of libtorch (%2) has no CUDA support or no GPU is "
-                                       "visible; use \"cpu\"")
-                            .arg(request, torchVersion()));
+            return fail(
+                QStringLiteral("device \"%1\": this build of libtorch (%2) has no CUDA support or no GPU is "
+                               "visible; use \"cpu\"")
+                    .arg(request, torchVersion()));
         if (index >= cudaDeviceCount())
             return fail(QStringLiteral("device \"%1\": only %2 CUDA device(s) are visible")
                             .arg(request)
                             .arg(cudaDeviceCount()));
         return QStringLiteral("cuda:%1").arg(index);
     }
-    return fail(QStringLiteral("device \"%1\" is not known; use \"cpu\", \"cuda\", \"cuda:N\" or \"auto\"").arg(request));
+    return fail(QStringLiteral("device \"%1\" is not known; use \"cpu\", \"cuda\", \"cuda:N\" or \"auto\"")
+                    .arg(request));
 }
 
 } // namespace gleaner::ml

@@ -1,6 +1,6 @@
 #pragma once
-// Where gleaner_ml computes. The device is always chosen explicitly ("cpu", "cuda", "cuda:1"): Debian's libtorch
-// is CPU-only, a GPU machine's libtorch is not, and the same code must build and behave on both.
+// Where gleaner_ml computes. The device is always chosen explicitly ("cpu", "cuda", "cuda:1"): Debian's
+// libtorch is CPU-only, a GPU machine's libtorch is not, and the same code must build and behave on both.
 
 #include "Result.h"
 

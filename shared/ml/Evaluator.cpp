@@ -34,9 +34,10 @@ Result<Evaluation> Evaluator::evaluate(Model& model, const Dataset& data, int ba
             input = input.to(torch::kFloat32).div_(255.0);
         const torch::Tensor target = y->slice(0, begin, end).to(net.device);
         const torch::Tensor logits = net.forward(input);
-        lossSum += torch::nn::functional::cross_entropy(
-                       logits, target, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-                       .item<double>();
+        lossSum +=
+            torch::nn::functional::cross_entropy(
+                logits, target, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                .item<double>();
         result.correct += qint64(logits.argmax(1).eq(target).sum().item<std::int64_t>());
     }
     net.module->train(wasTraining);
@@ -46,8 +47,8 @@ Result<Evaluation> Evaluator::evaluate(Model& model, const Dataset& data, int ba
     return result;
 }
 
-Result<Evaluation> Evaluator::evaluate(const ModelSpec& spec, const TensorBundle& weights, const Dataset& data,
-                                       int batchSize, const QString& device)
+Result<Evaluation> Evaluator::evaluate(const ModelSpec& spec, const TensorBundle& weights,
+                                       const Dataset& data, int batchSize, const QString& device)
 {
     auto model = Model::create(spec, 0, device);
     if (!model)

@@ -1,6 +1,6 @@
 #pragma once
-// Accuracy and mean loss of weights on a labelled dataset, in batches, without gradients: what the coordinator
-// validates the server weights with after it folds in updates.
+// Accuracy and mean loss of weights on a labelled dataset, in batches, without gradients: what the
+// coordinator validates the server weights with after it folds in updates.
 
 #include "Result.h"
 #include "ml/Model.h"
@@ -21,8 +21,9 @@ class Evaluator
 public:
     static Result<Evaluation> evaluate(Model& model, const Dataset& data, int batchSize = 256);
     // Builds the model on `device` and loads `weights` first.
-    static Result<Evaluation> evaluate(const ModelSpec& spec, const TensorBundle& weights, const Dataset& data,
-                                       int batchSize = 256, const QString& device = QStringLiteral("cpu"));
+    static Result<Evaluation> evaluate(const ModelSpec& spec, const TensorBundle& weights,
+                                       const Dataset& data, int batchSize = 256,
+                                       const QString& device = QStringLiteral("cpu"));
 };
 
 } // namespace gleaner::ml

@@ -1,5 +1,5 @@
-// SGD (momentum, Nesterov, L2) and Adam with the update rules of torch.optim, written out with in-place tensor
-// ops so that their state is ours to checkpoint by name.
+// SGD (momentum, Nesterov, L2) and Adam with the update rules of torch.optim, written out with in-place
+// tensor ops so that their state is ours to checkpoint by name.
 #include <torch/torch.h>
 
 #include "ml/TorchInternals.h"

@@ -50,7 +50,8 @@ TensorBundle Model::weights() const
 {
     TensorBundle bundle;
     for (const auto& [name, tensor] : namedWeights(*d->module)) {
-        // Model tensors are always float or int64, which the bundle stores; a failure here is a programming error.
+        // Model tensors are always float or int64, which the bundle stores; a failure here is a programming
+        // error.
         if (const Status added = addTensor(bundle, QString::fromStdString(name), tensor); !added)
             qFatal("%s", qPrintable(added.error()));
     }

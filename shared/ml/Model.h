@@ -17,7 +17,8 @@ class Model
 public:
     // Builds the network on `device` ("cpu", "cuda:0"; see Device.h) with weights drawn from `seed`: the same
     // spec and seed give bit-identical weights.
-    static Result<Model> create(const ModelSpec& spec, quint64 seed, const QString& device = QStringLiteral("cpu"));
+    static Result<Model> create(const ModelSpec& spec, quint64 seed,
+                                const QString& device = QStringLiteral("cpu"));
 
     Model(Model&&) noexcept;
     Model& operator=(Model&&) noexcept;
@@ -25,7 +26,8 @@ public:
 
     const ModelSpec& spec() const;
     QString device() const;
-    // Trainable parameters (the usual "parameter count"); buffers such as BatchNorm statistics are not counted.
+    // Trainable parameters (the usual "parameter count"); buffers such as BatchNorm statistics are not
+    // counted.
     qint64 parameterCount() const;
 
     // Parameters then buffers, as F32 (I64 for counters), on the CPU.

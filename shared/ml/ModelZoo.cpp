@@ -1,5 +1,5 @@
-// The built-in architectures. Modules follow pytorch/examples' C++ style (XImpl + TORCH_MODULE); submodules are
-// registered under stable, readable names because those names are the safetensors keys users see.
+// The built-in architectures. Modules follow pytorch/examples' C++ style (XImpl + TORCH_MODULE); submodules
+// are registered under stable, readable names because those names are the safetensors keys users see.
 #include <torch/torch.h>
 
 #include "ml/TorchInternals.h"
@@ -47,10 +47,12 @@ TORCH_MODULE(Mlp);
 // (Fashion-MNIST) and 32x32 (CIFAR-10) images.
 struct CnnImpl : nn::Module
 {
-    CnnImpl(const QList<qint64>& input, const QList<int>& channels, const QList<int>& hidden, std::int64_t classes)
+    CnnImpl(const QList<qint64>& input, const QList<int>& channels, const QList<int>& hidden,
+            std::int64_t classes)
     {
         conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(input[0], channels[0], 3).padding(1)));
-        conv2 = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(channels[0], channels[1], 3).padding(1)));
+        conv2 =
+            register_module("conv2", nn::Conv2d(nn::Conv2dOptions(channels[0], channels[1], 3).padding(1)));
         const std::int64_t flat = std::int64_t(channels[1]) * (input[1] / 4) * (input[2] / 4);
         head = register_module("head", Mlp(flat, hidden, classes));
     }
@@ -72,12 +74,14 @@ nn::Conv2d conv(std::int64_t in, std::int64_t out, std::int64_t kernel, std::int
     return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
 }
 
-// Pre-activation bottleneck (He et al., "Identity Mappings in Deep Residual Networks"): BN-ReLU before each of
-// 1x1, 3x3 (carrying the stride), 1x1 convolutions; the first block of a stage projects the shortcut from the
-// pre-activated input. The network's very first block skips its pre-activation: the stem has just applied it.
+// Pre-activation bottleneck (He et al., "Identity Mappings in Deep Residual Networks"): BN-ReLU before each
+// of 1x1, 3x3 (carrying the stride), 1x1 convolutions; the first block of a stage projects the shortcut from
+// the pre-activated input. The network's very first block skips its pre-activation: the stem has just applied
+// it.
 struct BottleneckImpl : nn::Module
 {
-    BottleneckImpl(std::int64_t in, std::int64_t width, std::int64_t out, std::int64_t stride, bool preActivate)
+    BottleneckImpl(std::int64_t in, std::int64_t width, std::int64_t out, std::int64_t stride,
+                   bool preActivate)
         : preActivate(preActivate)
     {
         if (preActivate)

@@ -7,19 +7,30 @@ namespace gleaner::ml {
 Result<torch::ScalarType> torchType(DType type)
 {
     switch (type) {
-    case DType::F32: return torch::kFloat32;
-    case DType::F16: return torch::kFloat16;
-    case DType::BF16: return torch::kBFloat16;
-    case DType::F64: return torch::kFloat64;
-    case DType::I64: return torch::kInt64;
-    case DType::I32: return torch::kInt32;
-    case DType::I16: return torch::kInt16;
-    case DType::I8: return torch::kInt8;
-    case DType::U8: return torch::kUInt8;
-    case DType::Bool: return torch::kBool;
+    case DType::F32:
+        return torch::kFloat32;
+    case DType::F16:
+        return torch::kFloat16;
+    case DType::BF16:
+        return torch::kBFloat16;
+    case DType::F64:
+        return torch::kFloat64;
+    case DType::I64:
+        return torch::kInt64;
+    case DType::I32:
+        return torch::kInt32;
+    case DType::I16:
+        return torch::kInt16;
+    case DType::I8:
+        return torch::kInt8;
+    case DType::U8:
+        return torch::kUInt8;
+    case DType::Bool:
+        return torch::kBool;
     case DType::U16:
     case DType::U32:
-    case DType::U64: break;
+    case DType::U64:
+        break;
     }
     return fail(QStringLiteral("dtype %1 has no libtorch equivalent").arg(dtypeName(type)));
 }
@@ -27,19 +38,31 @@ Result<torch::ScalarType> torchType(DType type)
 Result<DType> bundleType(torch::ScalarType type)
 {
     switch (type) {
-    case torch::kFloat32: return DType::F32;
-    case torch::kFloat16: return DType::F16;
-    case torch::kBFloat16: return DType::BF16;
-    case torch::kFloat64: return DType::F64;
-    case torch::kInt64: return DType::I64;
-    case torch::kInt32: return DType::I32;
-    case torch::kInt16: return DType::I16;
-    case torch::kInt8: return DType::I8;
-    case torch::kUInt8: return DType::U8;
-    case torch::kBool: return DType::Bool;
-    default: break;
+    case torch::kFloat32:
+        return DType::F32;
+    case torch::kFloat16:
+        return DType::F16;
+    case torch::kBFloat16:
+        return DType::BF16;
+    case torch::kFloat64:
+        return DType::F64;
+    case torch::kInt64:
+        return DType::I64;
+    case torch::kInt32:
+        return DType::I32;
+    case torch::kInt16:
+        return DType::I16;
+    case torch::kInt8:
+        return DType::I8;
+    case torch::kUInt8:
+        return DType::U8;
+    case torch::kBool:
+        return DType::Bool;
+    default:
+        break;
     }
-    return fail(QStringLiteral("torch type %1 cannot be stored").arg(QString::fromLatin1(c10::toString(type))));
+    return fail(
+        QStringLiteral("torch type %1 cannot be stored").arg(QString::fromLatin1(c10::toString(type))));
 }
 
 Result<torch::Tensor> viewTensor(TensorBundle& bundle, const TensorEntry& entry)

@@ -1,7 +1,7 @@
 #pragma once
 // Private to gleaner_ml: the torch side of Model, tensor conversion and the local optimizers, shared by the
-// library's .cpp files. It uses torch types but does not include torch: every includer is a gleaner_ml .cpp file
-// that has <torch/torch.h> from the target's precompiled header and includes it first itself as well.
+// library's .cpp files. It uses torch types but does not include torch: every includer is a gleaner_ml .cpp
+// file that has <torch/torch.h> from the target's precompiled header and includes it first itself as well.
 // Nothing outside shared/ml may include this file.
 
 #include "ml/Model.h"
@@ -43,7 +43,8 @@ Status addTensor(TensorBundle& bundle, const QString& name, const torch::Tensor&
 std::vector<std::pair<std::string, torch::Tensor>> namedWeights(const torch::nn::Module& module);
 
 // SGD with momentum and Adam with their state as named tensors, so a checkpoint holds them in the same
-// safetensors file as the weights and resumes bit-exactly on libtorch 1.13 and 2.x alike (LocalOptimizer.cpp).
+// safetensors file as the weights and resumes bit-exactly on libtorch 1.13 and 2.x alike
+// (LocalOptimizer.cpp).
 class LocalOptimizer
 {
 public:

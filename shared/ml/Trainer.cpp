@@ -5,8 +5,8 @@
 #include "crypto/Sha256.h"
 #include "format/SafeTensors.h"
 #include "ml/Checkpoint.h"
-#include "ml/Trainer.h"
 #include "ml/TorchInternals.h"
+#include "ml/Trainer.h"
 
 #include <QElapsedTimer>
 #include <QJsonDocument>
@@ -32,8 +32,8 @@ QString TrainRequest::fingerprint(qint64 shardSamples) const
 
 namespace {
 
-// The order of local epoch `epoch`: a permutation drawn from its own generator, so resuming mid-epoch needs only
-// the epoch number, and the order does not depend on anything else the process did with random numbers.
+// The order of local epoch `epoch`: a permutation drawn from its own generator, so resuming mid-epoch needs
+// only the epoch number, and the order does not depend on anything else the process did with random numbers.
 torch::Tensor epochOrder(quint64 seed, int epoch, qint64 samples)
 {
     auto generator = at::detail::createCPUGenerator(seed * 0x9E3779B97F4A7C15ULL + quint64(epoch) + 1);
@@ -168,11 +168,12 @@ Result<TrainOutcome> Run::execute(const TrainHooks& hooks)
             loss.backward();
             const double lossValue = loss.item<double>();
             if (!std::isfinite(lossValue))
-                return fail(QStringLiteral("training diverged: the loss is %1 at local epoch %2, mini-batch %3; "
-                                           "lower the learning rate")
-                                .arg(lossValue)
-                                .arg(epoch + 1)
-                                .arg(batch + 1));
+                return fail(
+                    QStringLiteral("training diverged: the loss is %1 at local epoch %2, mini-batch %3; "
+                                   "lower the learning rate")
+                        .arg(lossValue)
+                        .arg(epoch + 1)
+                        .arg(batch + 1));
             m_optimizer.step();
 
             m_state.lossSum += lossValue * double(end - begin);
@@ -195,16 +196,18 @@ Result<TrainOutcome> Run::execute(const TrainHooks& hooks)
                 progress.samples = m_state.samples;
                 progress.meanLoss = m_state.lossSum / double(m_state.samples);
                 progress.seconds = m_state.seconds;
-                progress.samplesPerSecond = m_state.seconds > 0 ? double(m_state.samples) / m_state.seconds : 0;
+                progress.samplesPerSecond =
+                    m_state.seconds > 0 ? double(m_state.samples) / m_state.seconds : 0;
                 control = hooks.betweenBatches(progress);
             }
             if (control == TrainControl::Cancel)
                 return finish(TrainOutcome::Status::Cancelled);
 
             const bool last = m_state.epoch == m_request.localEpochs;
-            const bool periodic = m_request.checkpointIntervalSeconds > 0
-                                  && sinceCheckpoint >= m_request.checkpointIntervalSeconds && !last;
-            const bool wanted = control == TrainControl::Checkpoint || control == TrainControl::CheckpointAndStop;
+            const bool periodic = m_request.checkpointIntervalSeconds > 0 &&
+                                  sinceCheckpoint >= m_request.checkpointIntervalSeconds && !last;
+            const bool wanted =
+                control == TrainControl::Checkpoint || control == TrainControl::CheckpointAndStop;
             if ((periodic || wanted) && !m_request.checkpointPath.isEmpty()) {
                 if (auto s = writeCheckpoint(); !s)
                     return fail(s.error());
@@ -249,7 +252,8 @@ Result<TrainOutcome> Trainer::train(const TrainRequest& request, const TensorBun
     return run.execute(hooks);
 }
 
-Result<TrainOutcome> Trainer::resume(const TrainRequest& request, const Dataset& shard, const TrainHooks& hooks)
+Result<TrainOutcome> Trainer::resume(const TrainRequest& request, const Dataset& shard,
+                                     const TrainHooks& hooks)
 {
     if (auto s = checkShard(request, shard); !s)
         return fail(s.error());
@@ -272,7 +276,8 @@ Result<TrainOutcome> Trainer::resume(const TrainRequest& request, const Dataset&
 
     const TensorEntry* rng = bundle->find(Checkpoint::rngTensor());
     if (!rng)
-        return fail(QStringLiteral("%1: the checkpoint lacks the generator state").arg(request.checkpointPath));
+        return fail(
+            QStringLiteral("%1: the checkpoint lacks the generator state").arg(request.checkpointPath));
     auto rngState = toTensor(*bundle, *rng);
     if (!rngState)
         return fail(rngState.error());

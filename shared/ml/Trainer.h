@@ -1,9 +1,9 @@
 #pragma once
 // The training core of one subtask: from a model spec, starting weights and a shard, run the local epochs and
-// return the new weights with the mean loss and the number of samples. Between mini-batches it asks its caller
-// what to do (continue, pause by blocking, checkpoint, checkpoint and stop, cancel), so throttling and pausing
-// happen at batch granularity and no work is lost. Deterministic for a seed and a thread count: a run resumed
-// from a checkpoint ends with the same weights, bit for bit, as one that never stopped.
+// return the new weights with the mean loss and the number of samples. Between mini-batches it asks its
+// caller what to do (continue, pause by blocking, checkpoint, checkpoint and stop, cancel), so throttling and
+// pausing happen at batch granularity and no work is lost. Deterministic for a seed and a thread count: a run
+// resumed from a checkpoint ends with the same weights, bit for bit, as one that never stopped.
 
 #include "Result.h"
 #include "ml/data/Dataset.h"
@@ -21,7 +21,7 @@ struct TrainRequest
     OptimizerSpec optimizer;
     int localEpochs = 1;
     int batchSize = 32;
-    quint64 seed = 0;                        // data order of every local epoch derives from it
+    quint64 seed = 0; // data order of every local epoch derives from it
     QString device = QStringLiteral("cpu");
     int threads = 0;                         // intra-op threads; 0 leaves libtorch's default
     QString checkpointPath;                  // empty: no checkpoints
@@ -33,16 +33,17 @@ struct TrainRequest
 
 struct TrainProgress
 {
-    int epoch = 0;            // 0-based local epoch
-    qint64 step = 0;          // mini-batches done, over all local epochs
+    int epoch = 0;   // 0-based local epoch
+    qint64 step = 0; // mini-batches done, over all local epochs
     qint64 totalSteps = 0;
     qint64 samples = 0;
-    double meanLoss = 0.0;    // over the samples so far
+    double meanLoss = 0.0; // over the samples so far
     double samplesPerSecond = 0.0;
     double seconds = 0.0;
 };
 
-enum class TrainControl {
+enum class TrainControl
+{
     Continue,
     Checkpoint,        // write a checkpoint now, then continue
     CheckpointAndStop, // write a checkpoint and return with TrainOutcome::Status::Stopped
@@ -57,11 +58,16 @@ struct TrainHooks
 
 struct TrainOutcome
 {
-    enum class Status { Finished, Stopped, Cancelled };
+    enum class Status
+    {
+        Finished,
+        Stopped,
+        Cancelled
+    };
     Status status = Status::Finished;
     TensorBundle weights; // the trained weights when Finished; empty otherwise
     double meanLoss = 0.0;
-    qint64 samples = 0;   // samples processed in total (local epochs x shard size when Finished)
+    qint64 samples = 0; // samples processed in total (local epochs x shard size when Finished)
     qint64 steps = 0;
     double seconds = 0.0; // training time, summed over resumed runs
     int checkpointsWritten = 0;

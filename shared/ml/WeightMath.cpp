@@ -12,9 +12,9 @@ torch::Tensor view(const TensorBundle& bundle, const TensorEntry& entry)
     return *viewTensor(const_cast<TensorBundle&>(bundle), entry);
 }
 
-// An F32 value is NaN or infinite exactly when its exponent bits are all ones. One pass over the raw bits, which
-// the compiler vectorises; libtorch 1.13's isfinite() composes four passes and three temporary tensors, eight
-// times slower on a 5 M-parameter model.
+// An F32 value is NaN or infinite exactly when its exponent bits are all ones. One pass over the raw bits,
+// which the compiler vectorises; libtorch 1.13's isfinite() composes four passes and three temporary tensors,
+// eight times slower on a 5 M-parameter model.
 bool allFiniteF32(QByteArrayView bytes)
 {
     const qsizetype count = bytes.size() / 4;
@@ -53,7 +53,8 @@ Status blend(TensorBundle& server, const TensorBundle& client, double alpha)
         return fail(QStringLiteral("alpha must lie in [0, 1], got %1").arg(alpha));
     for (const auto& entry : server.entries())
         if (entry.dtype == DType::U16 || entry.dtype == DType::U32 || entry.dtype == DType::U64)
-            return fail(QStringLiteral("tensor \"%1\": %2 weights are not supported").arg(entry.name, dtypeName(entry.dtype)));
+            return fail(QStringLiteral("tensor \"%1\": %2 weights are not supported")
+                            .arg(entry.name, dtypeName(entry.dtype)));
     if (auto s = checkCompatible(server, client); !s)
         return s;
     torch::NoGradGuard noGrad;
@@ -73,8 +74,9 @@ bool allFinite(const TensorBundle& weights, QString* where)
     for (const auto& entry : weights.entries()) {
         if (!dtypeIsFloating(entry.dtype) || entry.byteSize == 0)
             continue;
-        const bool finite = entry.dtype == DType::F32 ? allFiniteF32(weights.data(entry))
-                                                      : torch::isfinite(view(weights, entry)).all().item<bool>();
+        const bool finite = entry.dtype == DType::F32
+                                ? allFiniteF32(weights.data(entry))
+                                : torch::isfinite(view(weights, entry)).all().item<bool>();
         if (!finite) {
             if (where)
                 *where = entry.name;

@@ -1,7 +1,7 @@
 #pragma once
-// Arithmetic on whole weight sets, for the coordinator's aggregation rules. Each operation works tensor by tensor
-// on the bundles' flat buffers in place (vectorised by libtorch, no copies), so folding a 5-million-parameter
-// upload into the server weights costs a few milliseconds.
+// Arithmetic on whole weight sets, for the coordinator's aggregation rules. Each operation works tensor by
+// tensor on the bundles' flat buffers in place (vectorised by libtorch, no copies), so folding a
+// 5-million-parameter upload into the server weights costs a few milliseconds.
 
 #include "Result.h"
 #include "tensor/TensorBundle.h"

@@ -8,7 +8,8 @@
 
 namespace gleaner {
 
-enum class DType {
+enum class DType
+{
     Bool,
     U8,
     I8,

@@ -66,10 +66,12 @@ Status TensorBundle::add(const QString& name, DType dtype, const QList<qint64>& 
     if (contains(name))
         return fail(QStringLiteral("tensor \"%1\" is already in the bundle").arg(name));
     if (name == u"__metadata__")
-        return fail(QStringLiteral("\"__metadata__\" is reserved by the safetensors format; name the tensor otherwise"));
+        return fail(QStringLiteral(
+            "\"__metadata__\" is reserved by the safetensors format; name the tensor otherwise"));
     const auto size = byteSizeFor(dtype, shape);
     if (!size)
-        return fail(QStringLiteral("tensor \"%1\": shape %2 is invalid or too large").arg(name, shapeToString(shape)));
+        return fail(QStringLiteral("tensor \"%1\": shape %2 is invalid or too large")
+                        .arg(name, shapeToString(shape)));
     const qint64 expected = *size;
     if (expected != bytes.size())
         return fail(QStringLiteral("tensor \"%1\": shape %2 of %3 needs %4 bytes, got %5")

@@ -48,16 +48,16 @@ public:
 
     // Appends a tensor, copying `bytes`. Refuses a duplicate name or a byte count that is not the shape's.
     Status add(const QString& name, DType dtype, const QList<qint64>& shape, QByteArrayView bytes);
-    // Appends a zero-filled tensor and returns its bytes to fill in; nullptr on a duplicate name or bad shape.
-    // The pointer is valid until the next tensor is added (the buffer may move).
+    // Appends a zero-filled tensor and returns its bytes to fill in; nullptr on a duplicate name or bad
+    // shape. The pointer is valid until the next tensor is added (the buffer may move).
     char* addZeroed(const QString& name, DType dtype, const QList<qint64>& shape);
 
     template <typename T>
     Status addValues(const QString& name, DType dtype, const QList<qint64>& shape, std::span<const T> values)
     {
-        return add(name, dtype, shape,
-                   QByteArrayView(reinterpret_cast<const char*>(values.data()),
-                                  qsizetype(values.size_bytes())));
+        return add(
+            name, dtype, shape,
+            QByteArrayView(reinterpret_cast<const char*>(values.data()), qsizetype(values.size_bytes())));
     }
 
     bool isEmpty() const { return m_entries.isEmpty(); }
@@ -73,16 +73,14 @@ public:
     // Typed read-only view; T's size must be the entry's element size. Entries built in memory are aligned;
     // a view into a file read from disk is aligned as long as its writer ordered tensors by element size,
     // as Gleaner's writer and the reference writer do.
-    template <typename T>
-    std::span<const T> values(const TensorEntry& entry) const
+    template <typename T> std::span<const T> values(const TensorEntry& entry) const
     {
         Q_ASSERT(sizeof(T) == size_t(dtypeSize(entry.dtype)));
         Q_ASSERT(quintptr(m_buffer.constData() + entry.offset) % alignof(T) == 0);
         return {reinterpret_cast<const T*>(m_buffer.constData() + entry.offset),
                 size_t(entry.byteSize / qint64(sizeof(T)))};
     }
-    template <typename T>
-    std::span<T> mutableValues(const TensorEntry& entry)
+    template <typename T> std::span<T> mutableValues(const TensorEntry& entry)
     {
         return {reinterpret_cast<T*>(mutableData(entry)), size_t(entry.byteSize / qint64(sizeof(T)))};
     }

@@ -102,12 +102,15 @@ void TestDataset::idxRefusesMalformed_data()
     QTest::newRow("bad magic") << QByteArray("\1\0\x08\1\0\0\0\1x", 9) << false << "not an IDX file";
     QTest::newRow("float type") << idxBytes(0x0D, {2}, 8) << false << "element type 0x0d is not supported";
     QTest::newRow("zero dims") << idxBytes(0x08, {}, 0) << false << "has 0 dimensions";
-    QTest::newRow("truncated data") << idxBytes(0x08, {10, 10}, 99) << false << "needs 100 bytes of data, the file has 99 (truncated?)";
-    QTest::newRow("trailing data") << idxBytes(0x08, {10}, 11) << false << "needs 10 bytes of data, the file has 11";
+    QTest::newRow("truncated data") << idxBytes(0x08, {10, 10}, 99) << false
+                                    << "needs 100 bytes of data, the file has 99 (truncated?)";
+    QTest::newRow("trailing data") << idxBytes(0x08, {10}, 11) << false
+                                   << "needs 10 bytes of data, the file has 11";
     QTest::newRow("truncated header") << idxBytes(0x08, {10}, 0).left(6) << false << "truncated IDX header";
     QByteArray brokenGzip = QByteArray::fromHex("1f8b0800000000000003");
     QTest::newRow("truncated gzip") << brokenGzip << false << "gzip:";
-    QTest::newRow("huge shape") << idxBytes(0x08, {0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF}, 0) << false << "is too large";
+    QTest::newRow("huge shape") << idxBytes(0x08, {0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF}, 0) << false
+                                << "is too large";
 }
 
 void TestDataset::idxRefusesMalformed()
@@ -151,7 +154,8 @@ void TestDataset::cifar10Batches()
             bytes.append(char((batch + r) % 10));
             bytes.append(QByteArray(3072, char(batch)));
         }
-        const QString name = batch == 6 ? QStringLiteral("test_batch.bin") : QStringLiteral("data_batch_%1.bin").arg(batch);
+        const QString name =
+            batch == 6 ? QStringLiteral("test_batch.bin") : QStringLiteral("data_batch_%1.bin").arg(batch);
         writeFile(dir->filePath(name), bytes);
     }
     auto split = Cifar10::importDirectory(dir->path());
@@ -165,7 +169,8 @@ void TestDataset::cifar10Batches()
     writeFile(dir->filePath(QStringLiteral("data_batch_3.bin")), QByteArray(3073 * 2 - 1, 0));
     auto broken = Cifar10::importDirectory(dir->path());
     QVERIFY(!broken.ok());
-    QVERIFY2(broken.error().contains(u"data_batch_3.bin: 6145 bytes is not a whole number"), qPrintable(broken.error()));
+    QVERIFY2(broken.error().contains(u"data_batch_3.bin: 6145 bytes is not a whole number"),
+             qPrintable(broken.error()));
 
     QVERIFY(!Cifar10::importDirectory(dir->filePath(QStringLiteral("nope"))).ok());
 }
@@ -241,10 +246,12 @@ void TestDataset::shardFilesRoundTrip()
     QCOMPARE(files->size(), 4);
     qint64 total = 0;
     for (const ShardFile& file : *files) {
-        QVERIFY(file.path.endsWith(QStringLiteral("shard-%1-of-00004.safetensors").arg(file.index, 5, 10, QLatin1Char('0'))));
+        QVERIFY(file.path.endsWith(
+            QStringLiteral("shard-%1-of-00004.safetensors").arg(file.index, 5, 10, QLatin1Char('0'))));
         auto bundle = SafeTensors::load(file.path);
         QVERIFY2(bundle.ok(), qPrintable(bundle.error()));
-        QCOMPARE(bundle->metadata().value(QStringLiteral("gleaner.shard.index")), QString::number(file.index));
+        QCOMPARE(bundle->metadata().value(QStringLiteral("gleaner.shard.index")),
+                 QString::number(file.index));
         auto shard = Dataset::fromBundle(*bundle, file.path);
         QVERIFY(shard.ok());
         QCOMPARE(shard->size(), file.samples);

@@ -45,7 +45,8 @@ void TestFashionTraining::cnnLearnsFashionMnistSlice()
 
     auto evaluation = Evaluator::evaluate(request.model, outcome->weights, test);
     QVERIFY2(evaluation.ok(), qPrintable(evaluation.error()));
-    qInfo("cnn on 2000 Fashion-MNIST images, 3 epochs: train loss %.3f, test accuracy %.3f on %lld images, %.1f s",
+    qInfo("cnn on 2000 Fashion-MNIST images, 3 epochs: train loss %.3f, test accuracy %.3f on %lld images, "
+          "%.1f s",
           outcome->meanLoss, evaluation->accuracy, evaluation->samples, double(timer.elapsed()) / 1000.0);
     QVERIFY2(evaluation->accuracy > 0.70, qPrintable(QString::number(evaluation->accuracy)));
 }

@@ -52,11 +52,13 @@ void TestModelZoo::parameterCounts_data()
     QTest::newRow("mlp 784-256-128-10") << mlp << qint64(784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
 
     ModelSpec cnn = spec(Architecture::Cnn);
-    const qint64 cnnCount = (1 * 32 * 9 + 32) + (32 * 64 * 9 + 64) + (64 * 7 * 7 * 128 + 128) + (128 * 10 + 10);
+    const qint64 cnnCount =
+        (1 * 32 * 9 + 32) + (32 * 64 * 9 + 64) + (64 * 7 * 7 * 128 + 128) + (128 * 10 + 10);
     QTest::newRow("cnn 28x28 default") << cnn << cnnCount;
 
     ModelSpec cifarCnn = spec(Architecture::Cnn, {3, 32, 32});
-    const qint64 cifarCount = (3 * 32 * 9 + 32) + (32 * 64 * 9 + 64) + (64 * 8 * 8 * 128 + 128) + (128 * 10 + 10);
+    const qint64 cifarCount =
+        (3 * 32 * 9 + 32) + (32 * 64 * 9 + 64) + (64 * 8 * 8 * 128 + 128) + (128 * 10 + 10);
     QTest::newRow("cnn 32x32x3 default") << cifarCnn << cifarCount;
 
     QTest::newRow("resnet paper scale (depth 20, width 77)") << paperScaleResNet() << qint64(4978214);
@@ -109,10 +111,14 @@ void TestModelZoo::setWeightsRefusesForeignTensors_data()
 {
     QTest::addColumn<QString>("mutation");
     QTest::addColumn<QString>("message");
-    QTest::newRow("missing tensor") << "drop" << "lack tensor \"classifier.bias\"";
-    QTest::newRow("extra tensor") << "extra" << "\"surplus\" is not part of this mlp model";
-    QTest::newRow("wrong shape") << "shape" << "has shape [5]; the model needs [10]";
-    QTest::newRow("integer for float") << "dtype" << "is I32; the model needs a floating-point type";
+    QTest::newRow("missing tensor") << "drop"
+                                    << "lack tensor \"classifier.bias\"";
+    QTest::newRow("extra tensor") << "extra"
+                                  << "\"surplus\" is not part of this mlp model";
+    QTest::newRow("wrong shape") << "shape"
+                                 << "has shape [5]; the model needs [10]";
+    QTest::newRow("integer for float") << "dtype"
+                                       << "is I32; the model needs a floating-point type";
 }
 
 void TestModelZoo::setWeightsRefusesForeignTensors()

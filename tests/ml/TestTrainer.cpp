@@ -111,10 +111,13 @@ void TestTrainer::resumeEqualsUninterruptedRun_data()
     QTest::addColumn<int>("arch");
     QTest::addColumn<int>("optimizer");
     QTest::addColumn<int>("stopAfter");
-    QTest::newRow("mlp adam, stop mid-epoch") << int(Architecture::Mlp) << int(OptimizerSpec::Kind::Adam) << 10;
-    QTest::newRow("mlp sgd momentum, stop at epoch end") << int(Architecture::Mlp) << int(OptimizerSpec::Kind::Sgd) << 25;
+    QTest::newRow("mlp adam, stop mid-epoch")
+        << int(Architecture::Mlp) << int(OptimizerSpec::Kind::Adam) << 10;
+    QTest::newRow("mlp sgd momentum, stop at epoch end")
+        << int(Architecture::Mlp) << int(OptimizerSpec::Kind::Sgd) << 25;
     QTest::newRow("cnn adam") << int(Architecture::Cnn) << int(OptimizerSpec::Kind::Adam) << 37;
-    QTest::newRow("resnet sgd (BatchNorm buffers)") << int(Architecture::ResNet) << int(OptimizerSpec::Kind::Sgd) << 3;
+    QTest::newRow("resnet sgd (BatchNorm buffers)")
+        << int(Architecture::ResNet) << int(OptimizerSpec::Kind::Sgd) << 3;
 }
 
 void TestTrainer::resumeEqualsUninterruptedRun()

@@ -120,7 +120,8 @@ void TestWeightMath::norms()
 
 void TestWeightMath::blendDoesNotTouchSharedCopies()
 {
-    // The coordinator hands out the server weights while it folds updates in: a copy taken before must not move.
+    // The coordinator hands out the server weights while it folds updates in: a copy taken before must not
+    // move.
     TensorBundle server = weights(1, 1, 0);
     const TensorBundle snapshot = server;
     QVERIFY(WeightMath::blend(server, weights(3, 3, 0), 0.5).ok());

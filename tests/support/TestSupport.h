@@ -1,5 +1,6 @@
 #pragma once
-// Helpers every Gleaner test may use: where the sources and the Debian datasets are, and fresh scratch folders.
+// Helpers every Gleaner test may use: where the sources and the Debian datasets are, and fresh scratch
+// folders.
 
 #include <QString>
 #include <QTemporaryDir>

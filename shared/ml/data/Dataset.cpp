@@ -9,12 +9,14 @@ Result<Dataset> Dataset::fromBundle(TensorBundle bundle, const QString& what)
     const TensorEntry* x = bundle.find(u"x");
     const TensorEntry* y = bundle.find(u"y");
     if (!x || !y)
-        return fail(QStringLiteral("%1: a dataset needs tensors \"x\" (samples) and \"y\" (labels)").arg(what));
+        return fail(
+            QStringLiteral("%1: a dataset needs tensors \"x\" (samples) and \"y\" (labels)").arg(what));
     if (x->dtype != DType::U8 && x->dtype != DType::F32)
         return fail(QStringLiteral("%1: \"x\" must be U8 or F32, not %2").arg(what, dtypeName(x->dtype)));
     if (x->shape.size() < 2)
-        return fail(QStringLiteral("%1: \"x\" must have a sample dimension and at least one more, got shape %2")
-                        .arg(what, shapeToString(x->shape)));
+        return fail(
+            QStringLiteral("%1: \"x\" must have a sample dimension and at least one more, got shape %2")
+                .arg(what, shapeToString(x->shape)));
     if (y->shape.size() != 1 || y->shape[0] != x->shape[0])
         return fail(QStringLiteral("%1: \"y\" must have shape [%2] to label every sample, got %3")
                         .arg(what)
@@ -34,17 +36,31 @@ Result<Dataset> Dataset::fromBundle(TensorBundle bundle, const QString& what)
         }
     };
     switch (y->dtype) {
-    case DType::I64: read(qint64{}); break;
-    case DType::I32: read(qint32{}); break;
-    case DType::U8: read(quint8{}); break;
-    case DType::I8: read(qint8{}); break;
-    case DType::I16: read(qint16{}); break;
+    case DType::I64:
+        read(qint64{});
+        break;
+    case DType::I32:
+        read(qint32{});
+        break;
+    case DType::U8:
+        read(quint8{});
+        break;
+    case DType::I8:
+        read(qint8{});
+        break;
+    case DType::I16:
+        read(qint16{});
+        break;
     default:
-        return fail(QStringLiteral("%1: \"y\" must hold integer class labels, not %2").arg(what, dtypeName(y->dtype)));
+        return fail(QStringLiteral("%1: \"y\" must hold integer class labels, not %2")
+                        .arg(what, dtypeName(y->dtype)));
     }
     for (qint64 i = 0; i < count; ++i)
         if (labels[size_t(i)] < 0)
-            return fail(QStringLiteral("%1: label %2 of sample %3 is negative").arg(what).arg(labels[size_t(i)]).arg(i));
+            return fail(QStringLiteral("%1: label %2 of sample %3 is negative")
+                            .arg(what)
+                            .arg(labels[size_t(i)])
+                            .arg(i));
 
     Dataset dataset;
     dataset.m_size = count;
@@ -76,7 +92,8 @@ Result<Dataset> Dataset::fromBytes(QByteArrayView samples, const QList<qint64>& 
     TensorBundle bundle;
     if (auto status = bundle.add(QStringLiteral("x"), DType::U8, shape, samples); !status)
         return fail(what + u": " + status.error());
-    if (auto status = bundle.addValues<qint64>(QStringLiteral("y"), DType::I64, {qint64(labels.size())}, labels);
+    if (auto status =
+            bundle.addValues<qint64>(QStringLiteral("y"), DType::I64, {qint64(labels.size())}, labels);
         !status)
         return fail(what + u": " + status.error());
     return fromBundle(std::move(bundle), what);

@@ -81,8 +81,9 @@ Result<DatasetSplit> loadDataset(const DatasetSpec& spec, std::optional<qint64> 
     if (!split)
         return split;
     if (split->train.sampleShape() != split->test.sampleShape())
-        return fail(QStringLiteral("training samples have shape %1 but test samples %2; both sets must match")
-                        .arg(shapeToString(split->train.sampleShape()), shapeToString(split->test.sampleShape())));
+        return fail(
+            QStringLiteral("training samples have shape %1 but test samples %2; both sets must match")
+                .arg(shapeToString(split->train.sampleShape()), shapeToString(split->test.sampleShape())));
     if (limitTrain)
         split->train = split->train.head(*limitTrain);
     return split;

@@ -32,9 +32,10 @@ Result<QByteArray> inflateGzip(const QByteArray& compressed, const QString& what
         if (produced == out.size()) {
             if (out.size() >= kMaxInflatedBytes) {
                 inflateEnd(&stream);
-                return fail(QStringLiteral("%1: inflates to more than %2 bytes; not an IDX file Gleaner can import")
-                                .arg(what)
-                                .arg(kMaxInflatedBytes));
+                return fail(
+                    QStringLiteral("%1: inflates to more than %2 bytes; not an IDX file Gleaner can import")
+                        .arg(what)
+                        .arg(kMaxInflatedBytes));
             }
             out.resize(qsizetype(std::min<qint64>(out.size() * 2, kMaxInflatedBytes)));
         }
@@ -46,8 +47,9 @@ Result<QByteArray> inflateGzip(const QByteArray& compressed, const QString& what
         if (rc == Z_STREAM_END)
             break;
         if (rc != Z_OK && !(rc == Z_BUF_ERROR && stream.avail_in > 0)) {
-            const QString reason = rc == Z_BUF_ERROR ? QStringLiteral("the compressed data ends early (truncated file)")
-                                                     : QString::fromLatin1(stream.msg ? stream.msg : "corrupt data");
+            const QString reason = rc == Z_BUF_ERROR
+                                       ? QStringLiteral("the compressed data ends early (truncated file)")
+                                       : QString::fromLatin1(stream.msg ? stream.msg : "corrupt data");
             inflateEnd(&stream);
             return fail(QStringLiteral("%1: gzip: %2").arg(what, reason));
         }
@@ -62,15 +64,17 @@ Result<QByteArray> inflateGzip(const QByteArray& compressed, const QString& what
 Result<IdxArray> parse(const QByteArray& bytes, const QString& what)
 {
     if (bytes.size() < 4)
-        return fail(QStringLiteral("%1: %2 bytes is too short for an IDX header").arg(what).arg(bytes.size()));
+        return fail(
+            QStringLiteral("%1: %2 bytes is too short for an IDX header").arg(what).arg(bytes.size()));
     const auto* header = reinterpret_cast<const unsigned char*>(bytes.constData());
     if (header[0] != 0 || header[1] != 0)
         return fail(QStringLiteral("%1: not an IDX file (the first two bytes must be zero)").arg(what));
     if (header[2] != 0x08)
-        return fail(QStringLiteral("%1: IDX element type 0x%2 is not supported; Gleaner imports unsigned-byte "
-                                   "(0x08) IDX files")
-                        .arg(what)
-                        .arg(int(header[2]), 2, 16, QLatin1Char('0')));
+        return fail(
+            QStringLiteral("%1: IDX element type 0x%2 is not supported; Gleaner imports unsigned-byte "
+                           "(0x08) IDX files")
+                .arg(what)
+                .arg(int(header[2]), 2, 16, QLatin1Char('0')));
     const int dims = header[3];
     if (dims < 1 || dims > 4)
         return fail(QStringLiteral("%1: IDX file has %2 dimensions; expected 1 to 4").arg(what).arg(dims));

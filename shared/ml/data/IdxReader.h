@@ -1,6 +1,7 @@
 #pragma once
 // Reader for the IDX format of the MNIST family (Fashion-MNIST among them), plain or gzip-compressed.
-// Only unsigned-byte IDX files (type 0x08) are accepted: that is what every MNIST-style image and label file is.
+// Only unsigned-byte IDX files (type 0x08) are accepted: that is what every MNIST-style image and label file
+// is.
 
 #include "Result.h"
 #include "ml/data/Dataset.h"

@@ -17,7 +17,8 @@ void shuffle(std::vector<qint64>& values, std::mt19937_64& rng)
 {
     for (size_t i = values.size(); i > 1; --i) {
         const quint64 bound = i;
-        const quint64 limit = std::numeric_limits<quint64>::max() - std::numeric_limits<quint64>::max() % bound;
+        const quint64 limit =
+            std::numeric_limits<quint64>::max() - std::numeric_limits<quint64>::max() % bound;
         quint64 draw = rng();
         while (draw >= limit)
             draw = rng();
@@ -36,8 +37,8 @@ std::vector<std::vector<qint64>> plan(const Dataset& train, int shards, quint64 
     for (qint64 i = 0; i < train.size(); ++i)
         byClass[size_t(train.label(i))].push_back(i);
 
-    // Deal class after class round-robin, continuing where the previous class stopped, so both the shard sizes
-    // and each class's count per shard differ by at most one.
+    // Deal class after class round-robin, continuing where the previous class stopped, so both the shard
+    // sizes and each class's count per shard differ by at most one.
     size_t next = 0;
     for (auto& members : byClass) {
         shuffle(members, rng);
@@ -73,8 +74,9 @@ Result<QList<ShardFile>> write(const Dataset& train, int shards, quint64 seed, c
         bundle.setMetadata(QStringLiteral("gleaner.shard.seed"), QString::number(seed));
 
         const QByteArray bytes = SafeTensors::serialize(bundle);
-        const QString path = QDir(dir).filePath(
-            QStringLiteral("shard-%1-of-%2.safetensors").arg(i, 5, 10, QLatin1Char('0')).arg(shards, 5, 10, QLatin1Char('0')));
+        const QString path = QDir(dir).filePath(QStringLiteral("shard-%1-of-%2.safetensors")
+                                                    .arg(i, 5, 10, QLatin1Char('0'))
+                                                    .arg(shards, 5, 10, QLatin1Char('0')));
         QSaveFile file(path);
         if (!file.open(QIODevice::WriteOnly) || file.write(bytes) != bytes.size() || !file.commit())
             return fail(QStringLiteral("%1: cannot write the shard: %2").arg(path, file.errorString()));

@@ -1,7 +1,7 @@
 #pragma once
-// Splits a training set into N shards, one safetensors file each: the unit of data an agent downloads and caches.
-// Shards are class-balanced (every class is dealt round-robin across shards, so no agent trains on a lopsided
-// slice) and seeded (the same seed gives byte-identical files, so content addresses are stable).
+// Splits a training set into N shards, one safetensors file each: the unit of data an agent downloads and
+// caches. Shards are class-balanced (every class is dealt round-robin across shards, so no agent trains on a
+// lopsided slice) and seeded (the same seed gives byte-identical files, so content addresses are stable).
 
 #include "Result.h"
 #include "ml/data/Dataset.h"
@@ -25,8 +25,8 @@ struct ShardFile
 
 namespace Shards {
 
-// Which sample goes into which shard: indices[i] lists shard i's samples in training order. Sizes differ by at
-// most one, and so does each class's count across shards. Deterministic for a seed on every platform.
+// Which sample goes into which shard: indices[i] lists shard i's samples in training order. Sizes differ by
+// at most one, and so does each class's count across shards. Deterministic for a seed on every platform.
 std::vector<std::vector<qint64>> plan(const Dataset& train, int shards, quint64 seed);
 
 // Writes shard-00000-of-N.safetensors ... into `dir` (created when missing) and returns them in order.
