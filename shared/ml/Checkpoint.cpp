@@ -1,42 +1,162 @@
 #include "ml/Checkpoint.h"
 
+#include "crypto/Sha256.h"
+
+#include <QStringList>
+
+#include <algorithm>
+
 namespace gleaner::ml {
 namespace {
+
 const QString kMarker = QStringLiteral("gleaner.checkpoint");
+const QString kVersion = QStringLiteral("2");
+const QString kChecksum = QStringLiteral("checksum");
+
+void addField(Sha256& hash, QStringView text)
+{
+    hash.addData(text.toUtf8());
+    hash.addData(QByteArrayView("\0", 1)); // a separator no field contains, so fields cannot run together
+}
+
+void addTensors(Sha256& hash, const TensorBundle& bundle)
+{
+    std::vector<const TensorEntry*> entries;
+    for (const auto& entry : bundle.entries())
+        entries.push_back(&entry);
+    std::sort(entries.begin(), entries.end(), [](auto* a, auto* b) { return a->name < b->name; });
+    for (const TensorEntry* entry : entries) {
+        addField(hash, entry->name);
+        addField(hash, dtypeName(entry->dtype));
+        addField(hash, shapeToString(entry->shape));
+        hash.addData(bundle.data(*entry));
+    }
+}
+
+QString checksum(const TensorBundle& bundle)
+{
+    Sha256 hash;
+    addTensors(hash, bundle);
+    for (auto it = bundle.metadata().cbegin(); it != bundle.metadata().cend(); ++it) {
+        if (it.key() == kChecksum)
+            continue;
+        addField(hash, it.key());
+        addField(hash, it.value());
+    }
+    return Sha256::toHex(hash.result());
+}
+
+QString threadsText(int threads)
+{
+    return threads == 1 ? QStringLiteral("1 thread") : QStringLiteral("%1 threads").arg(threads);
+}
+
+} // namespace
+
+QString Checkpoint::contentHash(const TensorBundle& bundle)
+{
+    Sha256 hash;
+    addTensors(hash, bundle);
+    return Sha256::toHex(hash.result());
+}
+
+QString RunIdentity::fingerprint() const
+{
+    Sha256 hash;
+    for (const QString& part :
+         {request, shard, initialWeights, QString::number(threads), device, torchVersion})
+        addField(hash, part);
+    return Sha256::toHex(hash.result());
+}
+
+QString RunIdentity::mismatch(const RunIdentity& current) const
+{
+    const QString afresh = QStringLiteral("start the subtask afresh");
+    if (current.request != request)
+        return QStringLiteral(
+                   "the checkpoint was written for another model, optimizer, number of local epochs, "
+                   "batch size or seed; resume with the request that wrote it or %1")
+            .arg(afresh);
+    if (current.shard != shard)
+        return QStringLiteral("the checkpoint was written for another shard (SHA-256 %1, this one is %2); "
+                              "resume with the shard it was written for or %3")
+            .arg(shard.left(16), current.shard.left(16), afresh);
+    if (current.threads != threads)
+        return QStringLiteral("the checkpoint was written with %1 and this run uses %2, which changes the "
+                              "results; resume with threads=%3 or %4")
+            .arg(threadsText(threads), threadsText(current.threads))
+            .arg(threads)
+            .arg(afresh);
+    if (current.device != device)
+        return QStringLiteral(
+                   "the checkpoint was written on device %1 and this run uses %2; resume on %1 or %3")
+            .arg(device, current.device, afresh);
+    if (current.torchVersion != torchVersion)
+        return QStringLiteral("the checkpoint was written with libtorch %1 and this is libtorch %2; %3")
+            .arg(torchVersion, current.torchVersion, afresh);
+    return {};
 }
 
 void CheckpointInfo::writeTo(TensorBundle& bundle) const
 {
-    bundle.setMetadata(kMarker, QStringLiteral("1"));
-    bundle.setMetadata(QStringLiteral("fingerprint"), fingerprint);
+    bundle.setMetadata(kMarker, kVersion);
+    bundle.setMetadata(QStringLiteral("fingerprint"), run.fingerprint());
+    bundle.setMetadata(QStringLiteral("request_sha256"), run.request);
+    bundle.setMetadata(QStringLiteral("shard_sha256"), run.shard);
+    bundle.setMetadata(QStringLiteral("initial_weights_sha256"), run.initialWeights);
+    bundle.setMetadata(QStringLiteral("threads"), QString::number(run.threads));
+    bundle.setMetadata(QStringLiteral("device"), run.device);
+    bundle.setMetadata(QStringLiteral("torch_version"), run.torchVersion);
     bundle.setMetadata(QStringLiteral("epoch"), QString::number(epoch));
     bundle.setMetadata(QStringLiteral("batch"), QString::number(batch));
     bundle.setMetadata(QStringLiteral("samples"), QString::number(samples));
     bundle.setMetadata(QStringLiteral("total_steps"), QString::number(totalSteps));
     bundle.setMetadata(QStringLiteral("loss_sum"), QString::number(lossSum, 'g', 17));
     bundle.setMetadata(QStringLiteral("seconds"), QString::number(seconds, 'g', 17));
+    bundle.setMetadata(kChecksum, checksum(bundle));
 }
 
 Result<CheckpointInfo> CheckpointInfo::readFrom(const TensorBundle& bundle)
 {
     const auto& meta = bundle.metadata();
-    if (meta.value(kMarker) != u"1")
+    const QString version = meta.value(kMarker);
+    if (version == u"1")
+        return fail(QStringLiteral("the checkpoint was written by an older Gleaner (format 1) and cannot be "
+                                   "resumed; start the subtask afresh"));
+    if (version != kVersion)
         return fail(
-            QStringLiteral("not a Gleaner checkpoint (metadata gleaner.checkpoint is missing or not 1)"));
+            QStringLiteral("not a Gleaner checkpoint (metadata gleaner.checkpoint is \"%1\", expected "
+                           "\"%2\"); start the subtask afresh")
+                .arg(version, kVersion));
+    if (meta.value(kChecksum) != checksum(bundle))
+        return fail(QStringLiteral("the checkpoint is damaged (its tensors or metadata do not match the "
+                                   "recorded checksum); start the subtask afresh"));
     CheckpointInfo info;
-    info.fingerprint = meta.value(QStringLiteral("fingerprint"));
-    bool ok[6] = {};
-    info.epoch = meta.value(QStringLiteral("epoch")).toInt(&ok[0]);
-    info.batch = meta.value(QStringLiteral("batch")).toLongLong(&ok[1]);
-    info.samples = meta.value(QStringLiteral("samples")).toLongLong(&ok[2]);
-    info.totalSteps = meta.value(QStringLiteral("total_steps")).toLongLong(&ok[3]);
-    info.lossSum = meta.value(QStringLiteral("loss_sum")).toDouble(&ok[4]);
-    info.seconds = meta.value(QStringLiteral("seconds")).toDouble(&ok[5]);
+    info.run.request = meta.value(QStringLiteral("request_sha256"));
+    info.run.shard = meta.value(QStringLiteral("shard_sha256"));
+    info.run.initialWeights = meta.value(QStringLiteral("initial_weights_sha256"));
+    info.run.device = meta.value(QStringLiteral("device"));
+    info.run.torchVersion = meta.value(QStringLiteral("torch_version"));
+    bool ok[7] = {};
+    info.run.threads = meta.value(QStringLiteral("threads")).toInt(&ok[0]);
+    info.epoch = meta.value(QStringLiteral("epoch")).toInt(&ok[1]);
+    info.batch = meta.value(QStringLiteral("batch")).toLongLong(&ok[2]);
+    info.samples = meta.value(QStringLiteral("samples")).toLongLong(&ok[3]);
+    info.totalSteps = meta.value(QStringLiteral("total_steps")).toLongLong(&ok[4]);
+    info.lossSum = meta.value(QStringLiteral("loss_sum")).toDouble(&ok[5]);
+    info.seconds = meta.value(QStringLiteral("seconds")).toDouble(&ok[6]);
     for (bool fieldOk : ok)
         if (!fieldOk)
-            return fail(QStringLiteral("checkpoint metadata is incomplete or not numeric"));
-    if (info.fingerprint.isEmpty() || info.epoch < 0 || info.batch < 0 || info.samples < 0)
-        return fail(QStringLiteral("checkpoint metadata is out of range"));
+            return fail(QStringLiteral("checkpoint metadata is incomplete or not numeric; start the subtask "
+                                       "afresh"));
+    if (info.run.request.isEmpty() || info.run.shard.isEmpty() || info.run.initialWeights.isEmpty() ||
+        info.run.device.isEmpty() || info.run.threads < 1 || info.epoch < 0 || info.batch < 0 ||
+        info.samples < 0 || info.totalSteps < 0)
+        return fail(
+            QStringLiteral("checkpoint metadata is missing or out of range; start the subtask afresh"));
+    if (meta.value(QStringLiteral("fingerprint")) != info.run.fingerprint())
+        return fail(QStringLiteral("the checkpoint's fingerprint does not match its recorded run; start the "
+                                   "subtask afresh"));
     return info;
 }
 

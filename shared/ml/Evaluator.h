@@ -19,6 +19,9 @@ struct Evaluation
 class Evaluator
 {
 public:
+    // Refuses, before computing anything, an empty dataset and one whose samples or labels do not fit the
+    // model (the checks the Trainer applies to a shard). The model is left in the train/eval mode it had.
+    // Errors, libtorch's included, come back as values; safe on any thread.
     static Result<Evaluation> evaluate(Model& model, const Dataset& data, int batchSize = 256);
     // Builds the model on `device` and loads `weights` first.
     static Result<Evaluation> evaluate(const ModelSpec& spec, const TensorBundle& weights,

@@ -5,6 +5,7 @@
 #include "ml/TorchInternals.h"
 
 #include <cmath>
+#include <cstring>
 
 namespace gleaner::ml {
 
@@ -79,8 +80,16 @@ Status LocalOptimizer::importState(const TensorBundle& in, const QString& prefix
 {
     const bool adam = m_spec.kind == OptimizerSpec::Kind::Adam;
     const TensorEntry* steps = in.find(QString(prefix + u"steps"));
-    if (!steps || steps->dtype != DType::I64 || steps->elementCount() != 1)
-        return fail(QStringLiteral("optimizer state lacks its step count (%1steps)").arg(prefix));
+    if (!steps || steps->dtype != DType::I64 || steps->elementCount() != 1 || steps->byteSize != 8)
+        return fail(
+            QStringLiteral("optimizer state lacks its step count (%1steps, one I64 value)").arg(prefix));
+    // memcpy, not values<qint64>(): a file's tensor need not be aligned for its type.
+    qint64 stepCount = 0;
+    std::memcpy(&stepCount, in.data(*steps).data(), sizeof stepCount);
+    if (stepCount < 0)
+        return fail(QStringLiteral("optimizer state has a negative step count (%1steps = %2)")
+                        .arg(prefix)
+                        .arg(stepCount));
 
     std::vector<std::pair<torch::Tensor*, torch::Tensor>> loaded;
     for (auto& slot : m_slots) {
@@ -106,7 +115,7 @@ Status LocalOptimizer::importState(const TensorBundle& in, const QString& prefix
     torch::NoGradGuard noGrad;
     for (auto& [target, value] : loaded)
         target->copy_(value);
-    m_steps = in.values<qint64>(*steps)[0];
+    m_steps = stepCount;
     return {};
 }
 

@@ -16,7 +16,8 @@ class Model
 {
 public:
     // Builds the network on `device` ("cpu", "cuda:0"; see Device.h) with weights drawn from `seed`: the same
-    // spec and seed give bit-identical weights.
+    // spec and seed give bit-identical weights, also when several threads create models at once. A spec whose
+    // parameters would not fit in memory (more than 2^31 of them) is refused before anything is allocated.
     static Result<Model> create(const ModelSpec& spec, quint64 seed,
                                 const QString& device = QStringLiteral("cpu"));
 
@@ -30,7 +31,9 @@ public:
     // counted.
     qint64 parameterCount() const;
 
-    // Parameters then buffers, as F32 (I64 for counters), on the CPU.
+    // Parameters then buffers, as F32 (I64 for counters), on the CPU. Empty, with a critical log message,
+    // when they cannot be read back from the device (a CUDA error): callers treat an empty bundle as a
+    // failure.
     TensorBundle weights() const;
     // Every tensor of the model must be present with the same shape; unknown names are refused, so weights of
     // another architecture never load half-way. The bundle's dtypes may be any floating type.

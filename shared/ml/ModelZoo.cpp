@@ -152,10 +152,82 @@ struct PreActResNetImpl : nn::Module
 };
 TORCH_MODULE(PreActResNet);
 
+// The most parameters Gleaner builds: 8 GiB as F32, far beyond what a volunteer's machine trains (the paper's
+// ResNet has 5 million), yet every spec that passes ModelSpec's validation could still ask for terabytes.
+constexpr double kMaxParameters = double(qint64(1) << 31);
+
+// The parameter count of the network buildNetwork() would build, counted in double so that no size
+// overflows, following the modules above layer by layer.
+double plannedParameters(const ModelSpec& spec)
+{
+    const auto linear = [](double in, double out) { return in * out + out; };
+    const auto mlp = [&](double inputs, const QList<int>& hidden) {
+        double total = 0.0;
+        for (int width : hidden) {
+            total += linear(inputs, width);
+            inputs = width;
+        }
+        return total + linear(inputs, spec.numClasses);
+    };
+    const QList<qint64>& in = spec.inputShape;
+    switch (spec.arch) {
+    case Architecture::Mlp: {
+        double inputs = 1.0;
+        for (qint64 d : in)
+            inputs *= double(d);
+        return mlp(inputs, spec.hidden);
+    }
+    case Architecture::Cnn: {
+        const double c0 = spec.channels[0], c1 = spec.channels[1];
+        const double flat = c1 * double(in[1] / 4) * double(in[2] / 4);
+        return (double(in[0]) * c0 * 9 + c0) + (c0 * c1 * 9 + c1) + mlp(flat, spec.hidden);
+    }
+    case Architecture::ResNet: {
+        const int blocks = (spec.depth - 2) / 9;
+        double total = double(in[0]) * spec.width * 9 + 2.0 * spec.width; // stem conv (no bias), stem BN
+        double channels = spec.width;
+        for (int stage = 0; stage < 3; ++stage) {
+            const double w = double(spec.width) * double(1 << stage);
+            for (int b = 0; b < blocks; ++b) {
+                if (!(stage == 0 && b == 0))
+                    total += 2.0 * channels; // bn0
+                total += channels * w + 2.0 * w + w * w * 9 + 2.0 * w + w * 4 * w;
+                if ((stage > 0 && b == 0) || channels != 4 * w)
+                    total += channels * 4 * w; // projected shortcut
+                channels = 4 * w;
+            }
+        }
+        return total + 2.0 * channels + linear(channels, spec.numClasses);
+    }
+    }
+    return 0.0;
+}
+
 } // namespace
 
 Result<Model::Impl> buildNetwork(const ModelSpec& spec)
 {
+    const QString arch = architectureName(spec.arch);
+    for (qint64 d : spec.inputShape)
+        if (d < 1)
+            return fail(QStringLiteral("%1: input_shape %2 has a dimension below 1; every dimension must be "
+                                       "at least 1")
+                            .arg(arch, shapeToString(spec.inputShape)));
+    if (spec.arch == Architecture::Cnn && (spec.inputShape.size() != 3 || spec.channels.size() != 2))
+        return fail(QStringLiteral("cnn needs input_shape [C, H, W] and two channel counts"));
+    if (spec.arch == Architecture::ResNet &&
+        (spec.inputShape.size() != 3 || spec.depth < 11 || (spec.depth - 2) % 9 != 0))
+        return fail(QStringLiteral("resnet needs input_shape [C, H, W] and depth 9n + 2"));
+    // Checked before anything is allocated: a model of terabytes must be an error, not an allocation that
+    // fails (or succeeds through overcommit and brings the OOM killer).
+    if (const double planned = plannedParameters(spec); planned > kMaxParameters)
+        return fail(QStringLiteral("%1 with input_shape %2 would have %3 parameters (%4 GB as F32); Gleaner "
+                                   "builds at most %5; use a smaller input_shape, fewer hidden units or "
+                                   "channels, or a smaller depth or width")
+                        .arg(arch, shapeToString(spec.inputShape), QString::number(planned, 'g', 3),
+                             QString::number(planned * 4 / 1e9, 'f', 0))
+                        .arg(qint64(kMaxParameters)));
+
     Model::Impl impl;
     impl.spec = spec;
     switch (spec.arch) {
@@ -166,16 +238,12 @@ Result<Model::Impl> buildNetwork(const ModelSpec& spec)
         return impl;
     }
     case Architecture::Cnn: {
-        if (spec.inputShape.size() != 3 || spec.channels.size() != 2)
-            return fail(QStringLiteral("cnn needs input_shape [C, H, W] and two channel counts"));
         Cnn net(spec.inputShape, spec.channels, spec.hidden, spec.numClasses);
         impl.module = net.ptr();
         impl.forward = [net](const torch::Tensor& x) mutable { return net->forward(x); };
         return impl;
     }
     case Architecture::ResNet: {
-        if (spec.inputShape.size() != 3 || spec.depth < 11 || (spec.depth - 2) % 9 != 0)
-            return fail(QStringLiteral("resnet needs input_shape [C, H, W] and depth 9n + 2"));
         PreActResNet net(spec.inputShape, spec.depth, spec.width, spec.numClasses);
         impl.module = net.ptr();
         impl.forward = [net](const torch::Tensor& x) mutable { return net->forward(x); };
@@ -183,6 +251,40 @@ Result<Model::Impl> buildNetwork(const ModelSpec& spec)
     }
     }
     return fail(QStringLiteral("unknown architecture"));
+}
+
+Status checkModelInput(const ModelSpec& spec, const Dataset& data, const QString& what)
+{
+    if (data.isEmpty())
+        return fail(QStringLiteral("%1 holds no samples; it needs at least one").arg(what));
+    const QList<qint64> shape = data.sampleShape();
+    const QString arch = architectureName(spec.arch);
+    if (spec.arch == Architecture::Mlp) {
+        // The mlp flattens each sample: only the number of values must agree.
+        const auto have = shapeElementCount(shape);
+        const auto want = shapeElementCount(spec.inputShape);
+        if (!have || !want || *have != *want)
+            return fail(QStringLiteral("%1's samples have shape %2 (%3 values) but the mlp model expects "
+                                       "input_shape %4 (%5 values); the mlp flattens each sample, so the "
+                                       "counts must agree: set model.input_shape to %2")
+                            .arg(what, shapeToString(shape))
+                            .arg(have.value_or(-1))
+                            .arg(shapeToString(spec.inputShape))
+                            .arg(want.value_or(-1)));
+    } else if (shape != spec.inputShape) {
+        return fail(QStringLiteral("%1's samples have shape %2 but the %3 model expects input_shape %4; set "
+                                   "model.input_shape to %2 or use data of shape %4")
+                        .arg(what, shapeToString(shape), arch, shapeToString(spec.inputShape)));
+    }
+    if (const qint64 bound = data.labelBound(); bound > spec.numClasses)
+        return fail(QStringLiteral("%1 has label %2 but the model has %3 classes (labels 0..%4); set "
+                                   "model.num_classes to at least %5 or fix the labels")
+                        .arg(what)
+                        .arg(bound - 1)
+                        .arg(spec.numClasses)
+                        .arg(spec.numClasses - 1)
+                        .arg(bound));
+    return {};
 }
 
 } // namespace gleaner::ml

@@ -65,24 +65,60 @@ Result<DType> bundleType(torch::ScalarType type)
         QStringLiteral("torch type %1 cannot be stored").arg(QString::fromLatin1(c10::toString(type))));
 }
 
-Result<torch::Tensor> viewTensor(TensorBundle& bundle, const TensorEntry& entry)
+namespace {
+
+std::vector<std::int64_t> sizesOf(const TensorEntry& entry)
+{
+    return {entry.shape.begin(), entry.shape.end()};
+}
+
+// The torch type of an entry whose byte size agrees with its shape, so no tensor over it reads past its bytes
+// (TensorBundle::fromBuffer trusts its caller).
+Result<torch::ScalarType> checkedType(const TensorEntry& entry)
 {
     auto type = torchType(entry.dtype);
     if (!type)
         return fail(QStringLiteral("tensor \"%1\": %2").arg(entry.name, type.error()));
-    std::vector<std::int64_t> shape(entry.shape.begin(), entry.shape.end());
-    return torch::from_blob(bundle.mutableData(entry), shape, torch::TensorOptions().dtype(*type));
+    if (TensorBundle::byteSizeFor(entry.dtype, entry.shape) != entry.byteSize)
+        return fail(QStringLiteral("tensor \"%1\": shape %2 of %3 does not match its %4 bytes")
+                        .arg(entry.name, shapeToString(entry.shape), dtypeName(entry.dtype))
+                        .arg(entry.byteSize));
+    return type;
+}
+
+} // namespace
+
+Result<torch::Tensor> viewTensor(TensorBundle& bundle, const TensorEntry& entry)
+{
+    auto type = checkedType(entry);
+    if (!type)
+        return fail(type.error());
+    return torch::from_blob(bundle.mutableData(entry), sizesOf(entry), torch::TensorOptions().dtype(*type));
+}
+
+Result<torch::Tensor> constView(const TensorBundle& bundle, const TensorEntry& entry)
+{
+    auto type = checkedType(entry);
+    if (!type)
+        return fail(type.error());
+    const char* bytes = bundle.data(entry).data();
+    if (quintptr(bytes) % quintptr(dtypeSize(entry.dtype)) != 0)
+        return toTensor(bundle, entry);
+    // data() does not detach; from_blob wants a non-const pointer but nothing writes through this tensor.
+    return torch::from_blob(const_cast<char*>(bytes), sizesOf(entry), torch::TensorOptions().dtype(*type));
 }
 
 Result<torch::Tensor> toTensor(const TensorBundle& bundle, const TensorEntry& entry)
 {
-    auto type = torchType(entry.dtype);
+    auto type = checkedType(entry);
     if (!type)
-        return fail(QStringLiteral("tensor \"%1\": %2").arg(entry.name, type.error()));
-    std::vector<std::int64_t> shape(entry.shape.begin(), entry.shape.end());
-    // from_blob never writes here; clone() takes the copy the result owns.
-    auto* bytes = const_cast<char*>(bundle.data(entry).data());
-    return torch::from_blob(bytes, shape, torch::TensorOptions().dtype(*type)).clone();
+        return fail(type.error());
+    // A fresh tensor and memcpy: correct for bytes at any alignment, which from_blob + clone is not.
+    torch::Tensor tensor = torch::empty(sizesOf(entry), torch::TensorOptions().dtype(*type));
+    const QByteArrayView bytes = bundle.data(entry);
+    if (!bytes.isEmpty())
+        std::memcpy(tensor.data_ptr(), bytes.data(), size_t(bytes.size()));
+    return tensor;
 }
 
 Status addTensor(TensorBundle& bundle, const QString& name, const torch::Tensor& tensor)

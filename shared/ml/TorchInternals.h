@@ -5,10 +5,14 @@
 // Nothing outside shared/ml may include this file.
 
 #include "ml/Model.h"
+#include "ml/data/Dataset.h"
 #include "spec/OptimizerSpec.h"
 #include "tensor/TensorBundle.h"
 
+#include <QLoggingCategory>
+
 #include <functional>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -17,6 +21,45 @@
 #endif
 
 namespace gleaner::ml {
+
+Q_DECLARE_LOGGING_CATEGORY(lcMl)
+
+// Runs `f` and turns every exception into a failed Result. The coordinator and the worker call gleaner_ml
+// from plain threads, where an escaped c10::Error would end the whole process through std::terminate; every
+// public gleaner_ml function that touches torch runs its body through this. `what` names the operation
+// ("training", "evaluation") at the start of the message.
+template <typename F> auto guarded(const QString& what, F&& f) -> decltype(f())
+{
+    static const QString kSmaller = QStringLiteral("; use a smaller model or batch size");
+    try {
+        return f();
+    } catch (const c10::OutOfMemoryError& e) { // the CUDA caching allocator
+        return fail(what + u": the device ran out of memory (libtorch: " +
+                    QString::fromUtf8(e.what_without_backtrace()).trimmed() + u')' + kSmaller);
+    } catch (const std::bad_alloc&) {
+        return fail(what + u": out of memory" + kSmaller);
+    } catch (const c10::Error& e) {
+        const QString message = QString::fromUtf8(e.what_without_backtrace()).trimmed();
+        // libtorch's CPU allocator reports a failed allocation as a plain c10::Error.
+        const bool memory = message.contains(u"not enough memory") || message.contains(u"out of memory");
+        return fail(what + u": libtorch: " + message + (memory ? kSmaller : QString()));
+    } catch (const std::exception& e) {
+        return fail(what + u": " + QString::fromUtf8(e.what()));
+    } catch (...) {
+        return fail(what + u": an exception of unknown type was thrown");
+    }
+}
+
+// For the few public functions whose signature has no room for an error (Model::weights(),
+// WeightMath::l2Norm()): logs the failure as critical and returns `fallback`, which the caller documents.
+template <typename T, typename F> T guardedOr(const QString& what, T fallback, F&& f)
+{
+    Result<T> result = guarded(what, [&]() -> Result<T> { return f(); });
+    if (result)
+        return std::move(*result);
+    qCCritical(lcMl).noquote() << result.error();
+    return fallback;
+}
 
 struct Model::Impl
 {
@@ -27,15 +70,31 @@ struct Model::Impl
 };
 
 // Builds the network of a spec (ModelZoo.cpp). Initialisation draws from torch's default generator, which the
-// caller seeds.
+// caller seeds (under Model::create's lock). Refuses a spec whose parameters would not fit in memory before
+// allocating anything.
 Result<Model::Impl> buildNetwork(const ModelSpec& spec);
+
+// Whether `data` can be fed to a model of `spec` (ModelZoo.cpp), checked before any tensor is touched: it
+// holds samples; one sample has exactly the shape input_shape (for mlp, which flattens, the same number of
+// values); every label is below num_classes. `what` names the data in messages ("the shard", "the dataset").
+// Shared by the Trainer and the Evaluator so both refuse the same inputs with the same words.
+Status checkModelInput(const ModelSpec& spec, const Dataset& data, const QString& what);
+
+// The model's weights as Model::weights() describes them, or why they could not be read (a CUDA error).
+Result<TensorBundle> exportWeights(const Model::Impl& impl);
 
 // Tensor <-> TensorBundle (TensorConvert.cpp).
 Result<torch::ScalarType> torchType(DType type);
 Result<DType> bundleType(torch::ScalarType type);
-// A CPU tensor that owns a copy of the entry's bytes.
+// A CPU tensor that owns a copy of the entry's bytes (any alignment).
 Result<torch::Tensor> toTensor(const TensorBundle& bundle, const TensorEntry& entry);
-// A CPU tensor viewing the entry's bytes in place (the bundle must outlive it and stay unshared for writes).
+// A read-only CPU tensor over the entry's bytes in place: no copy, and the bundle's implicitly shared buffer
+// is not detached, so threads that read the same bundle meanwhile are safe. Nothing may write through it (no
+// in-place op, no copy_ into it); the bundle must outlive it. Bytes that are misaligned for their type (a
+// foreign safetensors file) are copied instead.
+Result<torch::Tensor> constView(const TensorBundle& bundle, const TensorEntry& entry);
+// A writable CPU tensor over the entry's bytes in place; detaches the bundle's buffer first when it is
+// shared, so writing never changes another copy. The bundle must outlive it and gain no tensor meanwhile.
 Result<torch::Tensor> viewTensor(TensorBundle& bundle, const TensorEntry& entry);
 Status addTensor(TensorBundle& bundle, const QString& name, const torch::Tensor& tensor);
 

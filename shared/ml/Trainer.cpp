@@ -5,6 +5,7 @@
 #include "crypto/Sha256.h"
 #include "format/SafeTensors.h"
 #include "ml/Checkpoint.h"
+#include "ml/Device.h"
 #include "ml/TorchInternals.h"
 #include "ml/Trainer.h"
 
@@ -13,21 +14,89 @@
 #include <QLoggingCategory>
 
 #include <cmath>
+#include <optional>
 
 Q_LOGGING_CATEGORY(lcTrainer, "gleaner.ml.trainer")
 
 namespace gleaner::ml {
+namespace {
 
-QString TrainRequest::fingerprint(qint64 shardSamples) const
+// libtorch's intra-op thread count and cuDNN's algorithm choice are process-wide. A run sets what it needs
+// and puts back what it found when it ends, however it ends, so the caller's settings survive the run.
+class RunSettings
+{
+public:
+    RunSettings(int threads, bool cuda) : m_threads(torch::get_num_threads())
+    {
+        if (threads > 0 && threads != m_threads)
+            torch::set_num_threads(threads);
+        if (cuda) {
+            // cuDNN's benchmark mode picks algorithms by timing them, and some of them are not deterministic.
+            auto& context = at::globalContext();
+            m_cudnn = {context.deterministicCuDNN(), context.benchmarkCuDNN()};
+            context.setDeterministicCuDNN(true);
+            context.setBenchmarkCuDNN(false);
+        }
+    }
+    RunSettings(const RunSettings&) = delete;
+    RunSettings& operator=(const RunSettings&) = delete;
+    ~RunSettings()
+    {
+        try {
+            if (torch::get_num_threads() != m_threads)
+                torch::set_num_threads(m_threads);
+            if (m_cudnn) {
+                at::globalContext().setDeterministicCuDNN(m_cudnn->first);
+                at::globalContext().setBenchmarkCuDNN(m_cudnn->second);
+            }
+        } catch (const std::exception& e) {
+            qCWarning(lcTrainer) << "cannot restore libtorch's thread settings:" << e.what();
+        }
+    }
+
+    // The intra-op thread count in effect: part of what the run's results depend on.
+    static int effectiveThreads() { return torch::get_num_threads(); }
+
+private:
+    int m_threads;
+    std::optional<std::pair<bool, bool>> m_cudnn;
+};
+
+QString requestHash(const TrainRequest& request)
 {
     QJsonObject json;
-    json.insert(QStringLiteral("model"), model.toJson());
-    json.insert(QStringLiteral("optimizer"), optimizer.toJson());
-    json.insert(QStringLiteral("local_epochs"), localEpochs);
-    json.insert(QStringLiteral("batch_size"), batchSize);
-    json.insert(QStringLiteral("seed"), QString::number(seed));
-    json.insert(QStringLiteral("samples"), shardSamples);
-    return QString::fromLatin1(Sha256::hash(QJsonDocument(json).toJson(QJsonDocument::Compact)).toHex());
+    json.insert(QStringLiteral("model"), request.model.toJson());
+    json.insert(QStringLiteral("optimizer"), request.optimizer.toJson());
+    json.insert(QStringLiteral("local_epochs"), request.localEpochs);
+    json.insert(QStringLiteral("batch_size"), request.batchSize);
+    json.insert(QStringLiteral("seed"), QString::number(request.seed));
+    return Sha256::toHex(Sha256::hash(QJsonDocument(json).toJson(QJsonDocument::Compact)));
+}
+
+RunIdentity identityOf(const TrainRequest& request, const QString& device, const QString& shardHash,
+                       const QString& initialWeightsHash, int threads)
+{
+    RunIdentity identity;
+    identity.request = requestHash(request);
+    identity.shard = shardHash;
+    identity.initialWeights = initialWeightsHash;
+    identity.threads = threads;
+    identity.device = device;
+    identity.torchVersion = torchVersion();
+    return identity;
+}
+
+} // namespace
+
+QString TrainRequest::fingerprint(const Dataset& shard, const TensorBundle& initialWeights) const
+{
+    return guardedOr(QStringLiteral("fingerprint of a training request"), QString(), [&] {
+        const auto resolved = resolveDevice(device);
+        const RunSettings settings(threads, false);
+        return identityOf(*this, resolved ? *resolved : device, Checkpoint::contentHash(shard.bundle()),
+                          Checkpoint::contentHash(initialWeights), RunSettings::effectiveThreads())
+            .fingerprint();
+    });
 }
 
 namespace {
@@ -46,20 +115,17 @@ torch::Tensor asModelInput(const torch::Tensor& samples)
     return samples.scalar_type() == torch::kUInt8 ? samples.to(torch::kFloat32).div_(255.0) : samples;
 }
 
-Status checkShard(const TrainRequest& request, const Dataset& shard)
+Status checkRequest(const TrainRequest& request, const Dataset& shard)
 {
-    if (shard.isEmpty())
-        return fail(QStringLiteral("the shard holds no samples"));
-    if (shard.sampleShape() != request.model.inputShape && request.model.arch != Architecture::Mlp)
-        return fail(QStringLiteral("the shard's samples have shape %1 but the model expects %2")
-                        .arg(shapeToString(shard.sampleShape()), shapeToString(request.model.inputShape)));
-    if (shard.labelBound() > request.model.numClasses)
-        return fail(QStringLiteral("the shard has label %1 but the model has %2 classes")
-                        .arg(shard.labelBound() - 1)
-                        .arg(request.model.numClasses));
-    if (request.batchSize < 1 || request.localEpochs < 1)
-        return fail(QStringLiteral("batch size and local epochs must be at least 1"));
-    return {};
+    if (request.batchSize < 1)
+        return fail(QStringLiteral("the batch size is %1; it must be at least 1").arg(request.batchSize));
+    if (request.localEpochs < 1)
+        return fail(QStringLiteral("the number of local epochs is %1; it must be at least 1")
+                        .arg(request.localEpochs));
+    if (request.threads < 0)
+        return fail(QStringLiteral("threads is %1; use 0 for libtorch's default or a positive count")
+                        .arg(request.threads));
+    return checkModelInput(request.model, shard, QStringLiteral("the shard"));
 }
 
 // Model, optimizer and position of one training run, and the checkpoints it writes.
@@ -98,36 +164,29 @@ private:
 Status Run::writeCheckpoint()
 {
     TensorBundle bundle;
-    const TensorBundle weights = m_model.weights();
-    for (const auto& entry : weights.entries())
-        if (auto s = bundle.add(Checkpoint::modelPrefix() + entry.name, entry.dtype, entry.shape,
-                                weights.data(entry));
-            !s)
+    for (const auto& [name, tensor] : namedWeights(*m_model.impl().module))
+        if (auto s = addTensor(bundle, Checkpoint::modelPrefix() + QString::fromStdString(name), tensor); !s)
             return s;
     if (auto s = m_optimizer.exportState(bundle, Checkpoint::optimizerPrefix()); !s)
         return s;
-    {
-        auto generator = at::detail::getDefaultCPUGenerator();
-        std::lock_guard<std::mutex> lock(generator.mutex());
-        if (auto s = addTensor(bundle, Checkpoint::rngTensor(), generator.get_state()); !s)
-            return s;
-    }
-    m_state.writeTo(bundle);
+    m_state.writeTo(bundle); // last: its checksum covers every tensor
     if (auto saved = SafeTensors::save(m_request.checkpointPath, bundle); !saved)
-        return fail(QStringLiteral("cannot write the checkpoint: %1").arg(saved.error()));
+        return fail(QStringLiteral("cannot write the checkpoint: %1; check that its folder exists and is "
+                                   "writable, or change the checkpoint path")
+                        .arg(saved.error()));
     ++m_checkpoints;
     return {};
 }
 
 Result<TrainOutcome> Run::execute(const TrainHooks& hooks)
 {
-    if (m_request.threads > 0)
-        torch::set_num_threads(m_request.threads);
     Model::Impl& net = m_model.impl();
     net.module->train();
 
-    auto x = toTensor(m_shard.bundle(), m_shard.x());
-    auto y = toTensor(m_shard.bundle(), m_shard.y());
+    // Read-only views of the shard on the CPU (batches are gathered with index_select, which copies only the
+    // batch); one copy to the device on CUDA.
+    auto x = constView(m_shard.bundle(), m_shard.x());
+    auto y = constView(m_shard.bundle(), m_shard.y());
     if (!x || !y)
         return fail(x ? y.error() : x.error());
     const torch::Tensor samples = x->to(net.device);
@@ -220,7 +279,10 @@ Result<TrainOutcome> Run::execute(const TrainHooks& hooks)
         }
     }
 
-    outcome.weights = m_model.weights();
+    auto weights = exportWeights(net);
+    if (!weights)
+        return fail(weights.error());
+    outcome.weights = std::move(*weights);
     return finish(TrainOutcome::Status::Finished);
 }
 
@@ -238,59 +300,63 @@ TensorBundle stripPrefix(const TensorBundle& bundle, QStringView prefix)
 Result<TrainOutcome> Trainer::train(const TrainRequest& request, const TensorBundle& initialWeights,
                                     const Dataset& shard, const TrainHooks& hooks)
 {
-    if (auto s = checkShard(request, shard); !s)
-        return fail(s.error());
-    auto model = Model::create(request.model, request.seed, request.device);
-    if (!model)
-        return fail(model.error());
-    if (auto s = model->setWeights(initialWeights); !s)
-        return fail(QStringLiteral("starting weights: %1").arg(s.error()));
-    torch::manual_seed(request.seed);
-    CheckpointInfo start;
-    start.fingerprint = request.fingerprint(shard.size());
-    Run run(request, shard, std::move(*model), start);
-    return run.execute(hooks);
+    const auto train = [&]() -> Result<TrainOutcome> {
+        if (auto s = checkRequest(request, shard); !s)
+            return fail(s.error());
+        auto model = Model::create(request.model, request.seed, request.device);
+        if (!model)
+            return fail(model.error());
+        if (auto s = model->setWeights(initialWeights); !s)
+            return fail(QStringLiteral("starting weights: %1").arg(s.error()));
+        const RunSettings settings(request.threads, model->impl().device.is_cuda());
+        CheckpointInfo start;
+        start.run = identityOf(request, model->device(), Checkpoint::contentHash(shard.bundle()),
+                               Checkpoint::contentHash(initialWeights), RunSettings::effectiveThreads());
+        Run run(request, shard, std::move(*model), start);
+        return run.execute(hooks);
+    };
+    return guarded(QStringLiteral("training"), train);
 }
 
 Result<TrainOutcome> Trainer::resume(const TrainRequest& request, const Dataset& shard,
                                      const TrainHooks& hooks)
 {
-    if (auto s = checkShard(request, shard); !s)
-        return fail(s.error());
-    auto bundle = SafeTensors::load(request.checkpointPath);
-    if (!bundle)
-        return fail(bundle.error());
-    auto info = CheckpointInfo::readFrom(*bundle);
-    if (!info)
-        return fail(QStringLiteral("%1: %2").arg(request.checkpointPath, info.error()));
-    if (info->fingerprint != request.fingerprint(shard.size()))
-        return fail(QStringLiteral("%1: the checkpoint was written for another model, optimizer, shard or "
-                                   "settings; start the subtask afresh")
-                        .arg(request.checkpointPath));
+    const QString& path = request.checkpointPath;
+    const QString afresh = QStringLiteral("; start the subtask afresh");
+    const auto resume = [&]() -> Result<TrainOutcome> {
+        if (path.isEmpty())
+            return fail(
+                QStringLiteral("the request names no checkpoint to resume from; set its checkpoint path "
+                               "or start the subtask with train()"));
+        if (auto s = checkRequest(request, shard); !s)
+            return fail(s.error());
+        auto bundle = SafeTensors::load(path);
+        if (!bundle)
+            return fail(bundle.error() + afresh);
+        auto info = CheckpointInfo::readFrom(*bundle);
+        if (!info)
+            return fail(QStringLiteral("%1: %2").arg(path, info.error()));
 
-    auto model = Model::create(request.model, request.seed, request.device);
-    if (!model)
-        return fail(model.error());
-    if (auto s = model->setWeights(stripPrefix(*bundle, Checkpoint::modelPrefix())); !s)
-        return fail(QStringLiteral("%1: %2").arg(request.checkpointPath, s.error()));
+        auto model = Model::create(request.model, request.seed, request.device);
+        if (!model)
+            return fail(model.error());
+        const RunSettings settings(request.threads, model->impl().device.is_cuda());
+        // The starting weights are not at hand any more: their hash comes from the checkpoint, whose checksum
+        // vouches for it; everything else is recomputed from what this call was given.
+        const RunIdentity current =
+            identityOf(request, model->device(), Checkpoint::contentHash(shard.bundle()),
+                       info->run.initialWeights, RunSettings::effectiveThreads());
+        if (const QString why = info->run.mismatch(current); !why.isEmpty())
+            return fail(QStringLiteral("%1: %2").arg(path, why));
 
-    const TensorEntry* rng = bundle->find(Checkpoint::rngTensor());
-    if (!rng)
-        return fail(
-            QStringLiteral("%1: the checkpoint lacks the generator state").arg(request.checkpointPath));
-    auto rngState = toTensor(*bundle, *rng);
-    if (!rngState)
-        return fail(rngState.error());
-
-    Run run(request, shard, std::move(*model), *info);
-    if (auto s = run.optimizer().importState(*bundle, Checkpoint::optimizerPrefix()); !s)
-        return fail(QStringLiteral("%1: %2").arg(request.checkpointPath, s.error()));
-    {
-        auto generator = at::detail::getDefaultCPUGenerator();
-        std::lock_guard<std::mutex> lock(generator.mutex());
-        generator.set_state(*rngState);
-    }
-    return run.execute(hooks);
+        if (auto s = model->setWeights(stripPrefix(*bundle, Checkpoint::modelPrefix())); !s)
+            return fail(QStringLiteral("%1: %2").arg(path, s.error()) + afresh);
+        Run run(request, shard, std::move(*model), *info);
+        if (auto s = run.optimizer().importState(*bundle, Checkpoint::optimizerPrefix()); !s)
+            return fail(QStringLiteral("%1: %2").arg(path, s.error()) + afresh);
+        return run.execute(hooks);
+    };
+    return guarded(QStringLiteral("resuming training from %1").arg(path), resume);
 }
 
 } // namespace gleaner::ml

@@ -2,8 +2,16 @@
 // The training core of one subtask: from a model spec, starting weights and a shard, run the local epochs and
 // return the new weights with the mean loss and the number of samples. Between mini-batches it asks its
 // caller what to do (continue, pause by blocking, checkpoint, checkpoint and stop, cancel), so throttling and
-// pausing happen at batch granularity and no work is lost. Deterministic for a seed and a thread count: a run
-// resumed from a checkpoint ends with the same weights, bit for bit, as one that never stopped.
+// pausing happen at batch granularity and no work is lost.
+//
+// Deterministic for a seed, a thread count and a device: on the CPU, a run resumed from a checkpoint ends
+// with the same weights, bit for bit, as one that never stopped. On CUDA, training sets cuDNN to
+// deterministic algorithms without benchmarking, which makes runs repeatable in practice; bit-identical
+// resume is guaranteed on the CPU only.
+//
+// libtorch's intra-op thread count and cuDNN flags are process-wide: train() and resume() set what the
+// request asks for and put back what they found when they return. Two trainings at once in one process must
+// therefore use the same threads value. Every function here returns errors as values; no exception escapes.
 
 #include "Result.h"
 #include "ml/data/Dataset.h"
@@ -27,8 +35,13 @@ struct TrainRequest
     QString checkpointPath;                  // empty: no checkpoints
     double checkpointIntervalSeconds = 60.0; // periodic checkpoints; 0 only on request
 
-    // Identifies everything that shapes the result; a checkpoint resumes only a request with the same one.
-    QString fingerprint(qint64 shardSamples) const;
+    // Identifies everything that shapes the result, as train() records it in a checkpoint (RunIdentity in
+    // Checkpoint.h): SHA-256 over the model, optimizer, local epochs, batch size and seed; the SHA-256 of the
+    // shard's tensors and of the starting weights; the effective intra-op thread count (`threads`, or
+    // libtorch's current count when 0); the resolved device; the libtorch version. resume() recomputes it
+    // with the starting-weights hash stored in the checkpoint and refuses a checkpoint whose parts differ,
+    // naming the part.
+    QString fingerprint(const Dataset& shard, const TensorBundle& initialWeights) const;
 };
 
 struct TrainProgress
@@ -76,10 +89,12 @@ struct TrainOutcome
 class Trainer
 {
 public:
-    // Starts from `initialWeights` (which must match the model spec).
+    // Starts from `initialWeights` (which must match the model spec). Checkpoints record the run's identity,
+    // including the hash of `initialWeights`, so only this run can resume them.
     static Result<TrainOutcome> train(const TrainRequest& request, const TensorBundle& initialWeights,
                                       const Dataset& shard, const TrainHooks& hooks = {});
-    // Continues from the checkpoint at request.checkpointPath, refusing one written for another request.
+    // Continues from the checkpoint at request.checkpointPath. Refuses a damaged checkpoint, and one written
+    // for another request, shard, thread count, device or libtorch version, with a message naming which.
     static Result<TrainOutcome> resume(const TrainRequest& request, const Dataset& shard,
                                        const TrainHooks& hooks = {});
 };

@@ -3,13 +3,30 @@
 #include "ml/TorchInternals.h"
 #include "ml/WeightMath.h"
 
+#include <limits>
+
 namespace gleaner::ml::WeightMath {
 namespace {
 
-// A read-only view; from_blob never writes through it here.
-torch::Tensor view(const TensorBundle& bundle, const TensorEntry& entry)
+// Sum of squares of `a` (or of a - b), accumulated in float64 a chunk at a time: the float64 copies are
+// bounded by the chunk, never a whole 5-million-value tensor. Nothing is written through the inputs, which
+// are read-only views of bundles other threads may be reading.
+double sumOfSquares(const torch::Tensor& a, const torch::Tensor* b)
 {
-    return *viewTensor(const_cast<TensorBundle&>(bundle), entry);
+    constexpr std::int64_t kChunk = std::int64_t(1) << 16;
+    const torch::Tensor flatA = a.reshape({-1});
+    const torch::Tensor flatB = b ? b->reshape({-1}) : torch::Tensor();
+    const std::int64_t count = flatA.numel();
+    double sum = 0.0;
+    for (std::int64_t begin = 0; begin < count; begin += kChunk) {
+        const std::int64_t end = std::min(count, begin + kChunk);
+        // Out-of-place only: to(kFloat64) of an F64 view is the view itself.
+        torch::Tensor chunk = flatA.slice(0, begin, end).to(torch::kFloat64);
+        if (b)
+            chunk = chunk - flatB.slice(0, begin, end).to(torch::kFloat64);
+        sum += chunk.dot(chunk).item<double>();
+    }
+    return sum;
 }
 
 // An F32 value is NaN or infinite exactly when its exponent bits are all ones. One pass over the raw bits,
@@ -49,64 +66,98 @@ Status checkCompatible(const TensorBundle& reference, const TensorBundle& other)
 
 Status blend(TensorBundle& server, const TensorBundle& client, double alpha)
 {
-    if (!(alpha >= 0.0 && alpha <= 1.0))
-        return fail(QStringLiteral("alpha must lie in [0, 1], got %1").arg(alpha));
-    for (const auto& entry : server.entries())
-        if (entry.dtype == DType::U16 || entry.dtype == DType::U32 || entry.dtype == DType::U64)
-            return fail(QStringLiteral("tensor \"%1\": %2 weights are not supported")
-                            .arg(entry.name, dtypeName(entry.dtype)));
-    if (auto s = checkCompatible(server, client); !s)
-        return s;
-    torch::NoGradGuard noGrad;
-    for (const auto& entry : server.entries()) {
-        torch::Tensor target = *viewTensor(server, entry);
-        const torch::Tensor update = view(client, *client.find(entry.name));
-        if (dtypeIsFloating(entry.dtype))
-            target.mul_(alpha).add_(update, 1.0 - alpha);
-        else
-            torch::maximum_out(target, target, update);
-    }
-    return {};
+    return guarded(QStringLiteral("blending weights"), [&]() -> Status {
+        if (!(alpha >= 0.0 && alpha <= 1.0))
+            return fail(QStringLiteral("alpha must lie in [0, 1], got %1").arg(alpha));
+        for (const auto& entry : server.entries())
+            if (entry.dtype == DType::U16 || entry.dtype == DType::U32 || entry.dtype == DType::U64)
+                return fail(QStringLiteral("tensor \"%1\": %2 weights are not supported")
+                                .arg(entry.name, dtypeName(entry.dtype)));
+        if (auto s = checkCompatible(server, client); !s)
+            return s;
+        // Views first, so an unsupported dtype is refused before the first write. The server's buffer
+        // detaches here when it is shared (a snapshot handed out keeps its values); the client's never does.
+        std::vector<std::pair<torch::Tensor, torch::Tensor>> pairs;
+        for (const auto& entry : server.entries()) {
+            auto update = constView(client, *client.find(entry.name));
+            if (!update)
+                return fail(update.error());
+            pairs.emplace_back(torch::Tensor(), std::move(*update));
+        }
+        for (qsizetype i = 0; i < server.size(); ++i) {
+            auto target = viewTensor(server, server.entries().at(i));
+            if (!target)
+                return fail(target.error());
+            pairs[size_t(i)].first = std::move(*target);
+        }
+        torch::NoGradGuard noGrad;
+        for (auto& [target, update] : pairs) {
+            if (target.is_floating_point())
+                target.mul_(alpha).add_(update, 1.0 - alpha);
+            else
+                torch::maximum_out(target, target, update);
+        }
+        return {};
+    });
 }
 
 bool allFinite(const TensorBundle& weights, QString* where)
 {
-    for (const auto& entry : weights.entries()) {
-        if (!dtypeIsFloating(entry.dtype) || entry.byteSize == 0)
-            continue;
-        const bool finite = entry.dtype == DType::F32
-                                ? allFiniteF32(weights.data(entry))
-                                : torch::isfinite(view(weights, entry)).all().item<bool>();
-        if (!finite) {
-            if (where)
-                *where = entry.name;
-            return false;
+    const TensorEntry* failed = nullptr; // the first offending tensor, or the one where the check failed
+    const bool finite = guardedOr(QStringLiteral("checking weights for NaN and infinity"), false, [&] {
+        for (const auto& entry : weights.entries()) {
+            if (!dtypeIsFloating(entry.dtype) || entry.byteSize == 0)
+                continue;
+            failed = &entry;
+            if (entry.dtype == DType::F32) {
+                if (!allFiniteF32(weights.data(entry)))
+                    return false;
+                continue;
+            }
+            auto view = constView(weights, entry);
+            if (!view || !torch::isfinite(*view).all().item<bool>())
+                return false;
         }
-    }
-    return true;
+        return true;
+    });
+    if (!finite && where)
+        *where = failed ? failed->name : QString();
+    return finite;
 }
 
 double l2Norm(const TensorBundle& weights)
 {
-    double sum = 0.0;
-    for (const auto& entry : weights.entries())
-        if (dtypeIsFloating(entry.dtype) && entry.byteSize > 0)
-            sum += view(weights, entry).to(torch::kFloat64).pow(2).sum().item<double>();
-    return std::sqrt(sum);
+    return guardedOr(QStringLiteral("the L2 norm of weights"), std::numeric_limits<double>::quiet_NaN(), [&] {
+        double sum = 0.0;
+        for (const auto& entry : weights.entries()) {
+            if (!dtypeIsFloating(entry.dtype) || entry.byteSize == 0)
+                continue;
+            auto view = constView(weights, entry);
+            if (!view)
+                return std::numeric_limits<double>::quiet_NaN();
+            sum += sumOfSquares(*view, nullptr);
+        }
+        return std::sqrt(sum);
+    });
 }
 
 Result<double> l2Distance(const TensorBundle& a, const TensorBundle& b)
 {
     if (auto s = checkCompatible(a, b); !s)
         return fail(s.error());
-    double sum = 0.0;
-    for (const auto& entry : a.entries())
-        if (dtypeIsFloating(entry.dtype) && entry.byteSize > 0)
-            sum += (view(a, entry).to(torch::kFloat64) - view(b, *b.find(entry.name)).to(torch::kFloat64))
-                       .pow(2)
-                       .sum()
-                       .item<double>();
-    return std::sqrt(sum);
+    return guarded(QStringLiteral("the L2 distance of weights"), [&]() -> Result<double> {
+        double sum = 0.0;
+        for (const auto& entry : a.entries()) {
+            if (!dtypeIsFloating(entry.dtype) || entry.byteSize == 0)
+                continue;
+            auto viewA = constView(a, entry);
+            auto viewB = constView(b, *b.find(entry.name));
+            if (!viewA || !viewB)
+                return fail(viewA ? viewB.error() : viewA.error());
+            sum += sumOfSquares(*viewA, &*viewB);
+        }
+        return std::sqrt(sum);
+    });
 }
 
 } // namespace gleaner::ml::WeightMath

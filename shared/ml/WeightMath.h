@@ -1,7 +1,9 @@
 #pragma once
 // Arithmetic on whole weight sets, for the coordinator's aggregation rules. Each operation works tensor by
 // tensor on the bundles' flat buffers in place (vectorised by libtorch, no copies), so folding a
-// 5-million-parameter upload into the server weights costs a few milliseconds.
+// 5-million-parameter upload into the server weights costs a few milliseconds. Inputs passed by const
+// reference are only read, never detached: other threads may read the same (implicitly shared) bundles
+// meanwhile. No exception escapes.
 
 #include "Result.h"
 #include "tensor/TensorBundle.h"
@@ -17,9 +19,11 @@ Status checkCompatible(const TensorBundle& reference, const TensorBundle& other)
 Status blend(TensorBundle& server, const TensorBundle& client, double alpha);
 
 // True when every floating-point value is finite; otherwise `where` gets the first offending tensor's name.
+// Fails closed: false (with a critical log message) also when the check itself fails.
 bool allFinite(const TensorBundle& weights, QString* where = nullptr);
 
-// Euclidean norm over all floating-point values.
+// Euclidean norm over all floating-point values, accumulated in float64; NaN (with a critical log message)
+// when it cannot be computed.
 double l2Norm(const TensorBundle& weights);
 // Euclidean norm of (a - b) over all floating-point tensors; the bundles must be compatible.
 Result<double> l2Distance(const TensorBundle& a, const TensorBundle& b);

@@ -78,6 +78,15 @@ Status TensorBundle::add(const QString& name, DType dtype, const QList<qint64>& 
                         .arg(name, shapeToString(shape), dtypeName(dtype))
                         .arg(expected)
                         .arg(bytes.size()));
+    // `bytes` may point into this bundle's own buffer (copying a tensor under a new name), which append()
+    // may reallocate before the copy: take the bytes out first then.
+    const auto begin = quintptr(m_buffer.constData());
+    const auto source = quintptr(bytes.data());
+    QByteArray own;
+    if (expected > 0 && source >= begin && source < begin + quintptr(m_buffer.size())) {
+        own = bytes.toByteArray();
+        bytes = own;
+    }
     char* target = append(name, dtype, shape, expected);
     if (expected > 0)
         std::memcpy(target, bytes.data(), size_t(expected));

@@ -46,7 +46,8 @@ public:
     static TensorBundle fromBuffer(QByteArray buffer, QList<TensorEntry> entries,
                                    QMap<QString, QString> metadata = {});
 
-    // Appends a tensor, copying `bytes`. Refuses a duplicate name or a byte count that is not the shape's.
+    // Appends a tensor, copying `bytes` (which may lie in this bundle's own buffer). Refuses a duplicate name
+    // or a byte count that is not the shape's.
     Status add(const QString& name, DType dtype, const QList<qint64>& shape, QByteArrayView bytes);
     // Appends a zero-filled tensor and returns its bytes to fill in; nullptr on a duplicate name or bad
     // shape. The pointer is valid until the next tensor is added (the buffer may move).

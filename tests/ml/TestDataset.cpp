@@ -10,6 +10,7 @@
 #include <QFile>
 #include <QTest>
 
+#include <limits>
 #include <set>
 #include <zlib.h>
 
@@ -69,8 +70,12 @@ private Q_SLOTS:
     void cifar10Batches();
     void datasetLayoutIsChecked_data();
     void datasetLayoutIsChecked();
+    void largestLabelIsAccepted();
     void shardPlanIsBalancedAndDeterministic();
+    void shardPlanDoesNotAllocateByLabelValue();
     void shardFilesRoundTrip();
+    void shardWriteRefuses_data();
+    void shardWriteRefuses();
     void fashionMnistFromDebianPackage();
 };
 
@@ -184,6 +189,10 @@ void TestDataset::datasetLayoutIsChecked_data()
     QTest::newRow("label count differs") << 2 << "\"y\" must have shape [4] to label every sample, got [3]";
     QTest::newRow("float labels") << 3 << "\"y\" must hold integer class labels, not F32";
     QTest::newRow("negative label") << 4 << "label -1 of sample 0 is negative";
+    QTest::newRow("label 100000") << 5
+                                  << "label 100000 of sample 1 is outside 0..99999; class labels must be "
+                                     "0..num_classes-1";
+    QTest::newRow("label 2^62") << 6 << "label 4611686018427387904 of sample 1 is outside 0..99999";
 }
 
 void TestDataset::datasetLayoutIsChecked()
@@ -200,11 +209,24 @@ void TestDataset::datasetLayoutIsChecked()
         qint64* y = reinterpret_cast<qint64*>(b.addZeroed(QStringLiteral("y"), DType::I64, {4}));
         if (kind == 4)
             y[0] = -1;
+        if (kind == 5)
+            y[1] = 100000;
+        if (kind == 6)
+            y[1] = qint64(1) << 62;
     }
     auto dataset = Dataset::fromBundle(b, QStringLiteral("shard.safetensors"));
     QVERIFY(!dataset.ok());
     QVERIFY2(dataset.error().startsWith(u"shard.safetensors: "), qPrintable(dataset.error()));
     QVERIFY2(dataset.error().contains(message), qPrintable(dataset.error()));
+}
+
+void TestDataset::largestLabelIsAccepted()
+{
+    auto dataset = Dataset::fromBytes(QByteArray(8, '\0'), {1, 2, 2}, {99999, 3}, QStringLiteral("edge"));
+    QVERIFY2(dataset.ok(), qPrintable(dataset.error()));
+    QCOMPARE(dataset->labelBound(), qint64(100000));
+    const auto counts = dataset->classCounts(4);
+    QCOMPARE(counts, (std::vector<qint64>{0, 0, 0, 1})); // 99999 lies outside 0..3 and is not counted
 }
 
 void TestDataset::shardPlanIsBalancedAndDeterministic()
@@ -235,6 +257,23 @@ void TestDataset::shardPlanIsBalancedAndDeterministic()
     }
     QCOMPARE(seen.size(), size_t(1003));
     QVERIFY(largest - smallest <= 1);
+}
+
+void TestDataset::shardPlanDoesNotAllocateByLabelValue()
+{
+    // bundle() is writable, so a label can be changed after the checks: planning must still group by the
+    // classes present, not allocate one list per possible label value, and labelBound() must not overflow.
+    Dataset data = labelled(40, 3);
+    TensorBundle& bundle = data.bundle();
+    auto labels = bundle.mutableValues<qint64>(*bundle.find(u"y"));
+    labels[0] = qint64(1) << 40;
+    labels[1] = std::numeric_limits<qint64>::max();
+    QCOMPARE(data.labelBound(), std::numeric_limits<qint64>::max());
+    const auto plan = Shards::plan(data, 4, 1);
+    size_t total = 0;
+    for (const auto& shard : plan)
+        total += shard.size();
+    QCOMPARE(total, size_t(40));
 }
 
 void TestDataset::shardFilesRoundTrip()
@@ -275,6 +314,42 @@ void TestDataset::shardFilesRoundTrip()
     auto tooMany = Shards::write(data, 96, 9, dir->filePath(QStringLiteral("x")));
     QVERIFY(!tooMany.ok());
     QVERIFY(tooMany.error().contains(u"cannot fill 96 shards"));
+}
+
+void TestDataset::shardWriteRefuses_data()
+{
+    QTest::addColumn<int>("shards");
+    QTest::addColumn<QString>("obstacle"); // what stands in the way of the folder or a shard file
+    QTest::addColumn<QString>("message");
+    QTest::newRow("no shards") << 0 << ""
+                               << "the number of shards must be at least 1, got 0";
+    QTest::newRow("negative shards") << -3 << ""
+                                     << "the number of shards must be at least 1, got -3";
+    QTest::newRow("folder under a file") << 2 << "file"
+                                         << "cannot create the shard folder";
+    QTest::newRow("a folder where a shard goes") << 2 << "folder"
+                                                 << "cannot write the shard";
+}
+
+void TestDataset::shardWriteRefuses()
+{
+    QFETCH(int, shards);
+    QFETCH(QString, obstacle);
+    QFETCH(QString, message);
+    // Obstacles made of files and folders, not permissions, so the refusals hold for root too.
+    const auto dir = test::scratchDir();
+    QString target = dir->filePath(QStringLiteral("shards"));
+    if (obstacle == u"file") {
+        writeFile(dir->filePath(QStringLiteral("blocker")), "x");
+        target = dir->filePath(QStringLiteral("blocker/shards"));
+    } else if (obstacle == u"folder") {
+        QVERIFY(QDir().mkpath(target + QStringLiteral("/shard-00001-of-00002.safetensors")));
+    }
+    auto files = Shards::write(labelled(20, 2), shards, 1, target);
+    QVERIFY(!files.ok());
+    QVERIFY2(files.error().contains(message), qPrintable(files.error()));
+    if (!obstacle.isEmpty())
+        QVERIFY2(files.error().contains(target), qPrintable(files.error()));
 }
 
 void TestDataset::fashionMnistFromDebianPackage()

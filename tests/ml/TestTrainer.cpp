@@ -3,34 +3,23 @@
 #include "ml/Model.h"
 #include "ml/Trainer.h"
 
+#include "format/SafeTensors.h"
+
+#include "SyntheticData.h"
 #include "TestSupport.h"
 
 #include <QFile>
 #include <QTest>
 
-#include <random>
+#include <array>
+#include <functional>
 
 using namespace gleaner;
 using namespace gleaner::ml;
 
 namespace {
 
-// A small, learnable synthetic problem: class k lights up a k-th block of an 8x8 image, plus noise.
-Dataset syntheticSet(qint64 count, quint64 seed)
-{
-    std::mt19937 rng(static_cast<quint32>(seed));
-    QByteArray pixels(count * 64, '\0');
-    std::vector<qint64> labels(static_cast<size_t>(count));
-    for (qint64 i = 0; i < count; ++i) {
-        const int label = int(rng() % 4);
-        labels[size_t(i)] = label;
-        for (int p = 0; p < 64; ++p) {
-            const bool lit = (p / 16) == label;
-            pixels[i * 64 + p] = char(quint8((lit ? 150 : 0) + rng() % 100));
-        }
-    }
-    return *Dataset::fromBytes(pixels, {1, 8, 8}, labels, QStringLiteral("synthetic"));
-}
+using test::syntheticSet;
 
 TrainRequest request(Architecture arch, OptimizerSpec::Kind kind)
 {
@@ -57,6 +46,25 @@ TensorBundle initialWeights(const TrainRequest& r)
     return Model::create(r.model, 5)->weights();
 }
 
+// The checkpoint at `path` with its tensors filtered and replaced, resealed with its own metadata, so that
+// only the change made here is wrong with it.
+void rewriteCheckpoint(const QString& path, const std::function<bool(const TensorEntry&)>& keep,
+                       const std::function<void(TensorBundle&)>& add = {})
+{
+    auto loaded = SafeTensors::load(path);
+    QVERIFY2(loaded.ok(), qPrintable(loaded.error()));
+    auto info = CheckpointInfo::readFrom(*loaded);
+    QVERIFY2(info.ok(), qPrintable(info.error()));
+    TensorBundle out;
+    for (const auto& entry : loaded->entries())
+        if (keep(entry))
+            QVERIFY(out.add(entry.name, entry.dtype, entry.shape, loaded->data(entry)).ok());
+    if (add)
+        add(out);
+    info->writeTo(out);
+    QVERIFY(SafeTensors::save(path, out).ok());
+}
+
 } // namespace
 
 class TestTrainer : public QObject
@@ -68,9 +76,14 @@ private Q_SLOTS:
     void resumeEqualsUninterruptedRun();
     void cancelReturnsWithoutWeights();
     void pauseHookBlocksBetweenBatches();
-    void resumeRefusesAnotherRequestsCheckpoint();
+    void resumeRefuses_data();
+    void resumeRefuses();
     void divergenceIsReported();
-    void refusesMismatchedShard();
+    void refusesBadRequests_data();
+    void refusesBadRequests();
+    void unwritableCheckpointIsNamed();
+    void fingerprintCoversShardAndWeights();
+    void threadCountIsRestored();
 };
 
 void TestTrainer::learnsAndReports()
@@ -192,26 +205,105 @@ void TestTrainer::pauseHookBlocksBetweenBatches()
     QVERIFY2(outcome->seconds < 0.3, qPrintable(QString::number(outcome->seconds)));
 }
 
-void TestTrainer::resumeRefusesAnotherRequestsCheckpoint()
+void TestTrainer::resumeRefuses_data()
 {
+    QTest::addColumn<QString>("change");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("another batch size")
+        << "batch"
+        << "the checkpoint was written for another model, optimizer, number of "
+           "local epochs, batch size or seed";
+    QTest::newRow("another shard of the same size")
+        << "shard"
+        << "the checkpoint was written for another shard (SHA-256 ";
+    QTest::newRow("another thread count")
+        << "threads"
+        << "the checkpoint was written with 1 thread and this run uses 2 threads, which changes the results; "
+           "resume with threads=1 or start the subtask afresh";
+    QTest::newRow("truncated file") << "truncate"
+                                    << "";
+    QTest::newRow("damaged tensor bytes") << "flip"
+                                          << "the checkpoint is damaged";
+    QTest::newRow("edited metadata") << "metadata"
+                                     << "the checkpoint is damaged";
+    QTest::newRow("format 1") << "version"
+                              << "written by an older Gleaner (format 1)";
+    QTest::newRow("no optimizer state") << "optimizer"
+                                        << "optimizer state lacks \"optim.fc0.weight.exp_avg\"";
+    QTest::newRow("no step count") << "steps"
+                                   << "optimizer state lacks its step count (optim.steps";
+    QTest::newRow("negative step count") << "negative"
+                                         << "negative step count (optim.steps = -1)";
+    QTest::newRow("no checkpoint path") << "nopath"
+                                        << "the request names no checkpoint to resume from";
+}
+
+void TestTrainer::resumeRefuses()
+{
+    QFETCH(QString, change);
+    QFETCH(QString, message);
     const auto dir = test::scratchDir();
-    const Dataset shard = syntheticSet(100, 6);
+    Dataset shard = syntheticSet(100, 6);
     TrainRequest r = request(Architecture::Mlp, OptimizerSpec::Kind::Adam);
     r.checkpointPath = dir->filePath(QStringLiteral("c.safetensors"));
     TrainHooks stopper;
-    stopper.betweenBatches = [](const TrainProgress&) { return TrainControl::CheckpointAndStop; };
-    QVERIFY(Trainer::train(r, initialWeights(r), shard, stopper).ok());
+    stopper.betweenBatches = [](const TrainProgress& p) {
+        return p.step == 2 ? TrainControl::CheckpointAndStop : TrainControl::Continue;
+    };
+    auto stopped = Trainer::train(r, initialWeights(r), shard, stopper);
+    QVERIFY2(stopped.ok(), qPrintable(stopped.error()));
+    QCOMPARE(stopped->status, TrainOutcome::Status::Stopped);
+    // The untouched checkpoint resumes: every refusal below comes from the one change.
+    QVERIFY(QFile::copy(r.checkpointPath, dir->filePath(QStringLiteral("good.safetensors"))));
+    TrainRequest good = r;
+    good.checkpointPath = dir->filePath(QStringLiteral("good.safetensors"));
+    auto resumed = Trainer::resume(good, shard);
+    QVERIFY2(resumed.ok(), qPrintable(resumed.error()));
 
-    TrainRequest other = r;
-    other.batchSize = 8;
-    auto refused = Trainer::resume(other, shard);
+    const auto notSteps = [](const TensorEntry& e) { return e.name != u"optim.steps"; };
+    if (change == u"batch") {
+        r.batchSize = 8;
+    } else if (change == u"shard") {
+        shard = syntheticSet(100, 60);
+    } else if (change == u"threads") {
+        r.threads = 2;
+    } else if (change == u"truncate") {
+        QVERIFY(QFile::resize(r.checkpointPath, 100));
+    } else if (change == u"flip" || change == u"metadata") {
+        QFile file(r.checkpointPath);
+        QVERIFY(file.open(QIODevice::ReadWrite));
+        QByteArray bytes = file.readAll();
+        // The last byte is tensor data; the header's "epoch":"0" becomes "epoch":"1".
+        const qsizetype at = change == u"flip" ? bytes.size() - 1 : bytes.indexOf("\"epoch\":\"0\"") + 9;
+        QVERIFY(at > 9);
+        bytes[at] = char(bytes[at] ^ (change == u"flip" ? 0x40 : 0x01));
+        QVERIFY(file.seek(0));
+        QCOMPARE(file.write(bytes), bytes.size());
+    } else if (change == u"version") {
+        auto loaded = SafeTensors::load(r.checkpointPath);
+        QVERIFY(loaded.ok());
+        loaded->setMetadata(QStringLiteral("gleaner.checkpoint"), QStringLiteral("1"));
+        QVERIFY(SafeTensors::save(r.checkpointPath, *loaded).ok());
+    } else if (change == u"optimizer") {
+        rewriteCheckpoint(r.checkpointPath,
+                          [](const TensorEntry& e) { return !e.name.endsWith(u".exp_avg"); });
+    } else if (change == u"steps") {
+        rewriteCheckpoint(r.checkpointPath, notSteps);
+    } else if (change == u"negative") {
+        rewriteCheckpoint(r.checkpointPath, notSteps, [](TensorBundle& b) {
+            const std::array<qint64, 1> minusOne{-1};
+            QVERIFY(b.addValues<qint64>(QStringLiteral("optim.steps"), DType::I64, {}, minusOne).ok());
+        });
+    } else if (change == u"nopath") {
+        r.checkpointPath.clear();
+    }
+    if (QTest::currentTestFailed())
+        return;
+
+    auto refused = Trainer::resume(r, shard);
     QVERIFY(!refused.ok());
-    QVERIFY2(refused.error().contains(u"written for another"), qPrintable(refused.error()));
-
-    QFile::resize(r.checkpointPath, 100);
-    auto truncated = Trainer::resume(r, shard);
-    QVERIFY(!truncated.ok());
-    QVERIFY(truncated.error().contains(r.checkpointPath));
+    QVERIFY2(refused.error().contains(message), qPrintable(refused.error()));
+    QVERIFY2(refused.error().contains(r.checkpointPath), qPrintable(refused.error()));
 }
 
 void TestTrainer::divergenceIsReported()
@@ -224,14 +316,112 @@ void TestTrainer::divergenceIsReported()
     QVERIFY2(outcome.error().contains(u"lower the learning rate"), qPrintable(outcome.error()));
 }
 
-void TestTrainer::refusesMismatchedShard()
+void TestTrainer::refusesBadRequests_data()
 {
-    TrainRequest r = request(Architecture::Cnn, OptimizerSpec::Kind::Adam);
-    const Dataset shard = syntheticSet(10, 8);
-    r.model.inputShape = {1, 12, 12};
+    QTest::addColumn<QString>("change");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("batch size 0") << "batch"
+                                  << "the batch size is 0; it must be at least 1";
+    QTest::newRow("no local epochs") << "epochs"
+                                     << "the number of local epochs is 0; it must be at least 1";
+    QTest::newRow("negative threads") << "threads"
+                                      << "threads is -1; use 0 for libtorch's default";
+    QTest::newRow("empty shard") << "empty"
+                                 << "the shard holds no samples";
+    QTest::newRow("cnn shape differs")
+        << "cnn"
+        << "the shard's samples have shape [1, 8, 8] but the cnn model expects input_shape [1, 12, 12]";
+    QTest::newRow("mlp value count differs")
+        << "mlp"
+        << "the shard's samples have shape [1, 8, 8] (64 values) but the mlp model expects input_shape "
+           "[1, 12, 12] (144 values)";
+    QTest::newRow("label beyond num_classes") << "labels"
+                                              << "the shard has label 5 but the model has 4 classes";
+}
+
+void TestTrainer::refusesBadRequests()
+{
+    QFETCH(QString, change);
+    QFETCH(QString, message);
+    TrainRequest r =
+        request(change == u"cnn" ? Architecture::Cnn : Architecture::Mlp, OptimizerSpec::Kind::Adam);
+    Dataset shard = syntheticSet(40, 8);
+    if (change == u"batch")
+        r.batchSize = 0;
+    else if (change == u"epochs")
+        r.localEpochs = 0;
+    else if (change == u"threads")
+        r.threads = -1;
+    else if (change == u"empty")
+        shard = syntheticSet(0, 8);
+    else if (change == u"cnn" || change == u"mlp")
+        r.model.inputShape = {1, 12, 12};
+    else if (change == u"labels")
+        shard = syntheticSet(40, 8, 6);
     auto outcome = Trainer::train(r, Model::create(r.model, 1)->weights(), shard);
     QVERIFY(!outcome.ok());
-    QVERIFY2(outcome.error().contains(u"shape [1, 8, 8]"), qPrintable(outcome.error()));
+    QVERIFY2(outcome.error().contains(message), qPrintable(outcome.error()));
+}
+
+void TestTrainer::unwritableCheckpointIsNamed()
+{
+    // A regular file where the checkpoint's folder should be: unwritable even for root.
+    const auto dir = test::scratchDir();
+    QFile blocker(dir->filePath(QStringLiteral("blocker")));
+    QVERIFY(blocker.open(QIODevice::WriteOnly));
+    blocker.close();
+    TrainRequest r = request(Architecture::Mlp, OptimizerSpec::Kind::Adam);
+    r.checkpointPath = dir->filePath(QStringLiteral("blocker/sub/checkpoint.safetensors"));
+    TrainHooks stopper;
+    stopper.betweenBatches = [](const TrainProgress&) { return TrainControl::CheckpointAndStop; };
+    auto outcome = Trainer::train(r, initialWeights(r), syntheticSet(40, 9), stopper);
+    QVERIFY(!outcome.ok());
+    QVERIFY2(outcome.error().contains(r.checkpointPath), qPrintable(outcome.error()));
+    QVERIFY2(outcome.error().contains(u"cannot write the checkpoint"), qPrintable(outcome.error()));
+}
+
+void TestTrainer::fingerprintCoversShardAndWeights()
+{
+    const TrainRequest r = request(Architecture::Mlp, OptimizerSpec::Kind::Adam);
+    const Dataset shard = syntheticSet(100, 10);
+    const TensorBundle start = initialWeights(r);
+    const QString fingerprint = r.fingerprint(shard, start);
+    QCOMPARE(fingerprint.size(), 64);
+    QCOMPARE(r.fingerprint(shard, start), fingerprint);
+    QVERIFY(r.fingerprint(syntheticSet(100, 11), start) != fingerprint); // same size, other samples
+    QVERIFY(r.fingerprint(shard, Model::create(r.model, 6)->weights()) != fingerprint);
+    TrainRequest otherSeed = r;
+    otherSeed.seed += 1;
+    QVERIFY(otherSeed.fingerprint(shard, start) != fingerprint);
+    TrainRequest moreThreads = r;
+    moreThreads.threads = 2;
+    QVERIFY(moreThreads.fingerprint(shard, start) != fingerprint);
+    TrainRequest elsewhere = r; // where checkpoints go does not change the result
+    elsewhere.checkpointPath = QStringLiteral("/elsewhere.safetensors");
+    QCOMPARE(elsewhere.fingerprint(shard, start), fingerprint);
+}
+
+void TestTrainer::threadCountIsRestored()
+{
+    // libtorch's thread count is process-wide: a training run must leave the caller's count as it found it.
+    // Observed through fingerprint(), which with threads = 0 takes libtorch's current count.
+    const Dataset shard = syntheticSet(64, 12);
+    TrainRequest r = request(Architecture::Mlp, OptimizerSpec::Kind::Adam);
+    r.localEpochs = 1;
+    const TensorBundle start = initialWeights(r);
+    TrainRequest current = r;
+    current.threads = 0;
+    const QString before = current.fingerprint(shard, start);
+    int differed = 0;
+    for (int threads : {2, 3}) {
+        r.threads = threads;
+        if (r.fingerprint(shard, start) != before)
+            ++differed; // this count is not the current one, so a leak would show
+        auto outcome = Trainer::train(r, start, shard);
+        QVERIFY2(outcome.ok(), qPrintable(outcome.error()));
+        QCOMPARE(current.fingerprint(shard, start), before);
+    }
+    QVERIFY(differed > 0);
 }
 
 QTEST_GUILESS_MAIN(TestTrainer)

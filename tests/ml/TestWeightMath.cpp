@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 using namespace gleaner;
 using namespace gleaner::ml;
@@ -34,6 +35,8 @@ private Q_SLOTS:
     void finiteCheck();
     void norms();
     void blendDoesNotTouchSharedCopies();
+    void readsDoNotDetachSharedBuffers();
+    void normsOfOtherFloatTypesAndLargeTensors();
 };
 
 void TestWeightMath::blendFollowsVcAsgd_data()
@@ -127,6 +130,52 @@ void TestWeightMath::blendDoesNotTouchSharedCopies()
     QVERIFY(WeightMath::blend(server, weights(3, 3, 0), 0.5).ok());
     QCOMPARE(snapshot.values<float>(*snapshot.find(u"layer.weight"))[0], 1.0f);
     QCOMPARE(server.values<float>(*server.find(u"layer.weight"))[0], 2.0f);
+}
+
+void TestWeightMath::readsDoNotDetachSharedBuffers()
+{
+    // The coordinator serves the weights to other threads while it measures them: a read must not copy (and
+    // so race on) the shared buffer.
+    TensorBundle a = weights(3, 4, 100);
+    const TensorBundle b = a;
+    // As addresses: QCOMPARE on two const char* would compare them as C strings.
+    const auto address = [](const TensorBundle& bundle) { return quintptr(bundle.buffer().constData()); };
+    const quintptr shared = address(a);
+    QCOMPARE(address(b), shared);
+    QCOMPARE(WeightMath::l2Norm(a), 5.0);
+    QCOMPARE(WeightMath::l2Norm(b), 5.0);
+    QCOMPARE(*WeightMath::l2Distance(a, b), 0.0);
+    QVERIFY(WeightMath::allFinite(a));
+    QCOMPARE(address(a), shared);
+    QCOMPARE(address(b), shared);
+
+    // Blending reads the client without detaching it; only the server gets its own buffer.
+    TensorBundle server = weights(1, 1, 0);
+    const TensorBundle client = a;
+    QVERIFY(WeightMath::blend(server, client, 0.5).ok());
+    QCOMPARE(address(client), shared);
+    QCOMPARE(address(a), shared);
+}
+
+void TestWeightMath::normsOfOtherFloatTypesAndLargeTensors()
+{
+    // F64 and F16 go through libtorch (chunked, in float64); a tensor longer than one chunk is summed whole.
+    TensorBundle f64;
+    const std::array<double, 2> d{6, 8};
+    QVERIFY(f64.addValues<double>(QStringLiteral("w"), DType::F64, {2}, d).ok());
+    QCOMPARE(WeightMath::l2Norm(f64), 10.0);
+    const QByteArray before = f64.buffer();
+    QCOMPARE(*WeightMath::l2Distance(f64, f64), 0.0);
+    QCOMPARE(f64.buffer(), before); // the F64 views are never written through
+
+    TensorBundle large;
+    const qint64 count = 200000; // about three chunks
+    std::vector<float> ones(size_t(count), 1.0f);
+    QVERIFY(large.addValues<float>(QStringLiteral("w"), DType::F32, {count}, ones).ok());
+    QCOMPARE(WeightMath::l2Norm(large), std::sqrt(double(count)));
+    TensorBundle zeros;
+    QVERIFY(zeros.addZeroed(QStringLiteral("w"), DType::F32, {count}));
+    QCOMPARE(*WeightMath::l2Distance(large, zeros), std::sqrt(double(count)));
 }
 
 QTEST_GUILESS_MAIN(TestWeightMath)

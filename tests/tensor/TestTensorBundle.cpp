@@ -16,6 +16,7 @@ private Q_SLOTS:
     void tensorsAreAligned();
     void mutableDataDetachesSharedBuffer();
     void shapeOverflowIsDetected();
+    void addCopiesFromItsOwnBuffer();
 };
 
 void TestTensorBundle::dtypeNamesRoundTrip()
@@ -94,6 +95,23 @@ void TestTensorBundle::shapeOverflowIsDetected()
     QVERIFY(!huge.ok());
     QVERIFY2(huge.error().contains(u"too large"), qPrintable(huge.error()));
     QVERIFY(!bundle.addZeroed(QStringLiteral("w"), DType::F64, {qint64(1) << 62}));
+}
+
+void TestTensorBundle::addCopiesFromItsOwnBuffer()
+{
+    // Copying a tensor of the bundle under a new name: the source lies in the buffer that growing moves.
+    // Large enough that the allocator moves it rather than growing it in place.
+    TensorBundle bundle;
+    const qint64 count = 4 << 20;
+    char* a = bundle.addZeroed(QStringLiteral("a"), DType::U8, {count});
+    QVERIFY(a);
+    for (qint64 i = 0; i < count; ++i)
+        a[i] = char(i * 7 + i / 4099);
+    const QByteArray expected = bundle.data(*bundle.find(u"a")).toByteArray();
+    const Status added = bundle.add(QStringLiteral("b"), DType::U8, {count}, bundle.data(*bundle.find(u"a")));
+    QVERIFY2(added.ok(), qPrintable(added.error()));
+    QVERIFY(bundle.data(*bundle.find(u"b")) == expected);
+    QVERIFY(bundle.data(*bundle.find(u"a")) == expected);
 }
 
 QTEST_GUILESS_MAIN(TestTensorBundle)

@@ -1,6 +1,7 @@
 #include "ml/data/Dataset.h"
 
 #include <cstring>
+#include <limits>
 
 namespace gleaner::ml {
 
@@ -55,12 +56,18 @@ Result<Dataset> Dataset::fromBundle(TensorBundle bundle, const QString& what)
         return fail(QStringLiteral("%1: \"y\" must hold integer class labels, not %2")
                         .arg(what, dtypeName(y->dtype)));
     }
-    for (qint64 i = 0; i < count; ++i)
-        if (labels[size_t(i)] < 0)
-            return fail(QStringLiteral("%1: label %2 of sample %3 is negative")
+    for (qint64 i = 0; i < count; ++i) {
+        const qint64 label = labels[size_t(i)];
+        if (label < 0)
+            return fail(QStringLiteral("%1: label %2 of sample %3 is negative").arg(what).arg(label).arg(i));
+        if (label >= kLabelLimit)
+            return fail(QStringLiteral("%1: label %2 of sample %3 is outside 0..%4; class labels must be "
+                                       "0..num_classes-1")
                             .arg(what)
-                            .arg(labels[size_t(i)])
-                            .arg(i));
+                            .arg(label)
+                            .arg(i)
+                            .arg(kLabelLimit - 1));
+    }
 
     Dataset dataset;
     dataset.m_size = count;
@@ -113,11 +120,13 @@ qint64 Dataset::sampleBytes() const
 
 qint64 Dataset::labelBound() const
 {
+    // fromBundle() keeps labels below kLabelLimit, but bundle() is writable: no label may overflow the bound.
     qint64 bound = 0;
     if (m_bundle.isEmpty())
         return 0;
     for (qint64 label : m_bundle.values<qint64>(y()))
-        bound = std::max(bound, label + 1);
+        if (label >= bound)
+            bound = label < std::numeric_limits<qint64>::max() ? label + 1 : label;
     return bound;
 }
 
@@ -126,7 +135,7 @@ std::vector<qint64> Dataset::classCounts(qint64 numClasses) const
     std::vector<qint64> counts(size_t(std::max<qint64>(numClasses, 0)), 0);
     for (qint64 i = 0; i < m_size; ++i) {
         const qint64 label = this->label(i);
-        if (label < numClasses)
+        if (label >= 0 && label < numClasses)
             ++counts[size_t(label)];
     }
     return counts;

@@ -16,10 +16,13 @@ namespace gleaner::ml {
 class Dataset
 {
 public:
+    // Labels lie in 0..kLabelLimit-1: ModelSpec's largest num_classes is 100000.
+    static constexpr qint64 kLabelLimit = 100000;
+
     Dataset() = default;
 
-    // Checks the layout above. Integer labels of any width are converted to I64; `what` names the source in
-    // messages ("train shard 3").
+    // Checks the layout above and that every label lies in 0..kLabelLimit-1. Integer labels of any width are
+    // converted to I64; `what` names the source in messages ("train shard 3").
     static Result<Dataset> fromBundle(TensorBundle bundle, const QString& what);
     // Builds from raw U8 samples and labels, which must agree in count.
     static Result<Dataset> fromBytes(QByteArrayView samples, const QList<qint64>& sampleShape,
@@ -39,6 +42,7 @@ public:
     qint64 label(qint64 index) const { return m_bundle.values<qint64>(y())[size_t(index)]; }
     // The largest label + 1 (0 for an empty set).
     qint64 labelBound() const;
+    // Samples per label 0..numClasses-1; labels outside that range are not counted.
     std::vector<qint64> classCounts(qint64 numClasses) const;
 
     // A new dataset holding the given samples, in that order (copies them).

@@ -5,11 +5,15 @@
 
 #include <zlib.h>
 
+#include <algorithm>
+
 namespace gleaner::ml::Idx {
 namespace {
 
 // The largest file we inflate: Fashion-MNIST's training images are 47 MB, ImageNet-scale IDX does not exist.
 constexpr qint64 kMaxInflatedBytes = qint64(4) << 30;
+constexpr qsizetype kInitialInflateBytes = qsizetype(64) << 10;
+constexpr qsizetype kMaxInitialInflateBytes = qsizetype(64) << 20;
 
 quint32 bigEndian32(const char* p)
 {
@@ -23,7 +27,9 @@ Result<QByteArray> inflateGzip(const QByteArray& compressed, const QString& what
     if (inflateInit2(&stream, 16 + MAX_WBITS) != Z_OK)
         return fail(QStringLiteral("%1: cannot start the gzip decoder").arg(what));
     QByteArray out;
-    out.resize(std::max<qsizetype>(compressed.size() * 4, 1 << 16));
+    // A first guess of 4x the compressed size, between 64 KiB and 64 MiB: a large (or hostile) file must not
+    // reserve gigabytes before a byte is inflated. The buffer doubles as needed, up to kMaxInflatedBytes.
+    out.resize(std::clamp<qsizetype>(compressed.size() * 4, kInitialInflateBytes, kMaxInitialInflateBytes));
     stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.constData()));
     stream.avail_in = uInt(compressed.size());
     qint64 produced = 0;

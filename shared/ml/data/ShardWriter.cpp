@@ -6,6 +6,7 @@
 #include <QDir>
 #include <QSaveFile>
 
+#include <map>
 #include <random>
 
 namespace gleaner::ml::Shards {
@@ -32,15 +33,17 @@ std::vector<std::vector<qint64>> plan(const Dataset& train, int shards, quint64 
 {
     std::vector<std::vector<qint64>> result(size_t(std::max(shards, 1)));
     std::mt19937_64 rng(seed);
-    const qint64 classes = train.labelBound();
-    std::vector<std::vector<qint64>> byClass(static_cast<size_t>(classes));
+    // Grouped in a map, not a vector indexed by label: memory follows the classes present, never the largest
+    // label's value. Ascending label order, as before, so the same seed keeps giving the same shards.
+    std::map<qint64, std::vector<qint64>> byClass;
     for (qint64 i = 0; i < train.size(); ++i)
-        byClass[size_t(train.label(i))].push_back(i);
+        byClass[train.label(i)].push_back(i);
 
     // Deal class after class round-robin, continuing where the previous class stopped, so both the shard
     // sizes and each class's count per shard differ by at most one.
     size_t next = 0;
-    for (auto& members : byClass) {
+    for (auto& group : byClass) {
+        auto& members = group.second;
         shuffle(members, rng);
         for (qint64 index : members) {
             result[next].push_back(index);
