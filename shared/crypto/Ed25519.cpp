@@ -1,22 +1,16 @@
 #include "crypto/Ed25519.h"
 
 #include "crypto/OpenSslError.h"
+#include "crypto/SecureFile.h"
 #include "crypto/Sha256.h"
 
-#include <QFile>
-#include <QFileInfo>
 #include <QLoggingCategory>
-#include <QScopeGuard>
 
 #include <openssl/bio.h>
-#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 
-#include <cerrno>
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 namespace gleaner {
 namespace {
@@ -52,13 +46,6 @@ const unsigned char* bytesOf(QByteArrayView view)
 {
     static const unsigned char empty = 0;
     return view.data() ? reinterpret_cast<const unsigned char*>(view.data()) : &empty;
-}
-
-void wipe(QByteArray& bytes)
-{
-    if (!bytes.isEmpty())
-        OPENSSL_cleanse(bytes.data(), size_t(bytes.size()));
-    bytes.clear();
 }
 
 // Without a callback OpenSSL prompts on the terminal for a passphrase: a daemon must never block on that.
@@ -100,64 +87,6 @@ QByteArray rawPublicKey(const EVP_PKEY* key)
         return {};
     }
     return raw;
-}
-
-QString errnoText(int error)
-{
-    return qt_error_string(error);
-}
-
-// The file descriptor and temporary file of one saveToFile(); whatever happens, neither outlives the call.
-class TempKeyFile
-{
-public:
-    explicit TempKeyFile(QByteArray pathTemplate) : m_path(std::move(pathTemplate)) {}
-    ~TempKeyFile()
-    {
-        if (m_fd >= 0)
-            ::close(m_fd);
-        if (!m_renamed && m_created)
-            ::unlink(m_path.constData());
-    }
-    TempKeyFile(const TempKeyFile&) = delete;
-    TempKeyFile& operator=(const TempKeyFile&) = delete;
-
-    bool create()
-    {
-        m_fd = ::mkostemp(m_path.data(), O_CLOEXEC);
-        m_created = m_fd >= 0;
-        return m_created;
-    }
-    int fd() const { return m_fd; }
-    const QByteArray& path() const { return m_path; }
-    bool closeFile()
-    {
-        const int fd = m_fd;
-        m_fd = -1;
-        return ::close(fd) == 0;
-    }
-    void markRenamed() { m_renamed = true; }
-
-private:
-    QByteArray m_path;
-    int m_fd = -1;
-    bool m_created = false;
-    bool m_renamed = false;
-};
-
-bool writeAll(int fd, QByteArrayView bytes)
-{
-    qsizetype done = 0;
-    while (done < bytes.size()) {
-        const ssize_t written = ::write(fd, bytes.data() + done, size_t(bytes.size() - done));
-        if (written < 0) {
-            if (errno == EINTR)
-                continue;
-            return false;
-        }
-        done += qsizetype(written);
-    }
-    return true;
 }
 
 } // namespace
@@ -294,48 +223,13 @@ Result<SigningKey> SigningKey::fromPem(QByteArrayView pem)
 
 Result<SigningKey> SigningKey::loadFromFile(const QString& path)
 {
-    const QByteArray nativePath = QFile::encodeName(path);
-    // O_NONBLOCK: opening a FIFO by mistake must not hang; it is refused below as not a regular file.
-    const int fd = ::open(nativePath.constData(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (fd < 0)
-        return fail(QStringLiteral("cannot open the private key %1: %2").arg(path, errnoText(errno)));
-    const auto closeFd = qScopeGuard([fd] { ::close(fd); });
-
-    // fstat on the open descriptor, so the mode checked is the mode of the file actually read.
-    struct stat info = {};
-    if (::fstat(fd, &info) != 0)
-        return fail(QStringLiteral("cannot inspect the private key %1: %2").arg(path, errnoText(errno)));
-    if (!S_ISREG(info.st_mode))
-        return fail(QStringLiteral("the private key %1 is not a regular file").arg(path));
-    if ((info.st_mode & (S_IRWXG | S_IRWXO)) != 0)
-        return fail(
-            QStringLiteral("the private key %1 is open to other users (mode %2); anyone who can read it "
-                           "can sign as this coordinator. Run `chmod 600 %1` and try again")
-                .arg(path)
-                .arg(QString::number(info.st_mode & 07777, 8).rightJustified(4, u'0')));
-    if (info.st_size > kMaxPemSize)
-        return fail(QStringLiteral("the private key %1 is %2 bytes; a PEM key is a few hundred. Is this the "
-                                   "right file?")
-                        .arg(path)
-                        .arg(qint64(info.st_size)));
-
-    QByteArray pem(qsizetype(info.st_size) + 1, Qt::Uninitialized);
-    qsizetype length = 0;
-    while (length < pem.size()) {
-        const ssize_t count = ::read(fd, pem.data() + length, size_t(pem.size() - length));
-        if (count < 0 && errno == EINTR)
-            continue;
-        if (count < 0) {
-            const int error = errno;
-            wipe(pem);
-            return fail(QStringLiteral("cannot read the private key %1: %2").arg(path, errnoText(error)));
-        }
-        if (count == 0)
-            break;
-        length += qsizetype(count);
-    }
-    Result<SigningKey> key = fromPem(QByteArrayView(pem.constData(), length));
-    wipe(pem);
+    Result<QByteArray> pem =
+        SecureFile::read(path, QStringLiteral("private key"), kMaxPemSize, S_IRWXG | S_IRWXO,
+                         QStringLiteral("anyone who can read it can sign as this coordinator"));
+    if (!pem.ok())
+        return fail(pem.error());
+    Result<SigningKey> key = fromPem(*pem);
+    SecureFile::wipe(*pem);
     return std::move(key).context(path);
 }
 
@@ -358,48 +252,12 @@ Status SigningKey::saveToFile(const QString& path) const
 {
     if (isNull())
         return fail(QStringLiteral("cannot save %1: there is no private key to save").arg(path));
-    const QFileInfo info(path);
-    if (info.isSymLink())
-        return fail(
-            QStringLiteral("%1 is a symbolic link; a private key is never written through one. Remove "
-                           "the link or give the real path")
-                .arg(path));
-    const QString folder = info.absolutePath();
-    // Same folder, so the final rename() is atomic (one file system) and replaces the directory entry.
-    TempKeyFile temp(QFile::encodeName(folder) + "/." + QFile::encodeName(info.fileName()) + ".tmp-XXXXXX");
-    if (!temp.create())
-        return fail(QStringLiteral("cannot create a temporary file in %1 to write the private key %2: %3")
-                        .arg(folder, path, errnoText(errno)));
-    // mkostemp() asks for 0600 but a umask could take owner bits away; set exactly 0600 before the first
-    // byte.
-    if (::fchmod(temp.fd(), S_IRUSR | S_IWUSR) != 0)
-        return fail(QStringLiteral("cannot restrict the permissions of the private key %1: %2")
-                        .arg(path, errnoText(errno)));
-
     QByteArray pem = toPem();
     if (pem.isEmpty())
         return fail(QStringLiteral("cannot save %1: OpenSSL could not encode the private key").arg(path));
-    const bool written = writeAll(temp.fd(), pem);
-    const int writeError = errno;
-    wipe(pem);
-    if (!written)
-        return fail(QStringLiteral("cannot write the private key %1: %2").arg(path, errnoText(writeError)));
-    // Flushed before the rename: otherwise a power cut could leave `path` naming an empty file.
-    if (::fsync(temp.fd()) != 0 || !temp.closeFile())
-        return fail(
-            QStringLiteral("cannot flush the private key %1 to disk: %2").arg(path, errnoText(errno)));
-    if (::rename(temp.path().constData(), QFile::encodeName(info.absoluteFilePath()).constData()) != 0)
-        return fail(QStringLiteral("cannot move the new private key into place at %1: %2")
-                        .arg(path, errnoText(errno)));
-    temp.markRenamed();
-
-    // Makes the rename itself durable; a failure here loses nothing already written, so it is not an error.
-    const int folderFd = ::open(QFile::encodeName(folder).constData(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (folderFd >= 0) {
-        ::fsync(folderFd);
-        ::close(folderFd);
-    }
-    return {};
+    Status saved = SecureFile::write(path, pem, S_IRUSR | S_IWUSR, QStringLiteral("private key"));
+    SecureFile::wipe(pem);
+    return saved;
 }
 
 QByteArray SigningKey::sign(QByteArrayView message) const
