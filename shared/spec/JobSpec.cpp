@@ -149,7 +149,8 @@ Result<JobSpec> JobSpec::fromJson(const QJsonObject& json)
     JsonFields fields(json, u"job"_s);
     fields.allowOnly({u"name"_s, u"dataset"_s, u"limit_train"_s, u"model"_s, u"shards"_s, u"local_epochs"_s,
                       u"batch_size"_s, u"optimizer"_s, u"aggregation"_s, u"target_accuracy"_s,
-                      u"max_epochs"_s, u"deadline_seconds"_s, u"replication"_s, u"seed"_s});
+                      u"max_epochs"_s, u"deadline_seconds"_s, u"replication"_s, u"seed"_s,
+                      u"overlap_epochs"_s});
 
     JobSpec spec;
     fields.readString(u"name", spec.name, Need::Required, kMaxNameLength);
@@ -172,6 +173,7 @@ Result<JobSpec> JobSpec::fromJson(const QJsonObject& json)
     fields.readInt(u"max_epochs", spec.maxEpochs, kMaxEpochs);
     fields.readInt(u"deadline_seconds", spec.deadlineSeconds, kDeadlineSeconds);
     fields.readInt(u"replication", spec.replication, kReplication);
+    fields.readBool(u"overlap_epochs", spec.overlapEpochs);
     qint64 seed = 0;
     if (fields.readInt64(u"seed", seed, kSeed))
         spec.seed = quint64(seed);
@@ -216,6 +218,7 @@ QJsonObject JobSpec::toJson() const
         {u"deadline_seconds"_s, deadlineSeconds},
         {u"replication"_s, replication},
         {u"seed"_s, qint64(seed)},
+        {u"overlap_epochs"_s, overlapEpochs},
     };
     if (limitTrain)
         json.insert(u"limit_train"_s, *limitTrain);

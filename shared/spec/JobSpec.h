@@ -10,7 +10,8 @@
 //   "shards": 50, "local_epochs": 1, "batch_size": 32,
 //   "optimizer": {"name": "adam", "lr": 0.001},
 //   "aggregation": {"rule": "vc-asgd", "alpha": "epoch"},   // or a constant "alpha": 0.95
-//   "target_accuracy": 0.88, "max_epochs": 20, "deadline_seconds": 600, "replication": 1, "seed": 42
+//   "target_accuracy": 0.88, "max_epochs": 20, "deadline_seconds": 600, "replication": 1, "seed": 42,
+//   "overlap_epochs": true                           // optional; false waits for each epoch's validation
 // }
 //
 // Required: name, dataset, model, optimizer, shards, target_accuracy (they describe the job itself; a default
@@ -94,6 +95,7 @@ struct JobSpec
     double targetAccuracy = 0.9; // (0, 1]
     int maxEpochs = 20;          // 1..100000
     int deadlineSeconds = 600;   // 10..604800
+    bool overlapEpochs = true;   // the next epoch's workunits may be leased while this epoch's last are out
     int replication = 1;         // 1..16
     quint64 seed = 42;           // 0..2^53, the largest integer a JSON number holds exactly
 

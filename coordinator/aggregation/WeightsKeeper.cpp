@@ -1,0 +1,160 @@
+#include "aggregation/WeightsKeeper.h"
+
+#include "core/Coordinator.h"
+#include "format/SafeTensors.h"
+#include "validation/ValidationRunner.h"
+
+#include <QLoggingCategory>
+
+Q_LOGGING_CATEGORY(lcWeights, "gleaner.coordinator.weights")
+
+namespace gleaner::coordinator {
+
+WeightsKeeper::WeightsKeeper(Coordinator& coordinator, BlobStore& blobs) : m_coordinator(coordinator), m_blobs(blobs)
+{
+}
+
+WeightsKeeper::~WeightsKeeper()
+{
+    m_thread.stop();
+}
+
+void WeightsKeeper::load(qint64 jobId, TensorBundle weights, qint64 version, const AggregationSpec& rule,
+                         std::vector<ReplayedUpdate> replay)
+{
+    m_thread.post([this, jobId, weights = std::move(weights), version, rule, replay = std::move(replay)]() mutable {
+        JobWeights& job = m_jobs[jobId];
+        job.weights = std::move(weights);
+        job.version = version;
+        job.snapshotVersion = version;
+        job.snapshotMs = m_coordinator.clock().nowMs();
+        job.publishedVersion = -1;
+        job.rule = AggregationRule::create(rule);
+        for (const ReplayedUpdate& update : replay) {
+            auto bundle = SafeTensors::load(update.file);
+            if (!bundle) {
+                // A received update that cannot be read back is lost; say so loudly, keep the rest.
+                qCCritical(lcWeights) << "job" << jobId << "cannot replay update" << update.seq << ":" << bundle.error();
+                continue;
+            }
+            applyNow(jobId, job, update.seq, *bundle, update.context);
+        }
+        if (!replay.empty())
+            qCInfo(lcWeights) << "job" << jobId << "replayed" << replay.size() << "update(s) up to version" << job.version;
+    });
+}
+
+void WeightsKeeper::apply(qint64 jobId, qint64 seq, TensorBundle update, UpdateContext context, int validateEpoch)
+{
+    m_thread.post([this, jobId, seq, update = std::move(update), context, validateEpoch] {
+        auto it = m_jobs.find(jobId);
+        if (it == m_jobs.end())
+            return;
+        JobWeights& job = it->second;
+        applyNow(jobId, job, seq, update, context);
+        if (validateEpoch > 0) {
+            const qint64 version = job.version;
+            m_coordinator.m_validation->evaluate(
+                jobId, job.weights, [this, jobId, validateEpoch, version](ValidationRunner::Outcome outcome) {
+                    m_coordinator.state().post([this, jobId, validateEpoch, version, outcome] {
+                        if (!outcome.ok) {
+                            qCWarning(lcWeights) << "job" << jobId << "validation failed:" << outcome.error;
+                            return;
+                        }
+                        m_coordinator.onValidated(jobId, validateEpoch, version, outcome.accuracy, outcome.loss);
+                    });
+                });
+        }
+        const auto& config = m_coordinator.config();
+        const bool due = job.version - job.snapshotVersion >= config.snapshotEveryUpdates;
+        if (due)
+            snapshot(jobId, true);
+    });
+}
+
+void WeightsKeeper::applyNow(qint64 jobId, JobWeights& job, qint64 seq, const TensorBundle& update,
+                             UpdateContext context)
+{
+    context.serverVersion = job.version;
+    if (auto s = job.rule->apply(job.weights, update, context); !s) {
+        qCCritical(lcWeights) << "job" << jobId << "update" << seq << "could not be folded in:" << s.error();
+        return;
+    }
+    job.version += 1;
+    job.lastSeq = seq;
+    const qint64 version = job.version;
+    m_coordinator.state().post([this, jobId, seq, version] { m_coordinator.onApplied(jobId, seq, version); });
+}
+
+void WeightsKeeper::publish(qint64 jobId)
+{
+    m_thread.post([this, jobId] {
+        auto it = m_jobs.find(jobId);
+        if (it == m_jobs.end() || it->second.publishedVersion == it->second.version)
+            return;
+        JobWeights& job = it->second;
+        job.weights.setMetadata(QStringLiteral("gleaner.version"), QString::number(job.version));
+        auto blob = m_blobs.put(SafeTensors::serialize(job.weights));
+        if (!blob) {
+            qCCritical(lcWeights) << "job" << jobId << "cannot publish weights:" << blob.error();
+            return;
+        }
+        job.publishedVersion = job.version;
+        const PublishedWeights published{job.version, blob->sha256, blob->size, m_coordinator.clock().nowMs()};
+        m_coordinator.state().post([this, jobId, published] { m_coordinator.onPublished(jobId, published); });
+    });
+}
+
+void WeightsKeeper::snapshot(qint64 jobId, bool force)
+{
+    auto work = [this, jobId, force] {
+        auto it = m_jobs.find(jobId);
+        if (it == m_jobs.end())
+            return;
+        JobWeights& job = it->second;
+        const qint64 now = m_coordinator.clock().nowMs();
+        if (job.version == job.snapshotVersion
+            || (!force && now - job.snapshotMs < qint64(m_coordinator.config().snapshotEverySeconds) * 1000))
+            return;
+        job.weights.setMetadata(QStringLiteral("gleaner.version"), QString::number(job.version));
+        auto blob = m_blobs.put(SafeTensors::serialize(job.weights));
+        if (!blob) {
+            qCCritical(lcWeights) << "job" << jobId << "cannot write a snapshot:" << blob.error();
+            return;
+        }
+        job.snapshotVersion = job.version;
+        job.snapshotMs = now;
+        const qint64 version = job.version;
+        const qint64 lastSeq = job.lastSeq;
+        const QString sha = blob->sha256;
+        m_coordinator.state().post(
+            [this, jobId, version, lastSeq, sha] { m_coordinator.onSnapshot(jobId, version, lastSeq, sha); });
+    };
+    if (m_thread.isCurrentThread())
+        work();
+    else
+        m_thread.post(work);
+}
+
+void WeightsKeeper::exportWeights(qint64 jobId, std::function<void(Result<BlobInfo>)> done)
+{
+    m_thread.post([this, jobId, done = std::move(done)] {
+        auto it = m_jobs.find(jobId);
+        if (it == m_jobs.end()) {
+            done(fail(QStringLiteral("job %1 has no weights in memory").arg(jobId)));
+            return;
+        }
+        it->second.weights.setMetadata(QStringLiteral("gleaner.version"), QString::number(it->second.version));
+        done(m_blobs.put(SafeTensors::serialize(it->second.weights)));
+    });
+}
+
+void WeightsKeeper::unload(qint64 jobId)
+{
+    m_thread.post([this, jobId] {
+        snapshot(jobId, true);
+        m_jobs.erase(jobId);
+    });
+}
+
+} // namespace gleaner::coordinator

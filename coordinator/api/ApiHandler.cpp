@@ -1,0 +1,271 @@
+#include "api/ApiHandler.h"
+
+#include "aggregation/UpdateChecker.h"
+#include "core/Tokens.h"
+#include "crypto/Sha256.h"
+
+#include <QFile>
+#include <QJsonDocument>
+
+#include <unistd.h>
+
+namespace gleaner::coordinator {
+namespace {
+
+constexpr qint64 kSmallBody = 64 * 1024;
+constexpr qint64 kJobSpecBody = 1024 * 1024;
+constexpr qint64 kLeaseBody = 1024 * 1024; // a large cache list: 64-byte hashes, thousands of them
+
+QList<QByteArray> pathParts(const RequestHead& head)
+{
+    QList<QByteArray> parts = head.path().split('/');
+    parts.removeAll(QByteArray());
+    return parts;
+}
+
+std::optional<QJsonObject> jsonBody(const QByteArray& body)
+{
+    if (body.trimmed().isEmpty())
+        return QJsonObject();
+    QJsonParseError error;
+    const QJsonDocument doc = QJsonDocument::fromJson(body, &error);
+    if (!doc.isObject())
+        return std::nullopt;
+    return doc.object();
+}
+
+HttpResponse badJson()
+{
+    return HttpResponse::error(400, QStringLiteral("the request body must be a JSON object"));
+}
+
+bool isApi(const QList<QByteArray>& parts)
+{
+    return parts.size() >= 2 && parts[0] == "api" && parts[1] == "v1";
+}
+
+} // namespace
+
+ApiHandler::ApiHandler(Coordinator& coordinator) : m_coordinator(coordinator) {}
+
+std::variant<ApiHandler::Identity, HttpResponse> ApiHandler::identify(const RequestHead& head, bool agentAllowed,
+                                                                      bool adminAllowed) const
+{
+    const QByteArray token = head.bearerToken();
+    if (token.isEmpty())
+        return HttpResponse::error(401, QStringLiteral("this endpoint needs \"Authorization: Bearer <token>\""));
+    const QString hash = Tokens::hash(token);
+    if (adminAllowed && m_coordinator.admission().isAdminTokenHash(hash))
+        return Identity{Caller::Admin, {}};
+    if (agentAllowed) {
+        if (auto agent = m_coordinator.admission().agentByTokenHash(hash)) {
+            if (agent->revoked)
+                return HttpResponse::error(403, QStringLiteral("this agent was revoked by the coordinator's admin; "
+                                                               "enroll again with a new token"));
+            return Identity{Caller::Agent, agent->id};
+        }
+    }
+    return HttpResponse::error(401, adminAllowed && !agentAllowed
+                                        ? QStringLiteral("the admin token is not valid for this coordinator")
+                                        : QStringLiteral("the token is not valid for this coordinator; enroll again"));
+}
+
+std::variant<BodyPolicy, HttpResponse> ApiHandler::admit(const RequestHead& head)
+{
+    const QList<QByteArray> parts = pathParts(head);
+    const QByteArray& method = head.method;
+    if (!isApi(parts))
+        return HttpResponse::error(404, QStringLiteral("no such endpoint: %1").arg(QString::fromUtf8(head.path())));
+    const QByteArray area = parts.value(2);
+
+    if (area == "info" && parts.size() == 3)
+        return method == "GET" ? std::variant<BodyPolicy, HttpResponse>(BodyPolicy{0, false})
+                               : HttpResponse::error(405, QStringLiteral("use GET"));
+    if (area == "agents" && parts.value(3) == "enroll" && parts.size() == 4)
+        return method == "POST" ? std::variant<BodyPolicy, HttpResponse>(BodyPolicy{kSmallBody, false})
+                                : HttpResponse::error(405, QStringLiteral("use POST"));
+
+    if (area == "admin") {
+        auto who = identify(head, false, true);
+        if (auto* refusal = std::get_if<HttpResponse>(&who))
+            return *refusal;
+        return BodyPolicy{kJobSpecBody, false};
+    }
+
+    auto who = identify(head, true, area == "files");
+    if (auto* refusal = std::get_if<HttpResponse>(&who))
+        return *refusal;
+    const Identity identity = std::get<Identity>(who);
+
+    if (area == "files" && parts.size() == 4)
+        return method == "GET" || method == "HEAD" ? std::variant<BodyPolicy, HttpResponse>(BodyPolicy{0, false})
+                                                   : HttpResponse::error(405, QStringLiteral("use GET"));
+    if (area == "work" && parts.size() == 4 && parts[3] == "lease")
+        return method == "POST" ? std::variant<BodyPolicy, HttpResponse>(BodyPolicy{kLeaseBody, false})
+                                : HttpResponse::error(405, QStringLiteral("use POST"));
+    if (area == "work" && parts.size() == 5 && parts[4] == "progress")
+        return method == "POST" ? std::variant<BodyPolicy, HttpResponse>(BodyPolicy{kSmallBody, false})
+                                : HttpResponse::error(405, QStringLiteral("use POST"));
+    if (area == "work" && parts.size() == 5 && parts[4] == "result") {
+        if (method != "PUT")
+            return HttpResponse::error(405, QStringLiteral("use PUT"));
+        const QString leaseId = QString::fromLatin1(parts[3]);
+        const auto lease = m_coordinator.admission().lease(leaseId);
+        if (!lease)
+            return HttpResponse::error(404, QStringLiteral("lease %1 is not open (unknown, finished, or its job has "
+                                                           "ended)")
+                                                .arg(leaseId));
+        if (lease->agentId != identity.agentId)
+            return HttpResponse::error(409, QStringLiteral("lease %1 belongs to another agent").arg(leaseId));
+        return BodyPolicy{lease->maxUploadBytes, true};
+    }
+    return HttpResponse::error(404, QStringLiteral("no such endpoint: %1 %2")
+                                        .arg(QString::fromLatin1(method), QString::fromUtf8(head.path())));
+}
+
+HttpResponse ApiHandler::info() const
+{
+    QJsonObject reply;
+    reply.insert(QStringLiteral("name"), QStringLiteral("gleaner-coordinator"));
+    reply.insert(QStringLiteral("version"), QStringLiteral(GLEANER_VERSION));
+    reply.insert(QStringLiteral("protocol"), 1);
+    reply.insert(QStringLiteral("signing_public_key"), QString::fromLatin1(m_coordinator.signingPublicKeyPem()));
+    reply.insert(QStringLiteral("open_enrollment"), m_coordinator.config().openEnrollment);
+    return HttpResponse::json(200, reply);
+}
+
+void ApiHandler::handle(HttpRequest request, Responder respond)
+{
+    const QList<QByteArray> parts = pathParts(request.head);
+    const QByteArray area = parts.value(2);
+    Coordinator& c = m_coordinator;
+
+    if (area == "info") {
+        respond(info());
+        return;
+    }
+    if (area == "agents") {
+        auto body = jsonBody(request.body);
+        if (!body) {
+            respond(badJson());
+            return;
+        }
+        c.state().post([&c, body = *body, respond] { respond(c.enroll(body)); });
+        return;
+    }
+    if (area == "admin") {
+        handleAdmin(parts, std::move(request), std::move(respond));
+        return;
+    }
+    const auto who = identify(request.head, true, area == "files");
+    if (const auto* refusal = std::get_if<HttpResponse>(&who)) {
+        respond(*refusal);
+        return;
+    }
+    const QString agentId = std::get<Identity>(who).agentId;
+
+    if (area == "files") {
+        const QString sha = QString::fromLatin1(parts[3]);
+        const QString path = c.blobs().path(sha);
+        if (path.isEmpty() || !QFile::exists(path)) {
+            respond(HttpResponse::error(404, QStringLiteral("no file has SHA-256 %1").arg(sha)));
+            return;
+        }
+        respond(HttpResponse::file(path, sha.toLatin1(), "application/octet-stream"));
+        return;
+    }
+    if (parts.value(3) == "lease") {
+        auto body = jsonBody(request.body);
+        if (!body) {
+            respond(badJson());
+            return;
+        }
+        c.state().post([&c, agentId, body = *body, respond] { respond(c.lease(agentId, body)); });
+        return;
+    }
+    const QString leaseId = QString::fromLatin1(parts[3]);
+    if (parts.value(4) == "progress") {
+        auto body = jsonBody(request.body);
+        if (!body) {
+            respond(badJson());
+            return;
+        }
+        c.state().post([&c, agentId, leaseId, body = *body, respond] { respond(c.progress(agentId, leaseId, body)); });
+        return;
+    }
+    handleResult(agentId, leaseId, std::move(request), std::move(respond));
+}
+
+void ApiHandler::handleResult(const QString& agentId, const QString& leaseId, HttpRequest request, Responder respond)
+{
+    Coordinator& c = m_coordinator;
+    const QString file = request.bodyFile;
+    // state: which model must the upload match -> checker: parse and check it, make it durable -> state: record it.
+    c.state().post([this, &c, agentId, leaseId, file, respond] {
+        auto schema = c.schemaForLease(leaseId);
+        if (!schema) {
+            QFile::remove(file);
+            respond(HttpResponse::error(404, QStringLiteral("lease %1 is not open").arg(leaseId)));
+            return;
+        }
+        m_checker.post([&c, agentId, leaseId, file, schema = std::move(*schema), respond] {
+            auto update = UpdateChecker::check(file, schema);
+            if (!update) {
+                QFile::remove(file);
+                c.state().post([&c, agentId, leaseId, reason = update.error(), respond] {
+                    respond(c.refuseResult(agentId, leaseId, reason));
+                });
+                return;
+            }
+            // The bytes reach the disk before the row that says they were received.
+            QFile handle(file);
+            if (!handle.open(QIODevice::ReadOnly) || ::fsync(handle.handle()) != 0) {
+                QFile::remove(file);
+                respond(HttpResponse::error(500, QStringLiteral("cannot make the upload durable on the coordinator's "
+                                                                "disk; try again later")));
+                return;
+            }
+            c.state().post([&c, agentId, leaseId, file, update = std::move(*update), respond]() mutable {
+                respond(c.result(agentId, leaseId, file, std::move(update)));
+            });
+        });
+    });
+}
+
+void ApiHandler::handleAdmin(const QList<QByteArray>& parts, HttpRequest request, Responder respond)
+{
+    Coordinator& c = m_coordinator;
+    const QByteArray& method = request.head.method;
+    const QByteArray what = parts.value(3);
+    bool idOk = false;
+    const qint64 id = parts.value(4).toLongLong(&idOk);
+
+    if (what == "jobs" && parts.size() == 4 && method == "GET")
+        return (void)c.state().post([&c, respond] { respond(c.listJobs()); });
+    if (what == "jobs" && parts.size() == 4 && method == "POST")
+        return (void)c.state().post([&c, body = request.body, respond] { respond(c.submitJob(body)); });
+    if (what == "jobs" && parts.size() == 5 && idOk && method == "GET")
+        return (void)c.state().post([&c, id, respond] { respond(c.jobStatus(id)); });
+    if (what == "jobs" && parts.size() == 6 && idOk && parts[5] == "weights" && method == "GET")
+        return (void)c.state().post([&c, id, respond] { c.exportWeights(id, respond); });
+    if (what == "jobs" && parts.size() == 6 && idOk && method == "POST")
+        return (void)c.state().post([&c, id, action = parts[5], respond] { respond(c.setJobStatus(id, action)); });
+    if (what == "tokens" && parts.size() == 4 && method == "GET")
+        return (void)c.state().post([&c, respond] { respond(c.listEnrollmentTokens()); });
+    if (what == "tokens" && parts.size() == 4 && method == "POST") {
+        auto body = jsonBody(request.body);
+        if (!body)
+            return respond(badJson());
+        return (void)c.state().post([&c, body = *body, respond] { respond(c.createEnrollmentToken(body)); });
+    }
+    if (what == "tokens" && parts.size() == 6 && idOk && parts[5] == "revoke" && method == "POST")
+        return (void)c.state().post([&c, id, respond] { respond(c.revokeEnrollmentToken(id)); });
+    if (what == "agents" && parts.size() == 4 && method == "GET")
+        return (void)c.state().post([&c, respond] { respond(c.listAgents()); });
+    if (what == "agents" && parts.size() == 6 && parts[5] == "revoke" && method == "POST")
+        return (void)c.state().post([&c, agent = QString::fromLatin1(parts[4]), respond] { respond(c.revokeAgent(agent)); });
+    respond(HttpResponse::error(404, QStringLiteral("no such admin endpoint: %1 %2")
+                                         .arg(QString::fromLatin1(method), QString::fromUtf8(request.head.path()))));
+}
+
+} // namespace gleaner::coordinator

@@ -1,0 +1,40 @@
+#pragma once
+// The v1 HTTP API (docs/protocol.md) over the Coordinator: routing, authentication, body limits and JSON.
+// Decisions that can be made from a request's head (who is asking, may the body be this large) are made in
+// admit() on the HTTP thread from the AdmissionCache; the work itself is posted to the coordinator's state
+// thread, and an upload's checks run on the HTTP thread that received it.
+
+#include "core/Coordinator.h"
+#include "core/SerialExecutor.h"
+#include "http/HttpTypes.h"
+
+namespace gleaner::coordinator {
+
+class ApiHandler final : public RequestHandler
+{
+public:
+    explicit ApiHandler(Coordinator& coordinator);
+
+    std::variant<BodyPolicy, HttpResponse> admit(const RequestHead& head) override;
+    void handle(HttpRequest request, Responder respond) override;
+
+private:
+    enum class Caller { Nobody, Agent, Admin };
+    struct Identity
+    {
+        Caller caller = Caller::Nobody;
+        QString agentId;
+    };
+    // Who sent the request; a response when the credentials are refused.
+    std::variant<Identity, HttpResponse> identify(const RequestHead& head, bool agentAllowed, bool adminAllowed) const;
+    void handleResult(const QString& agentId, const QString& leaseId, HttpRequest request, Responder respond);
+    void handleAdmin(const QList<QByteArray>& parts, HttpRequest request, Responder respond);
+    HttpResponse info() const;
+
+    Coordinator& m_coordinator;
+    // Checks of uploaded results (parse, shapes, finite values, fsync): milliseconds each, kept off both the
+    // HTTP threads (which must not block) and the state thread.
+    SerialExecutor m_checker;
+};
+
+} // namespace gleaner::coordinator

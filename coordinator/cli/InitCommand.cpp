@@ -1,0 +1,98 @@
+// gleaner-coordinator init: a new data directory with everything the server needs.
+#include "cli/Cli.h"
+#include "config/DataDirectory.h"
+#include "config/Initializer.h"
+#include "crypto/TlsCertificate.h"
+
+#include <QCommandLineParser>
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonObject>
+#include <QTextStream>
+
+namespace gleaner::coordinator::cli {
+
+int initCommand(const QStringList& arguments)
+{
+    QCommandLineParser parser;
+    parser.setApplicationDescription(QStringLiteral(
+        "Creates a coordinator's data directory: the Ed25519 key that signs task manifests, a TLS key and a "
+        "self-signed certificate for the given host names (unless --tls-cert is given), an admin token (printed "
+        "once), the configuration and the SQLite database. Refuses to touch an existing data directory."));
+    parser.addHelpOption();
+    parser.addOption({QStringLiteral("data-dir"), QStringLiteral("The data directory to create."), QStringLiteral("DIR")});
+    parser.addOption({QStringLiteral("listen"), QStringLiteral("Address and port to serve on (default 127.0.0.1:8443)."),
+                      QStringLiteral("HOST:PORT"), QStringLiteral("127.0.0.1:8443")});
+    parser.addOption({QStringLiteral("host"),
+                      QStringLiteral("A name or address agents use to reach this coordinator; repeat for several. "
+                                     "localhost and 127.0.0.1 are always included."),
+                      QStringLiteral("NAME")});
+    parser.addOption({QStringLiteral("tls-cert"), QStringLiteral("Use this certificate (PEM) instead of a self-signed one."),
+                      QStringLiteral("FILE")});
+    parser.addOption({QStringLiteral("tls-key"), QStringLiteral("The private key (PEM) of --tls-cert."), QStringLiteral("FILE")});
+    parser.addOption({QStringLiteral("open-enrollment"), QStringLiteral("Let agents enroll without a token.")});
+    parser.addOption({QStringLiteral("json"), QStringLiteral("Print {url, admin_token, ca_certificate, signing_public_key}.")});
+    if (!parser.parse(arguments))
+        return usageError(parser.errorText(), QStringLiteral("init"));
+    if (parser.isSet(QStringLiteral("help"))) {
+        QTextStream(stdout) << parser.helpText();
+        return 0;
+    }
+    if (!parser.positionalArguments().isEmpty())
+        return usageError(QStringLiteral("unexpected argument \"%1\"").arg(parser.positionalArguments().first()),
+                          QStringLiteral("init"));
+    const QString root = parser.value(QStringLiteral("data-dir"));
+    if (root.isEmpty())
+        return usageError(QStringLiteral("--data-dir DIR is required"), QStringLiteral("init"));
+    if (parser.isSet(QStringLiteral("tls-cert")) != parser.isSet(QStringLiteral("tls-key")))
+        return usageError(QStringLiteral("--tls-cert and --tls-key go together"), QStringLiteral("init"));
+
+    CoordinatorConfig config;
+    auto parsedListen = CoordinatorConfig::fromJson(QJsonObject{{QStringLiteral("listen"), parser.value(QStringLiteral("listen"))}});
+    if (!parsedListen)
+        return usageError(QStringLiteral("--listen: expected HOST:PORT, got \"%1\"").arg(parser.value(QStringLiteral("listen"))),
+                          QStringLiteral("init"));
+    config.listenHost = parsedListen->listenHost;
+    config.listenPort = parsedListen->listenPort;
+    QStringList hosts = parser.values(QStringLiteral("host"));
+    for (const QString& always : {QStringLiteral("localhost"), QStringLiteral("127.0.0.1")})
+        if (!hosts.contains(always))
+            hosts << always;
+    if (config.listenHost != u"0.0.0.0" && config.listenHost != u"::" && !hosts.contains(config.listenHost))
+        hosts << config.listenHost;
+    config.hosts = hosts;
+    config.openEnrollment = parser.isSet(QStringLiteral("open-enrollment"));
+
+    const DataDirectory dir(root);
+    auto created = initializeDataDirectory(dir, config, parser.value(QStringLiteral("tls-cert")),
+                                           parser.value(QStringLiteral("tls-key")));
+    if (!created)
+        return failure(created.error());
+    const QByteArray adminToken = created->adminToken;
+    const QByteArray publicKey = created->signingPublicKeyPem;
+    if (parser.isSet(QStringLiteral("json"))) {
+        QJsonObject out;
+        out.insert(QStringLiteral("url"), config.url());
+        out.insert(QStringLiteral("admin_token"), QString::fromLatin1(adminToken));
+        out.insert(QStringLiteral("ca_certificate"), dir.certificatePath());
+        out.insert(QStringLiteral("signing_public_key"), QString::fromLatin1(publicKey));
+        out.insert(QStringLiteral("data_dir"), dir.root());
+        printJson(out);
+        return 0;
+    }
+    QFile cert(dir.certificatePath());
+    cert.open(QIODevice::ReadOnly);
+    const auto fingerprint = TlsCertificate::fingerprint(cert.readAll());
+    QTextStream out(stdout);
+    out << "Created the coordinator data directory " << dir.root() << "\n\n"
+        << "  URL for agents:        " << config.url() << "\n"
+        << "  TLS certificate:       " << dir.certificatePath() << "\n"
+        << "  certificate SHA-256:   " << (fingerprint ? *fingerprint : fingerprint.error()) << "\n"
+        << "  admin token:           " << adminToken << "\n\n"
+        << "The admin token is shown once; the CLI on this machine reads it from " << dir.adminTokenPath() << ".\n"
+        << "Start the server with: gleaner-coordinator serve --data-dir " << dir.root() << "\n";
+    return 0;
+}
+
+} // namespace gleaner::coordinator::cli

@@ -1,0 +1,103 @@
+// gleaner-coordinator serve: the HTTPS server in the foreground until SIGTERM or SIGINT.
+#include "api/ApiHandler.h"
+#include "cli/Cli.h"
+#include "config/DataDirectory.h"
+#include "core/Coordinator.h"
+#include "http/HttpServer.h"
+#include "util/Clock.h"
+
+#include <QCommandLineParser>
+#include <QTextStream>
+
+#include <csignal>
+#include <unistd.h>
+#include <ctime>
+
+namespace gleaner::coordinator::cli {
+
+int serveCommand(const QStringList& arguments)
+{
+    QCommandLineParser parser;
+    parser.setApplicationDescription(QStringLiteral(
+        "Runs the coordinator's HTTPS server in the foreground, logging to stderr, until SIGTERM or SIGINT; then it "
+        "finishes requests in flight, folds in every received update and writes the weights to disk."));
+    parser.addHelpOption();
+    parser.addOption({QStringLiteral("data-dir"), QStringLiteral("The data directory made by init."), QStringLiteral("DIR")});
+    parser.addOption({QStringLiteral("port"), QStringLiteral("Override the configured port (0: any free port)."),
+                      QStringLiteral("PORT")});
+    if (!parser.parse(arguments))
+        return usageError(parser.errorText(), QStringLiteral("serve"));
+    if (parser.isSet(QStringLiteral("help"))) {
+        QTextStream(stdout) << parser.helpText();
+        return 0;
+    }
+    if (!parser.isSet(QStringLiteral("data-dir")))
+        return usageError(QStringLiteral("--data-dir DIR is required"), QStringLiteral("serve"));
+    const DataDirectory dir(parser.value(QStringLiteral("data-dir")));
+    auto config = dir.loadConfig();
+    if (!config)
+        return failure(config.error());
+    if (parser.isSet(QStringLiteral("port"))) {
+        bool ok = false;
+        const int port = parser.value(QStringLiteral("port")).toInt(&ok);
+        if (!ok || port < 0 || port > 65535)
+            return usageError(QStringLiteral("--port: expected 0 to 65535"), QStringLiteral("serve"));
+        config->listenPort = quint16(port);
+    }
+
+    // Signals are taken by this thread alone (sigtimedwait below); every thread started from here inherits the mask.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+    SystemClock clock;
+    auto coordinator = Coordinator::open(dir, *config, clock);
+    if (!coordinator)
+        return failure(coordinator.error());
+    int exitCode = 0;
+    {
+        ApiHandler handler(**coordinator);
+        HttpServerOptions options;
+        options.host = config->listenHost;
+        options.port = config->listenPort;
+        options.certificatePath = dir.certificatePath();
+        options.privateKeyPath = dir.tlsKeyPath();
+        options.uploadDir = dir.uploadsDir();
+        options.threads = config->httpThreads;
+        HttpServer server(options, handler);
+        if (auto s = server.start(); !s) {
+            (*coordinator)->shutdown();
+            return failure(s.error());
+        }
+        CoordinatorConfig shown = *config;
+        shown.listenPort = server.port();
+        QTextStream(stderr) << "gleaner-coordinator: serving https://" << config->listenHost << ':' << server.port()
+                            << " (agents use " << shown.url() << "); data in " << dir.root() << "\n";
+        QTextStream(stdout) << "port " << server.port() << "\n" << Qt::flush;
+        // Where this server really listens (the configured port may be 0): the CLI's admin commands read it.
+        const Status noted = dir.writeServerInfo(ServerInfo{qint64(::getpid()), config->listenHost, server.port()});
+        if (!noted)
+            QTextStream(stderr) << "gleaner-coordinator: " << noted.error() << "\n";
+
+        const timespec tick{0, 250'000'000};
+        for (;;) {
+            const int signal = sigtimedwait(&signals, nullptr, &tick);
+            if (signal == SIGINT || signal == SIGTERM) {
+                QTextStream(stderr) << "gleaner-coordinator: " << (signal == SIGINT ? "SIGINT" : "SIGTERM")
+                                    << ": finishing requests in flight and writing the weights to disk\n";
+                break;
+            }
+            Coordinator* core = coordinator->get();
+            core->state().post([core] { core->tick(); });
+        }
+        server.stop(10'000);
+        dir.removeServerInfo();
+    }
+    (*coordinator)->shutdown();
+    QTextStream(stderr) << "gleaner-coordinator: stopped\n";
+    return exitCode;
+}
+
+} // namespace gleaner::coordinator::cli

@@ -1,0 +1,142 @@
+#include "config/DataDirectory.h"
+
+#include <QDir>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QSaveFile>
+
+#include <csignal>
+
+namespace gleaner::coordinator {
+
+QString CoordinatorConfig::url() const
+{
+    QString host = hosts.isEmpty() ? listenHost : hosts.first();
+    if (host.contains(u':'))
+        host = u'[' + host + u']';
+    return QStringLiteral("https://%1:%2").arg(host).arg(listenPort);
+}
+
+QJsonObject CoordinatorConfig::toJson() const
+{
+    QJsonObject json;
+    json.insert(QStringLiteral("listen"), QStringLiteral("%1:%2").arg(listenHost).arg(listenPort));
+    json.insert(QStringLiteral("hosts"), QJsonArray::fromStringList(hosts));
+    json.insert(QStringLiteral("open_enrollment"), openEnrollment);
+    json.insert(QStringLiteral("http_threads"), httpThreads);
+    json.insert(QStringLiteral("snapshot_every_updates"), snapshotEveryUpdates);
+    json.insert(QStringLiteral("snapshot_every_seconds"), snapshotEverySeconds);
+    json.insert(QStringLiteral("publish_interval_ms"), publishIntervalMs);
+    json.insert(QStringLiteral("validate_every_updates"), validateEveryUpdates);
+    return json;
+}
+
+Result<CoordinatorConfig> CoordinatorConfig::fromJson(const QJsonObject& json)
+{
+    CoordinatorConfig config;
+    const QString listen = json.value(QStringLiteral("listen")).toString();
+    const qsizetype colon = listen.lastIndexOf(u':');
+    bool portOk = false;
+    const int port = colon > 0 ? listen.mid(colon + 1).toInt(&portOk) : 0;
+    if (colon <= 0 || !portOk || port < 0 || port > 65535)
+        return fail(QStringLiteral("config: \"listen\" must be HOST:PORT, got \"%1\"").arg(listen));
+    config.listenHost = listen.left(colon);
+    if (config.listenHost.startsWith(u'[') && config.listenHost.endsWith(u']'))
+        config.listenHost = config.listenHost.mid(1, config.listenHost.size() - 2);
+    config.listenPort = quint16(port);
+    config.hosts.clear();
+    for (const auto& host : json.value(QStringLiteral("hosts")).toArray())
+        config.hosts << host.toString();
+    config.openEnrollment = json.value(QStringLiteral("open_enrollment")).toBool(false);
+    config.httpThreads = std::max(1, json.value(QStringLiteral("http_threads")).toInt(2));
+    config.snapshotEveryUpdates = std::max(1, json.value(QStringLiteral("snapshot_every_updates")).toInt(50));
+    config.snapshotEverySeconds = std::max(1, json.value(QStringLiteral("snapshot_every_seconds")).toInt(60));
+    config.publishIntervalMs = std::max(0, json.value(QStringLiteral("publish_interval_ms")).toInt(1000));
+    config.validateEveryUpdates = std::max(0, json.value(QStringLiteral("validate_every_updates")).toInt(0));
+    return config;
+}
+
+DataDirectory::DataDirectory(QString root) : m_root(QDir(root).absolutePath()) {}
+
+QString DataDirectory::configPath() const { return m_root + QStringLiteral("/config.json"); }
+QString DataDirectory::databasePath() const { return m_root + QStringLiteral("/gleaner.db"); }
+QString DataDirectory::signingKeyPath() const { return m_root + QStringLiteral("/signing-key.pem"); }
+QString DataDirectory::signingPublicKeyPath() const { return m_root + QStringLiteral("/signing-key.pub.pem"); }
+QString DataDirectory::certificatePath() const { return m_root + QStringLiteral("/tls/cert.pem"); }
+QString DataDirectory::tlsKeyPath() const { return m_root + QStringLiteral("/tls/key.pem"); }
+QString DataDirectory::adminTokenPath() const { return m_root + QStringLiteral("/admin-token"); }
+QString DataDirectory::blobsDir() const { return m_root + QStringLiteral("/blobs"); }
+QString DataDirectory::updatesDir() const { return m_root + QStringLiteral("/updates"); }
+QString DataDirectory::uploadsDir() const { return m_root + QStringLiteral("/uploads"); }
+
+Status DataDirectory::writeServerInfo(const ServerInfo& info) const
+{
+    QSaveFile file(m_root + QStringLiteral("/server.json"));
+    QJsonObject json{{QStringLiteral("pid"), info.pid}, {QStringLiteral("host"), info.host},
+                     {QStringLiteral("port"), int(info.port)}};
+    if (!file.open(QIODevice::WriteOnly) || file.write(QJsonDocument(json).toJson()) < 0 || !file.commit())
+        return fail(QStringLiteral("%1: cannot record the server's address: %2").arg(file.fileName(), file.errorString()));
+    return {};
+}
+
+void DataDirectory::removeServerInfo() const
+{
+    QFile::remove(m_root + QStringLiteral("/server.json"));
+}
+
+std::optional<ServerInfo> DataDirectory::readServerInfo() const
+{
+    QFile file(m_root + QStringLiteral("/server.json"));
+    if (!file.open(QIODevice::ReadOnly))
+        return std::nullopt;
+    const QJsonObject json = QJsonDocument::fromJson(file.readAll()).object();
+    ServerInfo info{json.value(QStringLiteral("pid")).toInteger(), json.value(QStringLiteral("host")).toString(),
+                    quint16(json.value(QStringLiteral("port")).toInt())};
+    // A server killed without cleaning up leaves the file behind; its process is gone.
+    if (info.pid <= 0 || info.port == 0 || ::kill(pid_t(info.pid), 0) != 0)
+        return std::nullopt;
+    return info;
+}
+
+bool DataDirectory::exists() const
+{
+    return QFile::exists(configPath());
+}
+
+Result<CoordinatorConfig> DataDirectory::loadConfig() const
+{
+    QFile file(configPath());
+    if (!file.open(QIODevice::ReadOnly))
+        return fail(QStringLiteral("%1: cannot read the coordinator's configuration (%2); is %3 a data directory "
+                                   "made by `gleaner-coordinator init`?")
+                        .arg(configPath(), file.errorString(), m_root));
+    QJsonParseError error;
+    const QJsonDocument doc = QJsonDocument::fromJson(file.readAll(), &error);
+    if (!doc.isObject())
+        return fail(QStringLiteral("%1: not a JSON object (%2)").arg(configPath(), error.errorString()));
+    return CoordinatorConfig::fromJson(doc.object()).context(configPath());
+}
+
+Status DataDirectory::saveConfig(const CoordinatorConfig& config) const
+{
+    QSaveFile file(configPath());
+    if (!file.open(QIODevice::WriteOnly))
+        return fail(QStringLiteral("%1: cannot write: %2").arg(configPath(), file.errorString()));
+    file.write(QJsonDocument(config.toJson()).toJson(QJsonDocument::Indented));
+    if (!file.commit())
+        return fail(QStringLiteral("%1: cannot write: %2").arg(configPath(), file.errorString()));
+    return {};
+}
+
+Result<QByteArray> DataDirectory::readAdminToken() const
+{
+    QFile file(adminTokenPath());
+    if (!file.open(QIODevice::ReadOnly))
+        return fail(QStringLiteral("%1: cannot read the admin token (%2); run the command as the user who ran "
+                                   "`gleaner-coordinator init`")
+                        .arg(adminTokenPath(), file.errorString()));
+    return file.readAll().trimmed();
+}
+
+} // namespace gleaner::coordinator

@@ -1,0 +1,82 @@
+#pragma once
+// The coordinator's data directory: everything it knows lives here, so a backup is a copy of one folder.
+//
+//   config.json             listen address, host names, enrollment and snapshot settings (CoordinatorConfig)
+//   gleaner.db              SQLite (WAL): tokens, agents, jobs, workunits, leases, received updates, history
+//   signing-key.pem         Ed25519 key that signs every task manifest (0600); signing-key.pub.pem beside it
+//   tls/cert.pem, key.pem   the HTTPS identity (key 0600); agents pin cert.pem when it is self-signed
+//   admin-token             the admin token for the CLI on this machine (0600); the database holds its hash only
+//   blobs/ab/abcd...        content-addressed files: shards, model specs, published weights, snapshots
+//   updates/<job>/<seq>.safetensors   uploads received and not yet folded into a snapshot
+//   uploads/                uploads in flight (deleted at start)
+//   server.json             pid, host and port of the running server (removed when it stops)
+
+#include "Result.h"
+
+#include <QJsonObject>
+#include <QString>
+#include <QStringList>
+
+#include <optional>
+
+namespace gleaner::coordinator {
+
+struct CoordinatorConfig
+{
+    QString listenHost = QStringLiteral("127.0.0.1");
+    quint16 listenPort = 8443;
+    QStringList hosts{QStringLiteral("localhost"), QStringLiteral("127.0.0.1")}; // names in the certificate
+    bool openEnrollment = false;      // agents may enroll without a token
+    int httpThreads = 2;
+    int snapshotEveryUpdates = 50;    // server weights are written to disk this often ...
+    int snapshotEverySeconds = 60;    // ... or this often, whichever comes first
+    int publishIntervalMs = 1000;     // a new weights file is published for leases at most this often
+    int validateEveryUpdates = 0;     // 0: validate at epoch ends only
+
+    // The URL agents use: https://<first host>:<port>.
+    QString url() const;
+    QJsonObject toJson() const;
+    static Result<CoordinatorConfig> fromJson(const QJsonObject& json);
+};
+
+// Written by a running `serve` (server.json in the data directory): where it really listens.
+struct ServerInfo
+{
+    qint64 pid = 0;
+    QString host;
+    quint16 port = 0;
+};
+
+class DataDirectory
+{
+public:
+    explicit DataDirectory(QString root);
+
+    const QString& root() const { return m_root; }
+    QString configPath() const;
+    QString databasePath() const;
+    QString signingKeyPath() const;
+    QString signingPublicKeyPath() const;
+    QString certificatePath() const;
+    QString tlsKeyPath() const;
+    QString adminTokenPath() const;
+    QString blobsDir() const;
+    QString updatesDir() const;
+    QString uploadsDir() const;
+
+    bool exists() const; // a config.json is present
+    Result<CoordinatorConfig> loadConfig() const;
+    Status saveConfig(const CoordinatorConfig& config) const;
+    Status writeServerInfo(const ServerInfo& info) const;
+    void removeServerInfo() const;
+    // The running server's address; nullopt when none is recorded or its process is gone.
+    std::optional<ServerInfo> readServerInfo() const;
+
+    // The admin token the CLI sends; a clear message when the file is missing or unreadable.
+    Result<QByteArray> readAdminToken() const;
+
+private:
+    QString m_root;
+};
+
+} // namespace gleaner::coordinator

@@ -1,0 +1,329 @@
+#include "core/Coordinator.h"
+
+#include "aggregation/WeightsKeeper.h"
+#include "core/Tokens.h"
+#include "format/SafeTensors.h"
+#include "store/Database.h"
+#include "validation/ValidationRunner.h"
+
+#include <QDir>
+#include <QJsonDocument>
+#include <QLoggingCategory>
+#include <QSqlRecord>
+
+Q_LOGGING_CATEGORY(lcCoordinator, "gleaner.coordinator")
+
+namespace gleaner::coordinator {
+
+// ---- AdmissionCache ----------------------------------------------------------------------------------------
+
+std::optional<AdmissionCache::AgentEntry> AdmissionCache::agentByTokenHash(const QString& hash) const
+{
+    std::shared_lock lock(m_mutex);
+    auto it = m_agents.constFind(hash);
+    if (it == m_agents.cend())
+        return std::nullopt;
+    return *it;
+}
+
+bool AdmissionCache::isAdminTokenHash(const QString& hash) const
+{
+    std::shared_lock lock(m_mutex);
+    return m_adminHashes.contains(hash);
+}
+
+std::optional<AdmissionCache::LeaseEntry> AdmissionCache::lease(const QString& leaseId) const
+{
+    std::shared_lock lock(m_mutex);
+    auto it = m_leases.constFind(leaseId);
+    if (it == m_leases.cend())
+        return std::nullopt;
+    return *it;
+}
+
+void AdmissionCache::setAgent(const QString& tokenHash, AgentEntry entry)
+{
+    std::unique_lock lock(m_mutex);
+    m_agents.insert(tokenHash, std::move(entry));
+}
+
+void AdmissionCache::addAdminTokenHash(const QString& hash)
+{
+    std::unique_lock lock(m_mutex);
+    m_adminHashes.insert(hash);
+}
+
+void AdmissionCache::setLease(const QString& leaseId, LeaseEntry entry)
+{
+    std::unique_lock lock(m_mutex);
+    m_leases.insert(leaseId, std::move(entry));
+}
+
+void AdmissionCache::removeLease(const QString& leaseId)
+{
+    std::unique_lock lock(m_mutex);
+    m_leases.remove(leaseId);
+}
+
+// ---- life cycle ---------------------------------------------------------------------------------------------
+
+Coordinator::Coordinator(DataDirectory dir, CoordinatorConfig config, const Clock& clock)
+    : m_dir(std::move(dir)), m_config(std::move(config)), m_clock(clock), m_blobs(m_dir.blobsDir())
+{
+}
+
+Coordinator::~Coordinator()
+{
+    shutdown();
+}
+
+Result<std::unique_ptr<Coordinator>> Coordinator::open(const DataDirectory& dir, const CoordinatorConfig& config,
+                                                       const Clock& clock)
+{
+    std::unique_ptr<Coordinator> coordinator(new Coordinator(dir, config, clock));
+    if (auto s = coordinator->start(); !s) {
+        coordinator->shutdown();
+        return fail(s.error());
+    }
+    return coordinator;
+}
+
+Status Coordinator::start()
+{
+    auto key = SigningKey::loadFromFile(m_dir.signingKeyPath());
+    if (!key)
+        return fail(key.error());
+    m_signingKey = std::move(*key);
+    for (const QString& folder : {m_dir.blobsDir(), m_dir.updatesDir(), m_dir.uploadsDir()})
+        if (!QDir().mkpath(folder))
+            return fail(QStringLiteral("%1: cannot create the folder").arg(folder));
+    // Uploads in flight when the process stopped were never answered: their agents will send them again.
+    QDir uploads(m_dir.uploadsDir());
+    for (const QString& name : uploads.entryList(QDir::Files))
+        uploads.remove(name);
+
+    m_importer = std::make_unique<SerialExecutor>();
+    m_validation = std::make_unique<ValidationRunner>();
+    m_weights = std::make_unique<WeightsKeeper>(*this, m_blobs);
+    m_state = std::make_unique<SerialExecutor>();
+    return m_state->call([this]() -> Status {
+        auto db = Database::open(m_dir.databasePath());
+        if (!db)
+            return fail(db.error());
+        m_db = std::move(*db);
+        return loadState();
+    });
+}
+
+void Coordinator::drain()
+{
+    // Each hop may post to the next thread; three rounds cover state -> weights -> validation -> state.
+    for (int round = 0; round < 4; ++round) {
+        m_state->call([] {});
+        m_weights->executor().call([] {});
+        m_validation->executor().call([] {});
+        m_importer->call([] {});
+    }
+    m_state->call([] {});
+}
+
+void Coordinator::shutdown()
+{
+    if (m_stopping.exchange(true) || !m_state)
+        return;
+    m_importer->stop();
+    drain();
+    // Every job's weights to disk, so a restart replays nothing.
+    m_state->call([this] {
+        for (auto& [id, job] : m_jobs)
+            if (job.status == JobStatus::Running || job.status == JobStatus::Paused)
+                m_weights->snapshot(id, true);
+    });
+    m_weights->executor().call([] {});
+    m_state->call([] {}); // records the snapshots just written
+    m_validation->executor().stop();
+    m_weights->executor().stop();
+    m_state->call([this] { m_db.reset(); });
+    m_state->stop();
+}
+
+// ---- agents and tokens --------------------------------------------------------------------------------------
+
+void Coordinator::touchAgent(const QString& agentId)
+{
+    (void)m_db->exec(QStringLiteral("UPDATE agents SET last_seen_ms = ? WHERE id = ?"), {m_clock.nowMs(), agentId});
+}
+
+void Coordinator::recordAgentOutcome(const QString& agentId, const char* column, qint64 samples, double seconds)
+{
+    (void)m_db->exec(QStringLiteral("UPDATE agents SET %1 = %1 + 1, samples = samples + ?, train_seconds = "
+                                    "train_seconds + ? WHERE id = ?")
+                         .arg(QString::fromLatin1(column)),
+                     {samples, seconds, agentId});
+}
+
+HttpResponse Coordinator::enroll(const QJsonObject& request)
+{
+    const QString name = request.value(QStringLiteral("name")).toString().trimmed();
+    const QString platform = request.value(QStringLiteral("platform")).toString().trimmed();
+    if (name.isEmpty() || name.size() > 200)
+        return HttpResponse::error(422, QStringLiteral("name: expected the machine's name, 1 to 200 characters"));
+    if (platform.size() > 200)
+        return HttpResponse::error(422, QStringLiteral("platform: at most 200 characters"));
+    const QByteArray token = request.value(QStringLiteral("enrollment_token")).toString().toUtf8();
+    const qint64 now = m_clock.nowMs();
+
+    if (!token.isEmpty() || !m_config.openEnrollment) {
+        if (token.isEmpty())
+            return HttpResponse::error(401, QStringLiteral("this coordinator needs an enrollment token; ask its "
+                                                           "admin for one (gleaner-coordinator token create)"));
+        auto row = m_db->exec(QStringLiteral("SELECT id, expires_ms, uses_left, revoked FROM enrollment_tokens "
+                                             "WHERE hash = ?"),
+                              {Tokens::hash(token)});
+        if (!row)
+            return HttpResponse::error(500, row.error());
+        if (!row->next())
+            return HttpResponse::error(401, QStringLiteral("the enrollment token is not known to this coordinator"));
+        const qint64 id = row->value(0).toLongLong();
+        if (row->value(3).toInt() != 0)
+            return HttpResponse::error(401, QStringLiteral("the enrollment token was revoked"));
+        if (!row->value(1).isNull() && row->value(1).toLongLong() <= now)
+            return HttpResponse::error(401, QStringLiteral("the enrollment token has expired"));
+        if (!row->value(2).isNull() && row->value(2).toLongLong() <= 0)
+            return HttpResponse::error(401, QStringLiteral("the enrollment token has been used up"));
+        (void)m_db->exec(QStringLiteral("UPDATE enrollment_tokens SET used = used + 1, uses_left = CASE WHEN "
+                                        "uses_left IS NULL THEN NULL ELSE uses_left - 1 END WHERE id = ?"),
+                         {id});
+    }
+
+    const QString agentId = Tokens::randomId();
+    const QByteArray agentToken = Tokens::generate("gag_");
+    const QString tokenHash = Tokens::hash(agentToken);
+    const QByteArray hardware =
+        QJsonDocument(request.value(QStringLiteral("hardware")).toObject()).toJson(QJsonDocument::Compact);
+    auto inserted = m_db->exec(QStringLiteral("INSERT INTO agents (id, token_hash, name, platform, hardware, "
+                                              "enrolled_ms, last_seen_ms) VALUES (?, ?, ?, ?, ?, ?, ?)"),
+                               {agentId, tokenHash, name, platform, QString::fromUtf8(hardware), now, now});
+    if (!inserted)
+        return HttpResponse::error(500, inserted.error());
+    m_admission.setAgent(tokenHash, {agentId, false});
+    qCInfo(lcCoordinator) << "agent" << agentId << "enrolled:" << name << platform;
+
+    QJsonObject reply;
+    reply.insert(QStringLiteral("agent_id"), agentId);
+    reply.insert(QStringLiteral("agent_token"), QString::fromLatin1(agentToken));
+    reply.insert(QStringLiteral("signing_public_key"), QString::fromLatin1(signingPublicKeyPem()));
+    return HttpResponse::json(200, reply);
+}
+
+HttpResponse Coordinator::createEnrollmentToken(const QJsonObject& request)
+{
+    const QJsonValue uses = request.value(QStringLiteral("uses"));
+    const QJsonValue expires = request.value(QStringLiteral("expires_seconds"));
+    if (!uses.isUndefined() && !uses.isNull() && (!uses.isDouble() || uses.toInteger(-1) < 1))
+        return HttpResponse::error(422, QStringLiteral("uses: expected a positive integer"));
+    if (!expires.isUndefined() && !expires.isNull() && (!expires.isDouble() || expires.toInteger(-1) < 1))
+        return HttpResponse::error(422, QStringLiteral("expires_seconds: expected a positive integer"));
+    const QByteArray token = Tokens::generate("gle_");
+    const qint64 now = m_clock.nowMs();
+    const QVariant expiresMs = expires.isDouble() ? QVariant(now + expires.toInteger() * 1000) : QVariant();
+    const QVariant usesLeft = uses.isDouble() ? QVariant(uses.toInteger()) : QVariant();
+    auto inserted = m_db->exec(QStringLiteral("INSERT INTO enrollment_tokens (hash, created_ms, expires_ms, "
+                                              "uses_left) VALUES (?, ?, ?, ?)"),
+                               {Tokens::hash(token), now, expiresMs, usesLeft});
+    if (!inserted)
+        return HttpResponse::error(500, inserted.error());
+    QJsonObject reply;
+    reply.insert(QStringLiteral("id"), m_db->lastInsertId());
+    reply.insert(QStringLiteral("token"), QString::fromLatin1(token));
+    return HttpResponse::json(201, reply);
+}
+
+HttpResponse Coordinator::listEnrollmentTokens()
+{
+    auto rows = m_db->exec(QStringLiteral("SELECT id, created_ms, expires_ms, uses_left, used, revoked FROM "
+                                          "enrollment_tokens ORDER BY id"));
+    if (!rows)
+        return HttpResponse::error(500, rows.error());
+    QJsonArray tokens;
+    const qint64 now = m_clock.nowMs();
+    while (rows->next()) {
+        QJsonObject token;
+        token.insert(QStringLiteral("id"), rows->value(0).toLongLong());
+        token.insert(QStringLiteral("created_ms"), rows->value(1).toLongLong());
+        token.insert(QStringLiteral("expires_ms"), rows->value(2).isNull() ? QJsonValue() : rows->value(2).toLongLong());
+        token.insert(QStringLiteral("uses_left"), rows->value(3).isNull() ? QJsonValue() : rows->value(3).toLongLong());
+        token.insert(QStringLiteral("used"), rows->value(4).toLongLong());
+        const bool revoked = rows->value(5).toInt() != 0;
+        const bool expired = !rows->value(2).isNull() && rows->value(2).toLongLong() <= now;
+        const bool usedUp = !rows->value(3).isNull() && rows->value(3).toLongLong() <= 0;
+        token.insert(QStringLiteral("state"), revoked   ? QStringLiteral("revoked")
+                                              : expired ? QStringLiteral("expired")
+                                              : usedUp  ? QStringLiteral("used up")
+                                                        : QStringLiteral("valid"));
+        tokens.append(token);
+    }
+    QJsonObject reply;
+    reply.insert(QStringLiteral("tokens"), tokens);
+    return HttpResponse::json(200, reply);
+}
+
+HttpResponse Coordinator::revokeEnrollmentToken(qint64 id)
+{
+    auto updated = m_db->exec(QStringLiteral("UPDATE enrollment_tokens SET revoked = 1 WHERE id = ?"), {id});
+    if (!updated)
+        return HttpResponse::error(500, updated.error());
+    if (updated->numRowsAffected() == 0)
+        return HttpResponse::error(404, QStringLiteral("no enrollment token has id %1").arg(id));
+    QJsonObject reply;
+    reply.insert(QStringLiteral("id"), id);
+    reply.insert(QStringLiteral("state"), QStringLiteral("revoked"));
+    return HttpResponse::json(200, reply);
+}
+
+HttpResponse Coordinator::listAgents()
+{
+    auto rows = m_db->exec(QStringLiteral("SELECT id, name, platform, hardware, enrolled_ms, last_seen_ms, revoked, "
+                                          "done, timed_out, invalid, samples, train_seconds FROM agents ORDER BY "
+                                          "enrolled_ms"));
+    if (!rows)
+        return HttpResponse::error(500, rows.error());
+    QJsonArray agents;
+    while (rows->next()) {
+        QJsonObject agent;
+        agent.insert(QStringLiteral("id"), rows->value(0).toString());
+        agent.insert(QStringLiteral("name"), rows->value(1).toString());
+        agent.insert(QStringLiteral("platform"), rows->value(2).toString());
+        agent.insert(QStringLiteral("hardware"), QJsonDocument::fromJson(rows->value(3).toByteArray()).object());
+        agent.insert(QStringLiteral("enrolled_ms"), rows->value(4).toLongLong());
+        agent.insert(QStringLiteral("last_seen_ms"), rows->value(5).toLongLong());
+        agent.insert(QStringLiteral("revoked"), rows->value(6).toInt() != 0);
+        agent.insert(QStringLiteral("done"), rows->value(7).toLongLong());
+        agent.insert(QStringLiteral("timed_out"), rows->value(8).toLongLong());
+        agent.insert(QStringLiteral("invalid"), rows->value(9).toLongLong());
+        agent.insert(QStringLiteral("samples"), rows->value(10).toLongLong());
+        const double seconds = rows->value(11).toDouble();
+        agent.insert(QStringLiteral("train_seconds"), seconds);
+        agent.insert(QStringLiteral("samples_per_second"), seconds > 0 ? rows->value(10).toDouble() / seconds : 0.0);
+        agents.append(agent);
+    }
+    QJsonObject reply;
+    reply.insert(QStringLiteral("agents"), agents);
+    return HttpResponse::json(200, reply);
+}
+
+HttpResponse Coordinator::revokeAgent(const QString& agentId)
+{
+    auto row = m_db->exec(QStringLiteral("SELECT token_hash FROM agents WHERE id = ?"), {agentId});
+    if (!row || !row->next())
+        return HttpResponse::error(404, QStringLiteral("no agent has id %1").arg(agentId));
+    const QString hash = row->value(0).toString();
+    (void)m_db->exec(QStringLiteral("UPDATE agents SET revoked = 1 WHERE id = ?"), {agentId});
+    m_admission.setAgent(hash, {agentId, true});
+    QJsonObject reply;
+    reply.insert(QStringLiteral("id"), agentId);
+    reply.insert(QStringLiteral("revoked"), true);
+    return HttpResponse::json(200, reply);
+}
+
+} // namespace gleaner::coordinator

@@ -1,0 +1,163 @@
+#pragma once
+// The coordinator's core: jobs, agents, workunits, leases, aggregation and validation, without HTTP.
+//
+// Threads. All state (the database connection, the jobs and their workunits and leases) lives on one state
+// thread, a SerialExecutor: the API layer posts each request's work to it, so no state needs a lock and every
+// decision sees a consistent picture. The server weights live on a second thread (weights), which folds accepted
+// updates in, in the order they were received, publishes weights files for new leases and writes snapshots. A
+// third thread (validation) evaluates snapshots of the weights on the test split. Dataset imports run on a
+// worker thread of their own. Threads hand work to each other only by posting tasks; nothing blocks on another
+// thread except start-up and shutdown.
+//
+// Methods marked [state] must run on state(); the rest are thread-safe.
+
+#include "Result.h"
+#include "aggregation/UpdateChecker.h"
+#include "config/DataDirectory.h"
+#include "core/JobState.h"
+#include "core/SerialExecutor.h"
+#include "crypto/Ed25519.h"
+#include "http/HttpTypes.h"
+#include "store/BlobStore.h"
+#include "util/Clock.h"
+
+#include <QJsonArray>
+
+#include <map>
+#include <memory>
+#include <shared_mutex>
+
+namespace gleaner::coordinator {
+
+class Database;
+class WeightsKeeper;
+class ValidationRunner;
+
+// What the HTTP threads need to decide on a request before its body is read, without asking the state thread.
+class AdmissionCache
+{
+public:
+    struct AgentEntry
+    {
+        QString id;
+        bool revoked = false;
+    };
+    struct LeaseEntry
+    {
+        QString agentId;
+        qint64 maxUploadBytes = 0;
+    };
+
+    std::optional<AgentEntry> agentByTokenHash(const QString& hash) const;
+    bool isAdminTokenHash(const QString& hash) const;
+    std::optional<LeaseEntry> lease(const QString& leaseId) const;
+
+    void setAgent(const QString& tokenHash, AgentEntry entry);
+    void addAdminTokenHash(const QString& hash);
+    void setLease(const QString& leaseId, LeaseEntry entry);
+    void removeLease(const QString& leaseId);
+
+private:
+    mutable std::shared_mutex m_mutex;
+    QHash<QString, AgentEntry> m_agents;
+    QSet<QString> m_adminHashes;
+    QHash<QString, LeaseEntry> m_leases;
+};
+
+class Coordinator
+{
+public:
+    static Result<std::unique_ptr<Coordinator>> open(const DataDirectory& dir, const CoordinatorConfig& config,
+                                                     const Clock& clock);
+    ~Coordinator();
+
+    // Finishes queued work, folds every received update in, writes a snapshot of every job and stops the threads.
+    void shutdown();
+
+    SerialExecutor& state() { return *m_state; }
+    AdmissionCache& admission() { return m_admission; }
+    const BlobStore& blobs() const { return m_blobs; }
+    const DataDirectory& dataDirectory() const { return m_dir; }
+    const CoordinatorConfig& config() const { return m_config; }
+    QByteArray signingPublicKeyPem() const { return m_signingKey.publicKey().toPem(); }
+    const Clock& clock() const { return m_clock; }
+
+    // [state] Agents and tokens.
+    HttpResponse enroll(const QJsonObject& request);
+    HttpResponse createEnrollmentToken(const QJsonObject& request);
+    HttpResponse listEnrollmentTokens();
+    HttpResponse revokeEnrollmentToken(qint64 id);
+    HttpResponse listAgents();
+    HttpResponse revokeAgent(const QString& agentId);
+    void touchAgent(const QString& agentId);
+
+    // [state] Jobs.
+    HttpResponse submitJob(const QByteArray& specText);
+    HttpResponse listJobs();
+    HttpResponse jobStatus(qint64 jobId);
+    HttpResponse setJobStatus(qint64 jobId, const QByteArray& action); // "pause", "resume", "cancel"
+    // Answers with the current server weights as safetensors (asks the weights thread; answers later).
+    void exportWeights(qint64 jobId, Responder respond);
+
+    // [state] Work.
+    HttpResponse lease(const QString& agentId, const QJsonObject& request);
+    HttpResponse progress(const QString& agentId, const QString& leaseId, const QJsonObject& report);
+    // The upload at `file` has passed UpdateChecker; records it durably and queues it for aggregation.
+    HttpResponse result(const QString& agentId, const QString& leaseId, const QString& file, ReceivedUpdate update);
+    // An upload for this lease failed UpdateChecker: the lease is closed, its workunit goes back to the queue and
+    // the agent's record counts an invalid result.
+    HttpResponse refuseResult(const QString& agentId, const QString& leaseId, const QString& reason);
+    // The schema a lease's upload must match; nullopt when the lease is unknown.
+    std::optional<TensorBundle> schemaForLease(const QString& leaseId) const;
+
+    // [state] Periodic housekeeping: expire leases, publish weights, snapshots. Called by the ticker thread;
+    // tests call it after moving their clock.
+    void tick();
+
+    // Thread-safe: waits until every update received so far is folded in and validated (for tests and shutdown).
+    void drain();
+
+private:
+    friend class WeightsKeeper;
+    Coordinator(DataDirectory dir, CoordinatorConfig config, const Clock& clock);
+    Status start();
+    Status loadState();
+    void startImport(qint64 jobId);
+    void onImported(qint64 jobId, Result<ImportedJob> imported);
+    void activateJob(JobState& job, const TensorBundle& weights, qint64 version, qint64 afterSeq);
+    void createEpoch(JobState& job, int epoch);
+    void expireLeases();
+    void openNextEpochIfReady(JobState& job);
+    void onApplied(qint64 jobId, qint64 seq, qint64 version);
+    void onPublished(qint64 jobId, PublishedWeights published);
+    void onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const QString& sha);
+    void onValidated(qint64 jobId, int epoch, qint64 version, double accuracy, double loss);
+    void finishJob(JobState& job, JobStatus status, const QString& reason);
+    Status persistJob(const JobState& job);
+    QJsonObject jobJson(const JobState& job) const;
+    JobState* findJob(qint64 jobId);
+    Lease* findLease(const QString& leaseId);
+    QByteArray signedManifest(const JobState& job, const Workunit& unit, const Lease& lease, QByteArray* signature);
+    void persistLease(const Lease& lease);
+    void recordAgentOutcome(const QString& agentId, const char* column, qint64 samples = 0, double seconds = 0);
+
+    DataDirectory m_dir;
+    CoordinatorConfig m_config;
+    const Clock& m_clock;
+    BlobStore m_blobs;
+    SigningKey m_signingKey;
+    AdmissionCache m_admission;
+
+    // State thread only.
+    std::unique_ptr<Database> m_db;
+    std::map<qint64, JobState> m_jobs;
+    QHash<QString, Lease> m_leases;
+
+    std::unique_ptr<SerialExecutor> m_importer;
+    std::unique_ptr<WeightsKeeper> m_weights;
+    std::unique_ptr<ValidationRunner> m_validation;
+    std::unique_ptr<SerialExecutor> m_state; // last: destroyed first, after shutdown() stopped the others
+    std::atomic<bool> m_stopping{false};
+};
+
+} // namespace gleaner::coordinator

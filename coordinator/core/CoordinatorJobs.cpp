@@ -1,0 +1,509 @@
+// Coordinator: jobs (submit, import, start, status, validation, completion) and restoring state at start.
+#include "aggregation/WeightsKeeper.h"
+#include "core/Coordinator.h"
+#include "format/SafeTensors.h"
+#include "store/Database.h"
+#include "validation/ValidationRunner.h"
+
+#include <QDir>
+#include <QFile>
+#include <QJsonDocument>
+#include <QLoggingCategory>
+
+Q_DECLARE_LOGGING_CATEGORY(lcCoordinator)
+
+namespace gleaner::coordinator {
+
+JobState* Coordinator::findJob(qint64 jobId)
+{
+    auto it = m_jobs.find(jobId);
+    return it == m_jobs.end() ? nullptr : &it->second;
+}
+
+Status Coordinator::persistJob(const JobState& job)
+{
+    const bool finished = job.status == JobStatus::Completed || job.status == JobStatus::Failed
+                          || job.status == JobStatus::Cancelled;
+    const QVariant accuracy = job.history.empty() ? QVariant() : QVariant(job.history.back().accuracy);
+    const QVariant loss = job.history.empty() ? QVariant() : QVariant(job.history.back().loss);
+    auto updated = m_db->exec(QStringLiteral("UPDATE jobs SET state = ?, reason = ?, epoch = ?, accuracy = ?, loss = "
+                                             "?, finished_ms = ? WHERE id = ?"),
+                              {jobStatusName(job.status), job.reason, job.epoch, accuracy, loss,
+                               finished ? QVariant(m_clock.nowMs()) : QVariant(), job.id});
+    return updated ? Status() : fail(updated.error());
+}
+
+Status Coordinator::loadState()
+{
+    auto admins = m_db->exec(QStringLiteral("SELECT hash FROM admin_tokens"));
+    if (!admins)
+        return fail(admins.error());
+    while (admins->next())
+        m_admission.addAdminTokenHash(admins->value(0).toString());
+    auto agents = m_db->exec(QStringLiteral("SELECT id, token_hash, revoked FROM agents"));
+    if (!agents)
+        return fail(agents.error());
+    while (agents->next())
+        m_admission.setAgent(agents->value(1).toString(), {agents->value(0).toString(), agents->value(2).toInt() != 0});
+
+    auto jobs = m_db->exec(QStringLiteral("SELECT id, spec, state, reason, created_ms, epoch, model_sha, initial_sha, "
+                                          "test_sha FROM jobs ORDER BY id"));
+    if (!jobs)
+        return fail(jobs.error());
+    while (jobs->next()) {
+        JobState job;
+        job.id = jobs->value(0).toLongLong();
+        auto spec = JobSpec::fromJsonText(jobs->value(1).toByteArray());
+        if (!spec)
+            return fail(QStringLiteral("job %1 in the database has an invalid spec: %2").arg(job.id).arg(spec.error()));
+        job.spec = *spec;
+        job.status = jobStatusFromName(jobs->value(2).toString()).value_or(JobStatus::Failed);
+        job.reason = jobs->value(3).toString();
+        job.createdMs = jobs->value(4).toLongLong();
+        job.epoch = jobs->value(5).toInt();
+        job.files.model.sha256 = jobs->value(6).toString();
+        job.files.initialWeights.sha256 = jobs->value(7).toString();
+        job.files.testSet.sha256 = jobs->value(8).toString();
+        m_jobs.emplace(job.id, std::move(job));
+    }
+
+    for (auto& [id, job] : m_jobs) {
+        auto history = m_db->exec(QStringLiteral("SELECT epoch, version, updates, accuracy, loss, at_ms FROM "
+                                                 "validations WHERE job_id = ? ORDER BY at_ms, version"),
+                                  {id});
+        while (history && history->next()) {
+            job.history.push_back({history->value(0).toInt(), history->value(1).toLongLong(),
+                                   history->value(2).toLongLong(), history->value(3).toDouble(),
+                                   history->value(4).toDouble(), history->value(5).toLongLong()});
+            job.validatedEpoch = std::max(job.validatedEpoch, history->value(0).toInt());
+        }
+        auto counts = m_db->exec(QStringLiteral("SELECT COUNT(*) FROM updates WHERE job_id = ?"), {id});
+        if (counts && counts->next())
+            job.updatesReceived = counts->value(0).toLongLong();
+
+        if (job.status == JobStatus::Created) {
+            startImport(id);
+            continue;
+        }
+        if (job.status != JobStatus::Running && job.status != JobStatus::Paused)
+            continue;
+
+        auto shards = m_db->exec(QStringLiteral("SELECT idx, sha256, bytes, samples FROM shards WHERE job_id = ? ORDER "
+                                                "BY idx"),
+                                 {id});
+        while (shards && shards->next())
+            job.files.shards.append({shards->value(0).toInt(), shards->value(1).toString(),
+                                     shards->value(2).toLongLong(), shards->value(3).toLongLong()});
+        job.files.model.size = m_blobs.size(job.files.model.sha256);
+
+        auto units = m_db->exec(QStringLiteral("SELECT id, epoch, shard, state, issued FROM workunits WHERE job_id = ?"),
+                                {id});
+        while (units && units->next()) {
+            Workunit unit;
+            unit.id = units->value(0).toLongLong();
+            unit.epoch = units->value(1).toInt();
+            unit.shard = units->value(2).toInt();
+            const QString state = units->value(3).toString();
+            unit.state = state == u"done" ? Workunit::State::Done : Workunit::State::Pending;
+            unit.issued = units->value(4).toInt();
+            job.workunits.emplace(unit.id, unit);
+        }
+        auto leases = m_db->exec(QStringLiteral("SELECT l.id, l.workunit_id, l.agent_id, l.issued_ms, l.deadline_ms, "
+                                                "l.state, l.base_version, l.weights_sha FROM leases l JOIN workunits w "
+                                                "ON w.id = l.workunit_id WHERE w.job_id = ? AND l.state IN "
+                                                "('open', 'expired')"),
+                                 {id});
+        while (leases && leases->next()) {
+            Lease lease;
+            lease.id = leases->value(0).toString();
+            lease.jobId = id;
+            lease.workunitId = leases->value(1).toLongLong();
+            lease.agentId = leases->value(2).toString();
+            lease.issuedMs = leases->value(3).toLongLong();
+            lease.deadlineMs = leases->value(4).toLongLong();
+            lease.state = leases->value(5).toString() == u"open" ? Lease::State::Open : Lease::State::Expired;
+            lease.baseVersion = leases->value(6).toLongLong();
+            lease.weightsSha = leases->value(7).toString();
+            auto unit = job.workunits.find(lease.workunitId);
+            if (unit != job.workunits.end() && lease.state == Lease::State::Open) {
+                unit->second.openLeases.append(lease.id);
+                if (unit->second.state == Workunit::State::Pending)
+                    unit->second.state = Workunit::State::Leased;
+            }
+            m_leases.insert(lease.id, lease);
+        }
+
+        // The server weights: the last snapshot (or the initial weights), then every update received after it.
+        QString weightsSha = job.files.initialWeights.sha256;
+        qint64 version = 0;
+        qint64 lastSeq = 0;
+        auto snapshot = m_db->exec(QStringLiteral("SELECT version, last_seq, sha256 FROM snapshots WHERE job_id = ?"),
+                                   {id});
+        if (snapshot && snapshot->next()) {
+            version = snapshot->value(0).toLongLong();
+            lastSeq = snapshot->value(1).toLongLong();
+            weightsSha = snapshot->value(2).toString();
+        }
+        auto weights = SafeTensors::load(m_blobs.path(weightsSha));
+        if (!weights) {
+            finishJob(job, JobStatus::Failed, QStringLiteral("cannot read the job's weights: %1").arg(weights.error()));
+            continue;
+        }
+        activateJob(job, *weights, version, lastSeq);
+    }
+    return {};
+}
+
+void Coordinator::activateJob(JobState& job, const TensorBundle& weights, qint64 version, qint64 afterSeq)
+{
+    auto schema = SafeTensors::load(m_blobs.path(job.files.initialWeights.sha256));
+    if (!schema) {
+        finishJob(job, JobStatus::Failed, QStringLiteral("cannot read the initial weights: %1").arg(schema.error()));
+        return;
+    }
+    job.schema = *schema;
+    job.schema.metadata().clear();
+    job.maxUploadBytes = UpdateChecker::maxUploadBytes(job.schema);
+    for (const Lease& lease : std::as_const(m_leases))
+        if (lease.jobId == job.id)
+            m_admission.setLease(lease.id, {lease.agentId, job.maxUploadBytes});
+
+    std::vector<ReplayedUpdate> replay;
+    auto rows = m_db->exec(QStringLiteral("SELECT seq, file, epoch, base_version FROM updates WHERE job_id = ? AND seq "
+                                          "> ? ORDER BY seq"),
+                           {job.id, afterSeq});
+    while (rows && rows->next())
+        replay.push_back({rows->value(0).toLongLong(), rows->value(1).toString(),
+                          UpdateContext{rows->value(2).toInt(), rows->value(3).toLongLong(), 0}});
+    job.updatesApplied = version + qint64(replay.size());
+    m_weights->load(job.id, weights, version, job.spec.aggregation, std::move(replay));
+    m_validation->setTestSet(job.id, m_blobs.path(job.files.testSet.sha256), job.spec.model);
+    m_weights->publish(job.id);
+    if (job.epoch == 0)
+        createEpoch(job, 1);
+}
+
+HttpResponse Coordinator::submitJob(const QByteArray& specText)
+{
+    auto spec = JobSpec::fromJsonText(specText);
+    if (!spec)
+        return HttpResponse::error(422, spec.error());
+    if (auto files = JobImporter::checkDatasetFiles(spec->dataset); !files)
+        return HttpResponse::error(422, files.error());
+    const qint64 now = m_clock.nowMs();
+    auto inserted = m_db->exec(QStringLiteral("INSERT INTO jobs (name, spec, state, created_ms) VALUES (?, ?, ?, ?)"),
+                               {spec->name, QString::fromUtf8(QJsonDocument(spec->toJson()).toJson(QJsonDocument::Compact)),
+                                jobStatusName(JobStatus::Created), now});
+    if (!inserted)
+        return HttpResponse::error(500, inserted.error());
+    JobState job;
+    job.id = m_db->lastInsertId();
+    job.spec = *spec;
+    job.createdMs = now;
+    const qint64 id = job.id;
+    m_jobs.emplace(id, std::move(job));
+    startImport(id);
+    qCInfo(lcCoordinator) << "job" << id << "submitted:" << spec->name;
+    QJsonObject reply;
+    reply.insert(QStringLiteral("id"), id);
+    reply.insert(QStringLiteral("state"), jobStatusName(JobStatus::Created));
+    return HttpResponse::json(201, reply);
+}
+
+void Coordinator::startImport(qint64 jobId)
+{
+    const JobSpec spec = m_jobs.at(jobId).spec;
+    const QString scratch = QDir(m_dir.uploadsDir()).filePath(QStringLiteral("import-%1").arg(jobId));
+    m_importer->post([this, jobId, spec, scratch] {
+        auto imported = JobImporter::import(spec, m_blobs, scratch);
+        QDir(scratch).removeRecursively();
+        m_state->post([this, jobId, imported = std::move(imported)]() mutable { onImported(jobId, std::move(imported)); });
+    });
+}
+
+void Coordinator::onImported(qint64 jobId, Result<ImportedJob> imported)
+{
+    JobState* job = findJob(jobId);
+    if (!job || job->status != JobStatus::Created)
+        return;
+    if (!imported) {
+        finishJob(*job, JobStatus::Failed, imported.error());
+        return;
+    }
+    job->files = *imported;
+    const Status stored = m_db->transaction([&]() -> Status {
+        for (const ShardRef& shard : job->files.shards)
+            if (auto r = m_db->exec(QStringLiteral("INSERT INTO shards (job_id, idx, sha256, bytes, samples) VALUES "
+                                                   "(?, ?, ?, ?, ?)"),
+                                    {jobId, shard.index, shard.sha256, shard.bytes, shard.samples});
+                !r)
+                return fail(r.error());
+        auto r = m_db->exec(QStringLiteral("UPDATE jobs SET model_sha = ?, initial_sha = ?, test_sha = ? WHERE id = ?"),
+                            {job->files.model.sha256, job->files.initialWeights.sha256, job->files.testSet.sha256, jobId});
+        return r ? Status() : fail(r.error());
+    });
+    if (!stored) {
+        finishJob(*job, JobStatus::Failed, stored.error());
+        return;
+    }
+    auto weights = SafeTensors::load(m_blobs.path(job->files.initialWeights.sha256));
+    if (!weights) {
+        finishJob(*job, JobStatus::Failed, weights.error());
+        return;
+    }
+    job->status = JobStatus::Running;
+    activateJob(*job, *weights, 0, 0);
+    (void)persistJob(*job);
+    qCInfo(lcCoordinator) << "job" << jobId << "imported:" << job->files.shards.size() << "shards; running";
+}
+
+void Coordinator::createEpoch(JobState& job, int epoch)
+{
+    const Status created = m_db->transaction([&]() -> Status {
+        for (const ShardRef& shard : job.files.shards) {
+            auto r = m_db->exec(QStringLiteral("INSERT INTO workunits (job_id, epoch, shard, state) VALUES (?, ?, ?, "
+                                               "'pending')"),
+                                {job.id, epoch, shard.index});
+            if (!r)
+                return fail(r.error());
+            Workunit unit;
+            unit.id = m_db->lastInsertId();
+            unit.epoch = epoch;
+            unit.shard = shard.index;
+            job.workunits.emplace(unit.id, unit);
+        }
+        job.epoch = epoch;
+        return persistJob(job);
+    });
+    if (!created)
+        qCCritical(lcCoordinator) << "job" << job.id << "cannot create epoch" << epoch << ":" << created.error();
+}
+
+void Coordinator::openNextEpochIfReady(JobState& job)
+{
+    if (job.status != JobStatus::Running || job.epoch == 0 || job.epoch >= job.spec.maxEpochs)
+        return;
+    if (job.pendingIn(job.epoch) > 0)
+        return;
+    // Bounded staleness: at most one epoch ahead of the last validated one; without overlap, none.
+    const int ready = job.spec.overlapEpochs ? job.epoch - 1 : job.epoch;
+    if (job.validatedEpoch < ready)
+        return;
+    createEpoch(job, job.epoch + 1);
+}
+
+void Coordinator::onValidated(qint64 jobId, int epoch, qint64 version, double accuracy, double loss)
+{
+    JobState* job = findJob(jobId);
+    if (!job)
+        return;
+    const ValidationPoint point{epoch, version, job->updatesApplied, accuracy, loss, m_clock.nowMs()};
+    job->history.push_back(point);
+    job->validatedEpoch = std::max(job->validatedEpoch, epoch);
+    (void)m_db->exec(QStringLiteral("INSERT INTO validations (job_id, epoch, version, updates, accuracy, loss, at_ms) "
+                                    "VALUES (?, ?, ?, ?, ?, ?, ?)"),
+                     {jobId, epoch, version, point.updates, accuracy, loss, point.atMs});
+    qCInfo(lcCoordinator).nospace() << "job " << jobId << " epoch " << epoch << ": accuracy " << accuracy << ", loss "
+                                    << loss << " (version " << version << ")";
+    if (job->status != JobStatus::Running && job->status != JobStatus::Paused) {
+        (void)persistJob(*job);
+        return;
+    }
+    if (accuracy >= job->spec.targetAccuracy) {
+        finishJob(*job, JobStatus::Completed,
+                  QStringLiteral("reached the target accuracy %1 at epoch %2 (%3)")
+                      .arg(job->spec.targetAccuracy)
+                      .arg(epoch)
+                      .arg(accuracy, 0, 'f', 4));
+        return;
+    }
+    if (epoch >= job->spec.maxEpochs) {
+        finishJob(*job, JobStatus::Completed,
+                  QStringLiteral("ran its %1 epochs; accuracy %2 is below the target %3")
+                      .arg(job->spec.maxEpochs)
+                      .arg(accuracy, 0, 'f', 4)
+                      .arg(job->spec.targetAccuracy));
+        return;
+    }
+    (void)persistJob(*job);
+    openNextEpochIfReady(*job);
+}
+
+void Coordinator::finishJob(JobState& job, JobStatus status, const QString& reason)
+{
+    const bool hadWeights = job.status == JobStatus::Running || job.status == JobStatus::Paused;
+    job.status = status;
+    job.reason = reason;
+    (void)persistJob(job);
+    for (auto it = m_leases.begin(); it != m_leases.end(); ++it)
+        if (it->jobId == job.id)
+            m_admission.removeLease(it->id);
+    if (hadWeights)
+        m_weights->unload(job.id);
+    qCInfo(lcCoordinator) << "job" << job.id << jobStatusName(status) << ":" << reason;
+}
+
+HttpResponse Coordinator::setJobStatus(qint64 jobId, const QByteArray& action)
+{
+    JobState* job = findJob(jobId);
+    if (!job)
+        return HttpResponse::error(404, QStringLiteral("no job has id %1").arg(jobId));
+    const QString from = jobStatusName(job->status);
+    const auto refuse = [&] {
+        return HttpResponse::error(409, QStringLiteral("job %1 is %2; it cannot be %3d").arg(jobId).arg(from,
+                                                                                                     QString::fromLatin1(action)));
+    };
+    if (action == "pause") {
+        if (job->status != JobStatus::Running)
+            return refuse();
+        job->status = JobStatus::Paused;
+    } else if (action == "resume") {
+        if (job->status != JobStatus::Paused)
+            return refuse();
+        job->status = JobStatus::Running;
+        openNextEpochIfReady(*job);
+    } else if (action == "cancel") {
+        if (job->status == JobStatus::Completed || job->status == JobStatus::Failed || job->status == JobStatus::Cancelled)
+            return refuse();
+        finishJob(*job, JobStatus::Cancelled, QStringLiteral("cancelled by an admin"));
+    } else {
+        return HttpResponse::error(404, QStringLiteral("unknown job action \"%1\"; use pause, resume or cancel")
+                                            .arg(QString::fromLatin1(action)));
+    }
+    (void)persistJob(*job);
+    return HttpResponse::json(200, jobJson(*job));
+}
+
+QJsonObject Coordinator::jobJson(const JobState& job) const
+{
+    QJsonObject json;
+    json.insert(QStringLiteral("id"), job.id);
+    json.insert(QStringLiteral("name"), job.spec.name);
+    json.insert(QStringLiteral("state"), jobStatusName(job.status));
+    json.insert(QStringLiteral("reason"), job.reason);
+    json.insert(QStringLiteral("epoch"), job.epoch);
+    json.insert(QStringLiteral("max_epochs"), job.spec.maxEpochs);
+    json.insert(QStringLiteral("target_accuracy"), job.spec.targetAccuracy);
+    json.insert(QStringLiteral("accuracy"), job.history.empty() ? QJsonValue() : job.history.back().accuracy);
+    json.insert(QStringLiteral("loss"), job.history.empty() ? QJsonValue() : job.history.back().loss);
+    json.insert(QStringLiteral("updates"), job.updatesApplied);
+    json.insert(QStringLiteral("updates_received"), job.updatesReceived);
+    json.insert(QStringLiteral("version"), job.updatesApplied);
+    json.insert(QStringLiteral("shards"), job.spec.shards);
+    json.insert(QStringLiteral("created_ms"), job.createdMs);
+    int pending = 0, leased = 0, done = 0;
+    QSet<QString> agents;
+    for (const auto& [id, unit] : job.workunits) {
+        if (unit.epoch != job.epoch)
+            continue;
+        pending += unit.state == Workunit::State::Pending;
+        leased += unit.state == Workunit::State::Leased;
+        done += unit.state == Workunit::State::Done;
+    }
+    for (const Lease& lease : std::as_const(m_leases))
+        if (lease.jobId == job.id && lease.state == Lease::State::Open)
+            agents.insert(lease.agentId);
+    QJsonObject units;
+    units.insert(QStringLiteral("pending"), pending);
+    units.insert(QStringLiteral("leased"), leased);
+    units.insert(QStringLiteral("done"), done);
+    json.insert(QStringLiteral("workunits"), units);
+    json.insert(QStringLiteral("agents"), int(agents.size()));
+    QJsonArray history;
+    for (const ValidationPoint& point : job.history) {
+        QJsonObject p;
+        p.insert(QStringLiteral("epoch"), point.epoch);
+        p.insert(QStringLiteral("version"), point.version);
+        p.insert(QStringLiteral("updates"), point.updates);
+        p.insert(QStringLiteral("accuracy"), point.accuracy);
+        p.insert(QStringLiteral("loss"), point.loss);
+        p.insert(QStringLiteral("at_ms"), point.atMs);
+        history.append(p);
+    }
+    json.insert(QStringLiteral("history"), history);
+    return json;
+}
+
+HttpResponse Coordinator::listJobs()
+{
+    QJsonArray jobs;
+    for (const auto& [id, job] : m_jobs) {
+        QJsonObject brief = jobJson(job);
+        brief.remove(QStringLiteral("history"));
+        jobs.append(brief);
+    }
+    QJsonObject reply;
+    reply.insert(QStringLiteral("jobs"), jobs);
+    return HttpResponse::json(200, reply);
+}
+
+HttpResponse Coordinator::jobStatus(qint64 jobId)
+{
+    const JobState* job = findJob(jobId);
+    if (!job)
+        return HttpResponse::error(404, QStringLiteral("no job has id %1").arg(jobId));
+    return HttpResponse::json(200, jobJson(*job));
+}
+
+void Coordinator::exportWeights(qint64 jobId, Responder respond)
+{
+    JobState* job = findJob(jobId);
+    if (!job) {
+        respond(HttpResponse::error(404, QStringLiteral("no job has id %1").arg(jobId)));
+        return;
+    }
+    const auto serve = [this, jobId](const QString& sha) {
+        return HttpResponse::file(m_blobs.path(sha), sha.toLatin1(), "application/octet-stream");
+    };
+    if (job->status == JobStatus::Running || job->status == JobStatus::Paused) {
+        m_weights->exportWeights(jobId, [respond, serve](Result<BlobInfo> blob) {
+            respond(blob ? serve(blob->sha256) : HttpResponse::error(500, blob.error()));
+        });
+        return;
+    }
+    auto snapshot = m_db->exec(QStringLiteral("SELECT sha256 FROM snapshots WHERE job_id = ?"), {jobId});
+    if (snapshot && snapshot->next()) {
+        respond(serve(snapshot->value(0).toString()));
+        return;
+    }
+    if (!job->files.initialWeights.sha256.isEmpty()) {
+        respond(serve(job->files.initialWeights.sha256));
+        return;
+    }
+    respond(HttpResponse::error(409, QStringLiteral("job %1 has no weights yet (state %2)").arg(jobId).arg(jobStatusName(job->status))));
+}
+
+void Coordinator::onApplied(qint64 jobId, qint64 seq, qint64 version)
+{
+    (void)m_db->exec(QStringLiteral("UPDATE updates SET applied_version = ? WHERE seq = ?"), {version, seq});
+    if (JobState* job = findJob(jobId))
+        job->updatesApplied = std::max(job->updatesApplied, version);
+}
+
+void Coordinator::onPublished(qint64 jobId, PublishedWeights published)
+{
+    if (JobState* job = findJob(jobId))
+        if (published.version > job->published.version)
+            job->published = published;
+}
+
+void Coordinator::onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const QString& sha)
+{
+    auto stored = m_db->exec(QStringLiteral("INSERT INTO snapshots (job_id, version, last_seq, sha256, written_ms) "
+                                            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (job_id) DO UPDATE SET version = "
+                                            "excluded.version, last_seq = excluded.last_seq, sha256 = excluded.sha256, "
+                                            "written_ms = excluded.written_ms"),
+                             {jobId, version, lastSeq, sha, m_clock.nowMs()});
+    if (!stored) {
+        qCCritical(lcCoordinator) << "cannot record snapshot of job" << jobId << ":" << stored.error();
+        return;
+    }
+    // The snapshot holds these updates now: their files are no longer needed for a replay.
+    auto files = m_db->exec(QStringLiteral("SELECT file FROM updates WHERE job_id = ? AND seq <= ? AND file != ''"),
+                            {jobId, lastSeq});
+    while (files && files->next())
+        QFile::remove(files->value(0).toString());
+    (void)m_db->exec(QStringLiteral("UPDATE updates SET file = '' WHERE job_id = ? AND seq <= ?"), {jobId, lastSeq});
+}
+
+} // namespace gleaner::coordinator

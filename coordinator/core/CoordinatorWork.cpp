@@ -1,0 +1,381 @@
+// Coordinator: the agents' work cycle (lease, progress, result) and the housekeeping tick.
+#include "aggregation/WeightsKeeper.h"
+#include "core/Coordinator.h"
+#include "core/Tokens.h"
+#include "crypto/SignedEnvelope.h"
+#include "jobs/JobImporter.h"
+#include "store/Database.h"
+
+#include <QDir>
+#include <QFile>
+#include <QJsonDocument>
+#include <QLoggingCategory>
+
+Q_DECLARE_LOGGING_CATEGORY(lcCoordinator)
+
+namespace gleaner::coordinator {
+namespace {
+
+constexpr int kMaxTasksPerLease = 16;
+constexpr int kRetryWhenIdleSeconds = 10;
+constexpr int kRetryWhenNoJobsSeconds = 30;
+
+QJsonObject fileEntry(const char* role, const QString& sha, qint64 size)
+{
+    QJsonObject file;
+    file.insert(QStringLiteral("role"), QString::fromLatin1(role));
+    file.insert(QStringLiteral("sha256"), sha);
+    file.insert(QStringLiteral("size"), size);
+    return file;
+}
+
+} // namespace
+
+Lease* Coordinator::findLease(const QString& leaseId)
+{
+    auto it = m_leases.find(leaseId);
+    return it == m_leases.end() ? nullptr : &*it;
+}
+
+std::optional<TensorBundle> Coordinator::schemaForLease(const QString& leaseId) const
+{
+    auto lease = m_leases.constFind(leaseId);
+    if (lease == m_leases.cend())
+        return std::nullopt;
+    auto job = m_jobs.find(lease->jobId);
+    if (job == m_jobs.end() || job->second.schema.isEmpty())
+        return std::nullopt;
+    return job->second.schema;
+}
+
+void Coordinator::persistLease(const Lease& lease)
+{
+    (void)m_db->exec(QStringLiteral("INSERT INTO leases (id, workunit_id, agent_id, issued_ms, deadline_ms, state, "
+                                    "base_version, weights_sha, nonce) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT "
+                                    "(id) DO UPDATE SET deadline_ms = excluded.deadline_ms, state = excluded.state"),
+                     {lease.id, lease.workunitId, lease.agentId, lease.issuedMs, lease.deadlineMs,
+                      leaseStateName(lease.state), lease.baseVersion, lease.weightsSha, Tokens::randomId()});
+}
+
+QByteArray Coordinator::signedManifest(const JobState& job, const Workunit& unit, const Lease& lease,
+                                       QByteArray* signature)
+{
+    const ShardRef& shard = job.files.shards.at(unit.shard);
+    QJsonArray files;
+    files.append(fileEntry("model", job.files.model.sha256, job.files.model.size));
+    files.append(fileEntry("weights", job.published.sha256, job.published.size));
+    files.append(fileEntry("shard", shard.sha256, shard.bytes));
+
+    QJsonObject hyper;
+    hyper.insert(QStringLiteral("local_epochs"), job.spec.localEpochs);
+    hyper.insert(QStringLiteral("batch_size"), job.spec.batchSize);
+    hyper.insert(QStringLiteral("optimizer"), job.spec.optimizer.toJson());
+    // Each workunit trains with its own data order, reproducibly.
+    hyper.insert(QStringLiteral("seed"), qint64((job.spec.seed + quint64(unit.id) * 1000003ULL) % (1ULL << 53)));
+
+    QJsonObject subtask;
+    subtask.insert(QStringLiteral("workunit_id"), unit.id);
+    subtask.insert(QStringLiteral("epoch"), unit.epoch);
+    subtask.insert(QStringLiteral("shard"), unit.shard);
+    subtask.insert(QStringLiteral("samples"), shard.samples);
+
+    QJsonObject jobInfo;
+    jobInfo.insert(QStringLiteral("id"), job.id);
+    jobInfo.insert(QStringLiteral("name"), job.spec.name);
+
+    QJsonObject manifest;
+    manifest.insert(QStringLiteral("format"), QStringLiteral("gleaner-manifest/1"));
+    manifest.insert(QStringLiteral("coordinator"), m_config.url());
+    manifest.insert(QStringLiteral("agent_id"), lease.agentId);
+    manifest.insert(QStringLiteral("lease_id"), lease.id);
+    manifest.insert(QStringLiteral("nonce"), Tokens::randomId());
+    manifest.insert(QStringLiteral("job"), jobInfo);
+    manifest.insert(QStringLiteral("subtask"), subtask);
+    manifest.insert(QStringLiteral("base_version"), lease.baseVersion);
+    manifest.insert(QStringLiteral("files"), files);
+    manifest.insert(QStringLiteral("model"), job.spec.model.toJson());
+    manifest.insert(QStringLiteral("hyperparameters"), hyper);
+    manifest.insert(QStringLiteral("issued_ms"), lease.issuedMs);
+    manifest.insert(QStringLiteral("deadline_ms"), lease.deadlineMs);
+
+    const SignedEnvelope envelope =
+        SignedEnvelope::sign(m_signingKey, QJsonDocument(manifest).toJson(QJsonDocument::Compact));
+    *signature = envelope.signature;
+    return envelope.manifest;
+}
+
+HttpResponse Coordinator::lease(const QString& agentId, const QJsonObject& request)
+{
+    touchAgent(agentId);
+    expireLeases();
+    const int maxTasks = std::clamp(int(request.value(QStringLiteral("max_tasks")).toInteger(1)), 1, kMaxTasksPerLease);
+    QSet<QString> cached;
+    for (const auto& value : request.value(QStringLiteral("cached")).toArray())
+        cached.insert(value.toString());
+
+    QJsonArray tasks;
+    bool anyRunning = false;
+    const qint64 now = m_clock.nowMs();
+    for (auto& [jobId, job] : m_jobs) {
+        if (job.status != JobStatus::Running)
+            continue;
+        anyRunning = true;
+        if (job.published.version < 0)
+            continue; // the first weights file is still being written
+        while (tasks.size() < maxTasks) {
+            openNextEpochIfReady(job);
+            // Oldest epoch first; among its pending workunits, one whose shard the agent already holds.
+            Workunit* chosen = nullptr;
+            for (auto& [id, unit] : job.workunits) {
+                if (unit.state != Workunit::State::Pending)
+                    continue;
+                if (!chosen || unit.epoch < chosen->epoch)
+                    chosen = &unit;
+                else if (unit.epoch == chosen->epoch
+                         && cached.contains(job.files.shards.at(unit.shard).sha256)
+                         && !cached.contains(job.files.shards.at(chosen->shard).sha256))
+                    chosen = &unit;
+            }
+            // Nothing pending: replicate a straggler to this idle agent when the job allows replicas.
+            if (!chosen && job.spec.replication > 1) {
+                for (auto& [id, unit] : job.workunits) {
+                    if (unit.state != Workunit::State::Leased || unit.openLeases.size() >= job.spec.replication)
+                        continue;
+                    const bool mine = std::any_of(unit.openLeases.cbegin(), unit.openLeases.cend(), [&](const QString& l) {
+                        return m_leases.value(l).agentId == agentId;
+                    });
+                    if (!mine) {
+                        chosen = &unit;
+                        break;
+                    }
+                }
+            }
+            if (!chosen)
+                break;
+
+            Lease lease;
+            lease.id = Tokens::randomId();
+            lease.jobId = jobId;
+            lease.workunitId = chosen->id;
+            lease.agentId = agentId;
+            lease.issuedMs = now;
+            lease.deadlineMs = now + qint64(job.spec.deadlineSeconds) * 1000;
+            lease.baseVersion = job.published.version;
+            lease.weightsSha = job.published.sha256;
+            chosen->state = Workunit::State::Leased;
+            chosen->issued += 1;
+            chosen->openLeases.append(lease.id);
+            (void)m_db->exec(QStringLiteral("UPDATE workunits SET state = 'leased', issued = ? WHERE id = ?"),
+                             {chosen->issued, chosen->id});
+            persistLease(lease);
+            m_leases.insert(lease.id, lease);
+            m_admission.setLease(lease.id, {agentId, job.maxUploadBytes});
+
+            QByteArray signature;
+            const QByteArray manifest = signedManifest(job, *chosen, lease, &signature);
+            QJsonObject task;
+            task.insert(QStringLiteral("lease_id"), lease.id);
+            task.insert(QStringLiteral("deadline_ms"), lease.deadlineMs);
+            task.insert(QStringLiteral("manifest"), QString::fromUtf8(manifest));
+            task.insert(QStringLiteral("signature"), QString::fromLatin1(signature));
+            tasks.append(task);
+        }
+        if (tasks.size() >= maxTasks)
+            break;
+    }
+    QJsonObject reply;
+    reply.insert(QStringLiteral("tasks"), tasks);
+    if (tasks.isEmpty())
+        reply.insert(QStringLiteral("retry_after"), anyRunning ? kRetryWhenIdleSeconds : kRetryWhenNoJobsSeconds);
+    return HttpResponse::json(200, reply);
+}
+
+HttpResponse Coordinator::progress(const QString& agentId, const QString& leaseId, const QJsonObject& report)
+{
+    Lease* lease = findLease(leaseId);
+    if (!lease)
+        return HttpResponse::error(404, QStringLiteral("lease %1 is not known (or its job has finished)").arg(leaseId));
+    if (lease->agentId != agentId)
+        return HttpResponse::error(409, QStringLiteral("lease %1 belongs to another agent").arg(leaseId));
+    touchAgent(agentId);
+    QJsonObject reply;
+    JobState* job = findJob(lease->jobId);
+    if (lease->state == Lease::State::Completed || lease->state == Lease::State::Refused)
+        return HttpResponse::error(409, QStringLiteral("lease %1 is closed: its result was already received").arg(leaseId));
+    if (!job || job->status != JobStatus::Running) {
+        reply.insert(QStringLiteral("abort"), true);
+        reply.insert(QStringLiteral("reason"), job ? QStringLiteral("job %1 is %2").arg(job->id).arg(jobStatusName(job->status))
+                                                   : QStringLiteral("the job no longer exists"));
+        return HttpResponse::json(200, reply);
+    }
+    Q_UNUSED(report);
+    // A report extends the lease; one that arrives after the deadline revives it while its workunit is undone.
+    auto unit = job->workunits.find(lease->workunitId);
+    if (lease->state == Lease::State::Expired && unit != job->workunits.end()
+        && unit->second.state != Workunit::State::Done) {
+        lease->state = Lease::State::Open;
+        unit->second.openLeases.append(lease->id);
+        if (unit->second.state == Workunit::State::Pending) {
+            unit->second.state = Workunit::State::Leased;
+            (void)m_db->exec(QStringLiteral("UPDATE workunits SET state = 'leased' WHERE id = ?"), {unit->second.id});
+        }
+    }
+    lease->deadlineMs = std::max(lease->deadlineMs, m_clock.nowMs() + qint64(job->spec.deadlineSeconds) * 1000);
+    persistLease(*lease);
+    reply.insert(QStringLiteral("abort"), false);
+    reply.insert(QStringLiteral("deadline_ms"), lease->deadlineMs);
+    return HttpResponse::json(200, reply);
+}
+
+HttpResponse Coordinator::refuseResult(const QString& agentId, const QString& leaseId, const QString& reason)
+{
+    Lease* lease = findLease(leaseId);
+    if (lease && lease->agentId == agentId && lease->state != Lease::State::Completed) {
+        lease->state = Lease::State::Refused;
+        persistLease(*lease);
+        m_admission.removeLease(leaseId);
+        if (JobState* job = findJob(lease->jobId)) {
+            auto unit = job->workunits.find(lease->workunitId);
+            if (unit != job->workunits.end()) {
+                unit->second.openLeases.removeAll(leaseId);
+                if (unit->second.state == Workunit::State::Leased && unit->second.openLeases.isEmpty()) {
+                    unit->second.state = Workunit::State::Pending;
+                    (void)m_db->exec(QStringLiteral("UPDATE workunits SET state = 'pending' WHERE id = ?"), {unit->second.id});
+                }
+            }
+        }
+        recordAgentOutcome(agentId, "invalid");
+        qCWarning(lcCoordinator) << "refused the result of lease" << leaseId << "from agent" << agentId << ":" << reason;
+    }
+    return HttpResponse::error(422, reason);
+}
+
+HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId, const QString& file,
+                                 ReceivedUpdate update)
+{
+    const auto refuse = [&](int status, const QString& message) {
+        QFile::remove(file);
+        return HttpResponse::error(status, message);
+    };
+    Lease* lease = findLease(leaseId);
+    if (!lease)
+        return refuse(404, QStringLiteral("lease %1 is not known (or its job has finished)").arg(leaseId));
+    if (lease->agentId != agentId)
+        return refuse(409, QStringLiteral("lease %1 belongs to another agent").arg(leaseId));
+    if (lease->state == Lease::State::Completed)
+        return refuse(409, QStringLiteral("the result of lease %1 was already received; this copy is a duplicate").arg(leaseId));
+    if (lease->state == Lease::State::Refused)
+        return refuse(409, QStringLiteral("lease %1 was closed after an invalid result").arg(leaseId));
+    JobState* job = findJob(lease->jobId);
+    if (!job || (job->status != JobStatus::Running && job->status != JobStatus::Paused))
+        return refuse(409, job ? QStringLiteral("job %1 is %2 and takes no more results").arg(job->id).arg(jobStatusName(job->status))
+                               : QStringLiteral("the job no longer exists"));
+    if (update.baseVersion != lease->baseVersion) {
+        QFile::remove(file);
+        return refuseResult(agentId, leaseId,
+                            QStringLiteral("the result says it trained from version %1 but lease %2 handed out version "
+                                           "%3")
+                                .arg(update.baseVersion)
+                                .arg(leaseId)
+                                .arg(lease->baseVersion));
+    }
+    auto unit = job->workunits.find(lease->workunitId);
+    if (unit == job->workunits.end())
+        return refuse(409, QStringLiteral("the workunit of lease %1 no longer exists").arg(leaseId));
+
+    // Durable before the answer: the file moves next to the database, then one row records it.
+    const QString dir = QDir(m_dir.updatesDir()).filePath(QString::number(job->id));
+    QDir().mkpath(dir);
+    const QString stored = QDir(dir).filePath(leaseId + QStringLiteral(".safetensors"));
+    if (!QFile::rename(file, stored))
+        return refuse(500, QStringLiteral("cannot store the upload at %1").arg(stored));
+    const qint64 now = m_clock.nowMs();
+    qint64 seq = -1;
+    const Status recorded = m_db->transaction([&]() -> Status {
+        auto r = m_db->exec(QStringLiteral("INSERT INTO updates (job_id, lease_id, agent_id, epoch, base_version, file, "
+                                           "samples, loss, train_seconds, received_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+                            {job->id, leaseId, agentId, unit->second.epoch, update.baseVersion, stored, update.samples,
+                             update.loss, update.trainSeconds, now});
+        if (!r)
+            return fail(r.error());
+        seq = m_db->lastInsertId();
+        lease->state = Lease::State::Completed;
+        persistLease(*lease);
+        if (unit->second.state != Workunit::State::Done) {
+            unit->second.state = Workunit::State::Done;
+            auto w = m_db->exec(QStringLiteral("UPDATE workunits SET state = 'done' WHERE id = ?"), {unit->second.id});
+            if (!w)
+                return fail(w.error());
+        }
+        return {};
+    });
+    if (!recorded) {
+        QFile::remove(stored);
+        lease->state = Lease::State::Open;
+        return HttpResponse::error(500, recorded.error());
+    }
+    unit->second.openLeases.removeAll(leaseId);
+    m_admission.removeLease(leaseId);
+    recordAgentOutcome(agentId, "done", update.samples, update.trainSeconds);
+    job->updatesReceived += 1;
+
+    const int epoch = unit->second.epoch;
+    int validateEpoch = 0;
+    if (!job->epochLastSeq.count(epoch) && job->epochComplete(epoch)) {
+        job->epochLastSeq[epoch] = seq;
+        validateEpoch = epoch;
+    } else if (m_config.validateEveryUpdates > 0 && job->updatesReceived % m_config.validateEveryUpdates == 0) {
+        validateEpoch = epoch; // an intermediate point of the same epoch, for the history
+    }
+    const qint64 staleness = job->updatesApplied - update.baseVersion;
+    m_weights->apply(job->id, seq, std::move(update.weights), UpdateContext{epoch, update.baseVersion, 0}, validateEpoch);
+    openNextEpochIfReady(*job);
+
+    QJsonObject reply;
+    reply.insert(QStringLiteral("accepted"), true);
+    reply.insert(QStringLiteral("seq"), seq);
+    reply.insert(QStringLiteral("staleness"), staleness);
+    return HttpResponse::json(202, reply);
+}
+
+void Coordinator::expireLeases()
+{
+    const qint64 now = m_clock.nowMs();
+    for (Lease& lease : m_leases) {
+        if (lease.state != Lease::State::Open || lease.deadlineMs > now)
+            continue;
+        lease.state = Lease::State::Expired;
+        persistLease(lease);
+        recordAgentOutcome(lease.agentId, "timed_out");
+        JobState* job = findJob(lease.jobId);
+        if (!job)
+            continue;
+        auto unit = job->workunits.find(lease.workunitId);
+        if (unit == job->workunits.end())
+            continue;
+        unit->second.openLeases.removeAll(lease.id);
+        if (unit->second.state == Workunit::State::Leased && unit->second.openLeases.isEmpty()) {
+            unit->second.state = Workunit::State::Pending; // re-issued to the next agent that asks
+            (void)m_db->exec(QStringLiteral("UPDATE workunits SET state = 'pending' WHERE id = ?"), {unit->second.id});
+        }
+        qCInfo(lcCoordinator) << "lease" << lease.id << "of agent" << lease.agentId << "missed its deadline; workunit"
+                              << lease.workunitId << "goes back to the queue";
+    }
+}
+
+void Coordinator::tick()
+{
+    expireLeases();
+    const qint64 now = m_clock.nowMs();
+    for (auto& [id, job] : m_jobs) {
+        if (job.status != JobStatus::Running && job.status != JobStatus::Paused)
+            continue;
+        if (job.published.version < job.updatesApplied
+            && now - job.published.atMs >= qint64(m_config.publishIntervalMs))
+            m_weights->publish(id);
+        m_weights->snapshot(id, false);
+        openNextEpochIfReady(job);
+    }
+}
+
+} // namespace gleaner::coordinator

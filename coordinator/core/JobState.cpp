@@ -1,0 +1,60 @@
+#include "core/JobState.h"
+
+namespace gleaner::coordinator {
+namespace {
+const std::pair<JobStatus, const char16_t*> kStatusNames[] = {
+    {JobStatus::Created, u"created"},     {JobStatus::Running, u"running"},     {JobStatus::Paused, u"paused"},
+    {JobStatus::Completed, u"completed"}, {JobStatus::Failed, u"failed"}, {JobStatus::Cancelled, u"cancelled"},
+};
+} // namespace
+
+QString jobStatusName(JobStatus status)
+{
+    for (const auto& [value, name] : kStatusNames)
+        if (value == status)
+            return QString::fromUtf16(name);
+    return QStringLiteral("unknown");
+}
+
+std::optional<JobStatus> jobStatusFromName(QStringView name)
+{
+    for (const auto& [value, text] : kStatusNames)
+        if (name == QStringView(text))
+            return value;
+    return std::nullopt;
+}
+
+QString leaseStateName(Lease::State state)
+{
+    switch (state) {
+    case Lease::State::Open: return QStringLiteral("open");
+    case Lease::State::Expired: return QStringLiteral("expired");
+    case Lease::State::Completed: return QStringLiteral("completed");
+    case Lease::State::Refused: return QStringLiteral("refused");
+    }
+    return QStringLiteral("open");
+}
+
+bool JobState::epochComplete(int e) const
+{
+    bool any = false;
+    for (const auto& [id, unit] : workunits) {
+        if (unit.epoch != e)
+            continue;
+        any = true;
+        if (unit.state != Workunit::State::Done)
+            return false;
+    }
+    return any;
+}
+
+int JobState::pendingIn(int e) const
+{
+    int pending = 0;
+    for (const auto& [id, unit] : workunits)
+        if (unit.epoch == e && unit.state == Workunit::State::Pending)
+            ++pending;
+    return pending;
+}
+
+} // namespace gleaner::coordinator

@@ -1,0 +1,88 @@
+#pragma once
+// The in-memory picture of a job that the state thread keeps: its spec, where it stands, its workunits and
+// leases. The database mirrors every change, so the picture is rebuilt from it after a restart.
+
+#include "jobs/JobImporter.h"
+#include "spec/JobSpec.h"
+#include "tensor/TensorBundle.h"
+
+#include <QHash>
+#include <QString>
+
+#include <map>
+#include <vector>
+
+namespace gleaner::coordinator {
+
+enum class JobStatus { Created, Running, Paused, Completed, Failed, Cancelled };
+QString jobStatusName(JobStatus status);
+std::optional<JobStatus> jobStatusFromName(QStringView name);
+
+struct Workunit
+{
+    enum class State { Pending, Leased, Done };
+    qint64 id = 0;
+    int epoch = 1;
+    int shard = 0;
+    State state = State::Pending;
+    int issued = 0;           // times leased
+    QStringList openLeases;   // leases that may still deliver
+};
+
+struct Lease
+{
+    enum class State { Open, Expired, Completed, Refused };
+    QString id;
+    qint64 jobId = 0;
+    qint64 workunitId = 0;
+    QString agentId;
+    qint64 issuedMs = 0;
+    qint64 deadlineMs = 0;
+    State state = State::Open;
+    qint64 baseVersion = 0;
+    QString weightsSha;
+};
+QString leaseStateName(Lease::State state);
+
+struct ValidationPoint
+{
+    int epoch = 0;
+    qint64 version = 0;
+    qint64 updates = 0;
+    double accuracy = 0.0;
+    double loss = 0.0;
+    qint64 atMs = 0;
+};
+
+struct PublishedWeights
+{
+    qint64 version = -1;
+    QString sha256;
+    qint64 size = 0;
+    qint64 atMs = 0;
+};
+
+struct JobState
+{
+    qint64 id = 0;
+    JobSpec spec;
+    JobStatus status = JobStatus::Created;
+    QString reason;              // why it failed / completed / was cancelled
+    qint64 createdMs = 0;
+    int epoch = 0;               // highest epoch whose workunits exist (1-based; 0 before the import)
+    ImportedJob files;
+    TensorBundle schema;         // initial weights: names, shapes and dtypes every result must match
+    qint64 maxUploadBytes = 0;
+    std::map<qint64, Workunit> workunits; // by id
+    qint64 updatesReceived = 0;
+    qint64 updatesApplied = 0;   // = server weights version
+    PublishedWeights published;
+    std::vector<ValidationPoint> history;
+    std::map<int, qint64> epochLastSeq; // epoch -> seq of the update that completed it (validate after it)
+    int validatedEpoch = 0;
+
+    bool epochComplete(int e) const;
+    int pendingIn(int e) const;
+};
+
+} // namespace gleaner::coordinator

@@ -1,0 +1,52 @@
+#include "http/HttpServerState.h"
+
+namespace gleaner::coordinator::http_detail {
+
+HttpServerState::HttpServerState(HttpServerOptions options_, RequestHandler& handler_)
+    : options(std::move(options_)), handler(handler_), tls(boost::asio::ssl::context::tls_server)
+{
+}
+
+void HttpServerState::beginStop()
+{
+    std::lock_guard lock(m_mutex);
+    m_stopping = true;
+}
+
+bool HttpServerState::addSession(const std::shared_ptr<HttpSession>& session)
+{
+    std::lock_guard lock(m_mutex);
+    if (m_stopping || m_sessions.size() >= std::size_t(qMax(1, options.maxConnections)))
+        return false;
+    m_sessions.emplace(session.get(), session);
+    return true;
+}
+
+void HttpServerState::removeSession(HttpSession* session)
+{
+    {
+        std::lock_guard lock(m_mutex);
+        m_sessions.erase(session);
+    }
+    m_changed.notify_all();
+}
+
+std::vector<std::shared_ptr<HttpSession>> HttpServerState::sessions() const
+{
+    std::lock_guard lock(m_mutex);
+    std::vector<std::shared_ptr<HttpSession>> alive;
+    alive.reserve(m_sessions.size());
+    for (const auto& entry : m_sessions) {
+        if (std::shared_ptr<HttpSession> session = entry.second.lock())
+            alive.push_back(std::move(session));
+    }
+    return alive;
+}
+
+bool HttpServerState::waitUntilNoSessions(std::chrono::steady_clock::time_point deadline)
+{
+    std::unique_lock lock(m_mutex);
+    return m_changed.wait_until(lock, deadline, [this] { return m_sessions.empty(); });
+}
+
+} // namespace gleaner::coordinator::http_detail

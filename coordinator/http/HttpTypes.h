@@ -1,0 +1,92 @@
+#pragma once
+// The coordinator's HTTP vocabulary, independent of Boost.Beast: the API layer sees these types only, so
+// handlers are tested without sockets and the server can change underneath them.
+//
+// A request is handled in two steps. When its headers have arrived, the server asks the handler how to take
+// the body (RequestHandler::admit): how large it may be, and whether to stream it into a file (weights
+// uploads) or keep it in memory (JSON). A refusal at that point (401, 404, 413 ...) is answered before a byte
+// of the body is read, and libcurl's "Expect: 100-continue" is answered only when the body is welcome. Then
+// the complete request goes to RequestHandler::handle, which answers through a callback, from any thread,
+// exactly once.
+
+#include <QByteArray>
+#include <QJsonObject>
+#include <QList>
+#include <QString>
+
+#include <functional>
+#include <optional>
+#include <utility>
+#include <variant>
+
+namespace gleaner::coordinator {
+
+struct HttpHeader
+{
+    QByteArray name; // as received; compare case-insensitively
+    QByteArray value;
+};
+
+struct RequestHead
+{
+    QByteArray method; // "GET", "POST", "PUT", ...
+    QByteArray target; // path and query as received: "/api/v1/files/ab12...?x=1"
+    QList<HttpHeader> headers;
+    QString remoteAddress; // "127.0.0.1"
+    std::optional<qint64> contentLength;
+
+    QByteArray path() const;                      // target without the query
+    QByteArray header(QByteArrayView name) const; // first match, case-insensitive; empty when absent
+    // The token of "Authorization: Bearer <token>", empty when there is none.
+    QByteArray bearerToken() const;
+};
+
+// How to take a request's body, decided from its head.
+struct BodyPolicy
+{
+    qint64 maxBytes = 64 * 1024; // larger bodies are refused with 413 before they are read
+    bool toFile = false;         // stream into a temporary file in the server's upload folder
+};
+
+struct HttpResponse
+{
+    int status = 200;
+    QByteArray contentType = "application/json";
+    QByteArray body;
+    QList<HttpHeader> headers; // extra headers, e.g. Retry-After, Set-Cookie
+    // When set, the server sends this file instead of `body`, with ETag = "\"" + etag + "\"" when etag is not
+    // empty, answering If-None-Match with 304 and a single "Range: bytes=a-b" with 206 / 416.
+    QString filePath;
+    QByteArray etag;
+
+    static HttpResponse json(int status, const QJsonObject& object);
+    // {"error": message}
+    static HttpResponse error(int status, const QString& message);
+    static HttpResponse file(const QString& path, const QByteArray& etag, const QByteArray& contentType);
+};
+
+struct HttpRequest
+{
+    RequestHead head;
+    QByteArray body;  // when the policy kept it in memory
+    QString bodyFile; // when the policy streamed it to a file: the handler owns the file from here on
+                      // (moves or deletes it); the server deletes it if the handler throws or never answers
+    qint64 bodyBytes = 0;
+};
+
+// Copyable; call one copy once, from any thread. A second call is dropped (and logged). When the last copy is
+// destroyed uncalled, the server answers 500 at once; if none answers within
+// HttpServerOptions::handlerTimeoutSeconds, the server answers 500 and later calls are dropped.
+using Responder = std::function<void(HttpResponse)>;
+
+class RequestHandler
+{
+public:
+    virtual ~RequestHandler() = default;
+    // Called on a server thread once the head is complete. Return a response to refuse the request at once.
+    virtual std::variant<BodyPolicy, HttpResponse> admit(const RequestHead& head) = 0;
+    // Called on a server thread with the whole request; `respond` may be called later, from any thread.
+    virtual void handle(HttpRequest request, Responder respond) = 0;
+};
+
+} // namespace gleaner::coordinator

@@ -1,0 +1,95 @@
+#include "jobs/JobImporter.h"
+
+#include "format/SafeTensors.h"
+#include "ml/Model.h"
+#include "ml/data/DatasetLoader.h"
+#include "ml/data/ShardWriter.h"
+
+#include <QDir>
+#include <QFileInfo>
+#include <QJsonDocument>
+
+namespace gleaner::coordinator::JobImporter {
+
+QByteArray modelSpecBytes(const ModelSpec& model)
+{
+    return QJsonDocument(model.toJson()).toJson(QJsonDocument::Compact);
+}
+
+Status checkDatasetFiles(const DatasetSpec& dataset)
+{
+    QStringList files;
+    switch (dataset.format) {
+    case DatasetSpec::Format::FashionMnist:
+    case DatasetSpec::Format::Cifar10:
+        if (!QFileInfo(dataset.dir).isDir())
+            return fail(QStringLiteral("dataset.dir: folder %1 does not exist on the coordinator%2")
+                            .arg(dataset.dir,
+                                 dataset.format == DatasetSpec::Format::FashionMnist
+                                     ? QStringLiteral(" (install Debian's dataset-fashion-mnist package)")
+                                     : QString()));
+        return {};
+    case DatasetSpec::Format::Idx:
+        files = {dataset.trainImages, dataset.trainLabels, dataset.testImages, dataset.testLabels};
+        break;
+    case DatasetSpec::Format::SafeTensors:
+        files = {dataset.train, dataset.test};
+        break;
+    }
+    for (const QString& file : files)
+        if (!QFileInfo(file).isFile())
+            return fail(QStringLiteral("dataset: file %1 does not exist on the coordinator").arg(file));
+    return {};
+}
+
+Result<ImportedJob> import(const JobSpec& spec, BlobStore& blobs, const QString& scratchDir)
+{
+    auto data = ml::loadDataset(spec.dataset, spec.limitTrain);
+    if (!data)
+        return fail(data.error());
+    const ml::Dataset& train = data->train;
+    if (spec.model.arch != Architecture::Mlp && train.sampleShape() != spec.model.inputShape)
+        return fail(QStringLiteral("model.input_shape is %1 but the dataset's samples have shape %2")
+                        .arg(shapeToString(spec.model.inputShape), shapeToString(train.sampleShape())));
+    if (train.labelBound() > spec.model.numClasses || data->test.labelBound() > spec.model.numClasses)
+        return fail(QStringLiteral("model.num_classes is %1 but the dataset has %2 classes")
+                        .arg(spec.model.numClasses)
+                        .arg(std::max(train.labelBound(), data->test.labelBound())));
+
+    ImportedJob job;
+    const QString shardDir = QDir(scratchDir).filePath(QStringLiteral("shards"));
+    auto files = ml::Shards::write(train, spec.shards, spec.seed, shardDir);
+    if (!files)
+        return fail(files.error());
+    for (const auto& file : *files) {
+        auto blob = blobs.adoptFile(file.path);
+        if (!blob)
+            return fail(blob.error());
+        job.shards.append(ShardRef{file.index, blob->sha256, blob->size, file.samples});
+    }
+    QDir(shardDir).removeRecursively();
+
+    auto model = blobs.put(modelSpecBytes(spec.model));
+    if (!model)
+        return fail(model.error());
+    job.model = *model;
+
+    auto net = ml::Model::create(spec.model, spec.seed);
+    if (!net)
+        return fail(net.error());
+    const TensorBundle initial = net->weights();
+    if (initial.isEmpty())
+        return fail(QStringLiteral("cannot read the initial weights of the model; see the log"));
+    auto weights = blobs.put(SafeTensors::serialize(initial));
+    if (!weights)
+        return fail(weights.error());
+    job.initialWeights = *weights;
+
+    auto test = blobs.put(SafeTensors::serialize(data->test.bundle()));
+    if (!test)
+        return fail(test.error());
+    job.testSet = *test;
+    return job;
+}
+
+} // namespace gleaner::coordinator::JobImporter

@@ -1,0 +1,48 @@
+#include "validation/ValidationRunner.h"
+
+#include "format/SafeTensors.h"
+#include "ml/Evaluator.h"
+#include "ml/data/Dataset.h"
+
+namespace gleaner::coordinator {
+
+void ValidationRunner::setTestSet(qint64 jobId, const QString& path, const ModelSpec& model)
+{
+    m_thread.post([this, jobId, path, model] { m_jobs[jobId] = JobData{path, model, nullptr}; });
+}
+
+void ValidationRunner::evaluate(qint64 jobId, TensorBundle weights, std::function<void(Outcome)> done)
+{
+    m_thread.post([this, jobId, weights = std::move(weights), done = std::move(done)] {
+        Outcome outcome;
+        auto it = m_jobs.find(jobId);
+        if (it == m_jobs.end()) {
+            outcome.error = QStringLiteral("no test split is known for job %1").arg(jobId);
+            done(outcome);
+            return;
+        }
+        JobData& job = it->second;
+        if (!job.dataset) {
+            auto bundle = SafeTensors::load(job.path);
+            auto dataset = bundle ? ml::Dataset::fromBundle(std::move(*bundle), job.path)
+                                  : Result<ml::Dataset>(fail(bundle.error()));
+            if (!dataset) {
+                outcome.error = dataset.error();
+                done(outcome);
+                return;
+            }
+            job.dataset = std::make_shared<ml::Dataset>(std::move(*dataset));
+        }
+        auto evaluation = ml::Evaluator::evaluate(job.model, weights, *static_cast<ml::Dataset*>(job.dataset.get()));
+        if (!evaluation) {
+            outcome.error = evaluation.error();
+        } else {
+            outcome.ok = true;
+            outcome.accuracy = evaluation->accuracy;
+            outcome.loss = evaluation->meanLoss;
+        }
+        done(outcome);
+    });
+}
+
+} // namespace gleaner::coordinator

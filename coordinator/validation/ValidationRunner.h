@@ -1,0 +1,43 @@
+#pragma once
+// Evaluates server weights on a job's held-out test split, on a thread of its own so that neither the API nor
+// aggregation waits for it. The test split is loaded from the blob store once per job.
+
+#include "core/SerialExecutor.h"
+#include "spec/ModelSpec.h"
+#include "tensor/TensorBundle.h"
+
+#include <QString>
+
+#include <functional>
+#include <map>
+
+namespace gleaner::coordinator {
+
+class ValidationRunner
+{
+public:
+    struct Outcome
+    {
+        bool ok = false;
+        QString error;
+        double accuracy = 0.0;
+        double loss = 0.0;
+    };
+
+    ValidationRunner() = default;
+    void setTestSet(qint64 jobId, const QString& path, const ModelSpec& model);
+    void evaluate(qint64 jobId, TensorBundle weights, std::function<void(Outcome)> done);
+    SerialExecutor& executor() { return m_thread; }
+
+private:
+    struct JobData
+    {
+        QString path;
+        ModelSpec model;
+        std::shared_ptr<void> dataset; // ml::Dataset, loaded on first use
+    };
+    std::map<qint64, JobData> m_jobs; // validation thread only
+    SerialExecutor m_thread;
+};
+
+} // namespace gleaner::coordinator

@@ -1,0 +1,304 @@
+// The v1 API over real HTTPS on an ephemeral loopback port, against the real coordinator core with a
+// ManualClock: what an agent and an admin see on the wire.
+#include "CoordinatorFixture.h"
+#include "TestSupport.h"
+
+#include "api/ApiHandler.h"
+#include "crypto/Sha256.h"
+#include "crypto/SignedEnvelope.h"
+#include "format/SafeTensors.h"
+#include "http/HttpServer.h"
+#include "http/HttpsClient.h"
+
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QTest>
+
+using namespace gleaner;
+using namespace gleaner::coordinator;
+
+namespace {
+
+QJsonObject json(const ClientResponse& r)
+{
+    return QJsonDocument::fromJson(r.body).object();
+}
+
+} // namespace
+
+class TestApi : public QObject
+{
+    Q_OBJECT
+private Q_SLOTS:
+    void init();
+    void cleanup();
+    void agentCycleOverHttps();
+    void reissueAfterDeadlineOverHttps();
+    void refusals_data();
+    void refusals();
+    void oversizedUploadRefusedBeforeItsBody();
+    void adminEndpointsNeedTheAdminToken();
+
+private:
+    ClientResponse send(const QByteArray& method, const QByteArray& target, const QByteArray& token,
+                        const QByteArray& body = {}, const QByteArray& type = "application/json");
+    QByteArray enrollAgent(QString* agentId = nullptr);
+    qint64 submitTinyJob(const QString& extra = QStringLiteral(R"(, "overlap_epochs": false)"));
+    QByteArray resultBody(const TensorBundle& weights, qint64 baseVersion);
+    TensorBundle exportWeights(qint64 job);
+
+    test::CoordinatorFixture f;
+    std::unique_ptr<ApiHandler> m_handler;
+    std::unique_ptr<HttpServer> m_server;
+    std::unique_ptr<HttpsClient> m_client;
+    QString m_dataset;
+};
+
+void TestApi::init()
+{
+    QVERIFY(f.setUp(/*openEnrollment=*/false));
+    m_dataset = f.scratch->filePath(QStringLiteral("dataset"));
+    test::writeSyntheticDataset(m_dataset);
+    m_handler = std::make_unique<ApiHandler>(*f.core);
+    HttpServerOptions options;
+    options.certificatePath = f.dir.certificatePath();
+    options.privateKeyPath = f.dir.tlsKeyPath();
+    options.uploadDir = f.dir.uploadsDir();
+    m_server = std::make_unique<HttpServer>(options, *m_handler);
+    const Status started = m_server->start();
+    QVERIFY2(started.ok(), qPrintable(started.error()));
+    m_client = std::make_unique<HttpsClient>(QStringLiteral("127.0.0.1"), m_server->port(), f.dir.certificatePath());
+}
+
+void TestApi::cleanup()
+{
+    m_client.reset();
+    if (m_server)
+        m_server->stop();
+    m_server.reset();
+    m_handler.reset();
+    f.core.reset();
+}
+
+ClientResponse TestApi::send(const QByteArray& method, const QByteArray& target, const QByteArray& token,
+                             const QByteArray& body, const QByteArray& type)
+{
+    auto response = m_client->request(method, target, body, body.isEmpty() ? QByteArray() : type, {}, token);
+    if (!response) {
+        qWarning() << response.error();
+        return {};
+    }
+    return *response;
+}
+
+QByteArray TestApi::enrollAgent(QString* agentId)
+{
+    const ClientResponse created = send("POST", "/api/v1/admin/tokens", f.init.adminToken, "{}");
+    const QByteArray token = json(created).value(QStringLiteral("token")).toString().toLatin1();
+    const QJsonObject request{{QStringLiteral("name"), QStringLiteral("box")},
+                              {QStringLiteral("platform"), QStringLiteral("linux")},
+                              {QStringLiteral("enrollment_token"), QString::fromLatin1(token)}};
+    const ClientResponse enrolled =
+        send("POST", "/api/v1/agents/enroll", {}, QJsonDocument(request).toJson(QJsonDocument::Compact));
+    if (agentId)
+        *agentId = json(enrolled).value(QStringLiteral("agent_id")).toString();
+    return json(enrolled).value(QStringLiteral("agent_token")).toString().toLatin1();
+}
+
+qint64 TestApi::submitTinyJob(const QString& extra)
+{
+    const ClientResponse submitted =
+        send("POST", "/api/v1/admin/jobs", f.init.adminToken, test::tinyJobSpec(m_dataset, 2, 3, 0.99, 60, extra));
+    if (submitted.status != 201)
+        qWarning() << submitted.body;
+    const qint64 id = json(submitted).value(QStringLiteral("id")).toInteger();
+    for (int i = 0; i < 200; ++i) {
+        f.core->drain();
+        const ClientResponse status = send("GET", "/api/v1/admin/jobs/" + QByteArray::number(id), f.init.adminToken);
+        if (json(status).value(QStringLiteral("state")).toString() == u"running")
+            return id;
+        QTest::qWait(20);
+    }
+    return -1;
+}
+
+QByteArray TestApi::resultBody(const TensorBundle& weights, qint64 baseVersion)
+{
+    TensorBundle result = weights;
+    result.metadata().clear();
+    result.setMetadata(QStringLiteral("gleaner.base_version"), QString::number(baseVersion));
+    result.setMetadata(QStringLiteral("gleaner.samples"), QStringLiteral("64"));
+    result.setMetadata(QStringLiteral("gleaner.loss"), QStringLiteral("0.25"));
+    result.setMetadata(QStringLiteral("gleaner.train_seconds"), QStringLiteral("1.5"));
+    return SafeTensors::serialize(result);
+}
+
+TensorBundle TestApi::exportWeights(qint64 job)
+{
+    f.core->drain();
+    const ClientResponse r = send("GET", "/api/v1/admin/jobs/" + QByteArray::number(job) + "/weights", f.init.adminToken);
+    auto bundle = SafeTensors::parse(r.body);
+    return bundle ? *bundle : TensorBundle();
+}
+
+void TestApi::agentCycleOverHttps()
+{
+    const ClientResponse info = send("GET", "/api/v1/info", {});
+    QCOMPARE(info.status, 200);
+    auto key = VerifyKey::fromPem(json(info).value(QStringLiteral("signing_public_key")).toString().toLatin1());
+    QVERIFY(key.ok());
+
+    const QByteArray agentToken = enrollAgent();
+    QVERIFY(agentToken.startsWith("gag_"));
+    const qint64 job = submitTinyJob();
+    QVERIFY(job > 0);
+    const TensorBundle before = exportWeights(job);
+    QVERIFY(!before.isEmpty());
+
+    const ClientResponse leased = send("POST", "/api/v1/work/lease", agentToken, R"({"max_tasks": 1, "cached": []})");
+    QCOMPARE(leased.status, 200);
+    const QJsonObject task = json(leased).value(QStringLiteral("tasks")).toArray().first().toObject();
+    auto envelope = SignedEnvelope::fromJson(task);
+    QVERIFY(envelope.ok());
+    auto manifest = SignedEnvelope::verify(*key, *envelope);
+    QVERIFY2(manifest.ok(), qPrintable(manifest.error()));
+
+    // Every file of the manifest downloads, hashes to its name, and carries that name as its ETag.
+    for (const auto& value : manifest->value(QStringLiteral("files")).toArray()) {
+        const QJsonObject file = value.toObject();
+        const QByteArray sha = file.value(QStringLiteral("sha256")).toString().toLatin1();
+        const ClientResponse got = send("GET", "/api/v1/files/" + sha, agentToken);
+        QCOMPARE(got.status, 200);
+        QCOMPARE(Sha256::toHex(Sha256::hash(got.body)).toLatin1(), sha);
+        QCOMPARE(got.body.size(), file.value(QStringLiteral("size")).toInteger());
+        QCOMPARE(got.header("ETag"), '"' + sha + '"');
+    }
+
+    const QByteArray leaseId = task.value(QStringLiteral("lease_id")).toString().toLatin1();
+    const ClientResponse progress =
+        send("POST", "/api/v1/work/" + leaseId + "/progress", agentToken, R"({"step": 1, "of": 4, "loss": 1.2})");
+    QCOMPARE(progress.status, 200);
+    QCOMPARE(json(progress).value(QStringLiteral("abort")).toBool(), false);
+
+    TensorBundle client = before;
+    for (const auto& entry : client.entries())
+        for (float& v : client.mutableValues<float>(entry))
+            v = -3.0f;
+    const ClientResponse uploaded = send("PUT", "/api/v1/work/" + leaseId + "/result", agentToken,
+                                         resultBody(client, 0), "application/octet-stream");
+    QCOMPARE(uploaded.status, 202);
+    const ClientResponse again = send("PUT", "/api/v1/work/" + leaseId + "/result", agentToken,
+                                      resultBody(client, 0), "application/octet-stream");
+    QVERIFY(again.status == 404 || again.status == 409); // the lease is closed: never folded in twice
+
+    // VC-ASGD, epoch 1: W <- 1/2 W + 1/2 W_c, exactly.
+    const TensorBundle after = exportWeights(job);
+    for (const auto& entry : before.entries()) {
+        const auto w0 = before.values<float>(entry);
+        const auto w1 = after.values<float>(*after.find(entry.name));
+        for (size_t i = 0; i < w0.size(); ++i)
+            QCOMPARE(w1[i], 0.5f * w0[i] + 0.5f * -3.0f);
+    }
+    const QJsonObject status = json(send("GET", "/api/v1/admin/jobs/" + QByteArray::number(job), f.init.adminToken));
+    QCOMPARE(status.value(QStringLiteral("updates")).toInteger(), 1);
+    // One kept-alive connection carried it all, but for the refused duplicate: a request refused before its body
+    // is read ends its connection (the unread body cannot be skipped safely).
+    QCOMPARE(m_client->connectionsOpened(), 2);
+}
+
+void TestApi::reissueAfterDeadlineOverHttps()
+{
+    const QByteArray slow = enrollAgent();
+    const QByteArray fast = enrollAgent();
+    const qint64 job = submitTinyJob();
+    QVERIFY(job > 0);
+    const ClientResponse first = send("POST", "/api/v1/work/lease", slow, R"({"max_tasks": 2})");
+    QCOMPARE(json(first).value(QStringLiteral("tasks")).toArray().size(), 2);
+    const ClientResponse none = send("POST", "/api/v1/work/lease", fast, "{}");
+    QVERIFY(json(none).value(QStringLiteral("tasks")).toArray().isEmpty());
+    QVERIFY(json(none).value(QStringLiteral("retry_after")).toInt() > 0);
+
+    f.clock.advance(60'001); // past the 60 s deadline, without sleeping
+    const ClientResponse second = send("POST", "/api/v1/work/lease", fast, R"({"max_tasks": 2})");
+    QCOMPARE(json(second).value(QStringLiteral("tasks")).toArray().size(), 2);
+}
+
+void TestApi::refusals_data()
+{
+    QTest::addColumn<QByteArray>("method");
+    QTest::addColumn<QByteArray>("target");
+    QTest::addColumn<QByteArray>("token");
+    QTest::addColumn<QByteArray>("body");
+    QTest::addColumn<int>("status");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("no token") << QByteArray("POST") << QByteArray("/api/v1/work/lease") << QByteArray() << QByteArray("{}") << 401 << "Authorization";
+    QTest::newRow("unknown token") << QByteArray("POST") << QByteArray("/api/v1/work/lease") << QByteArray("gag_nope") << QByteArray("{}") << 401 << "not valid";
+    QTest::newRow("agent token on admin API") << QByteArray("GET") << QByteArray("/api/v1/admin/jobs") << QByteArray("AGENT") << QByteArray() << 401 << "admin token";
+    QTest::newRow("bad JSON") << QByteArray("POST") << QByteArray("/api/v1/work/lease") << QByteArray("AGENT") << QByteArray("{nope") << 400 << "JSON object";
+    QTest::newRow("unknown endpoint") << QByteArray("GET") << QByteArray("/api/v1/nothing") << QByteArray("AGENT") << QByteArray() << 404 << "no such endpoint";
+    QTest::newRow("not the API") << QByteArray("GET") << QByteArray("/etc/passwd") << QByteArray() << QByteArray() << 404 << "no such endpoint";
+    QTest::newRow("path traversal in files") << QByteArray("GET") << QByteArray("/api/v1/files/..%2f..%2fconfig.json") << QByteArray("AGENT") << QByteArray() << 404 << "SHA-256";
+    QTest::newRow("unknown file") << QByteArray("GET") << QByteArray("/api/v1/files/") + QByteArray(64, 'a') << QByteArray("AGENT") << QByteArray() << 404 << "SHA-256";
+    QTest::newRow("unknown lease result") << QByteArray("PUT") << QByteArray("/api/v1/work/abc/result") << QByteArray("AGENT") << QByteArray("x") << 404 << "not open";
+    QTest::newRow("invalid result") << QByteArray("PUT") << QByteArray("LEASE") << QByteArray("AGENT") << QByteArray("not safetensors") << 422 << "not a valid safetensors file";
+    QTest::newRow("enroll without token") << QByteArray("POST") << QByteArray("/api/v1/agents/enroll") << QByteArray() << QByteArray(R"({"name": "x"})") << 401 << "enrollment token";
+    QTest::newRow("wrong method") << QByteArray("DELETE") << QByteArray("/api/v1/info") << QByteArray() << QByteArray() << 405 << "GET";
+}
+
+void TestApi::refusals()
+{
+    QFETCH(QByteArray, method);
+    QFETCH(QByteArray, target);
+    QFETCH(QByteArray, token);
+    QFETCH(QByteArray, body);
+    QFETCH(int, status);
+    QFETCH(QString, message);
+    const QByteArray agentToken = enrollAgent();
+    if (token == "AGENT")
+        token = agentToken;
+    if (target == "LEASE") {
+        QVERIFY(submitTinyJob() > 0);
+        const ClientResponse leased = send("POST", "/api/v1/work/lease", agentToken, "{}");
+        target = "/api/v1/work/"
+                 + json(leased).value(QStringLiteral("tasks")).toArray().first()[QStringLiteral("lease_id")].toString().toLatin1()
+                 + "/result";
+    }
+    const ClientResponse r = send(method, target, token, body);
+    QCOMPARE(r.status, status);
+    const QString error = json(r).value(QStringLiteral("error")).toString();
+    QVERIFY2(error.contains(message), qPrintable(error));
+    QCOMPARE(send("GET", "/api/v1/info", {}).status, 200); // and the server is still healthy
+}
+
+void TestApi::oversizedUploadRefusedBeforeItsBody()
+{
+    const QByteArray agentToken = enrollAgent();
+    QVERIFY(submitTinyJob() > 0);
+    const ClientResponse leased = send("POST", "/api/v1/work/lease", agentToken, "{}");
+    const QByteArray leaseId =
+        json(leased).value(QStringLiteral("tasks")).toArray().first()[QStringLiteral("lease_id")].toString().toLatin1();
+    // The tiny model is a few kilobytes: 8 MB is far past its size plus slack.
+    const ClientResponse r = send("PUT", "/api/v1/work/" + leaseId + "/result", agentToken, QByteArray(8 << 20, 'x'),
+                                  "application/octet-stream");
+    QCOMPARE(r.status, 413);
+    QCOMPARE(send("GET", "/api/v1/info", {}).status, 200);
+}
+
+void TestApi::adminEndpointsNeedTheAdminToken()
+{
+    const ClientResponse refused = send("GET", "/api/v1/admin/agents", "gla_wrong");
+    QCOMPARE(refused.status, 401);
+    QString agentId;
+    const QByteArray agentToken = enrollAgent(&agentId);
+    const ClientResponse agents = send("GET", "/api/v1/admin/agents", f.init.adminToken);
+    QCOMPARE(agents.status, 200);
+    QCOMPARE(json(agents).value(QStringLiteral("agents")).toArray().size(), 1);
+    QCOMPARE(send("POST", "/api/v1/admin/agents/" + agentId.toLatin1() + "/revoke", f.init.adminToken).status, 200);
+    const ClientResponse revoked = send("POST", "/api/v1/work/lease", agentToken, "{}");
+    QCOMPARE(revoked.status, 403);
+    QVERIFY(json(revoked).value(QStringLiteral("error")).toString().contains(u"revoked"));
+}
+
+QTEST_GUILESS_MAIN(TestApi)
+#include "TestApi.moc"

@@ -1,0 +1,365 @@
+// The coordinator's core without HTTP: enrollment, work generation, leases and re-issue with an injected clock,
+// result checks, VC-ASGD arithmetic, validation, completion and restart.
+#include "CoordinatorFixture.h"
+#include "TestSupport.h"
+
+#include "aggregation/UpdateChecker.h"
+#include "crypto/Sha256.h"
+#include "crypto/SignedEnvelope.h"
+#include "format/SafeTensors.h"
+
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QTest>
+
+using namespace gleaner;
+using namespace gleaner::coordinator;
+
+namespace {
+
+struct Task
+{
+    QString leaseId;
+    QJsonObject manifest;
+};
+
+QString fileOf(const QJsonObject& manifest, const char* role)
+{
+    for (const auto& f : manifest.value(QStringLiteral("files")).toArray())
+        if (f.toObject().value(QStringLiteral("role")).toString() == QLatin1String(role))
+            return f.toObject().value(QStringLiteral("sha256")).toString();
+    return {};
+}
+
+} // namespace
+
+class TestCoordinator : public QObject
+{
+    Q_OBJECT
+private Q_SLOTS:
+    void init();
+    void cleanup();
+    void enrollmentNeedsAValidToken();
+    void leaseCarriesASignedManifestWithContentAddressedFiles();
+    void nextEpochOverlapsTheTailOfThisOne();
+    void resultIsFoldedInWithVcAsgd();
+    void missedDeadlineReissuesAndLateResultCountsOnce();
+    void badResultsAreRefused_data();
+    void badResultsAreRefused();
+    void jobCompletesAtTargetAccuracy();
+    void restartReplaysReceivedUpdates();
+    void invalidSpecIsRefusedWithTheField();
+
+private:
+    std::vector<Task> lease(const QString& agentId, int maxTasks = 1);
+    QString writeResult(const TensorBundle& weights, qint64 baseVersion, qint64 samples = 10);
+    int upload(const QString& agentId, const QString& leaseId, const TensorBundle& weights, qint64 baseVersion,
+               QString* error = nullptr);
+    TensorBundle serverWeights(qint64 jobId);
+
+    test::CoordinatorFixture f;
+    QString m_dataset;
+    int m_files = 0;
+};
+
+void TestCoordinator::init()
+{
+    QVERIFY(f.setUp());
+    m_dataset = f.scratch->filePath(QStringLiteral("dataset"));
+    test::writeSyntheticDataset(m_dataset);
+}
+
+void TestCoordinator::cleanup()
+{
+    f.core.reset();
+}
+
+std::vector<Task> TestCoordinator::lease(const QString& agentId, int maxTasks)
+{
+    f.core->drain();
+    const QJsonObject reply = f.call([&] {
+        return f.core->lease(agentId, QJsonObject{{QStringLiteral("max_tasks"), maxTasks}});
+    });
+    std::vector<Task> tasks;
+    auto key = VerifyKey::fromPem(f.init.signingPublicKeyPem);
+    for (const auto& value : reply.value(QStringLiteral("tasks")).toArray()) {
+        const QJsonObject task = value.toObject();
+        auto envelope = SignedEnvelope::fromJson(task);
+        auto manifest = SignedEnvelope::verify(*key, *envelope);
+        if (!manifest)
+            qWarning() << manifest.error();
+        tasks.push_back({task.value(QStringLiteral("lease_id")).toString(), manifest ? *manifest : QJsonObject()});
+    }
+    return tasks;
+}
+
+QString TestCoordinator::writeResult(const TensorBundle& weights, qint64 baseVersion, qint64 samples)
+{
+    TensorBundle result = weights;
+    result.metadata().clear();
+    result.setMetadata(QStringLiteral("gleaner.base_version"), QString::number(baseVersion));
+    result.setMetadata(QStringLiteral("gleaner.samples"), QString::number(samples));
+    result.setMetadata(QStringLiteral("gleaner.loss"), QStringLiteral("0.5"));
+    const QString path = f.dir.uploadsDir() + QStringLiteral("/test-%1.safetensors").arg(++m_files);
+    if (!SafeTensors::save(path, result).ok())
+        return {};
+    return path;
+}
+
+int TestCoordinator::upload(const QString& agentId, const QString& leaseId, const TensorBundle& weights,
+                            qint64 baseVersion, QString* error)
+{
+    const QString file = writeResult(weights, baseVersion);
+    int status = 0;
+    const QJsonObject reply = f.call([&] {
+        auto schema = f.core->schemaForLease(leaseId);
+        if (!schema)
+            return HttpResponse::error(404, QStringLiteral("unknown lease"));
+        auto update = UpdateChecker::check(file, *schema);
+        if (!update)
+            return f.core->refuseResult(agentId, leaseId, update.error());
+        return f.core->result(agentId, leaseId, file, std::move(*update));
+    }, &status);
+    if (error)
+        *error = reply.value(QStringLiteral("error")).toString();
+    f.core->drain();
+    return status;
+}
+
+TensorBundle TestCoordinator::serverWeights(qint64 jobId)
+{
+    f.core->drain();
+    HttpResponse exported;
+    std::promise<HttpResponse> promise;
+    f.core->state().post([&] { f.core->exportWeights(jobId, [&](HttpResponse r) { promise.set_value(r); }); });
+    exported = promise.get_future().get();
+    auto bundle = SafeTensors::load(exported.filePath);
+    return bundle ? *bundle : TensorBundle();
+}
+
+void TestCoordinator::enrollmentNeedsAValidToken()
+{
+    f.config.openEnrollment = false;
+    QVERIFY(f.reopen());
+    int status = 0;
+    QJsonObject refused = f.call([&] { return f.core->enroll({{QStringLiteral("name"), QStringLiteral("a")}}); }, &status);
+    QCOMPARE(status, 401);
+    QVERIFY(refused.value(QStringLiteral("error")).toString().contains(u"token create"));
+
+    const QJsonObject token = f.call([&] { return f.core->createEnrollmentToken({{QStringLiteral("uses"), 1}}); }, &status);
+    QCOMPARE(status, 201);
+    const QJsonObject request{{QStringLiteral("name"), QStringLiteral("a")},
+                              {QStringLiteral("enrollment_token"), token.value(QStringLiteral("token"))}};
+    const QJsonObject enrolled = f.call([&] { return f.core->enroll(request); }, &status);
+    QCOMPARE(status, 200);
+    QVERIFY(enrolled.value(QStringLiteral("agent_token")).toString().startsWith(u"gag_"));
+    QCOMPARE(enrolled.value(QStringLiteral("signing_public_key")).toString().toLatin1(), f.init.signingPublicKeyPem);
+
+    f.call([&] { return f.core->enroll(request); }, &status);
+    QCOMPARE(status, 401); // used up
+}
+
+void TestCoordinator::leaseCarriesASignedManifestWithContentAddressedFiles()
+{
+    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
+    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 4, 3, 0.99, 60, QStringLiteral(R"(, "overlap_epochs": false)")));
+    QVERIFY(job > 0);
+    auto tasks = lease(agent, 3);
+    QCOMPARE(tasks.size(), size_t(3));
+    QSet<int> shards;
+    for (const Task& task : tasks) {
+        const QJsonObject& m = task.manifest;
+        QCOMPARE(m.value(QStringLiteral("lease_id")).toString(), task.leaseId);
+        QCOMPARE(m.value(QStringLiteral("base_version")).toInteger(), 0);
+        QCOMPARE(m.value(QStringLiteral("subtask")).toObject().value(QStringLiteral("epoch")).toInt(), 1);
+        shards.insert(m.value(QStringLiteral("subtask")).toObject().value(QStringLiteral("shard")).toInt());
+        for (const char* role : {"model", "weights", "shard"}) {
+            const QString sha = fileOf(m, role);
+            QVERIFY2(f.core->blobs().contains(sha), role);
+            auto digest = Sha256::hashFile(f.core->blobs().path(sha));
+            QCOMPARE(Sha256::toHex(*digest), sha);
+        }
+    }
+    QCOMPARE(shards.size(), 3);
+    QCOMPARE(lease(agent, 3).size(), size_t(1)); // 4 shards in all
+    // No work left: an empty list and a hint when to ask again.
+    const QJsonObject empty = f.call([&] { return f.core->lease(agent, {}); });
+    QVERIFY(empty.value(QStringLiteral("tasks")).toArray().isEmpty());
+    QVERIFY(empty.value(QStringLiteral("retry_after")).toInt() > 0);
+}
+
+void TestCoordinator::nextEpochOverlapsTheTailOfThisOne()
+{
+    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
+    QVERIFY(f.submit(test::tinyJobSpec(m_dataset, 2)) > 0);
+    auto first = lease(agent, 2);
+    QCOMPARE(first.size(), size_t(2));
+    // Epoch 1 is all out but not back: an idle agent gets epoch 2's work instead of waiting at the boundary.
+    auto next = lease(agent, 4);
+    QCOMPARE(next.size(), size_t(2));
+    for (const Task& task : next)
+        QCOMPARE(task.manifest.value(QStringLiteral("subtask")).toObject().value(QStringLiteral("epoch")).toInt(), 2);
+    // ... but no further: epoch 3 waits until epoch 1 is validated (bounded staleness).
+    QVERIFY(lease(agent, 4).empty());
+}
+
+void TestCoordinator::resultIsFoldedInWithVcAsgd()
+{
+    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
+    const qint64 job = f.submit(test::tinyJobSpec(m_dataset));
+    const TensorBundle before = serverWeights(job);
+    QVERIFY(!before.isEmpty());
+    auto tasks = lease(agent);
+    QCOMPARE(tasks.size(), size_t(1));
+
+    TensorBundle client = before;
+    for (const auto& entry : client.entries())
+        for (float& v : client.mutableValues<float>(entry))
+            v = 1.0f;
+    QCOMPARE(upload(agent, tasks[0].leaseId, client, 0), 202);
+
+    // Epoch 1 with alpha "epoch": a = 1 / 2, so every value is (w + 1) / 2.
+    const TensorBundle after = serverWeights(job);
+    for (const auto& entry : before.entries()) {
+        const auto w0 = before.values<float>(entry);
+        const auto w1 = after.values<float>(*after.find(entry.name));
+        for (size_t i = 0; i < w0.size(); ++i)
+            QCOMPARE(w1[i], 0.5f * w0[i] + 0.5f * 1.0f);
+    }
+    const QJsonObject status = f.call([&] { return f.core->jobStatus(job); });
+    QCOMPARE(status.value(QStringLiteral("updates")).toInteger(), 1);
+}
+
+void TestCoordinator::missedDeadlineReissuesAndLateResultCountsOnce()
+{
+    const QString slow = f.enroll(QStringLiteral("slow")).value(QStringLiteral("agent_id")).toString();
+    const QString fast = f.enroll(QStringLiteral("fast")).value(QStringLiteral("agent_id")).toString();
+    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 1, 3, 0.99, 60, QStringLiteral(R"(, "overlap_epochs": false)")));
+    auto first = lease(slow);
+    QCOMPARE(first.size(), size_t(1));
+    QVERIFY(lease(fast).empty()); // the only workunit is out
+
+    f.clock.advance(61'000);
+    f.core->state().call([&] { f.core->tick(); });
+    auto second = lease(fast);
+    QCOMPARE(second.size(), size_t(1)); // re-issued to another agent
+    QCOMPARE(second[0].manifest.value(QStringLiteral("subtask")), first[0].manifest.value(QStringLiteral("subtask")));
+
+    const TensorBundle weights = serverWeights(job);
+    QCOMPARE(upload(slow, first[0].leaseId, weights, 0), 202); // late, still useful to VC-ASGD
+    QString error;
+    QCOMPARE(upload(slow, first[0].leaseId, weights, 0, &error), 409); // the duplicate is refused
+    QVERIFY2(error.contains(u"duplicate"), qPrintable(error));
+    const qint64 base = second[0].manifest.value(QStringLiteral("base_version")).toInteger();
+    QCOMPARE(upload(fast, second[0].leaseId, weights, base), 202);
+
+    const QJsonObject agents = f.call([&] { return f.core->listAgents(); });
+    for (const auto& a : agents.value(QStringLiteral("agents")).toArray()) {
+        const QJsonObject agent = a.toObject();
+        if (agent.value(QStringLiteral("id")).toString() == slow) {
+            QCOMPARE(agent.value(QStringLiteral("timed_out")).toInt(), 1);
+            QCOMPARE(agent.value(QStringLiteral("done")).toInt(), 1);
+        }
+    }
+}
+
+void TestCoordinator::badResultsAreRefused_data()
+{
+    QTest::addColumn<QString>("kind");
+    QTest::addColumn<int>("status");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("wrong shape") << "shape" << 422 << "does not match the model";
+    QTest::newRow("NaN value") << "nan" << 422 << "NaN or infinite";
+    QTest::newRow("wrong base version") << "base" << 422 << "trained from version 5";
+    QTest::newRow("another agent's lease") << "foreign" << 409 << "belongs to another agent";
+    QTest::newRow("unknown lease") << "unknown" << 404 << "unknown lease";
+}
+
+void TestCoordinator::badResultsAreRefused()
+{
+    QFETCH(QString, kind);
+    QFETCH(int, status);
+    QFETCH(QString, message);
+    const QString agent = f.enroll(QStringLiteral("a")).value(QStringLiteral("agent_id")).toString();
+    const QString other = f.enroll(QStringLiteral("b")).value(QStringLiteral("agent_id")).toString();
+    const qint64 job = f.submit(test::tinyJobSpec(m_dataset));
+    auto tasks = lease(agent);
+    const TensorBundle good = serverWeights(job);
+    TensorBundle bad = good;
+    QString leaseId = tasks[0].leaseId;
+    QString who = agent;
+    qint64 base = 0;
+    if (kind == u"shape") {
+        bad = TensorBundle();
+        for (const auto& e : good.entries())
+            QVERIFY(bad.addZeroed(e.name, e.dtype, e.name == u"classifier.bias" ? QList<qint64>{5} : e.shape));
+    } else if (kind == u"nan") {
+        bad.mutableValues<float>(bad.entries().first())[0] = std::numeric_limits<float>::quiet_NaN();
+    } else if (kind == u"base") {
+        base = 5;
+    } else if (kind == u"foreign") {
+        who = other;
+    } else if (kind == u"unknown") {
+        leaseId = QStringLiteral("0123");
+    }
+    QString error;
+    QCOMPARE(upload(who, leaseId, bad, base, &error), status);
+    QVERIFY2(error.contains(message), qPrintable(error));
+    QCOMPARE(serverWeights(job).buffer(), good.buffer()); // nothing touched the server copy
+}
+
+void TestCoordinator::jobCompletesAtTargetAccuracy()
+{
+    // A job whose target is reached by its first validation: the initial weights already reach 0.0.
+    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
+    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 2, 5, 0.0001));
+    const TensorBundle weights = serverWeights(job);
+    for (const Task& task : lease(agent, 2))
+        QCOMPARE(upload(agent, task.leaseId, weights, 0), 202);
+    f.core->drain();
+    const QJsonObject status = f.call([&] { return f.core->jobStatus(job); });
+    QCOMPARE(status.value(QStringLiteral("state")).toString(), QStringLiteral("completed"));
+    QCOMPARE(status.value(QStringLiteral("history")).toArray().size(), 1);
+    QVERIFY(status.value(QStringLiteral("reason")).toString().contains(u"target accuracy"));
+    QVERIFY(lease(agent).empty());
+}
+
+void TestCoordinator::restartReplaysReceivedUpdates()
+{
+    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
+    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 4, 3, 0.99, 60, QStringLiteral(R"(, "overlap_epochs": false)")));
+    TensorBundle client = serverWeights(job);
+    for (const auto& entry : client.entries())
+        for (float& v : client.mutableValues<float>(entry))
+            v = 2.0f;
+    for (const Task& task : lease(agent, 3))
+        QCOMPARE(upload(agent, task.leaseId, client, 0), 202);
+    const TensorBundle expected = serverWeights(job);
+
+    // Reopen without a snapshot in between: the three received updates are replayed from their files.
+    f.core.reset();
+    QVERIFY(f.reopen());
+    f.core->drain();
+    const TensorBundle replayed = serverWeights(job);
+    for (const auto& entry : expected.entries())
+        QCOMPARE(replayed.data(*replayed.find(entry.name)), expected.data(entry));
+    const QJsonObject status = f.call([&] { return f.core->jobStatus(job); });
+    QCOMPARE(status.value(QStringLiteral("updates")).toInteger(), 3);
+    QCOMPARE(lease(agent, 4).size(), size_t(1)); // the fourth workunit is still there to do
+}
+
+void TestCoordinator::invalidSpecIsRefusedWithTheField()
+{
+    int status = 0;
+    QJsonObject reply = f.call([&] { return f.core->submitJob(R"({"name": "x"})"); }, &status);
+    QCOMPARE(status, 422);
+    QVERIFY2(reply.value(QStringLiteral("error")).toString().contains(u"dataset"), qPrintable(reply.value(QStringLiteral("error")).toString()));
+    const QByteArray missing = test::tinyJobSpec(QStringLiteral("/nonexistent"));
+    reply = f.call([&] { return f.core->submitJob(missing); }, &status);
+    QCOMPARE(status, 422);
+    QVERIFY(reply.value(QStringLiteral("error")).toString().contains(u"/nonexistent/train.safetensors"));
+}
+
+QTEST_GUILESS_MAIN(TestCoordinator)
+#include "TestCoordinator.moc"

@@ -1,0 +1,246 @@
+// gleaner-coordinator as an admin runs it: init, serve, the job / token / agent commands and their errors, and a
+// SIGKILL in the middle of a job after which nothing accepted is lost. Agents are played with HttpsClient.
+#include "CoordinatorFixture.h"
+#include "TestSupport.h"
+
+#include "format/SafeTensors.h"
+#include "http/HttpsClient.h"
+
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QProcess>
+#include <QTest>
+
+#include <csignal>
+
+using namespace gleaner;
+using namespace gleaner::coordinator;
+
+namespace {
+
+struct Run
+{
+    int exitCode = -1;
+    QByteArray out;
+    QByteArray err;
+    QJsonObject json() const { return QJsonDocument::fromJson(out).object(); }
+};
+
+Run cli(const QStringList& arguments)
+{
+    QProcess process;
+    process.start(QStringLiteral(GLEANER_COORDINATOR_BIN), arguments);
+    if (!process.waitForFinished(60'000))
+        process.kill();
+    return Run{process.exitCode(), process.readAllStandardOutput(), process.readAllStandardError()};
+}
+
+} // namespace
+
+class TestCoordinatorProcess : public QObject
+{
+    Q_OBJECT
+private Q_SLOTS:
+    void init();
+    void cleanup();
+    void helpEverywhere_data();
+    void helpEverywhere();
+    void initRefusesAnExistingDirectory();
+    void killedServerLosesNoAcceptedUpdate();
+    void commandErrorsSayWhatToDo();
+
+private:
+    bool startServer();
+    void stopServer(int signal);
+    QStringList dataDir() const { return {QStringLiteral("--data-dir"), m_dir}; }
+
+    std::unique_ptr<QTemporaryDir> m_scratch;
+    QString m_dir;
+    QString m_dataset;
+    QByteArray m_adminToken;
+    std::unique_ptr<QProcess> m_server;
+    quint16 m_port = 0;
+};
+
+void TestCoordinatorProcess::init()
+{
+    m_scratch = test::scratchDir();
+    m_dir = m_scratch->filePath(QStringLiteral("data"));
+    m_dataset = m_scratch->filePath(QStringLiteral("dataset"));
+    test::writeSyntheticDataset(m_dataset);
+    const Run created = cli({QStringLiteral("init"), QStringLiteral("--data-dir"), m_dir, QStringLiteral("--listen"),
+                             QStringLiteral("127.0.0.1:0"), QStringLiteral("--json")});
+    QCOMPARE(created.exitCode, 0);
+    m_adminToken = created.json().value(QStringLiteral("admin_token")).toString().toLatin1();
+    QVERIFY(m_adminToken.startsWith("gla_"));
+    QCOMPARE(created.json().value(QStringLiteral("ca_certificate")).toString(), m_dir + QStringLiteral("/tls/cert.pem"));
+    QVERIFY(created.json().value(QStringLiteral("signing_public_key")).toString().startsWith(u"-----BEGIN PUBLIC KEY"));
+}
+
+void TestCoordinatorProcess::cleanup()
+{
+    if (m_server)
+        stopServer(SIGKILL);
+}
+
+bool TestCoordinatorProcess::startServer()
+{
+    m_server = std::make_unique<QProcess>();
+    m_server->setProcessChannelMode(QProcess::SeparateChannels);
+    m_server->start(QStringLiteral(GLEANER_COORDINATOR_BIN), QStringList{QStringLiteral("serve")} + dataDir());
+    for (int i = 0; i < 100 && !m_server->canReadLine(); ++i)
+        m_server->waitForReadyRead(100);
+    const QByteArray line = m_server->readLine().trimmed();
+    if (!line.startsWith("port ")) {
+        qWarning() << "serve did not start:" << line << m_server->readAllStandardError();
+        return false;
+    }
+    m_port = quint16(line.mid(5).toUInt());
+    return m_port != 0;
+}
+
+void TestCoordinatorProcess::stopServer(int signal)
+{
+    ::kill(pid_t(m_server->processId()), signal);
+    m_server->waitForFinished(30'000);
+    m_server.reset();
+}
+
+void TestCoordinatorProcess::helpEverywhere_data()
+{
+    QTest::addColumn<QStringList>("arguments");
+    QTest::newRow("top") << QStringList{QStringLiteral("--help")};
+    for (const char* command : {"init", "serve", "job submit", "job list", "job status", "job pause", "job resume",
+                                "job cancel", "job export", "token create", "token list", "token revoke", "agent list",
+                                "agent revoke", "job", "token", "agent"})
+        QTest::newRow(command) << QString::fromLatin1(command).split(u' ') + QStringList{QStringLiteral("--help")};
+}
+
+void TestCoordinatorProcess::helpEverywhere()
+{
+    QFETCH(QStringList, arguments);
+    const Run run = cli(arguments);
+    QCOMPARE(run.exitCode, 0);
+    QVERIFY2(run.out.contains("usage") || run.out.contains("Usage"), run.out.constData());
+}
+
+void TestCoordinatorProcess::initRefusesAnExistingDirectory()
+{
+    const Run again = cli({QStringLiteral("init"), QStringLiteral("--data-dir"), m_dir});
+    QCOMPARE(again.exitCode, 1);
+    QVERIFY(again.err.contains("already exists and is not empty"));
+    const Run noDir = cli({QStringLiteral("init")});
+    QCOMPARE(noDir.exitCode, 2);
+    QVERIFY(noDir.err.contains("--data-dir DIR is required"));
+}
+
+void TestCoordinatorProcess::killedServerLosesNoAcceptedUpdate()
+{
+    QVERIFY(startServer());
+    const QString spec = m_scratch->filePath(QStringLiteral("job.json"));
+    QFile file(spec);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write(test::tinyJobSpec(m_dataset, 4, 3, 0.99, 60, QStringLiteral(R"(, "overlap_epochs": false)")));
+    file.close();
+    const Run submitted = cli(QStringList{QStringLiteral("job"), QStringLiteral("submit")} + dataDir()
+                              + QStringList{spec, QStringLiteral("--json")});
+    QCOMPARE(submitted.exitCode, 0);
+    const QString id = QString::number(submitted.json().value(QStringLiteral("id")).toInteger());
+
+    const auto status = [&] {
+        return cli(QStringList{QStringLiteral("job"), QStringLiteral("status")} + dataDir()
+                   + QStringList{id, QStringLiteral("--json")})
+            .json();
+    };
+    for (int i = 0; i < 100 && status().value(QStringLiteral("state")).toString() != u"running"; ++i)
+        QTest::qWait(50);
+    QCOMPARE(status().value(QStringLiteral("state")).toString(), QStringLiteral("running"));
+
+    const Run token = cli(QStringList{QStringLiteral("token"), QStringLiteral("create")} + dataDir()
+                          + QStringList{QStringLiteral("--json")});
+    QCOMPARE(token.exitCode, 0);
+    HttpsClient agent(QStringLiteral("127.0.0.1"), m_port, m_dir + QStringLiteral("/tls/cert.pem"));
+    const QJsonObject enrollRequest{{QStringLiteral("name"), QStringLiteral("box")},
+                                    {QStringLiteral("enrollment_token"), token.json().value(QStringLiteral("token"))}};
+    auto enrolled = agent.request("POST", "/api/v1/agents/enroll", QJsonDocument(enrollRequest).toJson(), "application/json");
+    QVERIFY(enrolled.ok());
+    const QByteArray agentToken =
+        QJsonDocument::fromJson(enrolled->body).object().value(QStringLiteral("agent_token")).toString().toLatin1();
+    auto leased = agent.request("POST", "/api/v1/work/lease", R"({"max_tasks": 3})", "application/json", {}, agentToken);
+    QVERIFY(leased.ok());
+    const QJsonArray tasks = QJsonDocument::fromJson(leased->body).object().value(QStringLiteral("tasks")).toArray();
+    QCOMPARE(tasks.size(), 3);
+
+    // Three results accepted (202), each fully folded in before the kill.
+    for (const auto& task : tasks) {
+        const QJsonObject manifest =
+            QJsonDocument::fromJson(task.toObject().value(QStringLiteral("manifest")).toString().toUtf8()).object();
+        QByteArray weightsSha;
+        for (const auto& f : manifest.value(QStringLiteral("files")).toArray())
+            if (f.toObject().value(QStringLiteral("role")).toString() == u"weights")
+                weightsSha = f.toObject().value(QStringLiteral("sha256")).toString().toLatin1();
+        auto weights = agent.request("GET", "/api/v1/files/" + weightsSha, {}, {}, {}, agentToken);
+        QVERIFY(weights.ok());
+        auto bundle = SafeTensors::parse(weights->body);
+        QVERIFY(bundle.ok());
+        bundle->metadata().clear();
+        bundle->setMetadata(QStringLiteral("gleaner.base_version"), QStringLiteral("0"));
+        bundle->setMetadata(QStringLiteral("gleaner.samples"), QStringLiteral("64"));
+        const QByteArray leaseId = task.toObject().value(QStringLiteral("lease_id")).toString().toLatin1();
+        auto uploaded = agent.request("PUT", "/api/v1/work/" + leaseId + "/result", SafeTensors::serialize(*bundle),
+                                      "application/octet-stream", {}, agentToken);
+        QVERIFY(uploaded.ok());
+        QCOMPARE(uploaded->status, 202);
+    }
+    QTRY_COMPARE_WITH_TIMEOUT(status().value(QStringLiteral("updates")).toInteger(), qint64(3), 10'000);
+
+    stopServer(SIGKILL); // no snapshot was written: snapshots come every 50 updates by default
+    QVERIFY(startServer());
+    QTRY_COMPARE_WITH_TIMEOUT(status().value(QStringLiteral("updates")).toInteger(), qint64(3), 10'000);
+    QCOMPARE(status().value(QStringLiteral("updates_received")).toInteger(), qint64(3));
+
+    const QString out = m_scratch->filePath(QStringLiteral("model.safetensors"));
+    const Run exported = cli(QStringList{QStringLiteral("job"), QStringLiteral("export")} + dataDir()
+                             + QStringList{id, QStringLiteral("--out"), out});
+    QCOMPARE(exported.exitCode, 0);
+    auto model = SafeTensors::load(out);
+    QVERIFY2(model.ok(), qPrintable(model.error()));
+    QCOMPARE(model->metadata().value(QStringLiteral("gleaner.version")), QStringLiteral("3"));
+
+    stopServer(SIGTERM);
+}
+
+void TestCoordinatorProcess::commandErrorsSayWhatToDo()
+{
+    const Run notRunning = cli(QStringList{QStringLiteral("job"), QStringLiteral("list")} + dataDir());
+    QCOMPARE(notRunning.exitCode, 1);
+    QVERIFY2(notRunning.err.contains("is the coordinator running?"), notRunning.err.constData());
+
+    QVERIFY(startServer());
+    const Run unknown = cli(QStringList{QStringLiteral("job"), QStringLiteral("status")} + dataDir() + QStringList{QStringLiteral("42")});
+    QCOMPARE(unknown.exitCode, 1);
+    QVERIFY(unknown.err.contains("no job has id 42"));
+    const QString bad = m_scratch->filePath(QStringLiteral("bad.json"));
+    QFile file(bad);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write(R"({"name": "x", "shards": 0})");
+    file.close();
+    const Run invalid = cli(QStringList{QStringLiteral("job"), QStringLiteral("submit")} + dataDir() + QStringList{bad});
+    QCOMPARE(invalid.exitCode, 1);
+    QVERIFY2(invalid.err.contains("job.") || invalid.err.contains("dataset"), invalid.err.constData());
+    const Run missingFile = cli(QStringList{QStringLiteral("job"), QStringLiteral("submit")} + dataDir()
+                                + QStringList{QStringLiteral("/nonexistent.json")});
+    QCOMPARE(missingFile.exitCode, 1);
+    QVERIFY(missingFile.err.contains("/nonexistent.json"));
+    const Run badDuration = cli(QStringList{QStringLiteral("token"), QStringLiteral("create")} + dataDir()
+                                + QStringList{QStringLiteral("--expires"), QStringLiteral("soon")});
+    QCOMPARE(badDuration.exitCode, 2);
+    QVERIFY(badDuration.err.contains("30m, 12h or 7d"));
+    const Run wrongDir = cli({QStringLiteral("job"), QStringLiteral("list"), QStringLiteral("--data-dir"), QStringLiteral("/nonexistent")});
+    QCOMPARE(wrongDir.exitCode, 1);
+    QVERIFY(wrongDir.err.contains("gleaner-coordinator init"));
+    stopServer(SIGTERM);
+}
+
+QTEST_GUILESS_MAIN(TestCoordinatorProcess)
+#include "TestCoordinatorProcess.moc"
