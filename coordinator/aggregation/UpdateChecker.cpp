@@ -16,8 +16,13 @@ qint64 maxUploadBytes(const TensorBundle& schema)
 Result<ReceivedUpdate> check(const QString& path, const TensorBundle& schema)
 {
     auto bundle = SafeTensors::load(path);
-    if (!bundle)
-        return fail(QStringLiteral("the result is not a valid safetensors file: %1").arg(bundle.error()));
+    if (!bundle) {
+        // The message starts with the coordinator's own file name, which is none of the agent's business.
+        QString reason = bundle.error();
+        if (reason.startsWith(path))
+            reason = reason.mid(path.size()).remove(0, 2);
+        return fail(QStringLiteral("the result is not a valid safetensors file: %1").arg(reason));
+    }
     if (auto s = ml::WeightMath::checkCompatible(schema, *bundle); !s)
         return fail(QStringLiteral("the result does not match the model: %1").arg(s.error()));
     QString where;

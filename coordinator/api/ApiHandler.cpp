@@ -34,6 +34,13 @@ std::optional<QJsonObject> jsonBody(const QByteArray& body)
     return doc.object();
 }
 
+HttpResponse wrongMethod(const char* allowed)
+{
+    HttpResponse response = HttpResponse::error(405, QStringLiteral("use %1").arg(QString::fromLatin1(allowed)));
+    response.headers.append(HttpHeader{"Allow", allowed});
+    return response;
+}
+
 HttpResponse badJson()
 {
     return HttpResponse::error(400, QStringLiteral("the request body must be a JSON object"));
@@ -80,10 +87,10 @@ std::variant<BodyPolicy, HttpResponse> ApiHandler::admit(const RequestHead& head
 
     if (area == "info" && parts.size() == 3)
         return method == "GET" ? std::variant<BodyPolicy, HttpResponse>(BodyPolicy{0, false})
-                               : HttpResponse::error(405, QStringLiteral("use GET"));
+                               : wrongMethod("GET");
     if (area == "agents" && parts.value(3) == "enroll" && parts.size() == 4)
         return method == "POST" ? std::variant<BodyPolicy, HttpResponse>(BodyPolicy{kSmallBody, false})
-                                : HttpResponse::error(405, QStringLiteral("use POST"));
+                                : wrongMethod("POST");
 
     if (area == "admin") {
         auto who = identify(head, false, true);
@@ -99,16 +106,16 @@ std::variant<BodyPolicy, HttpResponse> ApiHandler::admit(const RequestHead& head
 
     if (area == "files" && parts.size() == 4)
         return method == "GET" || method == "HEAD" ? std::variant<BodyPolicy, HttpResponse>(BodyPolicy{0, false})
-                                                   : HttpResponse::error(405, QStringLiteral("use GET"));
+                                                   : wrongMethod("GET");
     if (area == "work" && parts.size() == 4 && parts[3] == "lease")
         return method == "POST" ? std::variant<BodyPolicy, HttpResponse>(BodyPolicy{kLeaseBody, false})
-                                : HttpResponse::error(405, QStringLiteral("use POST"));
+                                : wrongMethod("POST");
     if (area == "work" && parts.size() == 5 && parts[4] == "progress")
         return method == "POST" ? std::variant<BodyPolicy, HttpResponse>(BodyPolicy{kSmallBody, false})
-                                : HttpResponse::error(405, QStringLiteral("use POST"));
+                                : wrongMethod("POST");
     if (area == "work" && parts.size() == 5 && parts[4] == "result") {
         if (method != "PUT")
-            return HttpResponse::error(405, QStringLiteral("use PUT"));
+            return wrongMethod("PUT");
         const QString leaseId = QString::fromLatin1(parts[3]);
         const auto lease = m_coordinator.admission().lease(leaseId);
         if (!lease)
@@ -117,6 +124,8 @@ std::variant<BodyPolicy, HttpResponse> ApiHandler::admit(const RequestHead& head
                                                 .arg(leaseId));
         if (lease->agentId != identity.agentId)
             return HttpResponse::error(409, QStringLiteral("lease %1 belongs to another agent").arg(leaseId));
+        if (!lease->closedReason.isEmpty())
+            return HttpResponse::error(409, lease->closedReason);
         return BodyPolicy{lease->maxUploadBytes, true};
     }
     return HttpResponse::error(404, QStringLiteral("no such endpoint: %1 %2")
@@ -171,7 +180,10 @@ void ApiHandler::handle(HttpRequest request, Responder respond)
             respond(HttpResponse::error(404, QStringLiteral("no file has SHA-256 %1").arg(sha)));
             return;
         }
-        respond(HttpResponse::file(path, sha.toLatin1(), "application/octet-stream"));
+        HttpResponse file = HttpResponse::file(path, sha.toLatin1(), "application/octet-stream");
+        // Content-addressed: a file never changes under its name.
+        file.headers.append(HttpHeader{"Cache-Control", "private, max-age=31536000, immutable"});
+        respond(file);
         return;
     }
     if (parts.value(3) == "lease") {

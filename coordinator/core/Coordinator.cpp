@@ -59,10 +59,12 @@ void AdmissionCache::setLease(const QString& leaseId, LeaseEntry entry)
     m_leases.insert(leaseId, std::move(entry));
 }
 
-void AdmissionCache::removeLease(const QString& leaseId)
+void AdmissionCache::closeLease(const QString& leaseId, const QString& reason)
 {
     std::unique_lock lock(m_mutex);
-    m_leases.remove(leaseId);
+    auto it = m_leases.find(leaseId);
+    if (it != m_leases.end())
+        it->closedReason = reason;
 }
 
 // ---- life cycle ---------------------------------------------------------------------------------------------

@@ -46,6 +46,7 @@ public:
     {
         QString agentId;
         qint64 maxUploadBytes = 0;
+        QString closedReason; // not empty: no upload is taken any more, and this says why (answered with 409)
     };
 
     std::optional<AgentEntry> agentByTokenHash(const QString& hash) const;
@@ -55,7 +56,8 @@ public:
     void setAgent(const QString& tokenHash, AgentEntry entry);
     void addAdminTokenHash(const QString& hash);
     void setLease(const QString& leaseId, LeaseEntry entry);
-    void removeLease(const QString& leaseId);
+    // The lease takes no more uploads; later ones are answered 409 with `reason` before their body is read.
+    void closeLease(const QString& leaseId, const QString& reason);
 
 private:
     mutable std::shared_mutex m_mutex;

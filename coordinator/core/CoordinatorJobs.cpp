@@ -166,7 +166,7 @@ void Coordinator::activateJob(JobState& job, const TensorBundle& weights, qint64
     job.maxUploadBytes = UpdateChecker::maxUploadBytes(job.schema);
     for (const Lease& lease : std::as_const(m_leases))
         if (lease.jobId == job.id)
-            m_admission.setLease(lease.id, {lease.agentId, job.maxUploadBytes});
+            m_admission.setLease(lease.id, {lease.agentId, job.maxUploadBytes, {}});
 
     std::vector<ReplayedUpdate> replay;
     auto rows = m_db->exec(QStringLiteral("SELECT seq, file, epoch, base_version FROM updates WHERE job_id = ? AND seq "
@@ -337,7 +337,9 @@ void Coordinator::finishJob(JobState& job, JobStatus status, const QString& reas
     (void)persistJob(job);
     for (auto it = m_leases.begin(); it != m_leases.end(); ++it)
         if (it->jobId == job.id)
-            m_admission.removeLease(it->id);
+            m_admission.closeLease(it->id, QStringLiteral("job %1 is %2 and takes no more results")
+                                               .arg(job.id)
+                                               .arg(jobStatusName(status)));
     if (hadWeights)
         m_weights->unload(job.id);
     qCInfo(lcCoordinator) << "job" << job.id << jobStatusName(status) << ":" << reason;
@@ -350,8 +352,8 @@ HttpResponse Coordinator::setJobStatus(qint64 jobId, const QByteArray& action)
         return HttpResponse::error(404, QStringLiteral("no job has id %1").arg(jobId));
     const QString from = jobStatusName(job->status);
     const auto refuse = [&] {
-        return HttpResponse::error(409, QStringLiteral("job %1 is %2; it cannot be %3d").arg(jobId).arg(from,
-                                                                                                     QString::fromLatin1(action)));
+        const QString verb = action == "cancel" ? QStringLiteral("cancelled") : QString::fromLatin1(action) + u'd';
+        return HttpResponse::error(409, QStringLiteral("job %1 is %2; it cannot be %3").arg(jobId).arg(from, verb));
     };
     if (action == "pause") {
         if (job->status != JobStatus::Running)

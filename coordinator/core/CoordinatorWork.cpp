@@ -54,7 +54,7 @@ void Coordinator::persistLease(const Lease& lease)
                                     "base_version, weights_sha, nonce) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT "
                                     "(id) DO UPDATE SET deadline_ms = excluded.deadline_ms, state = excluded.state"),
                      {lease.id, lease.workunitId, lease.agentId, lease.issuedMs, lease.deadlineMs,
-                      leaseStateName(lease.state), lease.baseVersion, lease.weightsSha, Tokens::randomId()});
+                      leaseStateName(lease.state), lease.baseVersion, lease.weightsSha, lease.nonce});
 }
 
 QByteArray Coordinator::signedManifest(const JobState& job, const Workunit& unit, const Lease& lease,
@@ -88,7 +88,7 @@ QByteArray Coordinator::signedManifest(const JobState& job, const Workunit& unit
     manifest.insert(QStringLiteral("coordinator"), m_config.url());
     manifest.insert(QStringLiteral("agent_id"), lease.agentId);
     manifest.insert(QStringLiteral("lease_id"), lease.id);
-    manifest.insert(QStringLiteral("nonce"), Tokens::randomId());
+    manifest.insert(QStringLiteral("nonce"), lease.nonce);
     manifest.insert(QStringLiteral("job"), jobInfo);
     manifest.insert(QStringLiteral("subtask"), subtask);
     manifest.insert(QStringLiteral("base_version"), lease.baseVersion);
@@ -162,6 +162,7 @@ HttpResponse Coordinator::lease(const QString& agentId, const QJsonObject& reque
             lease.deadlineMs = now + qint64(job.spec.deadlineSeconds) * 1000;
             lease.baseVersion = job.published.version;
             lease.weightsSha = job.published.sha256;
+            lease.nonce = Tokens::randomId();
             chosen->state = Workunit::State::Leased;
             chosen->issued += 1;
             chosen->openLeases.append(lease.id);
@@ -169,7 +170,7 @@ HttpResponse Coordinator::lease(const QString& agentId, const QJsonObject& reque
                              {chosen->issued, chosen->id});
             persistLease(lease);
             m_leases.insert(lease.id, lease);
-            m_admission.setLease(lease.id, {agentId, job.maxUploadBytes});
+            m_admission.setLease(lease.id, {agentId, job.maxUploadBytes, {}});
 
             QByteArray signature;
             const QByteArray manifest = signedManifest(job, *chosen, lease, &signature);
@@ -200,14 +201,23 @@ HttpResponse Coordinator::progress(const QString& agentId, const QString& leaseI
     touchAgent(agentId);
     QJsonObject reply;
     JobState* job = findJob(lease->jobId);
-    if (lease->state == Lease::State::Completed || lease->state == Lease::State::Refused)
+    if (lease->state == Lease::State::Completed)
         return HttpResponse::error(409, QStringLiteral("lease %1 is closed: its result was already received").arg(leaseId));
-    if (!job || job->status != JobStatus::Running) {
+    if (lease->state == Lease::State::Refused)
+        return HttpResponse::error(409, QStringLiteral("lease %1 is closed: its result was refused as invalid").arg(leaseId));
+    const auto abort = [&](const QString& reason) {
         reply.insert(QStringLiteral("abort"), true);
-        reply.insert(QStringLiteral("reason"), job ? QStringLiteral("job %1 is %2").arg(job->id).arg(jobStatusName(job->status))
-                                                   : QStringLiteral("the job no longer exists"));
+        reply.insert(QStringLiteral("reason"), reason);
         return HttpResponse::json(200, reply);
-    }
+    };
+    // A paused job keeps the work already handed out: only an ended job makes training pointless.
+    if (!job || (job->status != JobStatus::Running && job->status != JobStatus::Paused))
+        return abort(job ? QStringLiteral("job %1 is %2").arg(job->id).arg(jobStatusName(job->status))
+                         : QStringLiteral("the job no longer exists"));
+    const auto doneUnit = job->workunits.find(lease->workunitId);
+    if (lease->state == Lease::State::Expired && doneUnit != job->workunits.end()
+        && doneUnit->second.state == Workunit::State::Done)
+        return abort(QStringLiteral("the lease expired and its workunit was completed by another agent"));
     Q_UNUSED(report);
     // A report extends the lease; one that arrives after the deadline revives it while its workunit is undone.
     auto unit = job->workunits.find(lease->workunitId);
@@ -233,7 +243,7 @@ HttpResponse Coordinator::refuseResult(const QString& agentId, const QString& le
     if (lease && lease->agentId == agentId && lease->state != Lease::State::Completed) {
         lease->state = Lease::State::Refused;
         persistLease(*lease);
-        m_admission.removeLease(leaseId);
+        m_admission.closeLease(leaseId, QStringLiteral("lease %1 was closed after an invalid result").arg(leaseId));
         if (JobState* job = findJob(lease->jobId)) {
             auto unit = job->workunits.find(lease->workunitId);
             if (unit != job->workunits.end()) {
@@ -315,8 +325,10 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
         return HttpResponse::error(500, recorded.error());
     }
     unit->second.openLeases.removeAll(leaseId);
-    m_admission.removeLease(leaseId);
+    m_admission.closeLease(leaseId,
+                           QStringLiteral("the result of lease %1 was already received; this copy is a duplicate").arg(leaseId));
     recordAgentOutcome(agentId, "done", update.samples, update.trainSeconds);
+    touchAgent(agentId);
     job->updatesReceived += 1;
 
     const int epoch = unit->second.epoch;

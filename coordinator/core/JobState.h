@@ -41,6 +41,7 @@ struct Lease
     State state = State::Open;
     qint64 baseVersion = 0;
     QString weightsSha;
+    QString nonce; // signed into the manifest and stored with the lease
 };
 QString leaseStateName(Lease::State state);
 

@@ -190,7 +190,8 @@ void TestApi::agentCycleOverHttps()
     QCOMPARE(uploaded.status, 202);
     const ClientResponse again = send("PUT", "/api/v1/work/" + leaseId + "/result", agentToken,
                                       resultBody(client, 0), "application/octet-stream");
-    QVERIFY(again.status == 404 || again.status == 409); // the lease is closed: never folded in twice
+    QCOMPARE(again.status, 409); // the lease is closed: never folded in twice, and refused before its body
+    QVERIFY(json(again).value(QStringLiteral("error")).toString().contains(u"duplicate"));
 
     // VC-ASGD, epoch 1: W <- 1/2 W + 1/2 W_c, exactly.
     const TensorBundle after = exportWeights(job);
