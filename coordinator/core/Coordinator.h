@@ -139,6 +139,7 @@ private:
     QJsonObject jobJson(const JobState& job) const;
     JobState* findJob(qint64 jobId);
     Lease* findLease(const QString& leaseId);
+    HttpResponse leaseInTransaction(const QString& agentId, const QJsonObject& request);
     QByteArray signedManifest(const JobState& job, const Workunit& unit, const Lease& lease, QByteArray* signature);
     void persistLease(const Lease& lease);
     void recordAgentOutcome(const QString& agentId, const char* column, qint64 samples = 0, double seconds = 0);
@@ -154,6 +155,7 @@ private:
     std::unique_ptr<Database> m_db;
     std::map<qint64, JobState> m_jobs;
     QHash<QString, Lease> m_leases;
+    qint64 m_nextDeadlineMs = 0; // no open lease expires before this: expireLeases() skips its scan until then
 
     std::unique_ptr<SerialExecutor> m_importer;
     std::unique_ptr<WeightsKeeper> m_weights;

@@ -106,6 +106,17 @@ QByteArray Coordinator::signedManifest(const JobState& job, const Workunit& unit
 
 HttpResponse Coordinator::lease(const QString& agentId, const QJsonObject& request)
 {
+    // One transaction for the agent's record, the workunits and the leases: one commit instead of one per row.
+    HttpResponse response;
+    const Status done = m_db->transaction([&]() -> Status {
+        response = leaseInTransaction(agentId, request);
+        return {};
+    });
+    return done ? response : HttpResponse::error(500, done.error());
+}
+
+HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJsonObject& request)
+{
     touchAgent(agentId);
     expireLeases();
     const int maxTasks = std::clamp(int(request.value(QStringLiteral("max_tasks")).toInteger(1)), 1, kMaxTasksPerLease);
@@ -170,6 +181,7 @@ HttpResponse Coordinator::lease(const QString& agentId, const QJsonObject& reque
                              {chosen->issued, chosen->id});
             persistLease(lease);
             m_leases.insert(lease.id, lease);
+            m_nextDeadlineMs = std::min(m_nextDeadlineMs, lease.deadlineMs);
             m_admission.setLease(lease.id, {agentId, job.maxUploadBytes, {}});
 
             QByteArray signature;
@@ -231,6 +243,7 @@ HttpResponse Coordinator::progress(const QString& agentId, const QString& leaseI
         }
     }
     lease->deadlineMs = std::max(lease->deadlineMs, m_clock.nowMs() + qint64(job->spec.deadlineSeconds) * 1000);
+    m_nextDeadlineMs = std::min(m_nextDeadlineMs, lease->deadlineMs);
     persistLease(*lease);
     reply.insert(QStringLiteral("abort"), false);
     reply.insert(QStringLiteral("deadline_ms"), lease->deadlineMs);
@@ -353,7 +366,12 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
 void Coordinator::expireLeases()
 {
     const qint64 now = m_clock.nowMs();
+    if (now < m_nextDeadlineMs)
+        return; // every lease request would otherwise walk every lease
+    qint64 next = std::numeric_limits<qint64>::max();
     for (Lease& lease : m_leases) {
+        if (lease.state == Lease::State::Open && lease.deadlineMs > now)
+            next = std::min(next, lease.deadlineMs);
         if (lease.state != Lease::State::Open || lease.deadlineMs > now)
             continue;
         lease.state = Lease::State::Expired;
@@ -373,6 +391,7 @@ void Coordinator::expireLeases()
         qCInfo(lcCoordinator) << "lease" << lease.id << "of agent" << lease.agentId << "missed its deadline; workunit"
                               << lease.workunitId << "goes back to the queue";
     }
+    m_nextDeadlineMs = next;
 }
 
 void Coordinator::tick()

@@ -88,9 +88,21 @@ Result<QSqlQuery> Database::exec(const QString& sql, const QVariantList& values)
 
 Status Database::transaction(const std::function<Status()>& work)
 {
+    if (m_depth > 0) {
+        // Nested: part of the enclosing transaction, which rolls back when any part failed.
+        Status status = work();
+        if (!status)
+            m_nestedFailed = true;
+        return status;
+    }
     if (!m_db.transaction())
         return fail(QStringLiteral("database: cannot begin a transaction: %1").arg(m_db.lastError().text()));
+    ++m_depth;
+    m_nestedFailed = false;
     Status status = work();
+    --m_depth;
+    if (status && m_nestedFailed)
+        status = fail(QStringLiteral("database: a step of the transaction failed; nothing was stored"));
     if (!status) {
         m_db.rollback();
         return status;

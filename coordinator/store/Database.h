@@ -27,7 +27,8 @@ public:
 
     // Prepares, binds positionally and runs `sql`; the error names the statement.
     Result<QSqlQuery> exec(const QString& sql, const QVariantList& values = {});
-    // Runs `work` in a transaction: committed when it returns ok, rolled back otherwise.
+    // Runs `work` in a transaction: committed when it returns ok, rolled back otherwise. A transaction inside
+    // another is part of it: its failure rolls back the enclosing one.
     Status transaction(const std::function<Status()>& work);
     // The id SQLite gave the last inserted row of this connection.
     qint64 lastInsertId();
@@ -41,6 +42,8 @@ private:
     QString m_connection;
     QString m_path;
     QSqlDatabase m_db;
+    int m_depth = 0;
+    bool m_nestedFailed = false;
 };
 
 } // namespace gleaner::coordinator

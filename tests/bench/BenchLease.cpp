@@ -1,0 +1,182 @@
+// Lease throughput of one coordinator: C concurrent agents, each on its own kept-alive HTTPS connection on
+// loopback, ask for one subtask after another for D seconds. Prints leases per second and the latency
+// percentiles of a lease request as JSON. BOINC's published figure is about 100 dispatches per second.
+//   bench_lease [--clients C] [--seconds D] [--shards S] [--quick]
+#include "api/ApiHandler.h"
+#include "config/Initializer.h"
+#include "core/Coordinator.h"
+#include "format/SafeTensors.h"
+#include "http/HttpServer.h"
+#include "http/HttpsClient.h"
+#include "ml/data/Dataset.h"
+#include "util/Clock.h"
+
+#include <QCoreApplication>
+#include <QElapsedTimer>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTemporaryDir>
+#include <QTextStream>
+#include <QThread>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+using namespace gleaner;
+using namespace gleaner::coordinator;
+
+namespace {
+
+double percentile(std::vector<double>& sorted, double p)
+{
+    return sorted.empty() ? 0.0 : sorted[std::min(sorted.size() - 1, size_t(p * double(sorted.size())))];
+}
+
+int abortBench(const QString& message)
+{
+    QTextStream(stderr) << "bench_lease: " << message << "\n";
+    return 1;
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    QCoreApplication app(argc, argv);
+    const QStringList args = app.arguments();
+    if (args.contains(QStringLiteral("--help"))) {
+        QTextStream(stdout) << "usage: bench_lease [--clients C] [--seconds D] [--shards S] [--quick]\n"
+                               "Prints leases per second and lease latency (p50, p99) as JSON.\n";
+        return 0;
+    }
+    const auto option = [&](const char* name, int fallback) {
+        const auto at = args.indexOf(QString::fromLatin1(name));
+        return at >= 0 ? args.value(at + 1).toInt() : fallback;
+    };
+    const bool quick = args.contains(QStringLiteral("--quick"));
+    const int clients = option("--clients", quick ? 8 : 200);
+    const int seconds = option("--seconds", quick ? 1 : 10);
+    const int shards = option("--shards", quick ? 200 : 10000);
+    if (clients < 1 || seconds < 1 || shards < 1)
+        return abortBench(QStringLiteral("--clients, --seconds and --shards must be positive"));
+
+    QTemporaryDir scratch;
+    const DataDirectory dir(scratch.filePath(QStringLiteral("data")));
+    CoordinatorConfig config;
+    config.openEnrollment = true;
+    config.listenPort = 0;
+    auto created = initializeDataDirectory(dir, config);
+    if (!created)
+        return abortBench(created.error());
+
+    // One sample per shard: the benchmark is about dispatch, not data.
+    QByteArray pixels(qsizetype(shards) * 64, '\0');
+    std::vector<qint64> labels(static_cast<size_t>(shards));
+    for (int i = 0; i < shards; ++i)
+        labels[size_t(i)] = i % 4;
+    auto data = ml::Dataset::fromBytes(pixels, {1, 8, 8}, labels, QStringLiteral("bench"));
+    const QString train = scratch.filePath(QStringLiteral("train.safetensors"));
+    if (!data || !SafeTensors::save(train, data->bundle()))
+        return abortBench(QStringLiteral("cannot write the dataset"));
+
+    SystemClock clock;
+    auto core = Coordinator::open(dir, config, clock);
+    if (!core)
+        return abortBench(core.error());
+    ApiHandler handler(**core);
+    HttpServerOptions options;
+    options.certificatePath = dir.certificatePath();
+    options.privateKeyPath = dir.tlsKeyPath();
+    options.uploadDir = dir.uploadsDir();
+    options.threads = std::max(2, QThread::idealThreadCount());
+    HttpServer server(options, handler);
+    if (auto s = server.start(); !s)
+        return abortBench(s.error());
+
+    const QByteArray spec = QStringLiteral(R"({"name": "bench", "dataset": {"format": "safetensors", "train": "%1",
+        "test": "%1"}, "model": {"arch": "mlp", "input_shape": [1, 8, 8], "num_classes": 4, "hidden": [8]},
+        "shards": %2, "optimizer": {"name": "adam", "lr": 0.01}, "target_accuracy": 0.99, "max_epochs": 100,
+        "deadline_seconds": 3600})")
+                                .arg(train)
+                                .arg(shards)
+                                .toUtf8();
+    Coordinator* c = core->get();
+    c->state().call([&] { return c->submitJob(spec); });
+    for (int i = 0; i < 600; ++i) {
+        c->drain();
+        const HttpResponse status = c->state().call([&] { return c->jobStatus(1); });
+        if (QJsonDocument::fromJson(status.body).object().value(QStringLiteral("state")).toString() == u"running")
+            break;
+        QThread::msleep(50);
+    }
+
+    std::atomic<bool> go{false};
+    std::atomic<bool> stop{false};
+    std::atomic<int> ready{0};
+    std::vector<std::vector<double>> latencies(static_cast<size_t>(clients));
+    std::vector<qint64> leased(static_cast<size_t>(clients), 0), failures(static_cast<size_t>(clients), 0);
+    std::vector<std::thread> threads;
+    for (int k = 0; k < clients; ++k) {
+        threads.emplace_back([&, k] {
+            HttpsClient client(QStringLiteral("127.0.0.1"), server.port(), dir.certificatePath());
+            auto enrolled = client.request("POST", "/api/v1/agents/enroll",
+                                           QStringLiteral(R"({"name": "bench-%1"})").arg(k).toUtf8(), "application/json");
+            const QByteArray token =
+                enrolled ? QJsonDocument::fromJson(enrolled->body).object().value(QStringLiteral("agent_token")).toString().toLatin1()
+                         : QByteArray();
+            ++ready;
+            while (!go)
+                std::this_thread::yield();
+            while (!stop) {
+                QElapsedTimer timer;
+                timer.start();
+                auto reply = client.request("POST", "/api/v1/work/lease", R"({"max_tasks": 1})", "application/json", {}, token);
+                const double ms = double(timer.nsecsElapsed()) / 1e6;
+                if (!reply || reply->status != 200) {
+                    ++failures[size_t(k)];
+                    continue;
+                }
+                latencies[size_t(k)].push_back(ms);
+                leased[size_t(k)] += QJsonDocument::fromJson(reply->body).object().value(QStringLiteral("tasks")).toArray().size();
+            }
+        });
+    }
+    while (ready < clients)
+        QThread::msleep(10);
+    QElapsedTimer wall;
+    wall.start();
+    go = true;
+    QThread::msleep(ulong(seconds) * 1000);
+    stop = true;
+    for (auto& t : threads)
+        t.join();
+    const double elapsed = double(wall.nsecsElapsed()) / 1e9;
+
+    std::vector<double> all;
+    qint64 total = 0, failed = 0;
+    for (int k = 0; k < clients; ++k) {
+        all.insert(all.end(), latencies[size_t(k)].begin(), latencies[size_t(k)].end());
+        total += leased[size_t(k)];
+        failed += failures[size_t(k)];
+    }
+    std::sort(all.begin(), all.end());
+    server.stop();
+    (*core)->shutdown();
+
+    QJsonObject out;
+    out.insert(QStringLiteral("clients"), clients);
+    out.insert(QStringLiteral("seconds"), elapsed);
+    out.insert(QStringLiteral("requests"), qint64(all.size()));
+    out.insert(QStringLiteral("leases"), total);
+    out.insert(QStringLiteral("failed_requests"), failed);
+    out.insert(QStringLiteral("leases_per_second"), double(total) / elapsed);
+    out.insert(QStringLiteral("p50_ms"), percentile(all, 0.50));
+    out.insert(QStringLiteral("p99_ms"), percentile(all, 0.99));
+    out.insert(QStringLiteral("server_threads"), options.threads);
+    out.insert(QStringLiteral("boinc_dispatch_per_second"), 100);
+    out.insert(QStringLiteral("goal_per_second"), 1000);
+    QTextStream(stdout) << QJsonDocument(out).toJson(QJsonDocument::Indented);
+    return total > 0 ? 0 : 1;
+}
