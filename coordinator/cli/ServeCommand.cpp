@@ -71,6 +71,8 @@ int serveCommand(const QStringList& arguments)
             (*coordinator)->shutdown();
             return failure(s.error());
         }
+        Coordinator* started = coordinator->get();
+        started->state().call([started, &server] { started->setListeningPort(server.port()); });
         CoordinatorConfig shown = *config;
         shown.listenPort = server.port();
         QTextStream(stderr) << "gleaner-coordinator: serving https://" << config->listenHost << ':' << server.port()

@@ -149,6 +149,12 @@ void Coordinator::shutdown()
     m_state->stop();
 }
 
+void Coordinator::setListeningPort(quint16 port)
+{
+    if (m_config.listenPort == 0)
+        m_config.listenPort = port;
+}
+
 // ---- agents and tokens --------------------------------------------------------------------------------------
 
 void Coordinator::touchAgent(const QString& agentId)

@@ -81,6 +81,9 @@ public:
     const BlobStore& blobs() const { return m_blobs; }
     const DataDirectory& dataDirectory() const { return m_dir; }
     const CoordinatorConfig& config() const { return m_config; }
+    // [state] The port the server really listens on, when the configuration left it to the system (0): the URL
+    // in manifests must be the one agents can reach.
+    void setListeningPort(quint16 port);
     QByteArray signingPublicKeyPem() const { return m_signingKey.publicKey().toPem(); }
     const Clock& clock() const { return m_clock; }
 
@@ -129,6 +132,7 @@ private:
     void activateJob(JobState& job, const TensorBundle& weights, qint64 version, qint64 afterSeq);
     void createEpoch(JobState& job, int epoch);
     void expireLeases();
+    void removeRetiredWeights();
     void openNextEpochIfReady(JobState& job);
     void onApplied(qint64 jobId, qint64 seq, qint64 version);
     void onPublished(qint64 jobId, PublishedWeights published);

@@ -143,6 +143,7 @@ Status Coordinator::loadState()
             version = snapshot->value(0).toLongLong();
             lastSeq = snapshot->value(1).toLongLong();
             weightsSha = snapshot->value(2).toString();
+            job.snapshotSha = weightsSha;
         }
         auto weights = SafeTensors::load(m_blobs.path(weightsSha));
         if (!weights) {
@@ -150,6 +151,28 @@ Status Coordinator::loadState()
             continue;
         }
         activateJob(job, *weights, version, lastSeq);
+    }
+
+    // Closed leases keep answering 409 with their reason after a restart, before an upload's body is read:
+    // an agent that lost a 202 in the crash learns that its result counted.
+    auto closed = m_db->exec(QStringLiteral("SELECT l.id, l.agent_id, l.state, w.job_id FROM leases l JOIN workunits w "
+                                            "ON w.id = l.workunit_id WHERE l.state IN ('completed', 'refused')"));
+    while (closed && closed->next()) {
+        const QString id = closed->value(0).toString();
+        const bool completed = closed->value(2).toString() == u"completed";
+        m_admission.setLease(id, {closed->value(1).toString(), 0,
+                                  completed ? QStringLiteral("the result of lease %1 was already received; this copy "
+                                                             "is a duplicate")
+                                                  .arg(id)
+                                            : QStringLiteral("lease %1 was closed after an invalid result").arg(id)});
+    }
+    for (const Lease& lease : std::as_const(m_leases)) {
+        const JobState* job = findJob(lease.jobId);
+        if (job && job->status != JobStatus::Running && job->status != JobStatus::Paused)
+            m_admission.setLease(lease.id, {lease.agentId, 0,
+                                            QStringLiteral("job %1 is %2 and takes no more results")
+                                                .arg(job->id)
+                                                .arg(jobStatusName(job->status))});
     }
     return {};
 }
@@ -484,9 +507,12 @@ void Coordinator::onApplied(qint64 jobId, qint64 seq, qint64 version)
 
 void Coordinator::onPublished(qint64 jobId, PublishedWeights published)
 {
-    if (JobState* job = findJob(jobId))
-        if (published.version > job->published.version)
-            job->published = published;
+    JobState* job = findJob(jobId);
+    if (!job || published.version <= job->published.version)
+        return;
+    if (!job->published.sha256.isEmpty())
+        job->retired.push_back(job->published);
+    job->published = published;
 }
 
 void Coordinator::onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const QString& sha)
@@ -499,6 +525,12 @@ void Coordinator::onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const
     if (!stored) {
         qCCritical(lcCoordinator) << "cannot record snapshot of job" << jobId << ":" << stored.error();
         return;
+    }
+    if (JobState* job = findJob(jobId)) {
+        // The previous snapshot is superseded; its file goes the way of retired published weights.
+        if (!job->snapshotSha.isEmpty() && job->snapshotSha != sha)
+            job->retired.push_back(PublishedWeights{-1, job->snapshotSha, 0, 0});
+        job->snapshotSha = sha;
     }
     // The snapshot holds these updates now: their files are no longer needed for a replay.
     auto files = m_db->exec(QStringLiteral("SELECT file FROM updates WHERE job_id = ? AND seq <= ? AND file != ''"),

@@ -206,8 +206,13 @@ HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJson
 HttpResponse Coordinator::progress(const QString& agentId, const QString& leaseId, const QJsonObject& report)
 {
     Lease* lease = findLease(leaseId);
-    if (!lease)
+    if (!lease) {
+        // Closed before the last restart: the admission cache still knows why.
+        const auto known = m_admission.lease(leaseId);
+        if (known && known->agentId == agentId && !known->closedReason.isEmpty())
+            return HttpResponse::error(409, QStringLiteral("lease %1 is closed: %2").arg(leaseId, known->closedReason));
         return HttpResponse::error(404, QStringLiteral("lease %1 is not known (or its job has finished)").arg(leaseId));
+    }
     if (lease->agentId != agentId)
         return HttpResponse::error(409, QStringLiteral("lease %1 belongs to another agent").arg(leaseId));
     touchAgent(agentId);
@@ -394,9 +399,31 @@ void Coordinator::expireLeases()
     m_nextDeadlineMs = next;
 }
 
+void Coordinator::removeRetiredWeights()
+{
+    // A weights file is published about once a second while updates flow: without this, a busy job would fill
+    // the disk with 20 MB files nobody will download again.
+    QSet<QString> needed;
+    for (const Lease& lease : std::as_const(m_leases))
+        if (lease.state == Lease::State::Open)
+            needed.insert(lease.weightsSha);
+    for (auto& [id, job] : m_jobs) {
+        auto keep = std::remove_if(job.retired.begin(), job.retired.end(), [&](const PublishedWeights& old) {
+            if (needed.contains(old.sha256))
+                return false;
+            if (old.sha256 != job.snapshotSha && old.sha256 != job.files.initialWeights.sha256
+                && old.sha256 != job.published.sha256)
+                QFile::remove(m_blobs.path(old.sha256));
+            return true;
+        });
+        job.retired.erase(keep, job.retired.end());
+    }
+}
+
 void Coordinator::tick()
 {
     expireLeases();
+    removeRetiredWeights();
     const qint64 now = m_clock.nowMs();
     for (auto& [id, job] : m_jobs) {
         if (job.status != JobStatus::Running && job.status != JobStatus::Paused)

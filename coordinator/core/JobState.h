@@ -78,6 +78,8 @@ struct JobState
     qint64 updatesReceived = 0;
     qint64 updatesApplied = 0;   // = server weights version
     PublishedWeights published;
+    std::vector<PublishedWeights> retired; // earlier weights files, deleted once no open lease needs them
+    QString snapshotSha;                   // the latest snapshot's blob, never deleted as a retired file
     std::vector<ValidationPoint> history;
     std::map<int, qint64> epochLastSeq; // epoch -> seq of the update that completed it (validate after it)
     int validatedEpoch = 0;

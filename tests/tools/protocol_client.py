@@ -17,7 +17,6 @@ import base64
 import hashlib
 import http.client
 import json
-import math
 import os
 import re
 import shutil
