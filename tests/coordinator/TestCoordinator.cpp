@@ -50,6 +50,8 @@ private Q_SLOTS:
     void jobCompletesAtTargetAccuracy();
     void restartReplaysReceivedUpdates();
     void invalidSpecIsRefusedWithTheField();
+    void oldWeightsFilesAreRemovedOnceUnneeded();
+    void pausedJobHandsOutNothingButKeepsWorkInFlight();
 
 private:
     std::vector<Task> lease(const QString& agentId, int maxTasks = 1);
@@ -359,6 +361,53 @@ void TestCoordinator::invalidSpecIsRefusedWithTheField()
     reply = f.call([&] { return f.core->submitJob(missing); }, &status);
     QCOMPARE(status, 422);
     QVERIFY(reply.value(QStringLiteral("error")).toString().contains(u"/nonexistent/train.safetensors"));
+}
+
+void TestCoordinator::oldWeightsFilesAreRemovedOnceUnneeded()
+{
+    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
+    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 4, 3, 0.99, 60, QStringLiteral(R"(, "overlap_epochs": false)")));
+    const TensorBundle weights = serverWeights(job);
+    const auto tick = [&] {
+        f.core->state().call([&] { f.core->tick(); });
+        f.core->drain();
+    };
+    auto first = lease(agent, 2);
+    QCOMPARE(upload(agent, first[0].leaseId, weights, 0), 202);
+    tick(); // publishes version 1
+    auto second = lease(agent);
+    const QString v1 = fileOf(second[0].manifest, "weights");
+    QCOMPARE(second[0].manifest.value(QStringLiteral("base_version")).toInteger(), 1);
+    QCOMPARE(upload(agent, first[1].leaseId, weights, 0), 202);
+    tick(); // publishes version 2; version 1 is still held by an open lease
+    tick();
+    QVERIFY(f.core->blobs().contains(v1));
+    QCOMPARE(upload(agent, second[0].leaseId, weights, 1), 202);
+    tick();
+    tick();
+    QVERIFY2(!f.core->blobs().contains(v1), "a weights file no lease needs any more stays on disk");
+    QVERIFY(!f.core->blobs().contains(fileOf(first[0].manifest, "weights"))); // version 0's file went too
+    QVERIFY(!serverWeights(job).isEmpty());                                    // and the weights are still there
+}
+
+void TestCoordinator::pausedJobHandsOutNothingButKeepsWorkInFlight()
+{
+    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
+    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 4, 3, 0.99, 60, QStringLiteral(R"(, "overlap_epochs": false)")));
+    auto held = lease(agent);
+    QCOMPARE(held.size(), size_t(1));
+    int status = 0;
+    f.call([&] { return f.core->setJobStatus(job, "pause"); }, &status);
+    QCOMPARE(status, 200);
+    QVERIFY(lease(agent).empty());
+    const QJsonObject progress = f.call([&] { return f.core->progress(agent, held[0].leaseId, {}); });
+    QCOMPARE(progress.value(QStringLiteral("abort")).toBool(), false);
+    QCOMPARE(upload(agent, held[0].leaseId, serverWeights(job), 0), 202);
+    f.call([&] { return f.core->setJobStatus(job, "pause"); }, &status);
+    QCOMPARE(status, 409);
+    f.call([&] { return f.core->setJobStatus(job, "resume"); }, &status);
+    QCOMPARE(status, 200);
+    QCOMPARE(lease(agent, 4).size(), size_t(3));
 }
 
 QTEST_GUILESS_MAIN(TestCoordinator)
