@@ -52,23 +52,35 @@ void WeightsKeeper::apply(qint64 jobId, qint64 seq, TensorBundle update, UpdateC
             return;
         JobWeights& job = it->second;
         applyNow(jobId, job, seq, update, context);
-        if (validateEpoch > 0) {
-            const qint64 version = job.version;
-            m_coordinator.m_validation->evaluate(
-                jobId, job.weights, [this, jobId, validateEpoch, version](ValidationRunner::Outcome outcome) {
-                    m_coordinator.state().post([this, jobId, validateEpoch, version, outcome] {
-                        if (!outcome.ok) {
-                            qCWarning(lcWeights) << "job" << jobId << "validation failed:" << outcome.error;
-                            return;
-                        }
-                        m_coordinator.onValidated(jobId, validateEpoch, version, outcome.accuracy, outcome.loss);
-                    });
-                });
-        }
+        if (validateEpoch > 0)
+            validateNow(jobId, job, validateEpoch);
         const auto& config = m_coordinator.config();
         const bool due = job.version - job.snapshotVersion >= config.snapshotEveryUpdates;
         if (due)
             snapshot(jobId, true);
+    });
+}
+
+void WeightsKeeper::validate(qint64 jobId, int epoch)
+{
+    m_thread.post([this, jobId, epoch] {
+        auto it = m_jobs.find(jobId);
+        if (it != m_jobs.end())
+            validateNow(jobId, it->second, epoch);
+    });
+}
+
+void WeightsKeeper::validateNow(qint64 jobId, const JobWeights& job, int epoch)
+{
+    const qint64 version = job.version;
+    m_coordinator.m_validation->evaluate(jobId, job.weights, [this, jobId, epoch, version](ValidationRunner::Outcome outcome) {
+        m_coordinator.state().post([this, jobId, epoch, version, outcome] {
+            if (!outcome.ok) {
+                qCWarning(lcWeights) << "job" << jobId << "validation failed:" << outcome.error;
+                return;
+            }
+            m_coordinator.onValidated(jobId, epoch, version, outcome.accuracy, outcome.loss);
+        });
     });
 }
 

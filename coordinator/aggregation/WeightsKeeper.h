@@ -37,6 +37,8 @@ public:
               std::vector<ReplayedUpdate> replay);
     void apply(qint64 jobId, qint64 seq, TensorBundle update, UpdateContext context, int validateEpoch);
     void publish(qint64 jobId);
+    // Evaluates the weights as they stand after everything queued before this call (epoch `epoch`'s end).
+    void validate(qint64 jobId, int epoch);
     // Writes a snapshot when `force` or when the job's snapshot interval has passed.
     void snapshot(qint64 jobId, bool force);
     void exportWeights(qint64 jobId, std::function<void(Result<BlobInfo>)> done);
@@ -54,6 +56,7 @@ private:
         std::unique_ptr<AggregationRule> rule;
     };
     void applyNow(qint64 jobId, JobWeights& job, qint64 seq, const TensorBundle& update, UpdateContext context);
+    void validateNow(qint64 jobId, const JobWeights& job, int epoch);
 
     Coordinator& m_coordinator;
     BlobStore& m_blobs;

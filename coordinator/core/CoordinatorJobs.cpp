@@ -201,6 +201,13 @@ void Coordinator::activateJob(JobState& job, const TensorBundle& weights, qint64
     job.updatesApplied = version + qint64(replay.size());
     m_weights->load(job.id, weights, version, job.spec.aggregation, std::move(replay));
     m_validation->setTestSet(job.id, m_blobs.path(job.files.testSet.sha256), job.spec.model);
+    // Epochs that completed before a restart but were never validated: validate them once the replay is done.
+    for (int e = job.validatedEpoch + 1; e <= job.epoch; ++e) {
+        if (!job.epochComplete(e))
+            break;
+        job.epochLastSeq[e] = afterSeq;
+        m_weights->validate(job.id, e);
+    }
     m_weights->publish(job.id);
     if (job.epoch == 0)
         createEpoch(job, 1);
