@@ -20,50 +20,15 @@ Q_LOGGING_CATEGORY(lcCrypto, "gleaner.shared.crypto")
 // A PEM Ed25519 key is about 120 bytes; the cap keeps a wrong path (a log, a dataset) from being read whole.
 constexpr qsizetype kMaxPemSize = 64 * 1024;
 
-struct BioFree
-{
-    void operator()(BIO* bio) const { BIO_free(bio); }
-};
-struct PkeyFree
-{
-    void operator()(EVP_PKEY* key) const { EVP_PKEY_free(key); }
-};
-struct PkeyCtxFree
-{
-    void operator()(EVP_PKEY_CTX* context) const { EVP_PKEY_CTX_free(context); }
-};
-struct MdCtxFree
-{
-    void operator()(EVP_MD_CTX* context) const { EVP_MD_CTX_free(context); }
-};
-using BioPtr = std::unique_ptr<BIO, BioFree>;
-using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyFree>;
-using PkeyCtxPtr = std::unique_ptr<EVP_PKEY_CTX, PkeyCtxFree>;
-using MdCtxPtr = std::unique_ptr<EVP_MD_CTX, MdCtxFree>;
+using namespace crypto_detail;
+using PkeyCtxPtr = std::unique_ptr<EVP_PKEY_CTX, Deleter<EVP_PKEY_CTX_free>>;
+using MdCtxPtr = std::unique_ptr<EVP_MD_CTX, Deleter<EVP_MD_CTX_free>>;
 
 // OpenSSL wants a non-null pointer even for zero bytes in some paths; an empty QByteArrayView may have none.
 const unsigned char* bytesOf(QByteArrayView view)
 {
     static const unsigned char empty = 0;
     return view.data() ? reinterpret_cast<const unsigned char*>(view.data()) : &empty;
-}
-
-// Without a callback OpenSSL prompts on the terminal for a passphrase: a daemon must never block on that.
-int refusePassphrase(char*, int, int, void*)
-{
-    return 0;
-}
-
-BioPtr readBio(QByteArrayView pem)
-{
-    return BioPtr(BIO_new_mem_buf(pem.data() ? pem.data() : "", int(pem.size())));
-}
-
-QByteArray bioContents(BIO* bio)
-{
-    char* data = nullptr;
-    const long length = BIO_get_mem_data(bio, &data);
-    return length > 0 ? QByteArray(data, qsizetype(length)) : QByteArray();
 }
 
 QString typeName(const EVP_PKEY* key)

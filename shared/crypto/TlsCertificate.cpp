@@ -35,12 +35,7 @@ constexpr qsizetype kMaxCommonNameLength = 64;
 constexpr qsizetype kMaxHostNameLength = 253;
 constexpr qsizetype kMaxLabelLength = 63;
 
-template <auto FreeFunction> struct Deleter
-{
-    template <typename T> void operator()(T* pointer) const { FreeFunction(pointer); }
-};
-using BioPtr = std::unique_ptr<BIO, Deleter<BIO_free>>;
-using PkeyPtr = std::unique_ptr<EVP_PKEY, Deleter<EVP_PKEY_free>>;
+using namespace crypto_detail;
 using X509Ptr = std::unique_ptr<X509, Deleter<X509_free>>;
 using BignumPtr = std::unique_ptr<BIGNUM, Deleter<BN_free>>;
 using ExtensionPtr = std::unique_ptr<X509_EXTENSION, Deleter<X509_EXTENSION_free>>;
@@ -53,24 +48,6 @@ struct AltName
     QString text;       // lowercased DNS name, or the address as given
     QByteArray encoded; // DNS name in ASCII, or the 4 or 16 raw address bytes
 };
-
-// Without a callback OpenSSL prompts on the terminal for a passphrase: a daemon must never block on that.
-int refusePassphrase(char*, int, int, void*)
-{
-    return 0;
-}
-
-BioPtr readBio(QByteArrayView pem)
-{
-    return BioPtr(BIO_new_mem_buf(pem.data() ? pem.data() : "", int(pem.size())));
-}
-
-QByteArray bioContents(BIO* bio)
-{
-    char* data = nullptr;
-    const long length = BIO_get_mem_data(bio, &data);
-    return length > 0 ? QByteArray(data, qsizetype(length)) : QByteArray();
-}
 
 QString openSslFailure(const char* what)
 {
