@@ -51,6 +51,7 @@ private Q_SLOTS:
     void restartReplaysReceivedUpdates();
     void invalidSpecIsRefusedWithTheField();
     void oldWeightsFilesAreRemovedOnceUnneeded();
+    void batchNormBuffersAreBlendedAndCountersTakeTheMaximum();
     void pausedJobHandsOutNothingButKeepsWorkInFlight();
 
 private:
@@ -388,6 +389,38 @@ void TestCoordinator::oldWeightsFilesAreRemovedOnceUnneeded()
     QVERIFY2(!f.core->blobs().contains(v1), "a weights file no lease needs any more stays on disk");
     QVERIFY(!f.core->blobs().contains(fileOf(first[0].manifest, "weights"))); // version 0's file went too
     QVERIFY(!serverWeights(job).isEmpty());                                    // and the weights are still there
+}
+
+void TestCoordinator::batchNormBuffersAreBlendedAndCountersTakeTheMaximum()
+{
+    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
+    QByteArray spec = test::tinyJobSpec(m_dataset, 2, 3, 0.99, 60, QStringLiteral(R"(, "overlap_epochs": false)"));
+    spec.replace(R"("arch": "mlp")", R"("arch": "resnet")").replace(R"("hidden": [16])", R"("depth": 11, "width": 2)");
+    const qint64 job = f.submit(spec);
+    QVERIFY(job > 0);
+    const TensorBundle before = serverWeights(job);
+    const TensorEntry* mean = before.find(u"stem_bn.running_mean");
+    const TensorEntry* counter = before.find(u"stem_bn.num_batches_tracked");
+    QVERIFY(mean && counter);
+    TensorBundle client = before;
+    for (const auto& entry : client.entries()) {
+        if (entry.dtype == DType::F32)
+            for (float& v : client.mutableValues<float>(entry))
+                v = 1.0f;
+        else
+            for (qint64& v : client.mutableValues<qint64>(entry))
+                v = 5;
+    }
+    auto tasks = lease(agent);
+    QCOMPARE(upload(agent, tasks[0].leaseId, client, 0), 202);
+    const TensorBundle after = serverWeights(job);
+    // Running statistics follow the parameters they describe: the same a = 1/2 in epoch 1.
+    const auto m0 = before.values<float>(*mean);
+    const auto m1 = after.values<float>(*after.find(mean->name));
+    for (size_t i = 0; i < m0.size(); ++i)
+        QCOMPARE(m1[i], 0.5f * m0[i] + 0.5f);
+    // A counter is not averaged: the larger count is kept.
+    QCOMPARE(after.values<qint64>(*after.find(counter->name))[0], qint64(5));
 }
 
 void TestCoordinator::pausedJobHandsOutNothingButKeepsWorkInFlight()
