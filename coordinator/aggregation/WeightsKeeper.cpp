@@ -44,16 +44,14 @@ void WeightsKeeper::load(qint64 jobId, TensorBundle weights, qint64 version, con
     });
 }
 
-void WeightsKeeper::apply(qint64 jobId, qint64 seq, TensorBundle update, UpdateContext context, int validateEpoch)
+void WeightsKeeper::apply(qint64 jobId, qint64 seq, TensorBundle update, UpdateContext context)
 {
-    m_thread.post([this, jobId, seq, update = std::move(update), context, validateEpoch] {
+    m_thread.post([this, jobId, seq, update = std::move(update), context] {
         auto it = m_jobs.find(jobId);
         if (it == m_jobs.end())
             return;
         JobWeights& job = it->second;
         applyNow(jobId, job, seq, update, context);
-        if (validateEpoch > 0)
-            validateNow(jobId, job, validateEpoch);
         const auto& config = m_coordinator.config();
         const bool due = job.version - job.snapshotVersion >= config.snapshotEveryUpdates;
         if (due)
@@ -61,27 +59,31 @@ void WeightsKeeper::apply(qint64 jobId, qint64 seq, TensorBundle update, UpdateC
     });
 }
 
-void WeightsKeeper::validate(qint64 jobId, int epoch)
+void WeightsKeeper::validate(qint64 jobId, int epoch, bool epochEnd)
 {
-    m_thread.post([this, jobId, epoch] {
+    m_thread.post([this, jobId, epoch, epochEnd] {
         auto it = m_jobs.find(jobId);
         if (it != m_jobs.end())
-            validateNow(jobId, it->second, epoch);
+            validateNow(jobId, it->second, epoch, epochEnd);
+        else
+            m_coordinator.state().post([this, jobId, epoch, epochEnd] {
+                m_coordinator.onValidationFailed(jobId, epoch, epochEnd, QStringLiteral("no weights in memory"));
+            });
     });
 }
 
-void WeightsKeeper::validateNow(qint64 jobId, const JobWeights& job, int epoch)
+void WeightsKeeper::validateNow(qint64 jobId, const JobWeights& job, int epoch, bool epochEnd)
 {
     const qint64 version = job.version;
-    m_coordinator.m_validation->evaluate(jobId, job.weights, [this, jobId, epoch, version](ValidationRunner::Outcome outcome) {
-        m_coordinator.state().post([this, jobId, epoch, version, outcome] {
-            if (!outcome.ok) {
-                qCWarning(lcWeights) << "job" << jobId << "validation failed:" << outcome.error;
-                return;
-            }
-            m_coordinator.onValidated(jobId, epoch, version, outcome.accuracy, outcome.loss);
+    m_coordinator.m_validation->evaluate(
+        jobId, job.weights, [this, jobId, epoch, epochEnd, version](ValidationRunner::Outcome outcome) {
+            m_coordinator.state().post([this, jobId, epoch, epochEnd, version, outcome] {
+                if (!outcome.ok)
+                    m_coordinator.onValidationFailed(jobId, epoch, epochEnd, outcome.error);
+                else
+                    m_coordinator.onValidated(jobId, epoch, epochEnd, version, outcome.accuracy, outcome.loss);
+            });
         });
-    });
 }
 
 void WeightsKeeper::applyNow(qint64 jobId, JobWeights& job, qint64 seq, const TensorBundle& update,

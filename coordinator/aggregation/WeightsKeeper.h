@@ -35,10 +35,11 @@ public:
     // Takes charge of a job's weights at `version`, then folds in `replay` (read from disk) in order.
     void load(qint64 jobId, TensorBundle weights, qint64 version, const AggregationSpec& rule,
               std::vector<ReplayedUpdate> replay);
-    void apply(qint64 jobId, qint64 seq, TensorBundle update, UpdateContext context, int validateEpoch);
+    void apply(qint64 jobId, qint64 seq, TensorBundle update, UpdateContext context);
     void publish(qint64 jobId);
-    // Evaluates the weights as they stand after everything queued before this call (epoch `epoch`'s end).
-    void validate(qint64 jobId, int epoch);
+    // Evaluates the weights as they stand after everything queued before this call; `epochEnd` marks the
+    // validation of epoch `epoch`'s end (false: an intermediate point).
+    void validate(qint64 jobId, int epoch, bool epochEnd);
     // Writes a snapshot when `force` or when the job's snapshot interval has passed.
     void snapshot(qint64 jobId, bool force);
     void exportWeights(qint64 jobId, std::function<void(Result<BlobInfo>)> done);
@@ -56,7 +57,7 @@ private:
         std::unique_ptr<AggregationRule> rule;
     };
     void applyNow(qint64 jobId, JobWeights& job, qint64 seq, const TensorBundle& update, UpdateContext context);
-    void validateNow(qint64 jobId, const JobWeights& job, int epoch);
+    void validateNow(qint64 jobId, const JobWeights& job, int epoch, bool epochEnd);
 
     Coordinator& m_coordinator;
     BlobStore& m_blobs;

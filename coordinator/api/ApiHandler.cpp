@@ -55,6 +55,13 @@ bool isApi(const QList<QByteArray>& parts)
 
 ApiHandler::ApiHandler(Coordinator& coordinator) : m_coordinator(coordinator) {}
 
+ApiHandler::~ApiHandler()
+{
+    m_coordinator.state().call([] {}); // tasks that may still post to the checker have run
+    m_checker.stop();                  // the checks they posted have run (and posted back to the state thread)
+    m_coordinator.state().call([] {});
+}
+
 std::variant<ApiHandler::Identity, HttpResponse> ApiHandler::identify(const RequestHead& head, bool agentAllowed,
                                                                       bool adminAllowed) const
 {

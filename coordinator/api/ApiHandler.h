@@ -14,6 +14,8 @@ class ApiHandler final : public RequestHandler
 {
 public:
     explicit ApiHandler(Coordinator& coordinator);
+    // Lets uploads already between the state thread and the checker finish first: both capture this handler.
+    ~ApiHandler() override;
 
     std::variant<BodyPolicy, HttpResponse> admit(const RequestHead& head) override;
     void handle(HttpRequest request, Responder respond) override;

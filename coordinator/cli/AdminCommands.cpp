@@ -188,8 +188,15 @@ int runToken(const Command& cmd, AdminConnection& server)
     QTextStream out(stdout);
     if (cmd.name == u"create") {
         QJsonObject request;
-        if (cmd.parser->isSet(QStringLiteral("uses")))
-            request.insert(QStringLiteral("uses"), cmd.parser->value(QStringLiteral("uses")).toLongLong());
+        if (cmd.parser->isSet(QStringLiteral("uses"))) {
+            bool ok = false;
+            const qint64 uses = cmd.parser->value(QStringLiteral("uses")).toLongLong(&ok);
+            if (!ok || uses < 1)
+                return usageError(QStringLiteral("--uses: expected a positive number, got \"%1\"")
+                                      .arg(cmd.parser->value(QStringLiteral("uses"))),
+                                  QStringLiteral("token"));
+            request.insert(QStringLiteral("uses"), uses);
+        }
         if (cmd.parser->isSet(QStringLiteral("expires"))) {
             const QString text = cmd.parser->value(QStringLiteral("expires"));
             static const QHash<QChar, qint64> units{{u's', 1}, {u'm', 60}, {u'h', 3600}, {u'd', 86400}};
@@ -330,6 +337,12 @@ int dispatch(const QString& group, const QStringList& arguments, std::initialize
     if (parser.positionalArguments().size() != spec->positional)
         return usageError(QStringLiteral("expected %1 argument(s): %2").arg(spec->positional).arg(QString::fromLatin1(spec->arguments)),
                           command);
+    for (const QString& id : parser.positionalArguments()) {
+        bool numeric = false;
+        id.toLongLong(&numeric);
+        if (spec->positional == 1 && !(group == u"job" && name == u"submit") && !(group == u"agent") && !numeric)
+            return usageError(QStringLiteral("\"%1\" is not an id; ids are numbers (see `%2 list`)").arg(id, group), command);
+    }
     if (group == u"job" && name == u"export" && !parser.isSet(QStringLiteral("out")))
         return usageError(QStringLiteral("--out FILE is required"), command);
     auto server = AdminConnection::open(parser.value(QStringLiteral("data-dir")));

@@ -9,6 +9,7 @@
 #include <QCommandLineParser>
 #include <QTextStream>
 
+#include <atomic>
 #include <csignal>
 #include <unistd.h>
 #include <ctime>
@@ -84,6 +85,7 @@ int serveCommand(const QStringList& arguments)
             QTextStream(stderr) << "gleaner-coordinator: " << noted.error() << "\n";
 
         const timespec tick{0, 250'000'000};
+        std::atomic<bool> tickQueued{false};
         for (;;) {
             const int signal = sigtimedwait(&signals, nullptr, &tick);
             if (signal == SIGINT || signal == SIGTERM) {
@@ -91,8 +93,13 @@ int serveCommand(const QStringList& arguments)
                                     << ": finishing requests in flight and writing the weights to disk\n";
                 break;
             }
+            // One tick at a time: a state thread that is behind does not get a queue of them.
             Coordinator* core = coordinator->get();
-            core->state().post([core] { core->tick(); });
+            if (!tickQueued.exchange(true))
+                core->state().post([core, &tickQueued] {
+                    core->tick();
+                    tickQueued = false;
+                });
         }
         server.stop(10'000);
         dir.removeServerInfo();

@@ -9,7 +9,14 @@
 #include <QDir>
 #include <QJsonDocument>
 #include <QLoggingCategory>
+#include <QFile>
 #include <QSqlRecord>
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 Q_LOGGING_CATEGORY(lcCoordinator, "gleaner.coordinator")
 
@@ -92,6 +99,14 @@ Result<std::unique_ptr<Coordinator>> Coordinator::open(const DataDirectory& dir,
 
 Status Coordinator::start()
 {
+    // Two servers on one data directory would share the database and delete each other's uploads.
+    const QByteArray lockPath = QFile::encodeName(m_dir.root() + QStringLiteral("/lock"));
+    m_lockFd = ::open(lockPath.constData(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (m_lockFd < 0)
+        return fail(QStringLiteral("%1: cannot open the lock file: %2")
+                        .arg(QString::fromLocal8Bit(lockPath), QString::fromLocal8Bit(std::strerror(errno))));
+    if (::flock(m_lockFd, LOCK_EX | LOCK_NB) != 0)
+        return fail(QStringLiteral("another coordinator is already running on %1; stop it first").arg(m_dir.root()));
     auto key = SigningKey::loadFromFile(m_dir.signingKeyPath());
     if (!key)
         return fail(key.error());
@@ -147,6 +162,8 @@ void Coordinator::shutdown()
     m_weights->executor().stop();
     m_state->call([this] { m_db.reset(); });
     m_state->stop();
+    if (m_lockFd >= 0)
+        ::close(m_lockFd); // releases the flock
 }
 
 void Coordinator::setListeningPort(quint16 port)
@@ -328,6 +345,13 @@ HttpResponse Coordinator::revokeAgent(const QString& agentId)
     const QString hash = row->value(0).toString();
     (void)m_db->exec(QStringLiteral("UPDATE agents SET revoked = 1 WHERE id = ?"), {agentId});
     m_admission.setAgent(hash, {agentId, true});
+    // Its work in flight will never come back: give the workunits to other agents now, not at the deadline.
+    const qint64 now = m_clock.nowMs();
+    for (Lease& lease : m_leases)
+        if (lease.agentId == agentId && lease.state == Lease::State::Open)
+            lease.deadlineMs = now;
+    m_nextDeadlineMs = now;
+    expireLeases();
     QJsonObject reply;
     reply.insert(QStringLiteral("id"), agentId);
     reply.insert(QStringLiteral("revoked"), true);

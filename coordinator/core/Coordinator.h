@@ -137,7 +137,10 @@ private:
     void onApplied(qint64 jobId, qint64 seq, qint64 version);
     void onPublished(qint64 jobId, PublishedWeights published);
     void onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const QString& sha);
-    void onValidated(qint64 jobId, int epoch, qint64 version, double accuracy, double loss);
+    void onValidated(qint64 jobId, int epoch, bool epochEnd, qint64 version, double accuracy, double loss);
+    void onValidationFailed(qint64 jobId, int epoch, bool epochEnd, const QString& error);
+    // Starts the end-of-epoch validation of every complete epoch that has none recorded or in flight.
+    void scheduleValidations(JobState& job);
     void finishJob(JobState& job, JobStatus status, const QString& reason);
     Status persistJob(const JobState& job);
     QJsonObject jobJson(const JobState& job) const;
@@ -166,6 +169,7 @@ private:
     std::unique_ptr<ValidationRunner> m_validation;
     std::unique_ptr<SerialExecutor> m_state; // last: destroyed first, after shutdown() stopped the others
     std::atomic<bool> m_stopping{false};
+    int m_lockFd = -1; // flock on the data directory: one coordinator per data directory
 };
 
 } // namespace gleaner::coordinator

@@ -54,11 +54,17 @@ Status Coordinator::loadState()
         JobState job;
         job.id = jobs->value(0).toLongLong();
         auto spec = JobSpec::fromJsonText(jobs->value(1).toByteArray());
-        if (!spec)
-            return fail(QStringLiteral("job %1 in the database has an invalid spec: %2").arg(job.id).arg(spec.error()));
-        job.spec = *spec;
         job.status = jobStatusFromName(jobs->value(2).toString()).value_or(JobStatus::Failed);
         job.reason = jobs->value(3).toString();
+        if (spec) {
+            job.spec = *spec;
+        } else {
+            // One job this version cannot read must not keep the others from running.
+            job.spec.name = jobs->value(1).toString().left(0) + QStringLiteral("job %1").arg(job.id);
+            job.status = JobStatus::Failed;
+            job.reason = QStringLiteral("its stored spec is not valid for this coordinator version: %1").arg(spec.error());
+            qCCritical(lcCoordinator) << "job" << job.id << job.reason;
+        }
         job.createdMs = jobs->value(4).toLongLong();
         job.epoch = jobs->value(5).toInt();
         job.files.model.sha256 = jobs->value(6).toString();
@@ -68,15 +74,19 @@ Status Coordinator::loadState()
     }
 
     for (auto& [id, job] : m_jobs) {
-        auto history = m_db->exec(QStringLiteral("SELECT epoch, version, updates, accuracy, loss, at_ms FROM "
+        auto history = m_db->exec(QStringLiteral("SELECT epoch, epoch_end, version, updates, accuracy, loss, at_ms FROM "
                                                  "validations WHERE job_id = ? ORDER BY at_ms, version"),
                                   {id});
         while (history && history->next()) {
-            job.history.push_back({history->value(0).toInt(), history->value(1).toLongLong(),
-                                   history->value(2).toLongLong(), history->value(3).toDouble(),
-                                   history->value(4).toDouble(), history->value(5).toLongLong()});
-            job.validatedEpoch = std::max(job.validatedEpoch, history->value(0).toInt());
+            const bool epochEnd = history->value(1).toInt() != 0;
+            job.history.push_back({history->value(0).toInt(), epochEnd, history->value(2).toLongLong(),
+                                   history->value(3).toLongLong(), history->value(4).toDouble(),
+                                   history->value(5).toDouble(), history->value(6).toLongLong()});
+            if (epochEnd)
+                job.validatedEpochs.insert(history->value(0).toInt());
         }
+        while (job.validatedEpochs.count(job.validatedEpoch + 1))
+            ++job.validatedEpoch;
         auto counts = m_db->exec(QStringLiteral("SELECT COUNT(*) FROM updates WHERE job_id = ?"), {id});
         if (counts && counts->next())
             job.updatesReceived = counts->value(0).toLongLong();
@@ -196,18 +206,13 @@ void Coordinator::activateJob(JobState& job, const TensorBundle& weights, qint64
                                           "> ? ORDER BY seq"),
                            {job.id, afterSeq});
     while (rows && rows->next())
-        replay.push_back({rows->value(0).toLongLong(), rows->value(1).toString(),
+        replay.push_back({rows->value(0).toLongLong(), m_dir.root() + u'/' + rows->value(1).toString(),
                           UpdateContext{rows->value(2).toInt(), rows->value(3).toLongLong(), 0}});
     job.updatesApplied = version + qint64(replay.size());
     m_weights->load(job.id, weights, version, job.spec.aggregation, std::move(replay));
     m_validation->setTestSet(job.id, m_blobs.path(job.files.testSet.sha256), job.spec.model);
-    // Epochs that completed before a restart but were never validated: validate them once the replay is done.
-    for (int e = job.validatedEpoch + 1; e <= job.epoch; ++e) {
-        if (!job.epochComplete(e))
-            break;
-        job.epochLastSeq[e] = afterSeq;
-        m_weights->validate(job.id, e);
-    }
+    // Epochs that completed before a restart but were never validated: validated once the replay is done.
+    scheduleValidations(job);
     m_weights->publish(job.id);
     if (job.epoch == 0)
         createEpoch(job, 1);
@@ -263,7 +268,7 @@ void Coordinator::onImported(qint64 jobId, Result<ImportedJob> imported)
     job->files = *imported;
     const Status stored = m_db->transaction([&]() -> Status {
         for (const ShardRef& shard : job->files.shards)
-            if (auto r = m_db->exec(QStringLiteral("INSERT INTO shards (job_id, idx, sha256, bytes, samples) VALUES "
+            if (auto r = m_db->exec(QStringLiteral("INSERT OR REPLACE INTO shards (job_id, idx, sha256, bytes, samples) VALUES "
                                                    "(?, ?, ?, ?, ?)"),
                                     {jobId, shard.index, shard.sha256, shard.bytes, shard.samples});
                 !r)
@@ -322,19 +327,45 @@ void Coordinator::openNextEpochIfReady(JobState& job)
     createEpoch(job, job.epoch + 1);
 }
 
-void Coordinator::onValidated(qint64 jobId, int epoch, qint64 version, double accuracy, double loss)
+void Coordinator::scheduleValidations(JobState& job)
+{
+    if (job.status != JobStatus::Running && job.status != JobStatus::Paused)
+        return;
+    for (int e = 1; e <= job.epoch; ++e) {
+        if (job.validatedEpochs.count(e) || job.validating.count(e) || !job.epochComplete(e))
+            continue;
+        job.validating.insert(e);
+        m_weights->validate(job.id, e, /*epochEnd=*/true);
+    }
+}
+
+void Coordinator::onValidationFailed(qint64 jobId, int epoch, bool epochEnd, const QString& error)
+{
+    qCWarning(lcCoordinator) << "job" << jobId << "epoch" << epoch << "validation failed:" << error
+                             << (epochEnd ? "(retried at the next tick)" : "");
+    if (JobState* job = findJob(jobId); job && epochEnd)
+        job->validating.erase(epoch);
+}
+
+void Coordinator::onValidated(qint64 jobId, int epoch, bool epochEnd, qint64 version, double accuracy, double loss)
 {
     JobState* job = findJob(jobId);
     if (!job)
         return;
-    const ValidationPoint point{epoch, version, job->updatesApplied, accuracy, loss, m_clock.nowMs()};
+    const ValidationPoint point{epoch, epochEnd, version, job->updatesApplied, accuracy, loss, m_clock.nowMs()};
     job->history.push_back(point);
-    job->validatedEpoch = std::max(job->validatedEpoch, epoch);
-    (void)m_db->exec(QStringLiteral("INSERT INTO validations (job_id, epoch, version, updates, accuracy, loss, at_ms) "
-                                    "VALUES (?, ?, ?, ?, ?, ?, ?)"),
-                     {jobId, epoch, version, point.updates, accuracy, loss, point.atMs});
-    qCInfo(lcCoordinator).nospace() << "job " << jobId << " epoch " << epoch << ": accuracy " << accuracy << ", loss "
-                                    << loss << " (version " << version << ")";
+    if (epochEnd) {
+        job->validating.erase(epoch);
+        job->validatedEpochs.insert(epoch);
+        // Epochs may finish out of order (overlap): only a complete prefix counts as validated.
+        while (job->validatedEpochs.count(job->validatedEpoch + 1))
+            ++job->validatedEpoch;
+    }
+    (void)m_db->exec(QStringLiteral("INSERT INTO validations (job_id, epoch, epoch_end, version, updates, accuracy, loss, "
+                                    "at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"),
+                     {jobId, epoch, epochEnd ? 1 : 0, version, point.updates, accuracy, loss, point.atMs});
+    qCInfo(lcCoordinator).nospace() << "job " << jobId << " epoch " << epoch << (epochEnd ? "" : " (intermediate)")
+                                    << ": accuracy " << accuracy << ", loss " << loss << " (version " << version << ")";
     if (job->status != JobStatus::Running && job->status != JobStatus::Paused) {
         (void)persistJob(*job);
         return;
@@ -347,7 +378,7 @@ void Coordinator::onValidated(qint64 jobId, int epoch, qint64 version, double ac
                       .arg(accuracy, 0, 'f', 4));
         return;
     }
-    if (epoch >= job->spec.maxEpochs) {
+    if (job->validatedEpoch >= job->spec.maxEpochs) {
         finishJob(*job, JobStatus::Completed,
                   QStringLiteral("ran its %1 epochs; accuracy %2 is below the target %3")
                       .arg(job->spec.maxEpochs)
@@ -445,6 +476,7 @@ QJsonObject Coordinator::jobJson(const JobState& job) const
     for (const ValidationPoint& point : job.history) {
         QJsonObject p;
         p.insert(QStringLiteral("epoch"), point.epoch);
+        p.insert(QStringLiteral("epoch_end"), point.epochEnd);
         p.insert(QStringLiteral("version"), point.version);
         p.insert(QStringLiteral("updates"), point.updates);
         p.insert(QStringLiteral("accuracy"), point.accuracy);
@@ -543,7 +575,7 @@ void Coordinator::onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const
     auto files = m_db->exec(QStringLiteral("SELECT file FROM updates WHERE job_id = ? AND seq <= ? AND file != ''"),
                             {jobId, lastSeq});
     while (files && files->next())
-        QFile::remove(files->value(0).toString());
+        QFile::remove(m_dir.root() + u'/' + files->value(0).toString());
     (void)m_db->exec(QStringLiteral("UPDATE updates SET file = '' WHERE job_id = ? AND seq <= ?"), {jobId, lastSeq});
 }
 

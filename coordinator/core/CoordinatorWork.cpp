@@ -7,9 +7,13 @@
 #include "store/Database.h"
 
 #include <QDir>
+#include <QFileInfo>
 #include <QFile>
 #include <QJsonDocument>
 #include <QLoggingCategory>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 Q_DECLARE_LOGGING_CATEGORY(lcCoordinator)
 
@@ -17,6 +21,16 @@ namespace gleaner::coordinator {
 namespace {
 
 constexpr int kMaxTasksPerLease = 16;
+
+// A rename is durable only once the directory that holds the new name is.
+void syncDirectory(const QString& path)
+{
+    const int fd = ::open(QFile::encodeName(path).constData(), O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) {
+        ::fsync(fd);
+        ::close(fd);
+    }
+}
 constexpr int kRetryWhenIdleSeconds = 10;
 constexpr int kRetryWhenNoJobsSeconds = 30;
 
@@ -112,7 +126,11 @@ HttpResponse Coordinator::lease(const QString& agentId, const QJsonObject& reque
         response = leaseInTransaction(agentId, request);
         return {};
     });
-    return done ? response : HttpResponse::error(500, done.error());
+    if (!done) {
+        qCCritical(lcCoordinator) << "cannot record a lease:" << done.error();
+        return HttpResponse::error(500, QStringLiteral("the coordinator cannot record the lease; try again later"));
+    }
+    return response;
 }
 
 HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJsonObject& request)
@@ -312,25 +330,29 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
         return refuse(409, QStringLiteral("the workunit of lease %1 no longer exists").arg(leaseId));
 
     // Durable before the answer: the file moves next to the database, then one row records it.
-    const QString dir = QDir(m_dir.updatesDir()).filePath(QString::number(job->id));
-    QDir().mkpath(dir);
-    const QString stored = QDir(dir).filePath(leaseId + QStringLiteral(".safetensors"));
-    if (!QFile::rename(file, stored))
-        return refuse(500, QStringLiteral("cannot store the upload at %1").arg(stored));
+    const QString relative = QStringLiteral("updates/%1/%2.safetensors").arg(job->id).arg(leaseId);
+    const QString stored = m_dir.root() + u'/' + relative;
+    QDir().mkpath(QFileInfo(stored).path());
+    QFile::remove(stored); // left by a crash between the move and the commit; the agent is sending it again
+    if (!QFile::rename(file, stored)) {
+        qCCritical(lcCoordinator) << "cannot move" << file << "to" << stored;
+        return refuse(500, QStringLiteral("the coordinator cannot store the upload; try again later"));
+    }
+    syncDirectory(QFileInfo(stored).path());
     const qint64 now = m_clock.nowMs();
     qint64 seq = -1;
     const Status recorded = m_db->transaction([&]() -> Status {
         auto r = m_db->exec(QStringLiteral("INSERT INTO updates (job_id, lease_id, agent_id, epoch, base_version, file, "
                                            "samples, loss, train_seconds, received_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
-                            {job->id, leaseId, agentId, unit->second.epoch, update.baseVersion, stored, update.samples,
+                            {job->id, leaseId, agentId, unit->second.epoch, update.baseVersion, relative, update.samples,
                              update.loss, update.trainSeconds, now});
         if (!r)
             return fail(r.error());
         seq = m_db->lastInsertId();
-        lease->state = Lease::State::Completed;
-        persistLease(*lease);
+        Lease closed = *lease;
+        closed.state = Lease::State::Completed;
+        persistLease(closed);
         if (unit->second.state != Workunit::State::Done) {
-            unit->second.state = Workunit::State::Done;
             auto w = m_db->exec(QStringLiteral("UPDATE workunits SET state = 'done' WHERE id = ?"), {unit->second.id});
             if (!w)
                 return fail(w.error());
@@ -339,9 +361,12 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
     });
     if (!recorded) {
         QFile::remove(stored);
-        lease->state = Lease::State::Open;
-        return HttpResponse::error(500, recorded.error());
+        qCCritical(lcCoordinator) << "cannot record the result of lease" << leaseId << ":" << recorded.error();
+        return HttpResponse::error(500, QStringLiteral("the coordinator cannot record the result; try again later"));
     }
+    // Memory follows the database only once it committed.
+    lease->state = Lease::State::Completed;
+    unit->second.state = Workunit::State::Done;
     unit->second.openLeases.removeAll(leaseId);
     m_admission.closeLease(leaseId,
                            QStringLiteral("the result of lease %1 was already received; this copy is a duplicate").arg(leaseId));
@@ -350,15 +375,11 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
     job->updatesReceived += 1;
 
     const int epoch = unit->second.epoch;
-    int validateEpoch = 0;
-    if (!job->epochLastSeq.count(epoch) && job->epochComplete(epoch)) {
-        job->epochLastSeq[epoch] = seq;
-        validateEpoch = epoch;
-    } else if (m_config.validateEveryUpdates > 0 && job->updatesReceived % m_config.validateEveryUpdates == 0) {
-        validateEpoch = epoch; // an intermediate point of the same epoch, for the history
-    }
     const qint64 staleness = job->updatesApplied - update.baseVersion;
-    m_weights->apply(job->id, seq, std::move(update.weights), UpdateContext{epoch, update.baseVersion, 0}, validateEpoch);
+    m_weights->apply(job->id, seq, std::move(update.weights), UpdateContext{epoch, update.baseVersion, 0});
+    scheduleValidations(*job); // posted after the update: the validation sees it
+    if (m_config.validateEveryUpdates > 0 && job->updatesReceived % m_config.validateEveryUpdates == 0)
+        m_weights->validate(job->id, epoch, /*epochEnd=*/false); // an intermediate point, for the history
     openNextEpochIfReady(*job);
 
     QJsonObject reply;
@@ -381,8 +402,10 @@ void Coordinator::expireLeases()
             continue;
         lease.state = Lease::State::Expired;
         persistLease(lease);
-        recordAgentOutcome(lease.agentId, "timed_out");
         JobState* job = findJob(lease.jobId);
+        // Work that an ended job no longer wanted is not the agent's failure.
+        if (job && (job->status == JobStatus::Running || job->status == JobStatus::Paused))
+            recordAgentOutcome(lease.agentId, "timed_out");
         if (!job)
             continue;
         auto unit = job->workunits.find(lease.workunitId);
@@ -402,18 +425,22 @@ void Coordinator::expireLeases()
 void Coordinator::removeRetiredWeights()
 {
     // A weights file is published about once a second while updates flow: without this, a busy job would fill
-    // the disk with 20 MB files nobody will download again.
+    // the disk with 20 MB files nobody will download again. Blobs are shared by content across jobs (two jobs
+    // with the same model and seed publish identical files), so what is needed is collected over all of them.
     QSet<QString> needed;
     for (const Lease& lease : std::as_const(m_leases))
-        if (lease.state == Lease::State::Open)
+        if (lease.state == Lease::State::Open || lease.state == Lease::State::Expired)
             needed.insert(lease.weightsSha);
+    for (const auto& [id, job] : m_jobs) {
+        needed.insert(job.published.sha256);
+        needed.insert(job.snapshotSha);
+        needed.insert(job.files.initialWeights.sha256);
+    }
     for (auto& [id, job] : m_jobs) {
         auto keep = std::remove_if(job.retired.begin(), job.retired.end(), [&](const PublishedWeights& old) {
             if (needed.contains(old.sha256))
                 return false;
-            if (old.sha256 != job.snapshotSha && old.sha256 != job.files.initialWeights.sha256
-                && old.sha256 != job.published.sha256)
-                QFile::remove(m_blobs.path(old.sha256));
+            QFile::remove(m_blobs.path(old.sha256));
             return true;
         });
         job.retired.erase(keep, job.retired.end());
@@ -432,6 +459,7 @@ void Coordinator::tick()
             && now - job.published.atMs >= qint64(m_config.publishIntervalMs))
             m_weights->publish(id);
         m_weights->snapshot(id, false);
+        scheduleValidations(job); // retries a validation that failed
         openNextEpochIfReady(job);
     }
 }

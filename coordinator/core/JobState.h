@@ -10,6 +10,7 @@
 #include <QString>
 
 #include <map>
+#include <set>
 #include <vector>
 
 namespace gleaner::coordinator {
@@ -48,6 +49,7 @@ QString leaseStateName(Lease::State state);
 struct ValidationPoint
 {
     int epoch = 0;
+    bool epochEnd = true; // false: an intermediate point (validate_every_updates)
     qint64 version = 0;
     qint64 updates = 0;
     double accuracy = 0.0;
@@ -81,8 +83,9 @@ struct JobState
     std::vector<PublishedWeights> retired; // earlier weights files, deleted once no open lease needs them
     QString snapshotSha;                   // the latest snapshot's blob, never deleted as a retired file
     std::vector<ValidationPoint> history;
-    std::map<int, qint64> epochLastSeq; // epoch -> seq of the update that completed it (validate after it)
-    int validatedEpoch = 0;
+    std::set<int> validatedEpochs;  // epochs whose end-of-epoch validation is recorded
+    std::set<int> validating;       // end-of-epoch validations in flight
+    int validatedEpoch = 0;         // every epoch up to this one is validated
 
     bool epochComplete(int e) const;
     int pendingIn(int e) const;

@@ -34,8 +34,9 @@ const char* const kSchema[] = {
     " applied_version INTEGER)",
     "CREATE TABLE snapshots (job_id INTEGER PRIMARY KEY, version INTEGER NOT NULL, last_seq INTEGER NOT NULL,"
     " sha256 TEXT NOT NULL, written_ms INTEGER NOT NULL)",
-    "CREATE TABLE validations (job_id INTEGER NOT NULL, epoch INTEGER NOT NULL, version INTEGER NOT NULL,"
-    " updates INTEGER NOT NULL, accuracy REAL NOT NULL, loss REAL NOT NULL, at_ms INTEGER NOT NULL)",
+    "CREATE TABLE validations (job_id INTEGER NOT NULL, epoch INTEGER NOT NULL, epoch_end INTEGER NOT NULL,"
+    " version INTEGER NOT NULL, updates INTEGER NOT NULL, accuracy REAL NOT NULL, loss REAL NOT NULL,"
+    " at_ms INTEGER NOT NULL)",
 };
 
 } // namespace

@@ -52,6 +52,8 @@ private Q_SLOTS:
     void invalidSpecIsRefusedWithTheField();
     void oldWeightsFilesAreRemovedOnceUnneeded();
     void batchNormBuffersAreBlendedAndCountersTakeTheMaximum();
+    void identicalJobsKeepTheirSharedWeightsFiles();
+    void revokedAgentsWorkGoesBackAtOnce();
     void pausedJobHandsOutNothingButKeepsWorkInFlight();
 
 private:
@@ -421,6 +423,45 @@ void TestCoordinator::batchNormBuffersAreBlendedAndCountersTakeTheMaximum()
         QCOMPARE(m1[i], 0.5f * m0[i] + 0.5f);
     // A counter is not averaged: the larger count is kept.
     QCOMPARE(after.values<qint64>(*after.find(counter->name))[0], qint64(5));
+}
+
+void TestCoordinator::identicalJobsKeepTheirSharedWeightsFiles()
+{
+    // Same model, same seed: both jobs publish byte-identical version-0 files, one blob in the store.
+    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
+    const QByteArray spec = test::tinyJobSpec(m_dataset, 2, 3, 0.99, 60, QStringLiteral(R"(, "overlap_epochs": false)"));
+    const qint64 a = f.submit(spec);
+    const qint64 b = f.submit(spec);
+    QVERIFY(a > 0 && b > 0);
+    auto tasks = lease(agent, 2); // job a's two workunits; job b has no lease yet
+    QCOMPARE(tasks.size(), size_t(2));
+    for (const Task& task : tasks) {
+        QCOMPARE(task.manifest.value(QStringLiteral("job")).toObject().value(QStringLiteral("id")).toInteger(), a);
+        QCOMPARE(upload(agent, task.leaseId, serverWeights(a), 0), 202);
+    }
+    for (int i = 0; i < 3; ++i) { // job a publishes new versions and retires its version 0
+        f.core->state().call([&] { f.core->tick(); });
+        f.core->drain();
+    }
+    QString shared;
+    for (const Task& task : lease(agent, 4)) // job a's second epoch first, then job b
+        if (task.manifest.value(QStringLiteral("job")).toObject().value(QStringLiteral("id")).toInteger() == b)
+            shared = fileOf(task.manifest, "weights");
+    QVERIFY(!shared.isEmpty());
+    QVERIFY2(f.core->blobs().contains(shared), "job a removed the weights file job b still hands out");
+}
+
+void TestCoordinator::revokedAgentsWorkGoesBackAtOnce()
+{
+    const QString gone = f.enroll(QStringLiteral("gone")).value(QStringLiteral("agent_id")).toString();
+    const QString other = f.enroll(QStringLiteral("other")).value(QStringLiteral("agent_id")).toString();
+    QVERIFY(f.submit(test::tinyJobSpec(m_dataset, 2, 3, 0.99, 600, QStringLiteral(R"(, "overlap_epochs": false)"))) > 0);
+    QCOMPARE(lease(gone, 2).size(), size_t(2));
+    QVERIFY(lease(other).empty());
+    int status = 0;
+    f.call([&] { return f.core->revokeAgent(gone); }, &status);
+    QCOMPARE(status, 200);
+    QCOMPARE(lease(other, 2).size(), size_t(2)); // no waiting for the 10-minute deadline
 }
 
 void TestCoordinator::pausedJobHandsOutNothingButKeepsWorkInFlight()

@@ -217,6 +217,11 @@ void TestCoordinatorProcess::commandErrorsSayWhatToDo()
     QVERIFY2(notRunning.err.contains("is the coordinator running?"), notRunning.err.constData());
 
     QVERIFY(startServer());
+    const Run second = cli(QStringList{QStringLiteral("serve")} + dataDir());
+    QCOMPARE(second.exitCode, 1);
+    QVERIFY2(second.err.contains("another coordinator is already running"), second.err.constData());
+    const Run notAnId = cli(QStringList{QStringLiteral("job"), QStringLiteral("status")} + dataDir() + QStringList{QStringLiteral("abc")});
+    QCOMPARE(notAnId.exitCode, 2);
     const Run unknown = cli(QStringList{QStringLiteral("job"), QStringLiteral("status")} + dataDir() + QStringList{QStringLiteral("42")});
     QCOMPARE(unknown.exitCode, 1);
     QVERIFY(unknown.err.contains("no job has id 42"));
