@@ -1,0 +1,53 @@
+#include "worker/TaskFolder.h"
+
+#include <QDir>
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
+
+namespace gleaner::agent {
+
+QString TaskFolder::manifestPath() const { return QDir(dir).filePath(QStringLiteral("manifest.json")); }
+QString TaskFolder::weightsPath() const { return QDir(dir).filePath(QStringLiteral("weights.safetensors")); }
+QString TaskFolder::shardPath() const { return QDir(dir).filePath(QStringLiteral("shard.safetensors")); }
+QString TaskFolder::checkpointPath() const { return QDir(dir).filePath(QStringLiteral("checkpoint.safetensors")); }
+QString TaskFolder::resultPath() const { return QDir(dir).filePath(QStringLiteral("result.safetensors")); }
+
+Result<TaskFolder> TaskFolder::open(const QString& dir)
+{
+    TaskFolder task;
+    task.dir = dir;
+    QFile file(task.manifestPath());
+    if (!file.open(QIODevice::ReadOnly))
+        return fail(QStringLiteral("%1: cannot read the task's manifest: %2").arg(file.fileName(), file.errorString()));
+    QJsonParseError error;
+    const QJsonObject manifest = QJsonDocument::fromJson(file.readAll(), &error).object();
+    if (manifest.isEmpty())
+        return fail(QStringLiteral("%1: not a manifest (%2)").arg(file.fileName(), error.errorString()));
+    const auto where = [&](const char* field) { return QStringLiteral("%1: %2").arg(file.fileName(), QString::fromLatin1(field)); };
+
+    auto model = ModelSpec::fromJson(manifest.value(QStringLiteral("model")).toObject());
+    if (!model)
+        return fail(where("model") + u": " + model.error());
+    task.model = *model;
+    const QJsonObject hyper = manifest.value(QStringLiteral("hyperparameters")).toObject();
+    auto optimizer = OptimizerSpec::fromJson(hyper.value(QStringLiteral("optimizer")).toObject());
+    if (!optimizer)
+        return fail(where("hyperparameters.optimizer") + u": " + optimizer.error());
+    task.optimizer = *optimizer;
+    task.localEpochs = hyper.value(QStringLiteral("local_epochs")).toInt(0);
+    task.batchSize = hyper.value(QStringLiteral("batch_size")).toInt(0);
+    if (task.localEpochs < 1 || task.batchSize < 1)
+        return fail(where("hyperparameters") + QStringLiteral(": local_epochs and batch_size must be positive"));
+    task.seed = quint64(hyper.value(QStringLiteral("seed")).toInteger(0));
+    task.baseVersion = manifest.value(QStringLiteral("base_version")).toInteger(-1);
+    if (task.baseVersion < 0)
+        return fail(where("base_version") + QStringLiteral(": missing"));
+    task.leaseId = manifest.value(QStringLiteral("lease_id")).toString();
+    for (const QString& needed : {task.weightsPath(), task.shardPath()})
+        if (!QFile::exists(needed))
+            return fail(QStringLiteral("%1 is missing; the agent prepares it before starting a worker").arg(needed));
+    return task;
+}
+
+} // namespace gleaner::agent

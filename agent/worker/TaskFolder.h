@@ -1,0 +1,40 @@
+#pragma once
+// The folder a worker trains in, prepared by the agent once the manifest's signature and every file's hash
+// have been checked (the worker trusts what it finds here and never touches the network):
+//   manifest.json           the verified manifest, exactly as signed (docs/protocol.md, section 7)
+//   weights.safetensors     the starting weights (role "weights")
+//   shard.safetensors       the training data (role "shard")
+// and what the worker writes there:
+//   checkpoint.safetensors  model, optimizer and data position, every N seconds and on request
+//   result.safetensors      the trained weights with the metadata the coordinator asks for
+
+#include "Result.h"
+#include "spec/ModelSpec.h"
+#include "spec/OptimizerSpec.h"
+
+#include <QString>
+
+namespace gleaner::agent {
+
+struct TaskFolder
+{
+    QString dir;
+    ModelSpec model;
+    OptimizerSpec optimizer;
+    int localEpochs = 1;
+    int batchSize = 32;
+    quint64 seed = 0;
+    qint64 baseVersion = 0;
+    QString leaseId;
+
+    QString manifestPath() const;
+    QString weightsPath() const;
+    QString shardPath() const;
+    QString checkpointPath() const;
+    QString resultPath() const;
+
+    // Reads manifest.json; the error names the file and the field.
+    static Result<TaskFolder> open(const QString& dir);
+};
+
+} // namespace gleaner::agent

@@ -1,0 +1,238 @@
+#include "worker/WorkerRun.h"
+
+#include "format/SafeTensors.h"
+#include "ml/Trainer.h"
+#include "worker/ProcessPriority.h"
+#include "worker/TaskFolder.h"
+
+#include <QElapsedTimer>
+#include <QFile>
+#include <QJsonArray>
+
+#include <chrono>
+#include <thread>
+
+namespace gleaner::agent {
+
+void WorkerControl::pause()
+{
+    std::lock_guard lock(m_mutex);
+    m_paused = true;
+    m_changed.notify_all();
+}
+
+void WorkerControl::resume()
+{
+    std::lock_guard lock(m_mutex);
+    m_paused = false;
+    m_changed.notify_all();
+}
+
+void WorkerControl::requestCheckpoint()
+{
+    std::lock_guard lock(m_mutex);
+    if (m_pending == Command::None)
+        m_pending = Command::Checkpoint;
+    m_changed.notify_all();
+}
+
+void WorkerControl::stop()
+{
+    std::lock_guard lock(m_mutex);
+    if (m_pending != Command::Cancel)
+        m_pending = Command::Stop;
+    m_changed.notify_all();
+}
+
+void WorkerControl::cancel()
+{
+    std::lock_guard lock(m_mutex);
+    m_pending = Command::Cancel;
+    m_changed.notify_all();
+}
+
+bool WorkerControl::apply(const QString& line)
+{
+    const QString word = line.trimmed();
+    if (word == u"pause")
+        pause();
+    else if (word == u"resume")
+        resume();
+    else if (word == u"checkpoint")
+        requestCheckpoint();
+    else if (word == u"stop")
+        stop();
+    else if (word == u"cancel")
+        cancel();
+    else
+        return false;
+    return true;
+}
+
+bool WorkerControl::paused() const
+{
+    std::lock_guard lock(m_mutex);
+    return m_paused;
+}
+
+WorkerControl::Command WorkerControl::take(const std::function<void(bool)>& onPauseChange)
+{
+    std::unique_lock lock(m_mutex);
+    if (m_paused && m_pending != Command::Stop && m_pending != Command::Cancel) {
+        onPauseChange(true);
+        m_changed.wait(lock, [this] { return !m_paused || m_pending == Command::Stop || m_pending == Command::Cancel; });
+        onPauseChange(false);
+    }
+    const Command command = m_pending;
+    m_pending = Command::None;
+    return command;
+}
+
+namespace {
+
+QJsonObject event(const char* name)
+{
+    return QJsonObject{{QStringLiteral("event"), QString::fromLatin1(name)}};
+}
+
+int failWith(const std::function<void(const QJsonObject&)>& emit, const QString& message)
+{
+    QJsonObject e = event("error");
+    e.insert(QStringLiteral("message"), message);
+    emit(e);
+    return WorkerFailed;
+}
+
+} // namespace
+
+int runWorker(const WorkerOptions& options, WorkerControl& control, const std::function<void(const QJsonObject&)>& emit)
+{
+    if (!(options.cpuShare > 0.0 && options.cpuShare <= 1.0))
+        return failWith(emit, QStringLiteral("--cpu-share must be in (0, 1], got %1").arg(options.cpuShare));
+    auto task = TaskFolder::open(options.taskDir);
+    if (!task)
+        return failWith(emit, task.error());
+    auto shardBundle = SafeTensors::load(task->shardPath());
+    if (!shardBundle)
+        return failWith(emit, shardBundle.error());
+    auto shard = ml::Dataset::fromBundle(std::move(*shardBundle), task->shardPath());
+    if (!shard)
+        return failWith(emit, shard.error());
+
+    ml::TrainRequest request;
+    request.model = task->model;
+    request.optimizer = task->optimizer;
+    request.localEpochs = task->localEpochs;
+    request.batchSize = task->batchSize;
+    request.seed = task->seed;
+    request.device = options.device;
+    request.threads = options.threads;
+    request.checkpointPath = task->checkpointPath();
+    request.checkpointIntervalSeconds = options.checkpointIntervalSeconds;
+
+    QElapsedTimer sinceProgress;
+    sinceProgress.start();
+    double computeAtLastHook = 0.0;
+    qint64 lastStep = 0;
+    bool announced = false;
+    const bool resuming = QFile::exists(task->checkpointPath());
+
+    ml::TrainHooks hooks;
+    hooks.betweenBatches = [&](const ml::TrainProgress& p) {
+        lastStep = p.step;
+        if (!announced) {
+            QJsonObject started = event("started");
+            started.insert(QStringLiteral("step"), p.step - 1);
+            started.insert(QStringLiteral("of"), p.totalSteps);
+            started.insert(QStringLiteral("resumed"), resuming);
+            emit(started);
+            announced = true;
+        }
+        if (sinceProgress.elapsed() >= options.progressIntervalMs || p.step == p.totalSteps) {
+            QJsonObject progress = event("progress");
+            progress.insert(QStringLiteral("step"), p.step);
+            progress.insert(QStringLiteral("of"), p.totalSteps);
+            progress.insert(QStringLiteral("epoch"), p.epoch + 1);
+            progress.insert(QStringLiteral("loss"), p.meanLoss);
+            progress.insert(QStringLiteral("samples_per_s"), p.samplesPerSecond);
+            progress.insert(QStringLiteral("seconds"), p.seconds);
+            emit(progress);
+            sinceProgress.restart();
+        }
+        // The CPU-time share: after a mini-batch that computed for t seconds, rest t * (1 - s) / s.
+        const double computed = p.seconds - computeAtLastHook;
+        computeAtLastHook = p.seconds;
+        if (options.cpuShare < 1.0 && computed > 0)
+            std::this_thread::sleep_for(std::chrono::duration<double>(computed * (1.0 - options.cpuShare) / options.cpuShare));
+
+        const auto command = control.take([&](bool paused) {
+            QJsonObject change = event(paused ? "paused" : "resumed");
+            change.insert(QStringLiteral("step"), p.step);
+            emit(change);
+        });
+        switch (command) {
+        case WorkerControl::Command::Checkpoint: {
+            QJsonObject saved = event("checkpoint");
+            saved.insert(QStringLiteral("step"), p.step);
+            saved.insert(QStringLiteral("path"), task->checkpointPath());
+            emit(saved); // the trainer writes it right after this hook returns
+            return ml::TrainControl::Checkpoint;
+        }
+        case WorkerControl::Command::Stop: return ml::TrainControl::CheckpointAndStop;
+        case WorkerControl::Command::Cancel: return ml::TrainControl::Cancel;
+        case WorkerControl::Command::None: break;
+        }
+        return ml::TrainControl::Continue;
+    };
+
+    Result<ml::TrainOutcome> outcome = fail(QString());
+    if (resuming) {
+        outcome = ml::Trainer::resume(request, *shard, hooks);
+    } else {
+        auto weights = SafeTensors::load(task->weightsPath());
+        if (!weights)
+            return failWith(emit, weights.error());
+        outcome = ml::Trainer::train(request, *weights, *shard, hooks);
+    }
+    if (!outcome)
+        return failWith(emit, outcome.error());
+
+    switch (outcome->status) {
+    case ml::TrainOutcome::Status::Stopped: {
+        QJsonObject stopped = event("stopped");
+        stopped.insert(QStringLiteral("step"), lastStep);
+        stopped.insert(QStringLiteral("checkpoint"), task->checkpointPath());
+        emit(stopped);
+        return WorkerStopped;
+    }
+    case ml::TrainOutcome::Status::Cancelled: {
+        QFile::remove(task->checkpointPath());
+        QJsonObject cancelled = event("cancelled");
+        cancelled.insert(QStringLiteral("step"), lastStep);
+        emit(cancelled);
+        return WorkerCancelled;
+    }
+    case ml::TrainOutcome::Status::Finished: break;
+    }
+
+    TensorBundle result = std::move(outcome->weights);
+    result.metadata().clear();
+    result.setMetadata(QStringLiteral("gleaner.base_version"), QString::number(task->baseVersion));
+    result.setMetadata(QStringLiteral("gleaner.samples"), QString::number(outcome->samples));
+    result.setMetadata(QStringLiteral("gleaner.loss"), QString::number(outcome->meanLoss, 'g', 17));
+    result.setMetadata(QStringLiteral("gleaner.train_seconds"), QString::number(outcome->seconds, 'g', 6));
+    if (!task->leaseId.isEmpty())
+        result.setMetadata(QStringLiteral("gleaner.lease_id"), task->leaseId);
+    if (auto saved = SafeTensors::save(task->resultPath(), result); !saved)
+        return failWith(emit, saved.error());
+    QFile::remove(task->checkpointPath()); // the result supersedes it
+    QJsonObject done = event("done");
+    done.insert(QStringLiteral("result"), task->resultPath());
+    done.insert(QStringLiteral("samples"), outcome->samples);
+    done.insert(QStringLiteral("loss"), outcome->meanLoss);
+    done.insert(QStringLiteral("train_seconds"), outcome->seconds);
+    emit(done);
+    return WorkerDone;
+}
+
+} // namespace gleaner::agent

@@ -1,0 +1,227 @@
+// gleaner-worker as the agent drives it: a real child process on a task folder, JSON events on stdout, commands
+// on stdin, and a stopped-then-resumed subtask that ends with exactly the weights of an uninterrupted one.
+#include "format/SafeTensors.h"
+#include "ml/Model.h"
+#include "ml/data/Dataset.h"
+
+#include "TestSupport.h"
+
+#include <QDir>
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTest>
+
+#include <random>
+#include <sched.h>
+
+using namespace gleaner;
+
+namespace {
+
+void writeTask(const QString& dir, int localEpochs = 30)
+{
+    QDir().mkpath(dir);
+    std::mt19937 rng(3);
+    const qint64 count = 512;
+    QByteArray pixels(count * 64, '\0');
+    std::vector<qint64> labels(static_cast<size_t>(count));
+    for (qint64 i = 0; i < count; ++i) {
+        labels[size_t(i)] = qint64(rng() % 4);
+        for (int p = 0; p < 64; ++p)
+            pixels[i * 64 + p] = char(quint8(((p / 16) == labels[size_t(i)] ? 150 : 0) + rng() % 100));
+    }
+    auto shard = ml::Dataset::fromBytes(pixels, {1, 8, 8}, labels, QStringLiteral("shard"));
+    QVERIFY(SafeTensors::save(dir + QStringLiteral("/shard.safetensors"), shard->bundle()).ok());
+    ModelSpec model;
+    model.arch = Architecture::Mlp;
+    model.inputShape = {1, 8, 8};
+    model.numClasses = 4;
+    model.hidden = {32};
+    auto net = ml::Model::create(model, 1);
+    QVERIFY(SafeTensors::save(dir + QStringLiteral("/weights.safetensors"), net->weights()).ok());
+    QJsonObject hyper{{QStringLiteral("local_epochs"), localEpochs},
+                      {QStringLiteral("batch_size"), 16},
+                      {QStringLiteral("optimizer"), QJsonObject{{QStringLiteral("name"), QStringLiteral("adam")},
+                                                                {QStringLiteral("lr"), 0.01}}},
+                      {QStringLiteral("seed"), 99}};
+    QJsonObject manifest{{QStringLiteral("lease_id"), QStringLiteral("abc")},
+                         {QStringLiteral("base_version"), 7},
+                         {QStringLiteral("model"), model.toJson()},
+                         {QStringLiteral("hyperparameters"), hyper}};
+    QFile file(dir + QStringLiteral("/manifest.json"));
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write(QJsonDocument(manifest).toJson(QJsonDocument::Compact));
+}
+
+struct Worker
+{
+    QProcess process;
+    QList<QJsonObject> events;
+
+    void start(const QString& dir, const QStringList& extra = {})
+    {
+        process.start(QStringLiteral(GLEANER_WORKER_BIN),
+                      QStringList{QStringLiteral("--task"), dir, QStringLiteral("--threads"), QStringLiteral("1")} + extra);
+        QVERIFY(process.waitForStarted());
+    }
+    // Reads events until one named `name` arrives (or the process ends); returns it.
+    QJsonObject waitFor(const QString& name, int timeoutMs = 60'000)
+    {
+        QElapsedTimer timer;
+        timer.start();
+        while (timer.elapsed() < timeoutMs) {
+            while (process.canReadLine()) {
+                const QJsonObject event = QJsonDocument::fromJson(process.readLine()).object();
+                events.append(event);
+                if (event.value(QStringLiteral("event")).toString() == name)
+                    return event;
+            }
+            if (process.state() == QProcess::NotRunning && !process.canReadLine())
+                return {};
+            process.waitForReadyRead(100);
+        }
+        return {};
+    }
+    int finish()
+    {
+        process.waitForFinished(60'000);
+        while (process.canReadLine())
+            events.append(QJsonDocument::fromJson(process.readLine()).object());
+        return process.exitCode();
+    }
+    void send(const char* command) { process.write(QByteArray(command) + '\n'); }
+};
+
+QByteArray tensorsOf(const QString& path)
+{
+    auto bundle = SafeTensors::load(path);
+    if (!bundle)
+        return {};
+    QByteArray bytes;
+    for (const auto& entry : bundle->entries())
+        bytes += entry.name.toUtf8() + bundle->data(entry).toByteArray();
+    return bytes;
+}
+
+} // namespace
+
+class TestWorker : public QObject
+{
+    Q_OBJECT
+private Q_SLOTS:
+    void trainsAndWritesTheResult();
+    void stoppedThenResumedEqualsUninterrupted();
+    void endOfInputKeepsTheWork();
+    void cancelKeepsNothing();
+    void runsAtTheLowestPriority();
+    void badTaskFolderIsReported();
+};
+
+void TestWorker::trainsAndWritesTheResult()
+{
+    const auto dir = test::scratchDir();
+    writeTask(dir->path(), 2);
+    Worker w;
+    w.start(dir->path());
+    QCOMPARE(w.finish(), 0);
+    const QJsonObject done = w.events.isEmpty() ? QJsonObject() : w.events.last();
+    QCOMPARE(done.value(QStringLiteral("event")).toString(), QStringLiteral("done"));
+    QCOMPARE(done.value(QStringLiteral("samples")).toInteger(), 1024);
+    QVERIFY(std::any_of(w.events.cbegin(), w.events.cend(), [](const QJsonObject& e) {
+        return e.value(QStringLiteral("event")).toString() == u"progress" && e.value(QStringLiteral("of")).toInt() == 64;
+    }));
+    auto result = SafeTensors::load(dir->filePath(QStringLiteral("result.safetensors")));
+    QVERIFY2(result.ok(), qPrintable(result.error()));
+    QCOMPARE(result->metadata().value(QStringLiteral("gleaner.base_version")), QStringLiteral("7"));
+    QCOMPARE(result->metadata().value(QStringLiteral("gleaner.samples")), QStringLiteral("1024"));
+    QVERIFY(result->metadata().value(QStringLiteral("gleaner.loss")).toDouble() > 0);
+    QVERIFY(!QFile::exists(dir->filePath(QStringLiteral("checkpoint.safetensors"))));
+}
+
+void TestWorker::stoppedThenResumedEqualsUninterrupted()
+{
+    const auto straight = test::scratchDir();
+    writeTask(straight->path());
+    Worker reference;
+    reference.start(straight->path());
+    QCOMPARE(reference.finish(), 0);
+
+    const auto dir = test::scratchDir();
+    writeTask(dir->path());
+    Worker first;
+    first.start(dir->path());
+    first.send("pause");
+    QVERIFY(!first.waitFor(QStringLiteral("paused")).isEmpty());
+    first.send("stop"); // while paused: checkpoint and exit
+    QCOMPARE(first.finish(), 3);
+    QCOMPARE(first.events.last().value(QStringLiteral("event")).toString(), QStringLiteral("stopped"));
+    QVERIFY(QFile::exists(dir->filePath(QStringLiteral("checkpoint.safetensors"))));
+
+    Worker second;
+    second.start(dir->path());
+    QCOMPARE(second.finish(), 0);
+    QCOMPARE(second.events.first().value(QStringLiteral("resumed")).toBool(), true);
+    QVERIFY(second.events.first().value(QStringLiteral("step")).toInteger() > 0); // it did not restart at zero
+    QCOMPARE(tensorsOf(dir->filePath(QStringLiteral("result.safetensors"))),
+             tensorsOf(straight->filePath(QStringLiteral("result.safetensors"))));
+}
+
+void TestWorker::endOfInputKeepsTheWork()
+{
+    const auto dir = test::scratchDir();
+    writeTask(dir->path());
+    Worker w;
+    w.start(dir->path());
+    w.send("pause");
+    QVERIFY(!w.waitFor(QStringLiteral("paused")).isEmpty());
+    w.process.closeWriteChannel(); // the agent went away
+    QCOMPARE(w.finish(), 3);
+    QVERIFY(QFile::exists(dir->filePath(QStringLiteral("checkpoint.safetensors"))));
+}
+
+void TestWorker::cancelKeepsNothing()
+{
+    const auto dir = test::scratchDir();
+    writeTask(dir->path());
+    Worker w;
+    w.start(dir->path());
+    w.send("pause");
+    QVERIFY(!w.waitFor(QStringLiteral("paused")).isEmpty());
+    w.send("cancel");
+    QCOMPARE(w.finish(), 4);
+    QVERIFY(!QFile::exists(dir->filePath(QStringLiteral("checkpoint.safetensors"))));
+    QVERIFY(!QFile::exists(dir->filePath(QStringLiteral("result.safetensors"))));
+}
+
+void TestWorker::runsAtTheLowestPriority()
+{
+    const auto dir = test::scratchDir();
+    writeTask(dir->path());
+    Worker w;
+    w.start(dir->path());
+    w.send("pause");
+    QVERIFY(!w.waitFor(QStringLiteral("paused")).isEmpty());
+    const pid_t pid = pid_t(w.process.processId());
+    QCOMPARE(::sched_getscheduler(pid), SCHED_IDLE);
+    QFile stat(QStringLiteral("/proc/%1/stat").arg(pid));
+    QVERIFY(stat.open(QIODevice::ReadOnly));
+    const QList<QByteArray> fields = stat.readAll().split(')').last().trimmed().split(' ');
+    QCOMPARE(fields.value(16).toInt(), 19); // field 19 of /proc/PID/stat: nice
+    w.send("cancel");
+    QCOMPARE(w.finish(), 4);
+}
+
+void TestWorker::badTaskFolderIsReported()
+{
+    const auto dir = test::scratchDir();
+    Worker w;
+    w.start(dir->path());
+    QCOMPARE(w.finish(), 1);
+    QCOMPARE(w.events.last().value(QStringLiteral("event")).toString(), QStringLiteral("error"));
+    QVERIFY(w.events.last().value(QStringLiteral("message")).toString().contains(u"manifest.json"));
+}
+
+QTEST_GUILESS_MAIN(TestWorker)
+#include "TestWorker.moc"
