@@ -1,0 +1,126 @@
+// gleaner-worker's training throughput against a bare gleaner_ml loop on the same model, shard and thread count:
+// what the worker's process, hooks, progress events and priority cost. Runs the two alternately, R rounds,
+// and prints medians and their ratio as JSON (goal: the worker at 97% or more of the bare loop).
+//   bench_worker [--rounds R] [--samples N] [--threads T] [--quick]
+#include "format/SafeTensors.h"
+#include "ml/Model.h"
+#include "ml/Trainer.h"
+#include "ml/data/DatasetLoader.h"
+
+#include <QCoreApplication>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTextStream>
+
+#include <algorithm>
+
+using namespace gleaner;
+
+namespace {
+
+double median(std::vector<double> v)
+{
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+int stop(const QString& message)
+{
+    QTextStream(stderr) << "bench_worker: " << message << "\n";
+    return 1;
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    QCoreApplication app(argc, argv);
+    const QStringList args = app.arguments();
+    if (args.contains(QStringLiteral("--help"))) {
+        QTextStream(stdout) << "usage: bench_worker [--rounds R] [--samples N] [--threads T] [--quick]\n";
+        return 0;
+    }
+    const auto option = [&](const char* name, int fallback) {
+        const auto at = args.indexOf(QString::fromLatin1(name));
+        return at >= 0 ? args.value(at + 1).toInt() : fallback;
+    };
+    const bool quick = args.contains(QStringLiteral("--quick"));
+    const int rounds = option("--rounds", quick ? 1 : 5);
+    const int samples = option("--samples", quick ? 256 : 2000);
+    const int threads = option("--threads", 2);
+
+    // A Fashion-MNIST shard and the default cnn, as the demo's subtasks are.
+    auto data = ml::loadDataset(DatasetSpec{}, samples);
+    if (!data)
+        return stop(data.error());
+    QTemporaryDir task;
+    ModelSpec model; // cnn 1x28x28, 10 classes
+    auto net = ml::Model::create(model, 1);
+    if (!net || !SafeTensors::save(task.filePath(QStringLiteral("weights.safetensors")), net->weights())
+        || !SafeTensors::save(task.filePath(QStringLiteral("shard.safetensors")), data->train.bundle()))
+        return stop(QStringLiteral("cannot write the task folder"));
+    OptimizerSpec optimizer;
+    const QJsonObject hyper{{QStringLiteral("local_epochs"), 1}, {QStringLiteral("batch_size"), 32},
+                            {QStringLiteral("optimizer"), optimizer.toJson()}, {QStringLiteral("seed"), 5}};
+    QFile manifest(task.filePath(QStringLiteral("manifest.json")));
+    if (!manifest.open(QIODevice::WriteOnly))
+        return stop(QStringLiteral("cannot write the manifest"));
+    manifest.write(QJsonDocument(QJsonObject{{QStringLiteral("base_version"), 0}, {QStringLiteral("model"), model.toJson()},
+                                             {QStringLiteral("hyperparameters"), hyper}})
+                       .toJson());
+    manifest.close();
+
+    ml::TrainRequest request;
+    request.model = model;
+    request.optimizer = optimizer;
+    request.batchSize = 32;
+    request.seed = 5;
+    request.threads = threads;
+    request.checkpointIntervalSeconds = 0;
+
+    std::vector<double> bare, worker, workerTrain;
+    for (int round = 0; round < rounds; ++round) {
+        QElapsedTimer timer;
+        timer.start();
+        auto outcome = ml::Trainer::train(request, net->weights(), data->train);
+        if (!outcome)
+            return stop(outcome.error());
+        bare.push_back(double(outcome->samples) / (double(timer.nsecsElapsed()) / 1e9));
+
+        QProcess process;
+        timer.restart();
+        process.start(QStringLiteral(GLEANER_WORKER_BIN),
+                      {QStringLiteral("--task"), task.path(), QStringLiteral("--threads"), QString::number(threads),
+                       QStringLiteral("--checkpoint-interval"), QStringLiteral("0")});
+        // stdin stays open, as the agent keeps it: its end would mean "checkpoint and stop".
+        if (!process.waitForFinished(600'000))
+            return stop(QStringLiteral("gleaner-worker did not finish"));
+        const double wall = double(timer.nsecsElapsed()) / 1e9;
+        QJsonObject done;
+        for (const QByteArray& line : process.readAllStandardOutput().split('\n'))
+            if (QJsonDocument::fromJson(line).object().value(QStringLiteral("event")).toString() == u"done")
+                done = QJsonDocument::fromJson(line).object();
+        if (done.isEmpty())
+            return stop(QStringLiteral("gleaner-worker ended without a result (exit %1)").arg(process.exitCode()));
+        worker.push_back(double(done.value(QStringLiteral("samples")).toInteger()) / wall);
+        workerTrain.push_back(double(done.value(QStringLiteral("samples")).toInteger())
+                              / done.value(QStringLiteral("train_seconds")).toDouble());
+    }
+
+    QJsonObject out;
+    out.insert(QStringLiteral("rounds"), rounds);
+    out.insert(QStringLiteral("samples"), samples);
+    out.insert(QStringLiteral("threads"), threads);
+    out.insert(QStringLiteral("bare_samples_per_s"), median(bare));
+    out.insert(QStringLiteral("worker_samples_per_s_wall"), median(worker));
+    out.insert(QStringLiteral("worker_samples_per_s_training"), median(workerTrain));
+    out.insert(QStringLiteral("ratio_wall"), median(worker) / median(bare));
+    out.insert(QStringLiteral("ratio_training"), median(workerTrain) / median(bare));
+    out.insert(QStringLiteral("goal_ratio"), 0.97);
+    QTextStream(stdout) << QJsonDocument(out).toJson(QJsonDocument::Indented);
+    return 0;
+}
