@@ -60,7 +60,7 @@ Status Coordinator::loadState()
             job.spec = *spec;
         } else {
             // One job this version cannot read must not keep the others from running.
-            job.spec.name = jobs->value(1).toString().left(0) + QStringLiteral("job %1").arg(job.id);
+            job.spec.name = QStringLiteral("job %1").arg(job.id);
             job.status = JobStatus::Failed;
             job.reason = QStringLiteral("its stored spec is not valid for this coordinator version: %1").arg(spec.error());
             qCCritical(lcCoordinator) << "job" << job.id << job.reason;
