@@ -1,0 +1,106 @@
+#pragma once
+// The agent's side of the v1 wire messages (docs/protocol.md section 6): what each call sends and what it gets
+// back, and the parsers that turn an answer's JSON into these values. Nothing from the network is trusted: a
+// parser refuses a missing or mistyped field with a message naming it. The lease's manifest is kept as the exact
+// bytes that were signed; verifying and parsing it is the caller's job (section 7.5), never done here.
+
+#include "Result.h"
+
+#include <QByteArray>
+#include <QJsonObject>
+#include <QList>
+#include <QString>
+
+namespace gleaner::agent {
+
+struct CoordinatorInfo
+{
+    QString name;
+    QString version;
+    int protocol = 0;
+    QByteArray signingPublicKeyPem;
+    bool openEnrollment = false;
+};
+
+struct EnrollRequest
+{
+    QString name;
+    QString platform;
+    QJsonObject hardware;    // e.g. {"cores": 8, "ram_mb": 16384, "gpu": "none"}
+    QString enrollmentToken; // empty on an open coordinator
+};
+
+struct Enrollment
+{
+    QString agentId;
+    QByteArray agentToken;
+    QByteArray signingPublicKeyPem;
+};
+
+struct LeasedTask
+{
+    QString leaseId;        // unsigned convenience: the verified manifest's value is the one to use
+    qint64 deadlineMs = 0;  // likewise
+    QByteArray manifest;    // the exact signed bytes (UTF-8 of the JSON string's value)
+    QString signature;      // base64, as sent: strict decoding is the verifier's job
+};
+
+struct LeaseReply
+{
+    QList<LeasedTask> tasks;
+    qint64 retryAfterSeconds = 0; // when tasks is empty: when to ask again
+};
+
+struct ProgressReport
+{
+    qint64 step = 0;
+    qint64 of = 0;
+    double loss = 0;
+    double samplesPerSecond = 0;
+};
+
+struct ProgressReply
+{
+    bool abort = false;
+    QString reason;        // why to abort (the server's words)
+    qint64 deadlineMs = 0; // the lease's new deadline when not aborted
+    // The coordinator no longer knows the lease (404) or it is closed (409): abort, and do not upload.
+    bool leaseGone = false;
+};
+
+enum class UploadOutcome {
+    Accepted, // 202: recorded; delete the local result
+    Closed,   // 409: already received (a repeated upload after a lost 202), refused earlier, job ended, foreign
+    Unknown,  // 404: the coordinator does not know the lease
+    Invalid,  // 422: refused by the checks; the lease is closed
+    TooLarge, // 413: the agent built a wrong file
+};
+
+struct UploadReply
+{
+    UploadOutcome outcome = UploadOutcome::Accepted;
+    QString message;     // the server's error text, empty on 202
+    qint64 seq = -1;     // on 202
+    qint64 staleness = -1;
+};
+
+class CoordinatorMessages
+{
+public:
+    static QByteArray enrollBody(const EnrollRequest& request);
+    static QByteArray leaseBody(const QStringList& cachedHashes, int maxTasks, const QJsonObject& capabilities);
+    static QByteArray progressBody(const ProgressReport& report);
+
+    static Result<CoordinatorInfo> parseInfo(const QByteArray& body);
+    static Result<Enrollment> parseEnrollment(const QByteArray& body);
+    static Result<LeaseReply> parseLease(const QByteArray& body);
+    static Result<ProgressReply> parseProgress(const QByteArray& body);
+    static Result<UploadReply> parseAccepted(const QByteArray& body);
+
+    // The "error" field of an error answer; the raw text (shortened) when the body is not the usual JSON.
+    static QString errorText(const QByteArray& body);
+    // A 64-character lowercase hex SHA-256: what may go into a file URL.
+    static bool isSha256Hex(const QString& text);
+};
+
+} // namespace gleaner::agent
