@@ -1,7 +1,5 @@
 #include "cache/CacheIndex.h"
 
-#include <QSqlError>
-#include <QUuid>
 
 namespace gleaner::agent {
 namespace {
@@ -10,7 +8,6 @@ namespace {
 constexpr int kSchemaVersion = 1;
 
 const char* const kSchema[] = {
-    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE files (sha256 TEXT PRIMARY KEY, size INTEGER NOT NULL, role TEXT NOT NULL,"
     " added_ms INTEGER NOT NULL, last_used_ms INTEGER NOT NULL)",
     "CREATE INDEX files_by_use ON files (last_used_ms)",
@@ -48,97 +45,15 @@ std::optional<CacheRole> cacheRoleFromName(const QString& name)
     return std::nullopt;
 }
 
-CacheIndex::CacheIndex(QString connectionName, QString path)
-    : m_connection(std::move(connectionName)), m_path(std::move(path))
-{
-}
-
-CacheIndex::~CacheIndex()
-{
-    m_db.close();
-    m_db = QSqlDatabase();
-    QSqlDatabase::removeDatabase(m_connection);
-}
-
 Result<std::unique_ptr<CacheIndex>> CacheIndex::open(const QString& path)
 {
-    std::unique_ptr<CacheIndex> index(new CacheIndex(
-        QStringLiteral("gleaner-cache-") + QUuid::createUuid().toString(QUuid::WithoutBraces), path));
-    index->m_db = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), index->m_connection);
-    if (!index->m_db.isValid())
-        return fail(QStringLiteral("the Qt SQLite driver is missing; install Debian's libqt6sql6-sqlite"));
-    index->m_db.setDatabaseName(path);
-    index->m_db.setConnectOptions(QStringLiteral("QSQLITE_BUSY_TIMEOUT=5000"));
-    if (!index->m_db.open())
-        return fail(QStringLiteral("%1: cannot open the cache index: %2; delete it to rebuild the cache")
-                        .arg(path, index->m_db.lastError().text()));
-    // NORMAL: a power cut may lose the last commits, which startup reconciliation re-indexes from the files.
-    for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL"})
-        if (auto r = index->exec(QString::fromLatin1(pragma)); !r)
-            return fail(r.error());
-    if (auto s = index->migrate(); !s)
+    std::unique_ptr<CacheIndex> index(new CacheIndex);
+    // NORMAL durability: a power cut may lose the last commits, which startup reconciliation re-indexes.
+    const SqliteSchema schema{QStringLiteral("the cache index"), kSchemaVersion, kSchema,
+                              QStringLiteral("delete it (the cached files are re-indexed) or use the agent that wrote it")};
+    if (auto s = index->openFile(path, schema); !s)
         return fail(s.error());
     return index;
-}
-
-Result<QSqlQuery> CacheIndex::exec(const QString& sql, const QVariantList& values)
-{
-    QSqlQuery query(m_db);
-    if (!query.prepare(sql))
-        return fail(QStringLiteral("%1: cannot prepare \"%2\": %3")
-                        .arg(m_path, sql.left(80), query.lastError().text()));
-    for (const QVariant& value : values)
-        query.addBindValue(value);
-    if (!query.exec())
-        return fail(
-            QStringLiteral("%1: \"%2\" failed: %3").arg(m_path, sql.left(80), query.lastError().text()));
-    return query;
-}
-
-Status CacheIndex::migrate()
-{
-    auto existing = exec(QStringLiteral("SELECT name FROM sqlite_master WHERE type='table' AND name='meta'"));
-    if (!existing)
-        return fail(existing.error());
-    if (existing->next()) {
-        auto version = exec(QStringLiteral("SELECT value FROM meta WHERE key='schema_version'"));
-        if (!version || !version->next())
-            return fail(
-                QStringLiteral("%1: the cache index has no schema version; delete it to rebuild the cache")
-                    .arg(m_path));
-        const int found = version->value(0).toInt();
-        if (found != kSchemaVersion)
-            return fail(
-                QStringLiteral("%1: cache index schema %2 is not the %3 this agent knows; delete the "
-                               "index (the cached files are re-indexed) or use the agent that wrote it")
-                    .arg(m_path)
-                    .arg(found)
-                    .arg(kSchemaVersion));
-        return {};
-    }
-    if (!m_db.transaction())
-        return fail(
-            QStringLiteral("%1: cannot begin a transaction: %2").arg(m_path, m_db.lastError().text()));
-    auto create = [this]() -> Status {
-        for (const char* statement : kSchema)
-            if (auto r = exec(QString::fromLatin1(statement)); !r)
-                return fail(r.error());
-        if (auto r = exec(QStringLiteral("INSERT INTO meta (key, value) VALUES ('schema_version', ?)"),
-                          {QString::number(kSchemaVersion)});
-            !r)
-            return fail(r.error());
-        return {};
-    };
-    if (Status s = create(); !s) {
-        m_db.rollback();
-        return s;
-    }
-    if (!m_db.commit()) {
-        const QString error = m_db.lastError().text();
-        m_db.rollback();
-        return fail(QStringLiteral("%1: cannot create the cache index: %2").arg(m_path, error));
-    }
-    return {};
 }
 
 Status CacheIndex::insert(const CacheEntry& entry)

@@ -13,6 +13,7 @@
 // file that is not cached yet: the runner pins a subtask's files before downloading them.
 
 #include "Result.h"
+#include "store/SqliteDatabase.h"
 
 #include <QList>
 #include <QSqlDatabase>
@@ -48,13 +49,10 @@ struct CacheEntry
     int pins = 0; // how many owners pin it; filled by the queries, ignored by insert()
 };
 
-class CacheIndex
+class CacheIndex final : public SqliteDatabase
 {
 public:
     static Result<std::unique_ptr<CacheIndex>> open(const QString& path);
-    ~CacheIndex();
-    CacheIndex(const CacheIndex&) = delete;
-    CacheIndex& operator=(const CacheIndex&) = delete;
 
     // Adds or replaces the row of entry.sha256; its pins are kept.
     Status insert(const CacheEntry& entry);
@@ -74,18 +72,10 @@ public:
     Result<int> releaseOwner(const QString& owner);
     Result<QStringList> pinOwners();
 
-    const QString& path() const { return m_path; }
-
 private:
-    CacheIndex(QString connectionName, QString path);
-    Result<QSqlQuery> exec(const QString& sql, const QVariantList& values = {});
-    Status migrate();
+    CacheIndex() = default;
     Result<QList<CacheEntry>> selectEntries(const QString& where, const QString& order,
                                             const QVariantList& values);
-
-    QString m_connection;
-    QString m_path;
-    QSqlDatabase m_db;
 };
 
 } // namespace gleaner::agent

@@ -1,0 +1,113 @@
+#include "store/SqliteDatabase.h"
+
+#include <QSqlError>
+#include <QUuid>
+
+namespace gleaner {
+
+SqliteDatabase::~SqliteDatabase()
+{
+    if (m_connection.isEmpty())
+        return;
+    m_db.close();
+    m_db = QSqlDatabase();
+    QSqlDatabase::removeDatabase(m_connection);
+}
+
+Status SqliteDatabase::openFile(const QString& path, const SqliteSchema& schema)
+{
+    m_path = path;
+    m_what = schema.what;
+    m_connection = QStringLiteral("gleaner-") + QUuid::createUuid().toString(QUuid::WithoutBraces);
+    m_db = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), m_connection);
+    if (!m_db.isValid())
+        return fail(QStringLiteral("the Qt SQLite driver is missing; install Debian's libqt6sql6-sqlite"));
+    m_db.setDatabaseName(path);
+    m_db.setConnectOptions(QStringLiteral("QSQLITE_BUSY_TIMEOUT=5000"));
+    if (!m_db.open())
+        return fail(QStringLiteral("%1: cannot open %2: %3").arg(path, m_what, m_db.lastError().text()));
+    for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA foreign_keys=ON"})
+        if (auto r = exec(QString::fromLatin1(pragma)); !r)
+            return fail(r.error());
+    return migrate(schema);
+}
+
+Result<QSqlQuery> SqliteDatabase::exec(const QString& sql, const QVariantList& values)
+{
+    QSqlQuery query(m_db);
+    if (!query.prepare(sql))
+        return fail(QStringLiteral("%1: cannot prepare \"%2\": %3").arg(m_path, sql.left(80), query.lastError().text()));
+    for (const QVariant& value : values)
+        query.addBindValue(value.typeId() == QMetaType::QString && value.toString().isNull()
+                               ? QVariant(QString::fromLatin1(""))
+                               : value);
+    if (!query.exec())
+        return fail(QStringLiteral("%1: \"%2\" failed: %3").arg(m_path, sql.left(80), query.lastError().text()));
+    return query;
+}
+
+Status SqliteDatabase::transaction(const std::function<Status()>& work)
+{
+    if (m_depth > 0) {
+        Status status = work();
+        if (!status)
+            m_nestedFailed = true;
+        return status;
+    }
+    if (!m_db.transaction())
+        return fail(QStringLiteral("%1: cannot begin a transaction: %2").arg(m_path, m_db.lastError().text()));
+    ++m_depth;
+    m_nestedFailed = false;
+    Status status = work();
+    --m_depth;
+    if (status && m_nestedFailed)
+        status = fail(QStringLiteral("%1: a step of the transaction failed; nothing was stored").arg(m_path));
+    if (!status) {
+        m_db.rollback();
+        return status;
+    }
+    if (!m_db.commit()) {
+        const QString error = m_db.lastError().text();
+        m_db.rollback();
+        return fail(QStringLiteral("%1: commit failed: %2").arg(m_path, error));
+    }
+    return {};
+}
+
+qint64 SqliteDatabase::lastInsertId()
+{
+    auto query = exec(QStringLiteral("SELECT last_insert_rowid()"));
+    return query && query->next() ? query->value(0).toLongLong() : -1;
+}
+
+Status SqliteDatabase::migrate(const SqliteSchema& schema)
+{
+    auto existing = exec(QStringLiteral("SELECT name FROM sqlite_master WHERE type='table' AND name='meta'"));
+    if (!existing)
+        return fail(existing.error());
+    if (existing->next()) {
+        auto version = exec(QStringLiteral("SELECT value FROM meta WHERE key='schema_version'"));
+        if (!version || !version->next())
+            return fail(QStringLiteral("%1: %2 has no schema version; %3").arg(m_path, m_what, schema.remedy));
+        const int found = version->value(0).toInt();
+        if (found != schema.version)
+            return fail(QStringLiteral("%1: %2 has schema version %3, not the %4 this version of Gleaner knows; %5")
+                            .arg(m_path, m_what)
+                            .arg(found)
+                            .arg(schema.version)
+                            .arg(schema.remedy));
+        return {};
+    }
+    return transaction([&]() -> Status {
+        if (auto r = exec(QStringLiteral("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")); !r)
+            return fail(r.error());
+        for (const char* statement : schema.statements)
+            if (auto r = exec(QString::fromLatin1(statement)); !r)
+                return fail(r.error());
+        auto r = exec(QStringLiteral("INSERT INTO meta (key, value) VALUES ('schema_version', ?)"),
+                      {QString::number(schema.version)});
+        return r ? Status() : fail(r.error());
+    });
+}
+
+} // namespace gleaner

@@ -1,0 +1,62 @@
+#pragma once
+// An SQLite database through Qt SQL, in WAL mode, with a versioned schema: the one place Gleaner opens, migrates,
+// queries and commits SQLite (the coordinator's database, the agent's cache index and state). A connection
+// belongs to the thread that opened it (Qt SQL's rule); each user keeps its database on one thread or behind
+// one lock.
+//
+// Durability: synchronous=NORMAL. A committed transaction survives the process being killed; after a power cut
+// the last transactions may be lost, which each user's recovery accounts for.
+
+#include "Result.h"
+
+#include <QSqlDatabase>
+#include <QSqlQuery>
+#include <QVariant>
+
+#include <functional>
+#include <span>
+
+namespace gleaner {
+
+struct SqliteSchema
+{
+    QString what;                           // "the coordinator's database": for messages
+    int version = 1;                        // stored in meta.schema_version
+    std::span<const char* const> statements; // run once, in one transaction, on a new file (meta is added)
+    QString remedy;                         // what to do when the file has another version
+};
+
+class SqliteDatabase
+{
+public:
+    virtual ~SqliteDatabase();
+    SqliteDatabase(const SqliteDatabase&) = delete;
+    SqliteDatabase& operator=(const SqliteDatabase&) = delete;
+
+    // Prepares, binds positionally and runs `sql`; the error names the database and the statement. A null
+    // QString binds as '' (Qt's "no text"); bind QVariant() where NULL is meant.
+    Result<QSqlQuery> exec(const QString& sql, const QVariantList& values = {});
+    // Runs `work` in a transaction: committed when it returns ok, rolled back otherwise. A transaction inside
+    // another is part of it: its failure rolls back the enclosing one.
+    Status transaction(const std::function<Status()>& work);
+    // The id SQLite gave the last inserted row of this connection.
+    qint64 lastInsertId();
+    const QString& path() const { return m_path; }
+
+protected:
+    SqliteDatabase() = default;
+    // Opens (creating when missing) and migrates; subclasses call it from their own open().
+    Status openFile(const QString& path, const SqliteSchema& schema);
+
+private:
+    Status migrate(const SqliteSchema& schema);
+
+    QString m_connection;
+    QString m_path;
+    QString m_what;
+    QSqlDatabase m_db;
+    int m_depth = 0;
+    bool m_nestedFailed = false;
+};
+
+} // namespace gleaner
