@@ -1,0 +1,107 @@
+#include "cli/AgentCli.h"
+
+#include "AgentPaths.h"
+#include "config/Enroller.h"
+#include "crypto/TlsCertificate.h"
+
+#include <QCommandLineParser>
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTextStream>
+
+namespace gleaner::agent::cli {
+namespace {
+
+const char kUsage[] = R"(usage: gleaner-agent COMMAND [options]
+
+The Gleaner agent: trains subtasks of a coordinator's jobs on this machine.
+
+Commands:
+  enroll   register this machine with a coordinator and pin its keys
+
+Run `gleaner-agent COMMAND --help` for a command's options.
+)";
+
+int usageError(const QString& command, const QString& message)
+{
+    QTextStream(stderr) << "gleaner-agent " << command << ": " << message << "\nRun `gleaner-agent " << command
+                        << " --help` for usage.\n";
+    return 2;
+}
+
+int enrollCommand(const QStringList& arguments)
+{
+    QCommandLineParser parser;
+    parser.setApplicationDescription(QStringLiteral(
+        "Registers this machine with the coordinator at URL, keeps the agent token (0600) and pins the coordinator's "
+        "signing key, and its TLS certificate when --ca is given. Without --data-dir the agent's folder is %1.")
+                                         .arg(defaultDataDir(AgentScope::User)));
+    parser.addHelpOption();
+    parser.addPositionalArgument(QStringLiteral("URL"), QStringLiteral("The coordinator, https://HOST:PORT."));
+    parser.addOption({QStringLiteral("token"), QStringLiteral("The enrollment token from the coordinator's admin."),
+                      QStringLiteral("TOKEN")});
+    parser.addOption({QStringLiteral("ca"), QStringLiteral("The coordinator's certificate (PEM) to pin, for a self-signed coordinator."),
+                      QStringLiteral("FILE")});
+    parser.addOption({QStringLiteral("name"), QStringLiteral("This machine's name for the admin (default: the host name)."),
+                      QStringLiteral("NAME")});
+    parser.addOption({QStringLiteral("data-dir"), QStringLiteral("The agent's folder."), QStringLiteral("DIR")});
+    parser.addOption({QStringLiteral("system"), QStringLiteral("Use the system service's folder, /var/lib/gleaner.")});
+    parser.addOption({QStringLiteral("json"), QStringLiteral("Print {agent_id, coordinator_url, data_dir} as JSON.")});
+    if (!parser.parse(arguments))
+        return usageError(QStringLiteral("enroll"), parser.errorText());
+    if (parser.isSet(QStringLiteral("help"))) {
+        QTextStream(stdout) << parser.helpText();
+        return 0;
+    }
+    if (parser.positionalArguments().size() != 1)
+        return usageError(QStringLiteral("enroll"), QStringLiteral("expected the coordinator's URL"));
+
+    EnrollOptions options;
+    options.url = parser.positionalArguments().first();
+    options.token = parser.value(QStringLiteral("token"));
+    options.caFile = parser.value(QStringLiteral("ca"));
+    options.name = parser.value(QStringLiteral("name"));
+    options.dataDir = parser.isSet(QStringLiteral("data-dir"))
+                          ? parser.value(QStringLiteral("data-dir"))
+                          : defaultDataDir(parser.isSet(QStringLiteral("system")) ? AgentScope::System : AgentScope::User);
+    if (!options.caFile.isEmpty() && !parser.isSet(QStringLiteral("json"))) {
+        QFile ca(options.caFile);
+        if (ca.open(QIODevice::ReadOnly))
+            if (auto fingerprint = TlsCertificate::fingerprint(ca.readAll()))
+                QTextStream(stdout) << "Pinning the coordinator certificate with SHA-256 fingerprint\n  " << *fingerprint
+                                    << "\nCompare it with the one `gleaner-coordinator init` printed.\n";
+    }
+    auto enrolled = enrollAgent(options);
+    if (!enrolled) {
+        QTextStream(stderr) << "gleaner-agent enroll: " << enrolled.error() << "\n";
+        return 1;
+    }
+    if (parser.isSet(QStringLiteral("json"))) {
+        QTextStream(stdout) << QJsonDocument(QJsonObject{{QStringLiteral("agent_id"), enrolled->agentId},
+                                                         {QStringLiteral("coordinator_url"), enrolled->coordinatorUrl},
+                                                         {QStringLiteral("data_dir"), options.dataDir}})
+                                   .toJson(QJsonDocument::Indented);
+    } else {
+        QTextStream(stdout) << "Enrolled as \"" << enrolled->name << "\" (agent " << enrolled->agentId << ") with "
+                            << enrolled->coordinatorUrl << "; the agent's data is in " << options.dataDir << ".\n";
+    }
+    return 0;
+}
+
+} // namespace
+
+int run(const QStringList& arguments)
+{
+    const QString command = arguments.value(1);
+    if (command.isEmpty() || command == u"--help" || command == u"-h" || command == u"help") {
+        QTextStream(command.isEmpty() ? stderr : stdout) << kUsage;
+        return command.isEmpty() ? 2 : 0;
+    }
+    if (command == u"enroll")
+        return enrollCommand(arguments.mid(1));
+    QTextStream(stderr) << "gleaner-agent: unknown command \"" << command << "\"\n\n" << kUsage;
+    return 2;
+}
+
+} // namespace gleaner::agent::cli

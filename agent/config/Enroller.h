@@ -1,0 +1,22 @@
+#pragma once
+// `gleaner-agent enroll`: registers this machine with a coordinator and keeps what the agent needs to work with it
+// safely afterwards: the agent token (0600), the coordinator's signing key (pinned: a manifest that does not
+// verify with it is never run) and, when given, its TLS certificate (pinned: the only trust anchor).
+
+#include "Result.h"
+#include "config/AgentConfig.h"
+
+namespace gleaner::agent {
+
+struct EnrollOptions
+{
+    QString url;            // https://host:port of the coordinator
+    QString token;          // enrollment token; empty on an open coordinator
+    QString caFile;         // the coordinator's certificate to pin; empty trusts the system store
+    QString name;           // shown to the coordinator's admin; default: this machine's host name
+    QString dataDir;        // must not hold an enrolled agent yet
+};
+
+Result<AgentConfig> enrollAgent(const EnrollOptions& options);
+
+} // namespace gleaner::agent
