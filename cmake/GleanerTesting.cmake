@@ -34,3 +34,16 @@ function(gleaner_add_test name)
     TIMEOUT ${ARG_TIMEOUT}
     ENVIRONMENT "QT_QPA_PLATFORM=offscreen;HOME=${sandbox};XDG_CONFIG_HOME=${sandbox}/config;XDG_CACHE_HOME=${sandbox}/cache;XDG_DATA_HOME=${sandbox}/data;XDG_RUNTIME_DIR=${sandbox}/run;GLEANER_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
 endfunction()
+
+# gleaner_add_benchmark(Name SOURCES a.cpp ... [LIBS lib ...])
+# A benchmark program (tests/bench/) that prints JSON figures into build/bench/, registered with ctest as
+# Name_quick running `Name --quick` (label slow), so it keeps building and working without timing anything.
+function(gleaner_add_benchmark name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  gleaner_apply_common_settings(${name})
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS})
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bench)
+  add_test(NAME ${name}_quick COMMAND ${name} --quick)
+  set_tests_properties(${name}_quick PROPERTIES LABELS slow TIMEOUT 120)
+endfunction()
