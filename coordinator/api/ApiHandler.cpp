@@ -224,7 +224,7 @@ void ApiHandler::handleResult(const QString& agentId, const QString& leaseId, Ht
         auto schema = c.schemaForLease(leaseId);
         if (!schema) {
             QFile::remove(file);
-            respond(HttpResponse::error(404, QStringLiteral("lease %1 is not open").arg(leaseId)));
+            respond(c.leaseNotInMemory(agentId, leaseId));
             return;
         }
         m_checker.post([&c, agentId, leaseId, file, schema = std::move(*schema), respond] {

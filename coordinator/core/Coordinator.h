@@ -112,6 +112,8 @@ public:
     // An upload for this lease failed UpdateChecker: the lease is closed, its workunit goes back to the queue and
     // the agent's record counts an invalid result.
     HttpResponse refuseResult(const QString& agentId, const QString& leaseId, const QString& reason);
+    // The answer for a lease that is not (or no longer) in memory: 409 with the reason it was closed, else 404.
+    HttpResponse leaseNotInMemory(const QString& agentId, const QString& leaseId) const;
     // The schema a lease's upload must match; nullopt when the lease is unknown.
     std::optional<TensorBundle> schemaForLease(const QString& leaseId) const;
 

@@ -221,16 +221,20 @@ HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJson
     return HttpResponse::json(200, reply);
 }
 
+HttpResponse Coordinator::leaseNotInMemory(const QString& agentId, const QString& leaseId) const
+{
+    // Closed leases leave memory; the admission cache still knows why, also across restarts.
+    const auto known = m_admission.lease(leaseId);
+    if (known && known->agentId == agentId && !known->closedReason.isEmpty())
+        return HttpResponse::error(409, known->closedReason);
+    return HttpResponse::error(404, QStringLiteral("lease %1 is not known (or its job has finished)").arg(leaseId));
+}
+
 HttpResponse Coordinator::progress(const QString& agentId, const QString& leaseId, const QJsonObject& report)
 {
     Lease* lease = findLease(leaseId);
-    if (!lease) {
-        // Closed before the last restart: the admission cache still knows why.
-        const auto known = m_admission.lease(leaseId);
-        if (known && known->agentId == agentId && !known->closedReason.isEmpty())
-            return HttpResponse::error(409, QStringLiteral("lease %1 is closed: %2").arg(leaseId, known->closedReason));
-        return HttpResponse::error(404, QStringLiteral("lease %1 is not known (or its job has finished)").arg(leaseId));
-    }
+    if (!lease)
+        return leaseNotInMemory(agentId, leaseId);
     if (lease->agentId != agentId)
         return HttpResponse::error(409, QStringLiteral("lease %1 belongs to another agent").arg(leaseId));
     touchAgent(agentId);
@@ -291,6 +295,7 @@ HttpResponse Coordinator::refuseResult(const QString& agentId, const QString& le
             }
         }
         recordAgentOutcome(agentId, "invalid");
+        m_leases.remove(leaseId);
         qCWarning(lcCoordinator) << "refused the result of lease" << leaseId << "from agent" << agentId << ":" << reason;
     }
     return HttpResponse::error(422, reason);
@@ -304,8 +309,10 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
         return HttpResponse::error(status, message);
     };
     Lease* lease = findLease(leaseId);
-    if (!lease)
-        return refuse(404, QStringLiteral("lease %1 is not known (or its job has finished)").arg(leaseId));
+    if (!lease) {
+        QFile::remove(file);
+        return leaseNotInMemory(agentId, leaseId);
+    }
     if (lease->agentId != agentId)
         return refuse(409, QStringLiteral("lease %1 belongs to another agent").arg(leaseId));
     if (lease->state == Lease::State::Completed)
@@ -373,6 +380,10 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
     recordAgentOutcome(agentId, "done", update.samples, update.trainSeconds);
     touchAgent(agentId);
     job->updatesReceived += 1;
+    // A closed lease lives on in the database and, for the 409 its repeats get, in the admission cache; memory
+    // keeps only the leases that may still deliver.
+    m_leases.remove(leaseId);
+    lease = nullptr;
 
     const int epoch = unit->second.epoch;
     const qint64 staleness = job->updatesApplied - update.baseVersion;

@@ -120,7 +120,7 @@ int TestCoordinator::upload(const QString& agentId, const QString& leaseId, cons
     const QJsonObject reply = f.call([&] {
         auto schema = f.core->schemaForLease(leaseId);
         if (!schema)
-            return HttpResponse::error(404, QStringLiteral("unknown lease"));
+            return f.core->leaseNotInMemory(agentId, leaseId);
         auto update = UpdateChecker::check(file, *schema);
         if (!update)
             return f.core->refuseResult(agentId, leaseId, update.error());
@@ -278,7 +278,7 @@ void TestCoordinator::badResultsAreRefused_data()
     QTest::newRow("NaN value") << "nan" << 422 << "NaN or infinite";
     QTest::newRow("wrong base version") << "base" << 422 << "trained from version 5";
     QTest::newRow("another agent's lease") << "foreign" << 409 << "belongs to another agent";
-    QTest::newRow("unknown lease") << "unknown" << 404 << "unknown lease";
+    QTest::newRow("unknown lease") << "unknown" << 404 << "is not known";
 }
 
 void TestCoordinator::badResultsAreRefused()
