@@ -1,0 +1,188 @@
+#include "runner/SubtaskStore.h"
+
+#include <QDateTime>
+
+#include <array>
+
+namespace gleaner::agent {
+namespace {
+
+const char* const kSchema[] = {
+    "CREATE TABLE subtasks (lease_id TEXT PRIMARY KEY, manifest BLOB NOT NULL, signature TEXT NOT NULL,"
+    " deadline_ms INTEGER NOT NULL, state TEXT NOT NULL, task_dir TEXT NOT NULL DEFAULT '',"
+    " worker_starts INTEGER NOT NULL DEFAULT 0, error TEXT NOT NULL DEFAULT '', created_ms INTEGER NOT NULL,"
+    " updated_ms INTEGER NOT NULL)",
+    "CREATE INDEX subtasks_by_state ON subtasks (state)",
+};
+
+constexpr std::array<std::pair<SubtaskState, const char16_t*>, 8> kNames{{
+    {SubtaskState::Leased, u"leased"},
+    {SubtaskState::Downloading, u"downloading"},
+    {SubtaskState::Verified, u"verified"},
+    {SubtaskState::Training, u"training"},
+    {SubtaskState::Uploading, u"uploading"},
+    {SubtaskState::Done, u"done"},
+    {SubtaskState::Failed, u"failed"},
+    {SubtaskState::Dropped, u"dropped"},
+}};
+
+int order(SubtaskState state)
+{
+    return int(state);
+}
+
+} // namespace
+
+QString subtaskStateName(SubtaskState state)
+{
+    for (const auto& [value, name] : kNames)
+        if (value == state)
+            return QString::fromUtf16(name);
+    return QStringLiteral("unknown");
+}
+
+std::optional<SubtaskState> subtaskStateFromName(QStringView name)
+{
+    for (const auto& [value, text] : kNames)
+        if (name == QStringView(text))
+            return value;
+    return std::nullopt;
+}
+
+bool isFinal(SubtaskState state)
+{
+    return state == SubtaskState::Done || state == SubtaskState::Failed || state == SubtaskState::Dropped;
+}
+
+Result<std::unique_ptr<SubtaskStore>> SubtaskStore::open(const QString& path)
+{
+    std::unique_ptr<SubtaskStore> store(new SubtaskStore);
+    store->m_now = [] { return QDateTime::currentMSecsSinceEpoch(); };
+    const SqliteSchema schema{QStringLiteral("the agent's subtask store"), 1, kSchema,
+                              QStringLiteral("use the agent version that wrote it, or remove it (its subtasks are given "
+                                             "up; their leases expire on the coordinator)")};
+    if (auto s = store->openFile(path, schema); !s)
+        return fail(s.error());
+    return store;
+}
+
+Status SubtaskStore::add(const Subtask& subtask)
+{
+    if (subtask.leaseId.isEmpty())
+        return fail(QStringLiteral("a subtask needs its lease id"));
+    auto found = find(subtask.leaseId);
+    if (!found)
+        return fail(found.error());
+    if (*found)
+        return fail(QStringLiteral("lease %1 is already recorded (state %2); a coordinator never repeats a lease id")
+                        .arg(subtask.leaseId, subtaskStateName((*found)->state)));
+    const qint64 now = m_now();
+    auto r = exec(QStringLiteral("INSERT INTO subtasks (lease_id, manifest, signature, deadline_ms, state, task_dir, "
+                                 "created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"),
+                  {subtask.leaseId, subtask.manifest, QString::fromLatin1(subtask.signature), subtask.deadlineMs,
+                   subtaskStateName(subtask.state), subtask.taskDir, now, now});
+    return r ? Status() : fail(r.error());
+}
+
+Status SubtaskStore::setState(const QString& leaseId, SubtaskState state, const QString& error)
+{
+    auto found = find(leaseId);
+    if (!found)
+        return fail(found.error());
+    if (!*found)
+        return fail(QStringLiteral("lease %1 is not recorded").arg(leaseId));
+    const SubtaskState from = (*found)->state;
+    const bool restartWorker = from == SubtaskState::Training && state == SubtaskState::Verified;
+    if (isFinal(from) || (!isFinal(state) && order(state) < order(from) && !restartWorker))
+        return fail(QStringLiteral("lease %1 cannot go from %2 to %3")
+                        .arg(leaseId, subtaskStateName(from), subtaskStateName(state)));
+    auto r = exec(QStringLiteral("UPDATE subtasks SET state = ?, error = ?, updated_ms = ? WHERE lease_id = ?"),
+                  {subtaskStateName(state), error, m_now(), leaseId});
+    return r ? Status() : fail(r.error());
+}
+
+Status SubtaskStore::setDeadline(const QString& leaseId, qint64 deadlineMs)
+{
+    auto r = exec(QStringLiteral("UPDATE subtasks SET deadline_ms = ?, updated_ms = ? WHERE lease_id = ?"),
+                  {deadlineMs, m_now(), leaseId});
+    if (!r)
+        return fail(r.error());
+    return r->numRowsAffected() == 1 ? Status() : fail(QStringLiteral("lease %1 is not recorded").arg(leaseId));
+}
+
+Status SubtaskStore::setTaskDir(const QString& leaseId, const QString& taskDir)
+{
+    auto r = exec(QStringLiteral("UPDATE subtasks SET task_dir = ?, updated_ms = ? WHERE lease_id = ?"),
+                  {taskDir, m_now(), leaseId});
+    if (!r)
+        return fail(r.error());
+    return r->numRowsAffected() == 1 ? Status() : fail(QStringLiteral("lease %1 is not recorded").arg(leaseId));
+}
+
+Result<int> SubtaskStore::countWorkerStart(const QString& leaseId)
+{
+    auto r = exec(QStringLiteral("UPDATE subtasks SET worker_starts = worker_starts + 1, updated_ms = ? WHERE lease_id = ?"),
+                  {m_now(), leaseId});
+    if (!r)
+        return fail(r.error());
+    if (r->numRowsAffected() != 1)
+        return fail(QStringLiteral("lease %1 is not recorded").arg(leaseId));
+    auto found = find(leaseId);
+    if (!found || !*found)
+        return fail(QStringLiteral("lease %1 is not recorded").arg(leaseId));
+    return (*found)->workerStarts;
+}
+
+Result<QList<Subtask>> SubtaskStore::select(const QString& where, const QVariantList& values)
+{
+    auto r = exec(QStringLiteral("SELECT lease_id, manifest, signature, deadline_ms, state, task_dir, worker_starts, "
+                                 "error, updated_ms FROM subtasks ")
+                      + where,
+                  values);
+    if (!r)
+        return fail(r.error());
+    QList<Subtask> out;
+    while (r->next()) {
+        Subtask s;
+        s.leaseId = r->value(0).toString();
+        s.manifest = r->value(1).toByteArray();
+        s.signature = r->value(2).toString().toLatin1();
+        s.deadlineMs = r->value(3).toLongLong();
+        const auto state = subtaskStateFromName(r->value(4).toString());
+        if (!state)
+            return fail(QStringLiteral("%1: lease %2 has an unknown state \"%3\"").arg(path(), s.leaseId, r->value(4).toString()));
+        s.state = *state;
+        s.taskDir = r->value(5).toString();
+        s.workerStarts = r->value(6).toInt();
+        s.error = r->value(7).toString();
+        s.updatedMs = r->value(8).toLongLong();
+        out.append(s);
+    }
+    return out;
+}
+
+Result<std::optional<Subtask>> SubtaskStore::find(const QString& leaseId)
+{
+    auto rows = select(QStringLiteral("WHERE lease_id = ?"), {leaseId});
+    if (!rows)
+        return fail(rows.error());
+    if (rows->isEmpty())
+        return std::optional<Subtask>();
+    return std::optional<Subtask>(rows->first());
+}
+
+Result<QList<Subtask>> SubtaskStore::unfinished()
+{
+    return select(QStringLiteral("WHERE state NOT IN ('done', 'failed', 'dropped') ORDER BY created_ms, lease_id"), {});
+}
+
+Result<int> SubtaskStore::prune(qint64 beforeMs)
+{
+    auto r = exec(QStringLiteral("DELETE FROM subtasks WHERE state IN ('done', 'failed', 'dropped') AND updated_ms < ?"),
+                  {beforeMs});
+    if (!r)
+        return fail(r.error());
+    return r->numRowsAffected();
+}
+
+} // namespace gleaner::agent
