@@ -92,6 +92,13 @@ struct Worker
         return process.exitCode();
     }
     void send(const char* command) { process.write(QByteArray(command) + '\n'); }
+    // Starts and pauses the worker after its first mini-batch: a subtask caught in the middle, for a command.
+    bool startPaused(const QString& dir)
+    {
+        start(dir);
+        send("pause");
+        return !waitFor(QStringLiteral("paused")).isEmpty();
+    }
 };
 
 QByteArray tensorsOf(const QString& path)
@@ -151,9 +158,7 @@ void TestWorker::stoppedThenResumedEqualsUninterrupted()
     const auto dir = test::scratchDir();
     writeTask(dir->path());
     Worker first;
-    first.start(dir->path());
-    first.send("pause");
-    QVERIFY(!first.waitFor(QStringLiteral("paused")).isEmpty());
+    QVERIFY(first.startPaused(dir->path()));
     first.send("stop"); // while paused: checkpoint and exit
     QCOMPARE(first.finish(), 3);
     QCOMPARE(first.events.last().value(QStringLiteral("event")).toString(), QStringLiteral("stopped"));
@@ -173,9 +178,7 @@ void TestWorker::endOfInputKeepsTheWork()
     const auto dir = test::scratchDir();
     writeTask(dir->path());
     Worker w;
-    w.start(dir->path());
-    w.send("pause");
-    QVERIFY(!w.waitFor(QStringLiteral("paused")).isEmpty());
+    QVERIFY(w.startPaused(dir->path()));
     w.process.closeWriteChannel(); // the agent went away
     QCOMPARE(w.finish(), 3);
     QVERIFY(QFile::exists(dir->filePath(QStringLiteral("checkpoint.safetensors"))));
@@ -186,9 +189,7 @@ void TestWorker::cancelKeepsNothing()
     const auto dir = test::scratchDir();
     writeTask(dir->path());
     Worker w;
-    w.start(dir->path());
-    w.send("pause");
-    QVERIFY(!w.waitFor(QStringLiteral("paused")).isEmpty());
+    QVERIFY(w.startPaused(dir->path()));
     w.send("cancel");
     QCOMPARE(w.finish(), 4);
     QVERIFY(!QFile::exists(dir->filePath(QStringLiteral("checkpoint.safetensors"))));
@@ -200,9 +201,7 @@ void TestWorker::runsAtTheLowestPriority()
     const auto dir = test::scratchDir();
     writeTask(dir->path());
     Worker w;
-    w.start(dir->path());
-    w.send("pause");
-    QVERIFY(!w.waitFor(QStringLiteral("paused")).isEmpty());
+    QVERIFY(w.startPaused(dir->path()));
     const pid_t pid = pid_t(w.process.processId());
     QCOMPARE(::sched_getscheduler(pid), SCHED_IDLE);
     QFile stat(QStringLiteral("/proc/%1/stat").arg(pid));
