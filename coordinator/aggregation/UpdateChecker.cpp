@@ -3,6 +3,8 @@
 #include "format/SafeTensors.h"
 #include "ml/WeightMath.h"
 
+#include <QFile>
+
 #include <cmath>
 
 namespace gleaner::coordinator::UpdateChecker {
@@ -15,14 +17,13 @@ qint64 maxUploadBytes(const TensorBundle& schema)
 
 Result<ReceivedUpdate> check(const QString& path, const TensorBundle& schema)
 {
-    auto bundle = SafeTensors::load(path);
-    if (!bundle) {
-        // The message starts with the coordinator's own file name, which is none of the agent's business.
-        QString reason = bundle.error();
-        if (reason.startsWith(path))
-            reason = reason.mid(path.size()).remove(0, 2);
-        return fail(QStringLiteral("the result is not a valid safetensors file: %1").arg(reason));
-    }
+    // Read here and parsed from memory: the agent's messages must not carry the coordinator's file names.
+    QFile file(path);
+    if (!file.open(QIODevice::ReadOnly | QIODevice::Unbuffered))
+        return fail(QStringLiteral("the coordinator cannot read the upload back; try again later"));
+    auto bundle = SafeTensors::parse(file.readAll());
+    if (!bundle)
+        return fail(QStringLiteral("the result is not a valid safetensors file: %1").arg(bundle.error()));
     if (auto s = ml::WeightMath::checkCompatible(schema, *bundle); !s)
         return fail(QStringLiteral("the result does not match the model: %1").arg(s.error()));
     QString where;

@@ -107,8 +107,7 @@ void WeightsKeeper::publish(qint64 jobId)
         if (it == m_jobs.end() || it->second.publishedVersion == it->second.version)
             return;
         JobWeights& job = it->second;
-        job.weights.setMetadata(QStringLiteral("gleaner.version"), QString::number(job.version));
-        auto blob = m_blobs.put(SafeTensors::serialize(job.weights));
+        auto blob = writeBlob(job);
         if (!blob) {
             qCCritical(lcWeights) << "job" << jobId << "cannot publish weights:" << blob.error();
             return;
@@ -130,8 +129,7 @@ void WeightsKeeper::snapshot(qint64 jobId, bool force)
         if (job.version == job.snapshotVersion
             || (!force && now - job.snapshotMs < qint64(m_coordinator.config().snapshotEverySeconds) * 1000))
             return;
-        job.weights.setMetadata(QStringLiteral("gleaner.version"), QString::number(job.version));
-        auto blob = m_blobs.put(SafeTensors::serialize(job.weights));
+        auto blob = writeBlob(job);
         if (!blob) {
             qCCritical(lcWeights) << "job" << jobId << "cannot write a snapshot:" << blob.error();
             return;
@@ -158,9 +156,14 @@ void WeightsKeeper::exportWeights(qint64 jobId, std::function<void(Result<BlobIn
             done(fail(QStringLiteral("job %1 has no weights in memory").arg(jobId)));
             return;
         }
-        it->second.weights.setMetadata(QStringLiteral("gleaner.version"), QString::number(it->second.version));
-        done(m_blobs.put(SafeTensors::serialize(it->second.weights)));
+        done(writeBlob(it->second));
     });
+}
+
+Result<BlobInfo> WeightsKeeper::writeBlob(JobWeights& job)
+{
+    job.weights.setMetadata(QStringLiteral("gleaner.version"), QString::number(job.version));
+    return m_blobs.put(SafeTensors::serialize(job.weights));
 }
 
 void WeightsKeeper::unload(qint64 jobId)

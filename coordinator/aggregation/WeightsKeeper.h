@@ -58,6 +58,8 @@ private:
     };
     void applyNow(qint64 jobId, JobWeights& job, qint64 seq, const TensorBundle& update, UpdateContext context);
     void validateNow(qint64 jobId, const JobWeights& job, int epoch, bool epochEnd);
+    // The weights as a safetensors blob, stamped with their version (publish, snapshot and export all need it).
+    Result<BlobInfo> writeBlob(JobWeights& job);
 
     Coordinator& m_coordinator;
     BlobStore& m_blobs;

@@ -2,13 +2,12 @@
 
 #include "format/SafeTensors.h"
 #include "ml/Evaluator.h"
-#include "ml/data/Dataset.h"
 
 namespace gleaner::coordinator {
 
 void ValidationRunner::setTestSet(qint64 jobId, const QString& path, const ModelSpec& model)
 {
-    m_thread.post([this, jobId, path, model] { m_jobs[jobId] = JobData{path, model, nullptr}; });
+    m_thread.post([this, jobId, path, model] { m_jobs[jobId] = JobData{path, model, std::nullopt}; });
 }
 
 void ValidationRunner::evaluate(qint64 jobId, TensorBundle weights, std::function<void(Outcome)> done)
@@ -31,9 +30,9 @@ void ValidationRunner::evaluate(qint64 jobId, TensorBundle weights, std::functio
                 done(outcome);
                 return;
             }
-            job.dataset = std::make_shared<ml::Dataset>(std::move(*dataset));
+            job.dataset = std::move(*dataset);
         }
-        auto evaluation = ml::Evaluator::evaluate(job.model, weights, *static_cast<ml::Dataset*>(job.dataset.get()));
+        auto evaluation = ml::Evaluator::evaluate(job.model, weights, *job.dataset);
         if (!evaluation) {
             outcome.error = evaluation.error();
         } else {

@@ -3,6 +3,7 @@
 // aggregation waits for it. The test split is loaded from the blob store once per job.
 
 #include "core/SerialExecutor.h"
+#include "ml/data/Dataset.h"
 #include "spec/ModelSpec.h"
 #include "tensor/TensorBundle.h"
 
@@ -10,6 +11,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 
 namespace gleaner::coordinator {
 
@@ -34,7 +36,7 @@ private:
     {
         QString path;
         ModelSpec model;
-        std::shared_ptr<void> dataset; // ml::Dataset, loaded on first use
+        std::optional<ml::Dataset> dataset; // loaded on first use
     };
     std::map<qint64, JobData> m_jobs; // validation thread only
     SerialExecutor m_thread;
