@@ -52,27 +52,6 @@ QByteArray hex(const char* text)
 constexpr char kMessageBytes[] = "{\"job\":\"fashion\",\"nonce\":\"\xc3\xa9\"}\n\x00\xff tail";
 const QByteArray kMessage(kMessageBytes, sizeof(kMessageBytes) - 1);
 
-QByteArray readFile(const QString& path)
-{
-    QFile file(path);
-    return file.open(QIODevice::ReadOnly) ? file.readAll() : QByteArray();
-}
-
-bool writeFile(const QString& path, QByteArrayView bytes)
-{
-    QFile file(path);
-    return file.open(QIODevice::WriteOnly | QIODevice::Truncate) &&
-           file.write(bytes.toByteArray()) == bytes.size();
-}
-
-mode_t modeOf(const QString& path)
-{
-    struct stat info = {};
-    if (::stat(QFile::encodeName(path).constData(), &info) != 0)
-        return 0;
-    return info.st_mode & 07777;
-}
-
 // Runs the openssl command-line tool; false with the reason in `log` when it is missing or fails. Missing is
 // a failure, never a skip: the package is a build dependency and interoperability is what these tests prove.
 bool runOpenSsl(const QStringList& arguments, QString* log)
@@ -340,10 +319,10 @@ void TestEd25519::savedKeyFileIsMode0600()
     const auto dir = test::scratchDir();
     const QString path = dir->filePath(QStringLiteral("coordinator.key"));
     // An old world-readable file at the path must not lend its mode to the new key.
-    QVERIFY(writeFile(path, "old contents"));
+    QVERIFY(gleaner::test::writeFile(path, "old contents"));
     QVERIFY(QFile::setPermissions(path, QFile::ReadOwner | QFile::WriteOwner | QFile::ReadGroup |
                                             QFile::ReadOther));
-    QCOMPARE(modeOf(path), mode_t(0644));
+    QCOMPARE(gleaner::test::fileMode(path), mode_t(0644));
 
     const Result<SigningKey> key = SigningKey::generate();
     QVERIFY(key.ok());
@@ -352,7 +331,7 @@ void TestEd25519::savedKeyFileIsMode0600()
     const Status saved = key->saveToFile(path);
     ::umask(previousUmask);
     QVERIFY2(saved.ok(), qPrintable(saved.error()));
-    QCOMPARE(modeOf(path), mode_t(0600));
+    QCOMPARE(gleaner::test::fileMode(path), mode_t(0600));
     QCOMPARE(QFile::permissions(path) & ~(QFile::ReadUser | QFile::WriteUser | QFile::ExeUser),
              QFile::ReadOwner | QFile::WriteOwner);
     // The temporary file was renamed, not left behind.
@@ -424,7 +403,7 @@ void TestEd25519::loadNamesAMissingPath()
     QVERIFY2(loaded.error().contains(path), qPrintable(loaded.error()));
 
     // A file that is not a key names the path too.
-    QVERIFY(writeFile(path, "hello"));
+    QVERIFY(gleaner::test::writeFile(path, "hello"));
     QVERIFY(QFile::setPermissions(path, QFile::ReadOwner | QFile::WriteOwner));
     const Result<SigningKey> notKey = SigningKey::loadFromFile(path);
     QVERIFY(!notKey.ok());
@@ -438,7 +417,7 @@ void TestEd25519::openSslSignaturesVerifyHere()
     const QString publicPath = dir->filePath(QStringLiteral("pub.pem"));
     const QString messagePath = dir->filePath(QStringLiteral("msg"));
     const QString signaturePath = dir->filePath(QStringLiteral("sig"));
-    QVERIFY(writeFile(messagePath, kMessage));
+    QVERIFY(gleaner::test::writeFile(messagePath, kMessage));
     QString log;
     QVERIFY2(runOpenSsl({QStringLiteral("genpkey"), QStringLiteral("-algorithm"), QStringLiteral("ed25519"),
                          QStringLiteral("-out"), keyPath},
@@ -454,12 +433,12 @@ void TestEd25519::openSslSignaturesVerifyHere()
                         &log),
              qPrintable(log));
 
-    const QByteArray signature = readFile(signaturePath);
+    const QByteArray signature = gleaner::test::readFile(signaturePath);
     QCOMPARE(signature.size(), VerifyKey::kSignatureSize);
-    const Result<VerifyKey> publicKey = VerifyKey::fromPem(readFile(publicPath));
+    const Result<VerifyKey> publicKey = VerifyKey::fromPem(gleaner::test::readFile(publicPath));
     QVERIFY2(publicKey.ok(), qPrintable(publicKey.error()));
     QVERIFY(publicKey->verify(kMessage, signature));
-    QCOMPARE(publicKey->toPem(), readFile(publicPath));
+    QCOMPARE(publicKey->toPem(), gleaner::test::readFile(publicPath));
 
     QVERIFY(QFile::setPermissions(keyPath, QFile::ReadOwner | QFile::WriteOwner));
     const Result<SigningKey> key = SigningKey::loadFromFile(keyPath);
@@ -481,9 +460,9 @@ void TestEd25519::ourSignaturesVerifyInOpenSsl()
     const Result<SigningKey> key = SigningKey::generate();
     QVERIFY(key.ok());
     QVERIFY(key->saveToFile(keyPath).ok());
-    QVERIFY(writeFile(publicPath, key->publicKey().toPem()));
-    QVERIFY(writeFile(messagePath, kMessage));
-    QVERIFY(writeFile(signaturePath, key->sign(kMessage)));
+    QVERIFY(gleaner::test::writeFile(publicPath, key->publicKey().toPem()));
+    QVERIFY(gleaner::test::writeFile(messagePath, kMessage));
+    QVERIFY(gleaner::test::writeFile(signaturePath, key->sign(kMessage)));
 
     const QStringList verify{QStringLiteral("pkeyutl"),
                              QStringLiteral("-verify"),
@@ -504,10 +483,10 @@ void TestEd25519::ourSignaturesVerifyInOpenSsl()
                          QStringLiteral("-out"), derivedPath},
                         &log),
              qPrintable(log));
-    QCOMPARE(readFile(derivedPath), key->publicKey().toPem());
+    QCOMPARE(gleaner::test::readFile(derivedPath), key->publicKey().toPem());
 
     // The same openssl check rejects a signature of other bytes, so the success above means something.
-    QVERIFY(writeFile(signaturePath, key->sign("other bytes")));
+    QVERIFY(gleaner::test::writeFile(signaturePath, key->sign("other bytes")));
     QVERIFY2(!runOpenSsl(verify, &log), qPrintable(log));
 }
 

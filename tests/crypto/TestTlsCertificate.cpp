@@ -98,21 +98,6 @@ QByteArray withValidity(const TlsIdentity& identity, long fromDays, long toDays)
     return pemOf(certificate.get());
 }
 
-bool writeFile(const QString& path, QByteArrayView bytes)
-{
-    QFile file(path);
-    return file.open(QIODevice::WriteOnly | QIODevice::Truncate) &&
-           file.write(bytes.toByteArray()) == bytes.size();
-}
-
-mode_t modeOf(const QString& path)
-{
-    struct stat info = {};
-    if (::stat(QFile::encodeName(path).constData(), &info) != 0)
-        return 0;
-    return info.st_mode & 07777;
-}
-
 // Runs the openssl command-line tool; false with the reason in `log` when it is missing or fails. Missing is
 // a failure, never a skip: the package is a build dependency and interoperability is what these tests prove.
 // `options` are words separated by spaces; `paths` follow them, whatever characters they hold.
@@ -373,7 +358,7 @@ void TestTlsCertificate::openSslShowsCaAndNames()
 {
     const auto dir = test::scratchDir();
     const QString path = dir->filePath(QStringLiteral("c.pem"));
-    QVERIFY(writeFile(path, generate().certificatePem));
+    QVERIFY(gleaner::test::writeFile(path, generate().certificatePem));
     QString log;
     QString text;
     QVERIFY2(runOpenSsl("x509 -noout -text -in", {path}, &log, &text), qPrintable(log));
@@ -400,8 +385,8 @@ void TestTlsCertificate::openSslVerifiesAsOwnCa()
     const auto dir = test::scratchDir();
     const QString path = dir->filePath(QStringLiteral("c.pem"));
     const QString otherPath = dir->filePath(QStringLiteral("other.pem"));
-    QVERIFY(writeFile(path, generate().certificatePem));
-    QVERIFY(writeFile(otherPath, generate().certificatePem));
+    QVERIFY(gleaner::test::writeFile(path, generate().certificatePem));
+    QVERIFY(gleaner::test::writeFile(otherPath, generate().certificatePem));
     QString log;
     QString output;
     QVERIFY2(runOpenSsl("verify -CAfile", {path, path}, &log, &output), qPrintable(log));
@@ -422,7 +407,7 @@ void TestTlsCertificate::fingerprintMatchesOpenSsl()
     const auto dir = test::scratchDir();
     const QString path = dir->filePath(QStringLiteral("c.pem"));
     const TlsIdentity identity = generate();
-    QVERIFY(writeFile(path, identity.certificatePem));
+    QVERIFY(gleaner::test::writeFile(path, identity.certificatePem));
     QString log;
     QString output;
     QVERIFY2(runOpenSsl("x509 -noout -fingerprint -sha256 -in", {path}, &log, &output), qPrintable(log));
@@ -447,7 +432,7 @@ void TestTlsCertificate::saveWritesModes0644And0600()
     const QString certPath = dir->filePath(QStringLiteral("coordinator.crt"));
     const QString keyPath = dir->filePath(QStringLiteral("coordinator.key"));
     // An old world-readable file at the key's path must not lend its mode to the new key.
-    QVERIFY(writeFile(keyPath, "old contents"));
+    QVERIFY(gleaner::test::writeFile(keyPath, "old contents"));
     QVERIFY(::chmod(QFile::encodeName(keyPath).constData(), 0644) == 0);
 
     const TlsIdentity identity = generate();
@@ -456,8 +441,8 @@ void TestTlsCertificate::saveWritesModes0644And0600()
     const Status saved = TlsCertificate::save(identity, certPath, keyPath);
     ::umask(previousUmask);
     QVERIFY2(saved.ok(), qPrintable(saved.error()));
-    QCOMPARE(modeOf(certPath), mode_t(0644));
-    QCOMPARE(modeOf(keyPath), mode_t(0600));
+    QCOMPARE(gleaner::test::fileMode(certPath), mode_t(0644));
+    QCOMPARE(gleaner::test::fileMode(keyPath), mode_t(0600));
     QCOMPARE(QDir(dir->path()).entryList(QDir::Files | QDir::Hidden | QDir::System),
              (QStringList{QStringLiteral("coordinator.crt"), QStringLiteral("coordinator.key")}));
 
@@ -520,19 +505,19 @@ void TestTlsCertificate::loadRefuses()
     else if (problem == "missing key")
         QVERIFY(QFile::remove(keyPath));
     else if (problem == "garbage certificate")
-        QVERIFY(writeFile(certPath, "hello"));
+        QVERIFY(gleaner::test::writeFile(certPath, "hello"));
     else if (problem == "key as certificate")
-        QVERIFY(writeFile(certPath, identity.privateKeyPem));
+        QVERIFY(gleaner::test::writeFile(certPath, identity.privateKeyPem));
     else if (problem == "garbage key")
-        QVERIFY(writeFile(keyPath, "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"));
+        QVERIFY(gleaner::test::writeFile(keyPath, "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"));
     else if (problem == "mismatched key")
-        QVERIFY(writeFile(keyPath, generate().privateKeyPem));
+        QVERIFY(gleaner::test::writeFile(keyPath, generate().privateKeyPem));
     else if (problem == "world-readable key")
         QVERIFY(::chmod(QFile::encodeName(keyPath).constData(), 0644) == 0);
     else if (problem == "expired")
-        QVERIFY(writeFile(certPath, withValidity(identity, -30, -1)));
+        QVERIFY(gleaner::test::writeFile(certPath, withValidity(identity, -30, -1)));
     else if (problem == "not yet valid")
-        QVERIFY(writeFile(certPath, withValidity(identity, 2, 30)));
+        QVERIFY(gleaner::test::writeFile(certPath, withValidity(identity, 2, 30)));
     else
         QFAIL("unknown row");
 

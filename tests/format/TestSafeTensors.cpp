@@ -43,18 +43,6 @@ qint64 dataStart(const QByteArray& file)
     return 8 + qint64(qFromLittleEndian<quint64>(file.constData()));
 }
 
-QByteArray readAll(const QString& path)
-{
-    QFile file(path);
-    return file.open(QIODevice::ReadOnly) ? file.readAll() : QByteArray();
-}
-
-bool writeAll(const QString& path, const QByteArray& bytes)
-{
-    QFile file(path);
-    return file.open(QIODevice::WriteOnly) && file.write(bytes) == bytes.size();
-}
-
 struct CheckerRun
 {
     int exitCode = -1;
@@ -212,11 +200,11 @@ void TestSafeTensors::savesAndLoadsThroughAFile()
 {
     const auto dir = test::scratchDir();
     const QString path = dir->filePath(u"bundle.safetensors"_s);
-    QVERIFY(writeAll(path, "old contents"));
+    QVERIFY(gleaner::test::writeFile(path, "old contents"));
     const TensorBundle bundle = test::sampleBundle();
     const Status saved = SafeTensors::save(path, bundle);
     QVERIFY2(saved.ok(), qPrintable(saved.error()));
-    QCOMPARE(readAll(path), SafeTensors::serialize(bundle)); // streaming writes the same bytes
+    QCOMPARE(gleaner::test::readFile(path), SafeTensors::serialize(bundle)); // streaming writes the same bytes
     QCOMPARE(QDir(dir->path()).entryList(QDir::Files), QStringList{u"bundle.safetensors"_s}); // no temp file
 
     const auto loaded = SafeTensors::load(path);
@@ -244,7 +232,7 @@ void TestSafeTensors::loadErrorsNameThePath()
     QVERIFY2(folder.error().contains(u"is a folder"_s), qPrintable(folder.error()));
 
     const QString shortFile = dir->filePath(u"short.safetensors"_s);
-    QVERIFY(writeAll(shortFile, QByteArray(7, '\0')));
+    QVERIFY(gleaner::test::writeFile(shortFile, QByteArray(7, '\0')));
     const auto tooShort = SafeTensors::load(shortFile);
     QVERIFY(!tooShort.ok());
     QVERIFY2(tooShort.error().startsWith(shortFile + u": the file is 7 bytes"_s),
@@ -268,11 +256,11 @@ void TestSafeTensors::refusesBundlesItCannotWrite()
     QVERIFY(SafeTensors::serialize(reserved).isEmpty());
     const auto dir = test::scratchDir();
     const QString path = dir->filePath(u"kept.safetensors"_s);
-    QVERIFY(writeAll(path, "previous file"));
+    QVERIFY(gleaner::test::writeFile(path, "previous file"));
     const Status saved = SafeTensors::save(path, reserved);
     QVERIFY(!saved.ok());
     QVERIFY2(saved.error().contains(u"reserved for the file's metadata"_s), qPrintable(saved.error()));
-    QCOMPARE(readAll(path), QByteArray("previous file")); // a refused save leaves the old file alone
+    QCOMPARE(gleaner::test::readFile(path), QByteArray("previous file")); // a refused save leaves the old file alone
 
     const TensorEntry past{u"w"_s, DType::F32, {2}, 0, 8};
     const Status outside = SafeTensors::checkWritable(TensorBundle::fromBuffer(QByteArray(4, '\0'), {past}));
@@ -472,7 +460,7 @@ void TestSafeTensors::pythonReaderAcceptsOurFile()
         metadata.insert(it.key(), it.value());
     QJsonObject expected{{u"tensors"_s, tensors}, {u"metadata"_s, metadata}};
     const QString expectedPath = dir->filePath(u"expected.json"_s);
-    QVERIFY(writeAll(expectedPath, QJsonDocument(expected).toJson()));
+    QVERIFY(gleaner::test::writeFile(expectedPath, QJsonDocument(expected).toJson()));
 
     const CheckerRun good = runChecker({path, expectedPath, u"--gleaner"_s});
     QVERIFY2(good.exitCode == 0, qPrintable(good.output));
@@ -485,12 +473,12 @@ void TestSafeTensors::pythonReaderAcceptsOurFile()
                                   u"0.0"_s, u"nan"_s}; // +0.0 where the file holds -0.0
     changed[9] = f32;
     expected[u"tensors"_s] = changed;
-    QVERIFY(writeAll(expectedPath, QJsonDocument(expected).toJson()));
+    QVERIFY(gleaner::test::writeFile(expectedPath, QJsonDocument(expected).toJson()));
     const CheckerRun wrongValue = runChecker({path, expectedPath});
     QCOMPARE(wrongValue.exitCode, 1);
     QVERIFY2(wrongValue.output.contains(u"'F32': value 4"_s), qPrintable(wrongValue.output));
 
-    QVERIFY(writeAll(path, SafeTensors::serialize(bundle).chopped(1)));
+    QVERIFY(gleaner::test::writeFile(path, SafeTensors::serialize(bundle).chopped(1)));
     const CheckerRun truncated = runChecker({path, expectedPath});
     QCOMPARE(truncated.exitCode, 1);
 }
@@ -505,7 +493,7 @@ void TestSafeTensors::readsThePythonWritersFile()
 
     const auto loaded = SafeTensors::load(path);
     QVERIFY2(loaded.ok(), qPrintable(loaded.error()));
-    const QJsonObject expected = QJsonDocument::fromJson(readAll(expectedPath)).object();
+    const QJsonObject expected = QJsonDocument::fromJson(gleaner::test::readFile(expectedPath)).object();
     const QJsonArray tensors = expected[u"tensors"_s].toArray();
     QVERIFY(tensors.size() >= 13);
     QCOMPARE(loaded->size(), tensors.size());

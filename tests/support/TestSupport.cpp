@@ -1,7 +1,10 @@
 #include "TestSupport.h"
 
 #include <QDir>
+#include <QFile>
 #include <QTest>
+
+#include <sys/stat.h>
 
 namespace gleaner::test {
 
@@ -22,6 +25,26 @@ std::unique_ptr<QTemporaryDir> scratchDir()
     if (!dir->isValid())
         qFatal("cannot create a scratch folder under %s", qPrintable(QDir::tempPath()));
     return dir;
+}
+
+QByteArray readFile(const QString& path)
+{
+    QFile file(path);
+    return file.open(QIODevice::ReadOnly) ? file.readAll() : QByteArray();
+}
+
+bool writeFile(const QString& path, QByteArrayView bytes)
+{
+    QFile file(path);
+    return file.open(QIODevice::WriteOnly | QIODevice::Truncate) && file.write(bytes.toByteArray()) == bytes.size();
+}
+
+mode_t fileMode(const QString& path)
+{
+    struct stat info = {};
+    if (::stat(QFile::encodeName(path).constData(), &info) != 0)
+        return 0;
+    return info.st_mode & 07777;
 }
 
 } // namespace gleaner::test

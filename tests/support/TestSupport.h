@@ -2,8 +2,11 @@
 // Helpers every Gleaner test may use: where the sources and the Debian datasets are, and fresh scratch
 // folders.
 
+#include <QByteArray>
 #include <QString>
 #include <QTemporaryDir>
+
+#include <sys/types.h>
 
 #include <memory>
 
@@ -17,5 +20,12 @@ QString fashionMnistDir();
 
 // A scratch folder that is removed when the pointer goes; fails the calling test when it cannot be made.
 std::unique_ptr<QTemporaryDir> scratchDir();
+
+// A whole file, or empty when it cannot be read.
+QByteArray readFile(const QString& path);
+// Replaces the file's content; false when it cannot be written whole.
+bool writeFile(const QString& path, QByteArrayView bytes);
+// The permission bits (07777) of a file, 0 when it does not exist.
+mode_t fileMode(const QString& path);
 
 } // namespace gleaner::test

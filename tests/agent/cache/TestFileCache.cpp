@@ -35,12 +35,6 @@ QString shaOf(const QByteArray& data)
     return Sha256::toHex(Sha256::hash(data));
 }
 
-QByteArray readAll(const QString& path)
-{
-    QFile file(path);
-    return file.open(QIODevice::ReadOnly) ? file.readAll() : QByteArray();
-}
-
 // Downloads `data` into the cache in small pieces, as the network layer would.
 Result<CommitResult> put(FileCache& cache, const QByteArray& data, CacheRole role = CacheRole::Shard)
 {
@@ -87,7 +81,7 @@ private Q_SLOTS:
         QVERIFY2(committed, qPrintable(committed.error()));
         QCOMPARE(committed->path, cache->path(shaOf(data)));
         QVERIFY(committed->path.startsWith(cache->directory() + u'/' + shaOf(data).left(2) + u'/'));
-        QCOMPARE(readAll(cache->path(shaOf(data))), data);
+        QCOMPARE(gleaner::test::readFile(cache->path(shaOf(data))), data);
         QVERIFY(cache->contains(shaOf(data)));
         QCOMPARE(cache->usedBytes(), qint64(10'000));
         QVERIFY(QDir(cache->directory() + QStringLiteral("/partial")).isEmpty());
@@ -190,7 +184,7 @@ private Q_SLOTS:
         }
         auto committed = (*writer)->commit();
         QVERIFY2(committed, qPrintable(committed.error()));
-        QCOMPARE(readAll(cache->path(sha)), data);
+        QCOMPARE(gleaner::test::readFile(cache->path(sha)), data);
         QCOMPARE(cache->heldHashes(CacheRole::Weights), QStringList{sha});
     }
 
@@ -482,7 +476,7 @@ private Q_SLOTS:
         QCOMPARE(failures.load(), 0);
         qint64 total = 0;
         for (const QByteArray& bytes : data) {
-            QCOMPARE(readAll(cache->path(shaOf(bytes))), bytes);
+            QCOMPARE(gleaner::test::readFile(cache->path(shaOf(bytes))), bytes);
             total += bytes.size();
         }
         QCOMPARE(cache->usedBytes(), total);

@@ -29,12 +29,6 @@ QByteArray pattern(qint64 size)
     return bytes;
 }
 
-QByteArray readAll(const QString& path)
-{
-    QFile f(path);
-    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
-}
-
 } // namespace
 
 class TestCoordinatorClient : public QObject
@@ -242,7 +236,7 @@ void TestCoordinatorClient::truncatedDownloadResumesWithRange()
     c.setRateLimits(1000, 2000);
     const Status done = c.download(kSha, target, content.size());
     QVERIFY2(done.ok(), qPrintable(done.error()));
-    QCOMPARE(readAll(target), content);
+    QCOMPARE(gleaner::test::readFile(target), content);
     const auto& requests = m_transport.requests();
     QCOMPARE(requests.size(), 3);
     QCOMPARE(requests[0].maxReceiveBytesPerSecond, 2000); // the owner's download cap
@@ -302,7 +296,7 @@ void TestCoordinatorClient::serverIgnoringTheRangeRestartsTheFile()
     auto c = client();
     QVERIFY(c.download(kSha, target, content.size()).ok());
     QCOMPARE(m_transport.requests().first().resumeFrom, 5000);
-    QCOMPARE(readAll(target), content); // a 200 answer replaced the stale bytes
+    QCOMPARE(gleaner::test::readFile(target), content); // a 200 answer replaced the stale bytes
 }
 
 void TestCoordinatorClient::refusedRangeRestartsFromZero()
@@ -319,7 +313,7 @@ void TestCoordinatorClient::refusedRangeRestartsFromZero()
     const Status done = c.download(kSha, target, content.size());
     QVERIFY2(done.ok(), qPrintable(done.error()));
     QCOMPARE(m_transport.requests()[1].resumeFrom, 0);
-    QCOMPARE(readAll(target), content);
+    QCOMPARE(gleaner::test::readFile(target), content);
 }
 
 void TestCoordinatorClient::downloadOfWrongSizeIsDeleted()
