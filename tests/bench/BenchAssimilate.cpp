@@ -10,6 +10,8 @@
 #include "ml/WeightMath.h"
 #include "store/Database.h"
 
+#include "BenchSupport.h"
+
 #include <QCoreApplication>
 #include <QDir>
 #include <QElapsedTimer>
@@ -45,18 +47,6 @@ TensorBundle makeWeights(qint64 params, quint32 seed)
         left -= size;
     }
     return bundle;
-}
-
-double median(std::vector<double> values)
-{
-    std::sort(values.begin(), values.end());
-    return values.empty() ? 0.0 : values[values.size() / 2];
-}
-
-double percentile(std::vector<double> values, double p)
-{
-    std::sort(values.begin(), values.end());
-    return values.empty() ? 0.0 : values[std::min(values.size() - 1, size_t(p * double(values.size())))];
 }
 
 double ms(const QElapsedTimer& timer)
@@ -162,14 +152,14 @@ int main(int argc, char** argv)
     out.insert(QStringLiteral("params"), params);
     out.insert(QStringLiteral("updates"), updates);
     out.insert(QStringLiteral("upload_bytes"), upload.size());
-    out.insert(QStringLiteral("median_ms"), median(total));
-    out.insert(QStringLiteral("p90_ms"), percentile(total, 0.9));
-    out.insert(QStringLiteral("floor_ms"), median(floor));
+    out.insert(QStringLiteral("median_ms"), bench::median(total));
+    out.insert(QStringLiteral("p90_ms"), bench::percentile(total, 0.9));
+    out.insert(QStringLiteral("floor_ms"), bench::median(floor));
     QJsonObject parts;
-    parts.insert(QStringLiteral("read_and_check_ms"), median(check));
-    parts.insert(QStringLiteral("fsync_and_move_ms"), median(durable));
-    parts.insert(QStringLiteral("record_row_ms"), median(record));
-    parts.insert(QStringLiteral("blend_ms"), median(blend));
+    parts.insert(QStringLiteral("read_and_check_ms"), bench::median(check));
+    parts.insert(QStringLiteral("fsync_and_move_ms"), bench::median(durable));
+    parts.insert(QStringLiteral("record_row_ms"), bench::median(record));
+    parts.insert(QStringLiteral("blend_ms"), bench::median(blend));
     out.insert(QStringLiteral("median_parts"), parts);
     out.insert(QStringLiteral("paper_redis_ms"), 870);
     out.insert(QStringLiteral("goal_ms"), 25);

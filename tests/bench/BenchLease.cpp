@@ -11,6 +11,8 @@
 #include "ml/data/Dataset.h"
 #include "util/Clock.h"
 
+#include "BenchSupport.h"
+
 #include <QCoreApplication>
 #include <QElapsedTimer>
 #include <QJsonArray>
@@ -27,21 +29,6 @@
 using namespace gleaner;
 using namespace gleaner::coordinator;
 
-namespace {
-
-double percentile(std::vector<double>& sorted, double p)
-{
-    return sorted.empty() ? 0.0 : sorted[std::min(sorted.size() - 1, size_t(p * double(sorted.size())))];
-}
-
-int abortBench(const QString& message)
-{
-    QTextStream(stderr) << "bench_lease: " << message << "\n";
-    return 1;
-}
-
-} // namespace
-
 int main(int argc, char** argv)
 {
     QCoreApplication app(argc, argv);
@@ -51,16 +38,13 @@ int main(int argc, char** argv)
                                "Prints leases per second and lease latency (p50, p99) as JSON.\n";
         return 0;
     }
-    const auto option = [&](const char* name, int fallback) {
-        const auto at = args.indexOf(QString::fromLatin1(name));
-        return at >= 0 ? args.value(at + 1).toInt() : fallback;
-    };
+    const auto option = [&](const char* name, int fallback) { return bench::intOption(args, name, fallback); };
     const bool quick = args.contains(QStringLiteral("--quick"));
     const int clients = option("--clients", quick ? 8 : 200);
     const int seconds = option("--seconds", quick ? 1 : 10);
     const int shards = option("--shards", quick ? 200 : 10000);
     if (clients < 1 || seconds < 1 || shards < 1)
-        return abortBench(QStringLiteral("--clients, --seconds and --shards must be positive"));
+        return bench::failBench("bench_lease", QStringLiteral("--clients, --seconds and --shards must be positive"));
 
     QTemporaryDir scratch;
     const DataDirectory dir(scratch.filePath(QStringLiteral("data")));
@@ -69,7 +53,7 @@ int main(int argc, char** argv)
     config.listenPort = 0;
     auto created = initializeDataDirectory(dir, config);
     if (!created)
-        return abortBench(created.error());
+        return bench::failBench("bench_lease", created.error());
 
     // One sample per shard: the benchmark is about dispatch, not data.
     QByteArray pixels(qsizetype(shards) * 64, '\0');
@@ -79,12 +63,12 @@ int main(int argc, char** argv)
     auto data = ml::Dataset::fromBytes(pixels, {1, 8, 8}, labels, QStringLiteral("bench"));
     const QString train = scratch.filePath(QStringLiteral("train.safetensors"));
     if (!data || !SafeTensors::save(train, data->bundle()))
-        return abortBench(QStringLiteral("cannot write the dataset"));
+        return bench::failBench("bench_lease", QStringLiteral("cannot write the dataset"));
 
     SystemClock clock;
     auto core = Coordinator::open(dir, config, clock);
     if (!core)
-        return abortBench(core.error());
+        return bench::failBench("bench_lease", core.error());
     ApiHandler handler(**core);
     HttpServerOptions options;
     options.certificatePath = dir.certificatePath();
@@ -93,7 +77,7 @@ int main(int argc, char** argv)
     options.threads = std::max(2, QThread::idealThreadCount());
     HttpServer server(options, handler);
     if (auto s = server.start(); !s)
-        return abortBench(s.error());
+        return bench::failBench("bench_lease", s.error());
 
     const QByteArray spec = QStringLiteral(R"({"name": "bench", "dataset": {"format": "safetensors", "train": "%1",
         "test": "%1"}, "model": {"arch": "mlp", "input_shape": [1, 8, 8], "num_classes": 4, "hidden": [8]},
@@ -161,7 +145,6 @@ int main(int argc, char** argv)
         total += leased[size_t(k)];
         failed += failures[size_t(k)];
     }
-    std::sort(all.begin(), all.end());
     server.stop();
     (*core)->shutdown();
 
@@ -172,8 +155,8 @@ int main(int argc, char** argv)
     out.insert(QStringLiteral("leases"), total);
     out.insert(QStringLiteral("failed_requests"), failed);
     out.insert(QStringLiteral("leases_per_second"), double(total) / elapsed);
-    out.insert(QStringLiteral("p50_ms"), percentile(all, 0.50));
-    out.insert(QStringLiteral("p99_ms"), percentile(all, 0.99));
+    out.insert(QStringLiteral("p50_ms"), bench::percentile(all, 0.50));
+    out.insert(QStringLiteral("p99_ms"), bench::percentile(all, 0.99));
     out.insert(QStringLiteral("server_threads"), options.threads);
     out.insert(QStringLiteral("boinc_dispatch_per_second"), 100);
     out.insert(QStringLiteral("goal_per_second"), 1000);

@@ -7,6 +7,8 @@
 #include "ml/Trainer.h"
 #include "ml/data/DatasetLoader.h"
 
+#include "BenchSupport.h"
+
 #include <QCoreApplication>
 #include <QElapsedTimer>
 #include <QFile>
@@ -20,22 +22,6 @@
 
 using namespace gleaner;
 
-namespace {
-
-double median(std::vector<double> v)
-{
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
-int stop(const QString& message)
-{
-    QTextStream(stderr) << "bench_worker: " << message << "\n";
-    return 1;
-}
-
-} // namespace
-
 int main(int argc, char** argv)
 {
     QCoreApplication app(argc, argv);
@@ -44,10 +30,7 @@ int main(int argc, char** argv)
         QTextStream(stdout) << "usage: bench_worker [--rounds R] [--samples N] [--threads T] [--quick]\n";
         return 0;
     }
-    const auto option = [&](const char* name, int fallback) {
-        const auto at = args.indexOf(QString::fromLatin1(name));
-        return at >= 0 ? args.value(at + 1).toInt() : fallback;
-    };
+    const auto option = [&](const char* name, int fallback) { return bench::intOption(args, name, fallback); };
     // The bare loop runs in a fresh process too, like the worker: both pay the same cold start (library loading,
     // oneDNN primitive creation, allocator warm-up), so the ratio measures what the worker adds.
     if (const auto at = args.indexOf(QStringLiteral("--bare-child")); at >= 0) {
@@ -55,10 +38,10 @@ int main(int argc, char** argv)
         auto weights = SafeTensors::load(dir + QStringLiteral("/weights.safetensors"));
         auto bundle = SafeTensors::load(dir + QStringLiteral("/shard.safetensors"));
         if (!weights || !bundle)
-            return stop(QStringLiteral("cannot read the task folder"));
+            return bench::failBench("bench_worker", QStringLiteral("cannot read the task folder"));
         auto shard = ml::Dataset::fromBundle(std::move(*bundle), dir);
         if (!shard)
-            return stop(shard.error());
+            return bench::failBench("bench_worker", shard.error());
         ml::TrainRequest request;
         request.batchSize = 32;
         request.seed = 5;
@@ -68,7 +51,7 @@ int main(int argc, char** argv)
         timer.start();
         auto outcome = ml::Trainer::train(request, *weights, *shard);
         if (!outcome)
-            return stop(outcome.error());
+            return bench::failBench("bench_worker", outcome.error());
         QTextStream(stdout) << double(outcome->samples) / (double(timer.nsecsElapsed()) / 1e9) << "\n";
         return 0;
     }
@@ -80,19 +63,19 @@ int main(int argc, char** argv)
     // A Fashion-MNIST shard and the default cnn, as the demo's subtasks are.
     auto data = ml::loadDataset(DatasetSpec{}, samples);
     if (!data)
-        return stop(data.error());
+        return bench::failBench("bench_worker", data.error());
     QTemporaryDir task;
     ModelSpec model; // cnn 1x28x28, 10 classes
     auto net = ml::Model::create(model, 1);
     if (!net || !SafeTensors::save(task.filePath(QStringLiteral("weights.safetensors")), net->weights())
         || !SafeTensors::save(task.filePath(QStringLiteral("shard.safetensors")), data->train.bundle()))
-        return stop(QStringLiteral("cannot write the task folder"));
+        return bench::failBench("bench_worker", QStringLiteral("cannot write the task folder"));
     OptimizerSpec optimizer;
     const QJsonObject hyper{{QStringLiteral("local_epochs"), 1}, {QStringLiteral("batch_size"), 32},
                             {QStringLiteral("optimizer"), optimizer.toJson()}, {QStringLiteral("seed"), 5}};
     QFile manifest(task.filePath(QStringLiteral("manifest.json")));
     if (!manifest.open(QIODevice::WriteOnly))
-        return stop(QStringLiteral("cannot write the manifest"));
+        return bench::failBench("bench_worker", QStringLiteral("cannot write the manifest"));
     manifest.write(QJsonDocument(QJsonObject{{QStringLiteral("base_version"), 0}, {QStringLiteral("model"), model.toJson()},
                                              {QStringLiteral("hyperparameters"), hyper}})
                        .toJson());
@@ -106,7 +89,7 @@ int main(int argc, char** argv)
         bareChild.start(QCoreApplication::applicationFilePath(),
                         {QStringLiteral("--bare-child"), task.path(), QStringLiteral("--threads"), QString::number(threads)});
         if (!bareChild.waitForFinished(600'000) || bareChild.exitCode() != 0)
-            return stop(QStringLiteral("the bare loop failed: %1").arg(QString::fromUtf8(bareChild.readAllStandardError())));
+            return bench::failBench("bench_worker", QStringLiteral("the bare loop failed: %1").arg(QString::fromUtf8(bareChild.readAllStandardError())));
         // Whole process to whole process: start-up, reading the task and training, on both sides.
         const double bareWall = double(bareTimer.nsecsElapsed()) / 1e9;
         bare.push_back(double(data->train.size()) / bareWall);
@@ -119,14 +102,14 @@ int main(int argc, char** argv)
                        QStringLiteral("--checkpoint-interval"), QStringLiteral("0")});
         // stdin stays open, as the agent keeps it: its end would mean "checkpoint and stop".
         if (!process.waitForFinished(600'000))
-            return stop(QStringLiteral("gleaner-worker did not finish"));
+            return bench::failBench("bench_worker", QStringLiteral("gleaner-worker did not finish"));
         const double wall = double(timer.nsecsElapsed()) / 1e9;
         QJsonObject done;
         for (const QByteArray& line : process.readAllStandardOutput().split('\n'))
             if (QJsonDocument::fromJson(line).object().value(QStringLiteral("event")).toString() == u"done")
                 done = QJsonDocument::fromJson(line).object();
         if (done.isEmpty())
-            return stop(QStringLiteral("gleaner-worker ended without a result (exit %1)").arg(process.exitCode()));
+            return bench::failBench("bench_worker", QStringLiteral("gleaner-worker ended without a result (exit %1)").arg(process.exitCode()));
         worker.push_back(double(done.value(QStringLiteral("samples")).toInteger()) / wall);
         workerTrain.push_back(double(done.value(QStringLiteral("samples")).toInteger())
                               / done.value(QStringLiteral("train_seconds")).toDouble());
@@ -136,10 +119,10 @@ int main(int argc, char** argv)
     out.insert(QStringLiteral("rounds"), rounds);
     out.insert(QStringLiteral("samples"), samples);
     out.insert(QStringLiteral("threads"), threads);
-    out.insert(QStringLiteral("bare_samples_per_s_wall"), median(bare));
-    out.insert(QStringLiteral("worker_samples_per_s_wall"), median(worker));
-    out.insert(QStringLiteral("worker_samples_per_s_training"), median(workerTrain));
-    out.insert(QStringLiteral("ratio_wall"), median(worker) / median(bare));
+    out.insert(QStringLiteral("bare_samples_per_s_wall"), bench::median(bare));
+    out.insert(QStringLiteral("worker_samples_per_s_wall"), bench::median(worker));
+    out.insert(QStringLiteral("worker_samples_per_s_training"), bench::median(workerTrain));
+    out.insert(QStringLiteral("ratio_wall"), bench::median(worker) / bench::median(bare));
 
     out.insert(QStringLiteral("goal_ratio"), 0.97);
     QTextStream(stdout) << QJsonDocument(out).toJson(QJsonDocument::Indented);
