@@ -18,7 +18,7 @@ namespace gleaner {
 // QCOMPARE prints a spec that differs as its JSON.
 char* toString(const JobSpec& spec)
 {
-    return qstrdup(QJsonDocument(spec.toJson()).toJson(QJsonDocument::Compact).constData());
+    return test::jsonToString(spec);
 }
 } // namespace gleaner
 
@@ -34,20 +34,11 @@ constexpr auto kMinimalJob = R"({
     "target_accuracy": 0.88
 })";
 
-QJsonObject parseObject(const QByteArray& text)
-{
-    QJsonParseError error;
-    const QJsonDocument document = QJsonDocument::fromJson(text, &error);
-    if (error.error != QJsonParseError::NoError || !document.isObject())
-        qFatal("test fixture is not a JSON object: %s", text.constData());
-    return document.object();
-}
-
 // The minimal job with `patch`'s top-level fields replaced and `remove` taken out.
 QJsonObject patchedJob(const QByteArray& patch, const QString& remove = QString())
 {
-    QJsonObject job = parseObject(kMinimalJob);
-    const QJsonObject changes = parseObject(patch.isEmpty() ? "{}"_ba : patch);
+    QJsonObject job = gleaner::test::jsonObject(kMinimalJob);
+    const QJsonObject changes = gleaner::test::jsonObject(patch.isEmpty() ? "{}"_ba : patch);
     for (auto it = changes.begin(); it != changes.end(); ++it)
         job.insert(it.key(), it.value());
     if (!remove.isEmpty())

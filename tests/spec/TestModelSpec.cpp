@@ -3,6 +3,8 @@
 #include <QJsonDocument>
 #include <QJsonParseError>
 #include <QSet>
+#include "TestSupport.h"
+
 #include <QTest>
 
 using namespace gleaner;
@@ -14,20 +16,11 @@ namespace gleaner {
 // QCOMPARE prints a spec that differs as its JSON.
 char* toString(const ModelSpec& spec)
 {
-    return qstrdup(QJsonDocument(spec.toJson()).toJson(QJsonDocument::Compact).constData());
+    return test::jsonToString(spec);
 }
 } // namespace gleaner
 
 namespace {
-
-QJsonObject parseObject(const QByteArray& text)
-{
-    QJsonParseError error;
-    const QJsonDocument document = QJsonDocument::fromJson(text, &error);
-    if (error.error != QJsonParseError::NoError || !document.isObject())
-        qFatal("test fixture is not a JSON object: %s", text.constData());
-    return document.object();
-}
 
 ModelSpec makeSpec(Architecture arch, QList<qint64> shape, int classes)
 {
@@ -119,7 +112,7 @@ void TestModelSpec::validSpecs()
 {
     QFETCH(QByteArray, json);
     QFETCH(ModelSpec, expected);
-    const Result<ModelSpec> spec = ModelSpec::fromJson(parseObject(json));
+    const Result<ModelSpec> spec = ModelSpec::fromJson(gleaner::test::jsonObject(json));
     QVERIFY2(spec.ok(), qPrintable(spec.error()));
     QCOMPARE(*spec, expected);
 }
@@ -246,7 +239,7 @@ void TestModelSpec::invalidSpecs()
     QFETCH(QByteArray, json);
     QFETCH(QString, path);
     QFETCH(QString, message);
-    const Result<ModelSpec> spec = ModelSpec::fromJson(parseObject(json));
+    const Result<ModelSpec> spec = ModelSpec::fromJson(gleaner::test::jsonObject(json));
     QVERIFY(!spec.ok());
     QVERIFY2(spec.error().startsWith(path + u": "_s), qPrintable(u"wrong field in: "_s + spec.error()));
     QVERIFY2(spec.error().contains(message), qPrintable(u"unexpected message: "_s + spec.error()));
@@ -267,7 +260,7 @@ void TestModelSpec::roundTrip()
 
     // Through text too, as a task manifest carries it.
     const QByteArray text = QJsonDocument(json).toJson();
-    const Result<ModelSpec> fromText = ModelSpec::fromJson(parseObject(text));
+    const Result<ModelSpec> fromText = ModelSpec::fromJson(gleaner::test::jsonObject(text));
     QVERIFY2(fromText.ok(), qPrintable(fromText.error()));
     QCOMPARE(*fromText, expected);
 }
@@ -296,13 +289,13 @@ void TestModelSpec::toJsonEmitsOnlyTheArchitecturesFields()
 
 void TestModelSpec::pathPrefixesMessages()
 {
-    const QJsonObject json = parseObject(R"({"arch": "mlp", "input_shape": [784], "num_classes": 10,
+    const QJsonObject json = gleaner::test::jsonObject(R"({"arch": "mlp", "input_shape": [784], "num_classes": 10,
                                              "hidden": [128, -3]})");
     const Result<ModelSpec> inTask = ModelSpec::fromJson(json, u"task.model"_s);
     QVERIFY(!inTask.ok());
     QCOMPARE(inTask.error(), u"task.model.hidden[1]: expected a positive integer <= 65536, got -3"_s);
 
-    const QJsonObject unknown = parseObject(R"({"arch": "mlp", "input_shape": [784], "num_classes": 10,
+    const QJsonObject unknown = gleaner::test::jsonObject(R"({"arch": "mlp", "input_shape": [784], "num_classes": 10,
                                                 "hiden": [64]})");
     QCOMPARE(ModelSpec::fromJson(unknown, u"task.model"_s).error(),
              uR"(task.model: unknown field "hiden" (did you mean "hidden"?))"_s);

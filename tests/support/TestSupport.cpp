@@ -39,6 +39,15 @@ bool writeFile(const QString& path, QByteArrayView bytes)
     return file.open(QIODevice::WriteOnly | QIODevice::Truncate) && file.write(bytes.toByteArray()) == bytes.size();
 }
 
+QJsonObject jsonObject(const QByteArray& text)
+{
+    QJsonParseError error;
+    const QJsonDocument document = QJsonDocument::fromJson(text, &error);
+    if (error.error != QJsonParseError::NoError || !document.isObject())
+        qFatal("test fixture is not a JSON object: %s", text.constData());
+    return document.object();
+}
+
 mode_t fileMode(const QString& path)
 {
     struct stat info = {};

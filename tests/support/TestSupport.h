@@ -3,6 +3,8 @@
 // folders.
 
 #include <QByteArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QString>
 #include <QTemporaryDir>
 
@@ -27,5 +29,15 @@ QByteArray readFile(const QString& path);
 bool writeFile(const QString& path, QByteArrayView bytes);
 // The permission bits (07777) of a file, 0 when it does not exist.
 mode_t fileMode(const QString& path);
+
+// A JSON object written into a test; a fixture that is not one stops the test program at once.
+QJsonObject jsonObject(const QByteArray& text);
+
+// For QTest's toString(const T&) overloads: a spec that differs is printed as its compact JSON.
+template <typename Spec>
+char* jsonToString(const Spec& spec)
+{
+    return qstrdup(QJsonDocument(spec.toJson()).toJson(QJsonDocument::Compact).constData());
+}
 
 } // namespace gleaner::test
