@@ -1,5 +1,7 @@
 #include "config/DataDirectory.h"
 
+#include "spec/JsonFields.h"
+
 #include <QDir>
 #include <QFile>
 #include <QJsonArray>
@@ -34,26 +36,43 @@ QJsonObject CoordinatorConfig::toJson() const
 
 Result<CoordinatorConfig> CoordinatorConfig::fromJson(const QJsonObject& json)
 {
+    // The same field checks as a job spec: a typo in config.json is refused by name, never silently defaulted.
+    JsonFields fields(json, QStringLiteral("config"));
+    fields.allowOnly({QStringLiteral("listen"), QStringLiteral("hosts"), QStringLiteral("open_enrollment"),
+                      QStringLiteral("http_threads"), QStringLiteral("snapshot_every_updates"),
+                      QStringLiteral("snapshot_every_seconds"), QStringLiteral("publish_interval_ms"),
+                      QStringLiteral("validate_every_updates")});
     CoordinatorConfig config;
-    const QString listen = json.value(QStringLiteral("listen")).toString();
-    const qsizetype colon = listen.lastIndexOf(u':');
-    bool portOk = false;
-    const int port = colon > 0 ? listen.mid(colon + 1).toInt(&portOk) : 0;
-    if (colon <= 0 || !portOk || port < 0 || port > 65535)
-        return fail(QStringLiteral("config: \"listen\" must be HOST:PORT, got \"%1\"").arg(listen));
-    config.listenHost = listen.left(colon);
-    if (config.listenHost.startsWith(u'[') && config.listenHost.endsWith(u']'))
-        config.listenHost = config.listenHost.mid(1, config.listenHost.size() - 2);
-    config.listenPort = quint16(port);
-    config.hosts.clear();
-    for (const auto& host : json.value(QStringLiteral("hosts")).toArray())
-        config.hosts << host.toString();
-    config.openEnrollment = json.value(QStringLiteral("open_enrollment")).toBool(false);
-    config.httpThreads = std::max(1, json.value(QStringLiteral("http_threads")).toInt(2));
-    config.snapshotEveryUpdates = std::max(1, json.value(QStringLiteral("snapshot_every_updates")).toInt(50));
-    config.snapshotEverySeconds = std::max(1, json.value(QStringLiteral("snapshot_every_seconds")).toInt(60));
-    config.publishIntervalMs = std::max(0, json.value(QStringLiteral("publish_interval_ms")).toInt(1000));
-    config.validateEveryUpdates = std::max(0, json.value(QStringLiteral("validate_every_updates")).toInt(0));
+    QString listen;
+    if (fields.readString(u"listen", listen, Need::Required)) {
+        const qsizetype colon = listen.lastIndexOf(u':');
+        bool portOk = false;
+        const int port = colon > 0 ? listen.mid(colon + 1).toInt(&portOk) : 0;
+        if (colon <= 0 || !portOk || port < 0 || port > 65535) {
+            fields.fail(u"listen", QStringLiteral("expected HOST:PORT, got \"%1\"").arg(listen));
+        } else {
+            config.listenHost = listen.left(colon);
+            if (config.listenHost.startsWith(u'[') && config.listenHost.endsWith(u']'))
+                config.listenHost = config.listenHost.mid(1, config.listenHost.size() - 2);
+            config.listenPort = quint16(port);
+        }
+    }
+    if (fields.ok() && fields.has(u"hosts")) {
+        config.hosts.clear();
+        const QJsonValue hosts = fields.value(u"hosts");
+        for (const auto& host : hosts.toArray())
+            config.hosts << host.toString();
+        if (!hosts.isArray() || config.hosts.contains(QString()))
+            fields.fail(u"hosts", QStringLiteral("expected a list of host names and addresses"));
+    }
+    fields.readBool(u"open_enrollment", config.openEnrollment);
+    fields.readInt(u"http_threads", config.httpThreads, IntRange{1, 256});
+    fields.readInt(u"snapshot_every_updates", config.snapshotEveryUpdates, IntRange{1, 1'000'000});
+    fields.readInt(u"snapshot_every_seconds", config.snapshotEverySeconds, IntRange{1, 86'400});
+    fields.readInt(u"publish_interval_ms", config.publishIntervalMs, IntRange{0, 3'600'000});
+    fields.readInt(u"validate_every_updates", config.validateEveryUpdates, IntRange{0, 1'000'000});
+    if (!fields.ok())
+        return fields.failure();
     return config;
 }
 

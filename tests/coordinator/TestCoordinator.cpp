@@ -55,6 +55,8 @@ private Q_SLOTS:
     void identicalJobsKeepTheirSharedWeightsFiles();
     void revokedAgentsWorkGoesBackAtOnce();
     void pausedJobHandsOutNothingButKeepsWorkInFlight();
+    void configFileIsCheckedByField_data();
+    void configFileIsCheckedByField();
 
 private:
     std::vector<Task> lease(const QString& agentId, int maxTasks = 1);
@@ -482,6 +484,35 @@ void TestCoordinator::pausedJobHandsOutNothingButKeepsWorkInFlight()
     f.call([&] { return f.core->setJobStatus(job, "resume"); }, &status);
     QCOMPARE(status, 200);
     QCOMPARE(lease(agent, 4).size(), size_t(3));
+}
+
+void TestCoordinator::configFileIsCheckedByField_data()
+{
+    QTest::addColumn<QByteArray>("json");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("valid") << QByteArray(R"({"listen": "[::1]:8443", "hosts": ["a.lan"], "http_threads": 4})") << QString();
+    QTest::newRow("typo") << QByteArray(R"({"listen": "127.0.0.1:1", "snapshot_every_update": 5})")
+                          << "unknown field \"snapshot_every_update\"";
+    QTest::newRow("no port") << QByteArray(R"({"listen": "127.0.0.1"})") << "config.listen: expected HOST:PORT";
+    QTest::newRow("missing listen") << QByteArray(R"({})") << "config.listen";
+    QTest::newRow("threads zero") << QByteArray(R"({"listen": "h:1", "http_threads": 0})") << "config.http_threads";
+    QTest::newRow("hosts not a list") << QByteArray(R"({"listen": "h:1", "hosts": "a.lan"})") << "config.hosts";
+}
+
+void TestCoordinator::configFileIsCheckedByField()
+{
+    QFETCH(QByteArray, json);
+    QFETCH(QString, message);
+    auto config = CoordinatorConfig::fromJson(QJsonDocument::fromJson(json).object());
+    if (message.isEmpty()) {
+        QVERIFY2(config.ok(), qPrintable(config.error()));
+        QCOMPARE(config->listenHost, QStringLiteral("::1"));
+        QCOMPARE(config->hosts, QStringList{QStringLiteral("a.lan")});
+        QCOMPARE(config->httpThreads, 4);
+        return;
+    }
+    QVERIFY(!config.ok());
+    QVERIFY2(config.error().contains(message), qPrintable(config.error()));
 }
 
 QTEST_GUILESS_MAIN(TestCoordinator)
