@@ -57,7 +57,6 @@ int serveCommand(const QStringList& arguments)
     auto coordinator = Coordinator::open(dir, *config, clock);
     if (!coordinator)
         return failure(coordinator.error());
-    int exitCode = 0;
     {
         ApiHandler handler(**coordinator);
         HttpServerOptions options;
@@ -106,7 +105,7 @@ int serveCommand(const QStringList& arguments)
     }
     (*coordinator)->shutdown();
     QTextStream(stderr) << "gleaner-coordinator: stopped\n";
-    return exitCode;
+    return 0;
 }
 
 } // namespace gleaner::coordinator::cli

@@ -401,8 +401,10 @@ void Coordinator::finishJob(JobState& job, JobStatus status, const QString& reas
             m_admission.closeLease(it->id, QStringLiteral("job %1 is %2 and takes no more results")
                                                .arg(job.id)
                                                .arg(jobStatusName(status)));
-    if (hadWeights)
+    if (hadWeights) {
         m_weights->unload(job.id);
+        m_validation->forget(job.id); // a Fashion-MNIST test split is 8 MB
+    }
     qCInfo(lcCoordinator) << "job" << job.id << jobStatusName(status) << ":" << reason;
 }
 

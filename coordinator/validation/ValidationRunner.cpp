@@ -10,6 +10,11 @@ void ValidationRunner::setTestSet(qint64 jobId, const QString& path, const Model
     m_thread.post([this, jobId, path, model] { m_jobs[jobId] = JobData{path, model, std::nullopt}; });
 }
 
+void ValidationRunner::forget(qint64 jobId)
+{
+    m_thread.post([this, jobId] { m_jobs.erase(jobId); });
+}
+
 void ValidationRunner::evaluate(qint64 jobId, TensorBundle weights, std::function<void(Outcome)> done)
 {
     m_thread.post([this, jobId, weights = std::move(weights), done = std::move(done)] {

@@ -29,6 +29,8 @@ public:
     ValidationRunner() = default;
     void setTestSet(qint64 jobId, const QString& path, const ModelSpec& model);
     void evaluate(qint64 jobId, TensorBundle weights, std::function<void(Outcome)> done);
+    // Frees a finished job's test split once the evaluations queued before this call have run.
+    void forget(qint64 jobId);
     SerialExecutor& executor() { return m_thread; }
 
 private:
