@@ -3,6 +3,8 @@
 #include <QSqlError>
 #include <QUuid>
 
+#include <algorithm>
+
 namespace gleaner {
 
 SqliteDatabase::~SqliteDatabase()
@@ -90,13 +92,16 @@ Status SqliteDatabase::migrate(const SqliteSchema& schema)
         if (!version || !version->next())
             return fail(QStringLiteral("%1: %2 has no schema version; %3").arg(m_path, m_what, schema.remedy));
         const int found = version->value(0).toInt();
-        if (found != schema.version)
-            return fail(QStringLiteral("%1: %2 has schema version %3, not the %4 this version of Gleaner knows; %5")
-                            .arg(m_path, m_what)
-                            .arg(found)
-                            .arg(schema.version)
-                            .arg(schema.remedy));
-        return {};
+        if (found == schema.version)
+            return {};
+        if (found < schema.version && !schema.upgrades.empty())
+            return upgrade(schema, found);
+        return fail(
+            QStringLiteral("%1: %2 has schema version %3, not the %4 this version of Gleaner knows; %5")
+                .arg(m_path, m_what)
+                .arg(found)
+                .arg(schema.version)
+                .arg(schema.remedy));
     }
     return transaction([&]() -> Status {
         if (auto r = exec(QStringLiteral("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")); !r)
@@ -105,6 +110,35 @@ Status SqliteDatabase::migrate(const SqliteSchema& schema)
             if (auto r = exec(QString::fromLatin1(statement)); !r)
                 return fail(r.error());
         auto r = exec(QStringLiteral("INSERT INTO meta (key, value) VALUES ('schema_version', ?)"),
+                      {QString::number(schema.version)});
+        return r ? Status() : fail(r.error());
+    });
+}
+
+Status SqliteDatabase::upgrade(const SqliteSchema& schema, int from)
+{
+    return transaction([&]() -> Status {
+        for (int version = from; version < schema.version; ++version) {
+            const auto step = std::find_if(schema.upgrades.begin(), schema.upgrades.end(),
+                                           [&](const SqliteUpgrade& s) { return s.from == version; });
+            if (step == schema.upgrades.end())
+                return fail(
+                    QStringLiteral("%1: %2 has schema version %3 and this version of Gleaner has no upgrade "
+                                   "from version %4 to %5; %6")
+                        .arg(m_path, m_what)
+                        .arg(from)
+                        .arg(version)
+                        .arg(version + 1)
+                        .arg(schema.remedy));
+            for (const char* statement : step->statements)
+                if (auto r = exec(QString::fromLatin1(statement)); !r)
+                    return fail(QStringLiteral("upgrading %1 from schema version %2 to %3: %4")
+                                    .arg(m_what)
+                                    .arg(version)
+                                    .arg(version + 1)
+                                    .arg(r.error()));
+        }
+        auto r = exec(QStringLiteral("UPDATE meta SET value = ? WHERE key = 'schema_version'"),
                       {QString::number(schema.version)});
         return r ? Status() : fail(r.error());
     });

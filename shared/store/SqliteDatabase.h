@@ -18,12 +18,23 @@
 
 namespace gleaner {
 
+// One step of a schema's history: the statements that take a file from version `from` to `from + 1`.
+struct SqliteUpgrade
+{
+    int from = 0;
+    std::span<const char* const> statements;
+};
+
 struct SqliteSchema
 {
     QString what;                           // "the coordinator's database": for messages
     int version = 1;                        // stored in meta.schema_version
     std::span<const char* const> statements; // run once, in one transaction, on a new file (meta is added)
     QString remedy;                         // what to do when the file has another version
+    // How a file written by an older version is brought to `version` when it is opened: every step from its
+    // version on, in one transaction (all or nothing). A file that no chain of steps leads from, or one
+    // written by a newer version, is refused with `remedy`.
+    std::span<const SqliteUpgrade> upgrades = {};
 };
 
 class SqliteDatabase
@@ -50,6 +61,7 @@ protected:
 
 private:
     Status migrate(const SqliteSchema& schema);
+    Status upgrade(const SqliteSchema& schema, int from);
 
     QString m_connection;
     QString m_path;
