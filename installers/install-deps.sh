@@ -13,9 +13,15 @@ fi
 
 mapfile -t wanted < <(sed -e 's/#.*//' -e 's/[[:space:]]*$//' -e '/^[[:space:]]*$/d' "$list")
 missing=()
+# A package counts as present when it is installed or an installed package provides it (a nodejs build that
+# bundles npm provides and conflicts with Debian's npm: asking apt for npm would then fail).
+provided=$(dpkg-query -W -f='${db:Status-Abbrev} ${Provides}\n' 2>/dev/null | awk '$1 == "ii" { $1 = ""; print }' \
+           | tr ',' '\n' | sed -e 's/([^)]*)//g' -e 's/[[:space:]]//g' | sort -u)
 for pkg in "${wanted[@]}"; do
     status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
-    [[ "$status" == "install ok installed" ]] || missing+=("$pkg")
+    [[ "$status" == "install ok installed" ]] && continue
+    grep -qx -- "$pkg" <<<"$provided" && continue
+    missing+=("$pkg")
 done
 
 if [[ ${#missing[@]} -eq 0 ]]; then

@@ -46,12 +46,15 @@ void WeightsKeeper::load(qint64 jobId, TensorBundle weights, qint64 version, con
 
 void WeightsKeeper::apply(qint64 jobId, qint64 seq, TensorBundle update, UpdateContext context)
 {
-    m_thread.post([this, jobId, seq, update = std::move(update), context] {
+    const auto recorded = std::chrono::steady_clock::now();
+    m_thread.post([this, jobId, seq, update = std::move(update), context, recorded] {
         auto it = m_jobs.find(jobId);
         if (it == m_jobs.end())
             return;
         JobWeights& job = it->second;
         applyNow(jobId, job, seq, update, context);
+        m_coordinator.m_metrics.updateAssimilated(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - recorded).count());
         const auto& config = m_coordinator.config();
         const bool due = job.version - job.snapshotVersion >= config.snapshotEveryUpdates;
         if (due)

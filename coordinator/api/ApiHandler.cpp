@@ -53,7 +53,7 @@ bool isApi(const QList<QByteArray>& parts)
 
 } // namespace
 
-ApiHandler::ApiHandler(Coordinator& coordinator) : m_coordinator(coordinator) {}
+ApiHandler::ApiHandler(Coordinator& coordinator) : m_coordinator(coordinator), m_dashboard(coordinator) {}
 
 ApiHandler::~ApiHandler()
 {
@@ -88,8 +88,11 @@ std::variant<BodyPolicy, HttpResponse> ApiHandler::admit(const RequestHead& head
 {
     const QList<QByteArray> parts = pathParts(head);
     const QByteArray& method = head.method;
-    if (!isApi(parts))
+    if (!isApi(parts)) {
+        if (auto dashboard = m_dashboard.admitOutsideApi(head))
+            return *dashboard;
         return HttpResponse::error(404, QStringLiteral("no such endpoint: %1").arg(QString::fromUtf8(head.path())));
+    }
     const QByteArray area = parts.value(2);
 
     if (area == "info" && parts.size() == 3)
@@ -99,12 +102,8 @@ std::variant<BodyPolicy, HttpResponse> ApiHandler::admit(const RequestHead& head
         return method == "POST" ? std::variant<BodyPolicy, HttpResponse>(BodyPolicy{kSmallBody, false})
                                 : wrongMethod("POST");
 
-    if (area == "admin") {
-        auto who = identify(head, false, true);
-        if (auto* refusal = std::get_if<HttpResponse>(&who))
-            return *refusal;
-        return BodyPolicy{kJobSpecBody, false};
-    }
+    if (area == "admin")
+        return m_dashboard.admitAdmin(head, parts); // the admin token, or a dashboard session
 
     auto who = identify(head, true, area == "files");
     if (auto* refusal = std::get_if<HttpResponse>(&who))
@@ -118,6 +117,9 @@ std::variant<BodyPolicy, HttpResponse> ApiHandler::admit(const RequestHead& head
         return method == "POST" ? std::variant<BodyPolicy, HttpResponse>(BodyPolicy{kLeaseBody, false})
                                 : wrongMethod("POST");
     if (area == "work" && parts.size() == 5 && parts[4] == "progress")
+        return method == "POST" ? std::variant<BodyPolicy, HttpResponse>(BodyPolicy{kSmallBody, false})
+                                : wrongMethod("POST");
+    if (area == "work" && parts.size() == 5 && parts[4] == "fail")
         return method == "POST" ? std::variant<BodyPolicy, HttpResponse>(BodyPolicy{kSmallBody, false})
                                 : wrongMethod("POST");
     if (area == "work" && parts.size() == 5 && parts[4] == "result") {
@@ -152,6 +154,8 @@ HttpResponse ApiHandler::info() const
 
 void ApiHandler::handle(HttpRequest request, Responder respond)
 {
+    if (m_dashboard.handle(request, respond))
+        return;
     const QList<QByteArray> parts = pathParts(request.head);
     const QByteArray area = parts.value(2);
     Coordinator& c = m_coordinator;
@@ -212,7 +216,22 @@ void ApiHandler::handle(HttpRequest request, Responder respond)
         c.state().post([&c, agentId, leaseId, body = *body, respond] { respond(c.progress(agentId, leaseId, body)); });
         return;
     }
+    if (parts.value(4) == "fail") {
+        auto body = jsonBody(request.body);
+        if (!body) {
+            respond(badJson());
+            return;
+        }
+        c.state().post(
+            [&c, agentId, leaseId, body = *body, respond] { respond(c.failLease(agentId, leaseId, body)); });
+        return;
+    }
     handleResult(agentId, leaseId, std::move(request), std::move(respond));
+}
+
+void ApiHandler::observe(const RequestHead& head, const RequestOutcome& outcome)
+{
+    m_coordinator.metrics().observeRequest(head, outcome);
 }
 
 void ApiHandler::handleResult(const QString& agentId, const QString& leaseId, HttpRequest request, Responder respond)

@@ -6,6 +6,7 @@
 
 #include "core/Coordinator.h"
 #include "core/SerialExecutor.h"
+#include "dashboard/DashboardApi.h"
 #include "http/HttpTypes.h"
 
 namespace gleaner::coordinator {
@@ -19,6 +20,9 @@ public:
 
     std::variant<BodyPolicy, HttpResponse> admit(const RequestHead& head) override;
     void handle(HttpRequest request, Responder respond) override;
+    void observe(const RequestHead& head, const RequestOutcome& outcome) override;
+
+    dashboard::DashboardApi& dashboard() { return m_dashboard; }
 
 private:
     enum class Caller { Nobody, Agent, Admin };
@@ -34,6 +38,7 @@ private:
     HttpResponse info() const;
 
     Coordinator& m_coordinator;
+    dashboard::DashboardApi m_dashboard; // the page, /metrics, sessions, and who may use the admin area
     // Checks of uploaded results (parse, shapes, finite values, fsync): milliseconds each, kept off both the
     // HTTP threads (which must not block) and the state thread.
     SerialExecutor m_checker;

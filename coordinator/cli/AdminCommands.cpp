@@ -264,7 +264,8 @@ int runAgent(const Command& cmd, AdminConnection& server)
                 << (a.value(QStringLiteral("revoked")).toBool() ? "revoked" : "active") << "  done "
                 << a.value(QStringLiteral("done")).toInteger() << "  timed out "
                 << a.value(QStringLiteral("timed_out")).toInteger() << "  invalid "
-                << a.value(QStringLiteral("invalid")).toInteger() << "  last seen "
+                << a.value(QStringLiteral("invalid")).toInteger() << "  failed "
+                << a.value(QStringLiteral("failed")).toInteger() << "  last seen "
                 << when(a.value(QStringLiteral("last_seen_ms"))) << "\n";
         }
         return 0;

@@ -31,6 +31,11 @@ QJsonObject CoordinatorConfig::toJson() const
     json.insert(QStringLiteral("snapshot_every_seconds"), snapshotEverySeconds);
     json.insert(QStringLiteral("publish_interval_ms"), publishIntervalMs);
     json.insert(QStringLiteral("validate_every_updates"), validateEveryUpdates);
+    json.insert(QStringLiteral("metrics_access"), metricsAccess == MetricsAccess::Loopback ? QStringLiteral("loopback")
+                                                                                          : QStringLiteral("admin"));
+    json.insert(QStringLiteral("agent_online_seconds"), agentOnlineSeconds);
+    json.insert(QStringLiteral("session_idle_seconds"), sessionIdleSeconds);
+    json.insert(QStringLiteral("session_lifetime_seconds"), sessionLifetimeSeconds);
     return json;
 }
 
@@ -41,7 +46,9 @@ Result<CoordinatorConfig> CoordinatorConfig::fromJson(const QJsonObject& json)
     fields.allowOnly({QStringLiteral("listen"), QStringLiteral("hosts"), QStringLiteral("open_enrollment"),
                       QStringLiteral("http_threads"), QStringLiteral("snapshot_every_updates"),
                       QStringLiteral("snapshot_every_seconds"), QStringLiteral("publish_interval_ms"),
-                      QStringLiteral("validate_every_updates")});
+                      QStringLiteral("validate_every_updates"), QStringLiteral("metrics_access"),
+                      QStringLiteral("agent_online_seconds"), QStringLiteral("session_idle_seconds"),
+                      QStringLiteral("session_lifetime_seconds")});
     CoordinatorConfig config;
     QString listen;
     if (fields.readString(u"listen", listen, Need::Required)) {
@@ -71,6 +78,12 @@ Result<CoordinatorConfig> CoordinatorConfig::fromJson(const QJsonObject& json)
     fields.readInt(u"snapshot_every_seconds", config.snapshotEverySeconds, IntRange{1, 86'400});
     fields.readInt(u"publish_interval_ms", config.publishIntervalMs, IntRange{0, 3'600'000});
     fields.readInt(u"validate_every_updates", config.validateEveryUpdates, IntRange{0, 1'000'000});
+    int metricsAccess = 0;
+    if (fields.readChoice(u"metrics_access", metricsAccess, {QStringLiteral("admin"), QStringLiteral("loopback")}))
+        config.metricsAccess = metricsAccess == 1 ? MetricsAccess::Loopback : MetricsAccess::Admin;
+    fields.readInt(u"agent_online_seconds", config.agentOnlineSeconds, IntRange{10, 86'400});
+    fields.readInt(u"session_idle_seconds", config.sessionIdleSeconds, IntRange{60, 30 * 86'400});
+    fields.readInt(u"session_lifetime_seconds", config.sessionLifetimeSeconds, IntRange{60, 365 * 86'400});
     if (!fields.ok())
         return fields.failure();
     return config;

@@ -32,6 +32,12 @@ struct CoordinatorConfig
     int snapshotEverySeconds = 60;    // ... or this often, whichever comes first
     int publishIntervalMs = 1000;     // a new weights file is published for leases at most this often
     int validateEveryUpdates = 0;     // 0: validate at epoch ends only
+    // The dashboard and /metrics (docs/dashboard.md).
+    enum class MetricsAccess { Admin, Loopback };
+    MetricsAccess metricsAccess = MetricsAccess::Admin; // "loopback": no credentials needed from 127.0.0.0/8, ::1
+    int agentOnlineSeconds = 180;          // an agent seen this recently counts as online
+    int sessionIdleSeconds = 12 * 3600;    // a dashboard session not used this long ends
+    int sessionLifetimeSeconds = 7 * 86400; // and every session ends this long after its login
 
     // The URL agents use: https://<first host>:<port>.
     QString url() const;

@@ -12,12 +12,6 @@
 #include <QFile>
 #include <QSqlRecord>
 
-#include <cerrno>
-#include <cstring>
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
 Q_LOGGING_CATEGORY(lcCoordinator, "gleaner.coordinator")
 
 namespace gleaner::coordinator {
@@ -79,6 +73,7 @@ void AdmissionCache::closeLease(const QString& leaseId, const QString& reason)
 Coordinator::Coordinator(DataDirectory dir, CoordinatorConfig config, const Clock& clock)
     : m_dir(std::move(dir)), m_config(std::move(config)), m_clock(clock), m_blobs(m_dir.blobsDir())
 {
+    m_events.setDropObserver([this] { m_metrics.eventClientDropped(); });
 }
 
 Coordinator::~Coordinator()
@@ -100,13 +95,10 @@ Result<std::unique_ptr<Coordinator>> Coordinator::open(const DataDirectory& dir,
 Status Coordinator::start()
 {
     // Two servers on one data directory would share the database and delete each other's uploads.
-    const QByteArray lockPath = QFile::encodeName(m_dir.root() + QStringLiteral("/lock"));
-    m_lockFd = ::open(lockPath.constData(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (m_lockFd < 0)
-        return fail(QStringLiteral("%1: cannot open the lock file: %2")
-                        .arg(QString::fromLocal8Bit(lockPath), QString::fromLocal8Bit(std::strerror(errno))));
-    if (::flock(m_lockFd, LOCK_EX | LOCK_NB) != 0)
-        return fail(QStringLiteral("another coordinator is already running on %1; stop it first").arg(m_dir.root()));
+    auto lock = DirectoryLock::acquire(m_dir.root(), QStringLiteral("coordinator"));
+    if (!lock)
+        return fail(lock.error());
+    m_lock.emplace(std::move(*lock));
     auto key = SigningKey::loadFromFile(m_dir.signingKeyPath());
     if (!key)
         return fail(key.error());
@@ -161,9 +153,9 @@ void Coordinator::shutdown()
     m_validation->executor().stop();
     m_weights->executor().stop();
     m_state->call([this] { m_db.reset(); });
+    m_events.closeAll(); // live dashboard streams end with the coordinator
     m_state->stop();
-    if (m_lockFd >= 0)
-        ::close(m_lockFd); // releases the flock
+    m_lock.reset();
 }
 
 void Coordinator::setListeningPort(quint16 port)
@@ -233,6 +225,7 @@ HttpResponse Coordinator::enroll(const QJsonObject& request)
         return HttpResponse::error(500, inserted.error());
     m_admission.setAgent(tokenHash, {agentId, false});
     qCInfo(lcCoordinator) << "agent" << agentId << "enrolled:" << name << platform;
+    noteAgentChanged(agentId, "enrolled");
 
     QJsonObject reply;
     reply.insert(QStringLiteral("agent_id"), agentId);
@@ -308,9 +301,10 @@ HttpResponse Coordinator::revokeEnrollmentToken(qint64 id)
 
 HttpResponse Coordinator::listAgents()
 {
-    auto rows = m_db->exec(QStringLiteral("SELECT id, name, platform, hardware, enrolled_ms, last_seen_ms, revoked, "
-                                          "done, timed_out, invalid, samples, train_seconds FROM agents ORDER BY "
-                                          "enrolled_ms"));
+    auto rows =
+        m_db->exec(QStringLiteral("SELECT id, name, platform, hardware, enrolled_ms, last_seen_ms, revoked, "
+                                  "done, timed_out, invalid, samples, train_seconds, failed FROM agents "
+                                  "ORDER BY enrolled_ms"));
     if (!rows)
         return HttpResponse::error(500, rows.error());
     QJsonArray agents;
@@ -326,6 +320,7 @@ HttpResponse Coordinator::listAgents()
         agent.insert(QStringLiteral("done"), rows->value(7).toLongLong());
         agent.insert(QStringLiteral("timed_out"), rows->value(8).toLongLong());
         agent.insert(QStringLiteral("invalid"), rows->value(9).toLongLong());
+        agent.insert(QStringLiteral("failed"), rows->value(12).toLongLong());
         agent.insert(QStringLiteral("samples"), rows->value(10).toLongLong());
         const double seconds = rows->value(11).toDouble();
         agent.insert(QStringLiteral("train_seconds"), seconds);
@@ -352,6 +347,7 @@ HttpResponse Coordinator::revokeAgent(const QString& agentId)
             lease.deadlineMs = now;
     m_nextDeadlineMs = now;
     expireLeases();
+    noteAgentChanged(agentId, "revoked");
     QJsonObject reply;
     reply.insert(QStringLiteral("id"), agentId);
     reply.insert(QStringLiteral("revoked"), true);

@@ -16,8 +16,11 @@
 #include "config/DataDirectory.h"
 #include "core/JobState.h"
 #include "core/SerialExecutor.h"
+#include "util/DirectoryLock.h"
 #include "crypto/Ed25519.h"
+#include "dashboard/EventHub.h"
 #include "http/HttpTypes.h"
+#include "metrics/CoordinatorMetrics.h"
 #include "store/BlobStore.h"
 #include "util/Clock.h"
 
@@ -86,6 +89,15 @@ public:
     void setListeningPort(quint16 port);
     QByteArray signingPublicKeyPem() const { return m_signingKey.publicKey().toPem(); }
     const Clock& clock() const { return m_clock; }
+    // Thread-safe: counters and histograms (docs/dashboard.md), and the dashboard's live events.
+    metrics::CoordinatorMetrics& metrics() { return m_metrics; }
+    dashboard::EventHub& events() { return m_events; }
+
+    // [state] The dashboard's views and /metrics (CoordinatorDashboard.cpp).
+    HttpResponse metricsText(const std::function<void(metrics::MetricsRegistry&)>& addGauges = {});
+    HttpResponse jobHistory(qint64 jobId);
+    HttpResponse listAgentsDetailed();
+    HttpResponse agentDetail(const QString& agentId);
 
     // [state] Agents and tokens.
     HttpResponse enroll(const QJsonObject& request);
@@ -112,6 +124,11 @@ public:
     // An upload for this lease failed UpdateChecker: the lease is closed, its workunit goes back to the queue and
     // the agent's record counts an invalid result.
     HttpResponse refuseResult(const QString& agentId, const QString& leaseId, const QString& reason);
+    // The agent gives the lease back because it cannot run the subtask (protocol 6.7); `report` is the
+    // request body, {"reason", "stage"}. Committed before the answer: the lease is closed as failed, its
+    // workunit goes back to the queue at once (unless done or held by another lease) and the agent's record
+    // counts a failed subtask.
+    HttpResponse failLease(const QString& agentId, const QString& leaseId, const QJsonObject& report);
     // The answer for a lease that is not (or no longer) in memory: 409 with the reason it was closed, else 404.
     HttpResponse leaseNotInMemory(const QString& agentId, const QString& leaseId) const;
     // The schema a lease's upload must match; nullopt when the lease is unknown.
@@ -152,6 +169,19 @@ private:
     QByteArray signedManifest(const JobState& job, const Workunit& unit, const Lease& lease, QByteArray* signature);
     void persistLease(const Lease& lease);
     void recordAgentOutcome(const QString& agentId, const char* column, qint64 samples = 0, double seconds = 0);
+    // [state] What the dashboard and the metrics learn as it happens (CoordinatorDashboard.cpp).
+    void noteLeased(const JobState& job, const Workunit& unit, const Lease& lease);
+    void noteLeaseExpired(const Lease& lease);
+    void noteAccepted(const JobState& job, int epoch, qint64 seq, const QString& agentId, double loss, qint64 atMs);
+    void noteApplied(qint64 jobId, qint64 seq, qint64 version);
+    void noteValidated(qint64 jobId, const ValidationPoint& point);
+    void noteAgentChanged(const QString& agentId, const char* what);
+    // Job summaries that changed since the last call, and the heartbeat; from tick().
+    void publishDashboardState();
+    QJsonObject subtaskCounts(const JobState& job, int epoch) const;
+    QJsonObject dashboardJobJson(const JobState& job) const;
+    // The 409 every later request for a lease the agent reported failed gets, also after a restart.
+    static QString failedLeaseMessage(const QString& leaseId);
 
     DataDirectory m_dir;
     CoordinatorConfig m_config;
@@ -159,6 +189,9 @@ private:
     BlobStore m_blobs;
     SigningKey m_signingKey;
     AdmissionCache m_admission;
+    metrics::CoordinatorMetrics m_metrics;
+    dashboard::EventHub m_events;
+    std::map<qint64, QByteArray> m_publishedJobs; // state thread: the job summaries the dashboard last got
 
     // State thread only.
     std::unique_ptr<Database> m_db;
@@ -171,7 +204,7 @@ private:
     std::unique_ptr<ValidationRunner> m_validation;
     std::unique_ptr<SerialExecutor> m_state; // last: destroyed first, after shutdown() stopped the others
     std::atomic<bool> m_stopping{false};
-    int m_lockFd = -1; // flock on the data directory: one coordinator per data directory
+    std::optional<DirectoryLock> m_lock; // one coordinator per data directory
 };
 
 } // namespace gleaner::coordinator

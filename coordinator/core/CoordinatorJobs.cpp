@@ -165,16 +165,20 @@ Status Coordinator::loadState()
 
     // Closed leases keep answering 409 with their reason after a restart, before an upload's body is read:
     // an agent that lost a 202 in the crash learns that its result counted.
-    auto closed = m_db->exec(QStringLiteral("SELECT l.id, l.agent_id, l.state, w.job_id FROM leases l JOIN workunits w "
-                                            "ON w.id = l.workunit_id WHERE l.state IN ('completed', 'refused')"));
+    auto closed =
+        m_db->exec(QStringLiteral("SELECT l.id, l.agent_id, l.state, w.job_id FROM leases l JOIN "
+                                  "workunits w ON w.id = l.workunit_id WHERE l.state IN ('completed', "
+                                  "'refused', 'failed')"));
     while (closed && closed->next()) {
         const QString id = closed->value(0).toString();
-        const bool completed = closed->value(2).toString() == u"completed";
-        m_admission.setLease(id, {closed->value(1).toString(), 0,
-                                  completed ? QStringLiteral("the result of lease %1 was already received; this copy "
-                                                             "is a duplicate")
-                                                  .arg(id)
-                                            : QStringLiteral("lease %1 was closed after an invalid result").arg(id)});
+        const QString state = closed->value(2).toString();
+        QString reason = QStringLiteral("lease %1 was closed after an invalid result").arg(id);
+        if (state == u"completed")
+            reason = QStringLiteral("the result of lease %1 was already received; this copy is a duplicate")
+                         .arg(id);
+        else if (state == u"failed")
+            reason = failedLeaseMessage(id);
+        m_admission.setLease(id, {closed->value(1).toString(), 0, reason});
     }
     for (const Lease& lease : std::as_const(m_leases)) {
         const JobState* job = findJob(lease.jobId);
@@ -354,6 +358,7 @@ void Coordinator::onValidated(qint64 jobId, int epoch, bool epochEnd, qint64 ver
         return;
     const ValidationPoint point{epoch, epochEnd, version, job->updatesApplied, accuracy, loss, m_clock.nowMs()};
     job->history.push_back(point);
+    noteValidated(jobId, point);
     if (epochEnd) {
         job->validating.erase(epoch);
         job->validatedEpochs.insert(epoch);
@@ -544,6 +549,7 @@ void Coordinator::onApplied(qint64 jobId, qint64 seq, qint64 version)
     (void)m_db->exec(QStringLiteral("UPDATE updates SET applied_version = ? WHERE seq = ?"), {version, seq});
     if (JobState* job = findJob(jobId))
         job->updatesApplied = std::max(job->updatesApplied, version);
+    noteApplied(jobId, seq, version);
 }
 
 void Coordinator::onPublished(qint64 jobId, PublishedWeights published)

@@ -33,6 +33,14 @@ void syncDirectory(const QString& path)
 }
 constexpr int kRetryWhenIdleSeconds = 10;
 constexpr int kRetryWhenNoJobsSeconds = 30;
+constexpr int kMaxFailureReasonLength = 2000;
+const char* const kFailureStages[] = {"verify", "download", "worker", "upload", "other"};
+
+bool isFailureStage(const QString& stage)
+{
+    return std::any_of(std::begin(kFailureStages), std::end(kFailureStages),
+                       [&](const char* name) { return stage == QLatin1String(name); });
+}
 
 QJsonObject fileEntry(const char* role, const QString& sha, qint64 size)
 {
@@ -210,6 +218,7 @@ HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJson
             task.insert(QStringLiteral("manifest"), QString::fromUtf8(manifest));
             task.insert(QStringLiteral("signature"), QString::fromLatin1(signature));
             tasks.append(task);
+            noteLeased(job, *chosen, lease);
         }
         if (tasks.size() >= maxTasks)
             break;
@@ -274,6 +283,96 @@ HttpResponse Coordinator::progress(const QString& agentId, const QString& leaseI
     persistLease(*lease);
     reply.insert(QStringLiteral("abort"), false);
     reply.insert(QStringLiteral("deadline_ms"), lease->deadlineMs);
+    return HttpResponse::json(200, reply);
+}
+
+QString Coordinator::failedLeaseMessage(const QString& leaseId)
+{
+    return QStringLiteral("lease %1 is closed: the agent reported it failed").arg(leaseId);
+}
+
+HttpResponse Coordinator::failLease(const QString& agentId, const QString& leaseId, const QJsonObject& report)
+{
+    const QJsonValue reasonValue = report.value(QStringLiteral("reason"));
+    const QString reason = reasonValue.toString().trimmed();
+    if (!reasonValue.isString() || reason.isEmpty() || reason.size() > kMaxFailureReasonLength)
+        return HttpResponse::error(400, QStringLiteral("reason: expected a string of 1 to %1 characters "
+                                                       "saying why the subtask failed")
+                                            .arg(kMaxFailureReasonLength));
+    const QString stage = report.value(QStringLiteral("stage")).toString();
+    if (!report.value(QStringLiteral("stage")).isString() || !isFailureStage(stage))
+        return HttpResponse::error(
+            400, QStringLiteral("stage: expected one of verify, download, worker, upload, other"));
+
+    Lease* lease = findLease(leaseId);
+    if (!lease)
+        return leaseNotInMemory(agentId, leaseId);
+    if (lease->agentId != agentId)
+        return HttpResponse::error(409, QStringLiteral("lease %1 belongs to another agent").arg(leaseId));
+    if (lease->state == Lease::State::Completed)
+        return HttpResponse::error(
+            409, QStringLiteral("lease %1 is closed: its result was already received").arg(leaseId));
+    if (lease->state == Lease::State::Refused)
+        return HttpResponse::error(
+            409, QStringLiteral("lease %1 is closed: its result was refused as invalid").arg(leaseId));
+
+    JobState* job = findJob(lease->jobId);
+    // Work that an ended job no longer wanted is not the agent's failure (as with a missed deadline).
+    const bool counts = job && (job->status == JobStatus::Running || job->status == JobStatus::Paused);
+    Workunit* unit = nullptr;
+    if (job) {
+        auto found = job->workunits.find(lease->workunitId);
+        if (found != job->workunits.end())
+            unit = &found->second;
+    }
+    // Back to the queue unless the workunit is done or another agent's lease still holds it.
+    QStringList holders = unit ? unit->openLeases : QStringList();
+    holders.removeAll(leaseId);
+    const bool requeue = unit && unit->state == Workunit::State::Leased && holders.isEmpty();
+
+    const Status recorded = m_db->transaction([&]() -> Status {
+        auto closed = m_db->exec(
+            QStringLiteral("UPDATE leases SET state = ?, fail_stage = ?, fail_reason = ? WHERE id = ?"),
+            {leaseStateName(Lease::State::Failed), stage, reason, leaseId});
+        if (!closed)
+            return fail(closed.error());
+        if (requeue) {
+            auto w =
+                m_db->exec(QStringLiteral("UPDATE workunits SET state = 'pending' WHERE id = ?"), {unit->id});
+            if (!w)
+                return fail(w.error());
+        }
+        auto agent =
+            m_db->exec(QStringLiteral("UPDATE agents SET failed = failed + ?, last_seen_ms = ? WHERE id = ?"),
+                       {counts ? 1 : 0, m_clock.nowMs(), agentId});
+        if (!agent)
+            return fail(agent.error());
+        return {};
+    });
+    if (!recorded) {
+        qCCritical(lcCoordinator) << "cannot record the failure of lease" << leaseId << ":"
+                                  << recorded.error();
+        return HttpResponse::error(
+            500, QStringLiteral("the coordinator cannot record the failure; try again later"));
+    }
+    // Memory follows the database only once it committed.
+    if (unit) {
+        unit->openLeases = holders;
+        if (requeue)
+            unit->state = Workunit::State::Pending; // handed to the next agent that asks
+    }
+    m_admission.closeLease(leaseId, failedLeaseMessage(leaseId));
+    const qint64 workunitId = lease->workunitId;
+    m_leases.remove(leaseId);
+    lease = nullptr;
+    // QDebug quotes and escapes the reason: one line, whatever the agent sent.
+    qCWarning(lcCoordinator).nospace()
+        << "agent " << agentId << " reported lease " << leaseId << " failed at stage " << stage << ": "
+        << reason << "; workunit " << workunitId
+        << (requeue ? " goes back to the queue" : " is done or held by another lease");
+
+    QJsonObject reply;
+    reply.insert(QStringLiteral("released"), true);
     return HttpResponse::json(200, reply);
 }
 
@@ -380,6 +479,7 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
     recordAgentOutcome(agentId, "done", update.samples, update.trainSeconds);
     touchAgent(agentId);
     job->updatesReceived += 1;
+    noteAccepted(*job, unit->second.epoch, seq, agentId, update.loss, now);
     // A closed lease lives on in the database and, for the 409 its repeats get, in the admission cache; memory
     // keeps only the leases that may still deliver.
     m_leases.remove(leaseId);
@@ -413,6 +513,7 @@ void Coordinator::expireLeases()
             continue;
         lease.state = Lease::State::Expired;
         persistLease(lease);
+        noteLeaseExpired(lease);
         JobState* job = findJob(lease.jobId);
         // Work that an ended job no longer wanted is not the agent's failure.
         if (job && (job->status == JobStatus::Running || job->status == JobStatus::Paused))
@@ -473,6 +574,7 @@ void Coordinator::tick()
         scheduleValidations(job); // retries a validation that failed
         openNextEpochIfReady(job);
     }
+    publishDashboardState();
 }
 
 } // namespace gleaner::coordinator

@@ -31,6 +31,7 @@ QString leaseStateName(Lease::State state)
     case Lease::State::Expired: return QStringLiteral("expired");
     case Lease::State::Completed: return QStringLiteral("completed");
     case Lease::State::Refused: return QStringLiteral("refused");
+    case Lease::State::Failed: return QStringLiteral("failed");
     }
     return QStringLiteral("open");
 }

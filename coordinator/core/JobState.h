@@ -32,7 +32,9 @@ struct Workunit
 
 struct Lease
 {
-    enum class State { Open, Expired, Completed, Refused };
+    // Open and Expired leases may still deliver and live in memory; the closed ones (Completed, Refused, Failed:
+    // the agent gave it back, protocol 6.7) live on in the database and the admission cache only.
+    enum class State { Open, Expired, Completed, Refused, Failed };
     QString id;
     qint64 jobId = 0;
     qint64 workunitId = 0;

@@ -227,4 +227,13 @@ OutgoingResponse buildResponse(HttpResponse response, const RequestContext& requ
     return stringResponse(response, request, close);
 }
 
+http::response<http::empty_body> buildStreamHead(const HttpResponse& response, const RequestContext& request)
+{
+    http::response<http::empty_body> head;
+    setCommonHeaders(head, response.status, response.contentType, response.headers, request, true);
+    if (request.version >= 11)
+        head.chunked(true);
+    return head;
+}
+
 } // namespace gleaner::coordinator::http_detail

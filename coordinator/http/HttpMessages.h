@@ -48,4 +48,8 @@ struct OutgoingResponse
 // did not ask for keep-alive. Never fails: a file that cannot be opened becomes a 404 / 500 answer.
 OutgoingResponse buildResponse(HttpResponse response, const RequestContext& request, bool close);
 
+// The head of a streamed answer (HttpResponse::stream): the handler's status, type and headers, chunked on
+// HTTP/1.1, and "Connection: close", since the stream ends the connection.
+http::response<http::empty_body> buildStreamHead(const HttpResponse& response, const RequestContext& request);
+
 } // namespace gleaner::coordinator::http_detail

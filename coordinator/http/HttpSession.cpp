@@ -78,6 +78,7 @@ HttpSession::HttpSession(net::ip::tcp::socket&& socket, std::shared_ptr<HttpServ
 
 HttpSession::~HttpSession()
 {
+    finishStream();
     removeUploadFile();
     m_server->removeSession(this);
 }
@@ -102,6 +103,8 @@ void HttpSession::drain()
         self->m_draining = true;
         if (self->m_phase == Phase::Handshake || self->m_phase == Phase::Idle)
             self->closeNow();
+        else if (self->m_phase == Phase::Streaming)
+            self->pumpStream(); // ends the stream
     });
 }
 
@@ -456,6 +459,10 @@ void HttpSession::onHandlerAnswer(HttpResponse response, bool fromHandler)
 
 void HttpSession::send(HttpResponse response, bool closeAfter)
 {
+    if (response.stream && response.status == 200 && !closeAfter) {
+        startStream(std::move(response));
+        return;
+    }
     m_phase = Phase::Writing;
     if (!m_uploadOwnedByHandler)
         removeUploadFile();
@@ -478,6 +485,7 @@ void HttpSession::send(HttpResponse response, bool closeAfter)
 void HttpSession::onWritten(beast::error_code ec, bool closeAfter)
 {
     logRequest(m_outgoing->status, ec ? 0 : m_outgoing->bodyBytes);
+    observe(m_outgoing->status, ec ? 0 : m_outgoing->bodyBytes);
     m_outgoing.reset();
     if (ec) {
         closeNow();
@@ -547,6 +555,7 @@ void HttpSession::discardSome()
 
 void HttpSession::closeNow()
 {
+    finishStream();
     m_phase = Phase::Closing;
     m_handlerTimer.cancel();
     if (!m_uploadOwnedByHandler)
@@ -564,6 +573,17 @@ void HttpSession::removeUploadFile()
     if (!QFile::remove(m_uploadPath) && QFile::exists(m_uploadPath))
         qCWarning(lcHttp, "cannot remove the unused upload file %s", qPrintable(m_uploadPath));
     m_uploadPath.clear();
+}
+
+void HttpSession::observe(int status, std::uint64_t bytesOut)
+{
+    const RequestOutcome outcome{status, qint64(m_bodyBytesRead), bytesOut,
+                                 m_requestTimer.isValid() ? double(m_requestTimer.nsecsElapsed()) / 1e9 : 0.0};
+    try {
+        m_server->handler.observe(m_head, outcome);
+    } catch (...) {
+        qCWarning(lcHttp, "the handler threw while observing an answer; ignored");
+    }
 }
 
 void HttpSession::logRequest(int status, std::uint64_t bytes) const

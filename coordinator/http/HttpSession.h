@@ -54,6 +54,7 @@ private:
         Body,
         Handling,
         Writing,
+        Streaming, // a ResponseStream's body (HttpSessionStream.cpp)
         Closing
     };
     using Stream = boost::beast::ssl_stream<boost::beast::tcp_stream>;
@@ -86,7 +87,16 @@ private:
     void closeNow();
     void removeUploadFile();
     void logRequest(int status, std::uint64_t bytes) const;
+    // Tells the handler how the request was answered (metrics).
+    void observe(int status, std::uint64_t bytesOut);
     boost::beast::tcp_stream& tcp();
+
+    // Streamed answers (HttpSessionStream.cpp).
+    void startStream(HttpResponse response);
+    void pumpStream();
+    void writeStreamChunk(QByteArray bytes, bool last);
+    void onStreamWritten(boost::beast::error_code ec, std::size_t bytes);
+    void finishStream();
 
     const std::shared_ptr<HttpServerState> m_server;
     Stream m_stream;
@@ -115,6 +125,10 @@ private:
     // Keeps the message being written alive for the write.
     std::shared_ptr<OutgoingResponse> m_outgoing;
     std::shared_ptr<http::response<http::empty_body>> m_continue;
+
+    // The stream being written, while Phase::Streaming.
+    struct StreamState;
+    std::shared_ptr<StreamState> m_streaming;
 };
 
 } // namespace gleaner::coordinator::http_detail

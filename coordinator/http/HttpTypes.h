@@ -15,6 +15,7 @@
 #include <QString>
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <variant>
@@ -48,6 +49,27 @@ struct BodyPolicy
     bool toFile = false;         // stream into a temporary file in the server's upload folder
 };
 
+// A response body produced over time (Server-Sent Events). The server writes the head with chunked framing, then
+// writes whatever next() returns, asking again when a write completes and whenever the stream calls its wake
+// function. The connection carries nothing else and closes when the stream ends.
+class ResponseStream
+{
+public:
+    virtual ~ResponseStream() = default;
+    struct Chunk
+    {
+        QByteArray bytes; // empty: nothing to write now
+        bool end = false; // finish the response (after `bytes`)
+    };
+    // Once, on the connection's strand, before next(). `wake` may be called from any thread, any number of times,
+    // also after the connection closed (it then does nothing).
+    virtual void start(std::function<void()> wake) = 0;
+    // On the connection's strand.
+    virtual Chunk next() = 0;
+    // Once, when the connection closes for any reason (the client left, a write timed out, the server stops).
+    virtual void finish() = 0;
+};
+
 struct HttpResponse
 {
     int status = 200;
@@ -58,6 +80,8 @@ struct HttpResponse
     // empty, answering If-None-Match with 304 and a single "Range: bytes=a-b" with 206 / 416.
     QString filePath;
     QByteArray etag;
+    // When set, the body is this stream instead (status 200 only).
+    std::shared_ptr<ResponseStream> stream;
 
     static HttpResponse json(int status, const QJsonObject& object);
     // {"error": message}
@@ -79,6 +103,15 @@ struct HttpRequest
 // HttpServerOptions::handlerTimeoutSeconds, the server answers 500 and later calls are dropped.
 using Responder = std::function<void(HttpResponse)>;
 
+// How a request was answered, for metrics.
+struct RequestOutcome
+{
+    int status = 0;
+    qint64 bytesIn = 0;   // request body bytes read
+    quint64 bytesOut = 0; // response body bytes written
+    double seconds = 0.0; // from the first byte of the request head to the last byte of the answer
+};
+
 class RequestHandler
 {
 public:
@@ -87,6 +120,8 @@ public:
     virtual std::variant<BodyPolicy, HttpResponse> admit(const RequestHead& head) = 0;
     // Called on a server thread with the whole request; `respond` may be called later, from any thread.
     virtual void handle(HttpRequest request, Responder respond) = 0;
+    // Called on a server thread once an answer was written (or failed to be); must not block.
+    virtual void observe(const RequestHead& head, const RequestOutcome& outcome) {}
 };
 
 } // namespace gleaner::coordinator

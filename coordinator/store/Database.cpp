@@ -3,6 +3,10 @@
 namespace gleaner::coordinator {
 namespace {
 
+// Bumped with every schema change, with an upgrade step from the previous version (kUpgrades) so that an
+// existing data directory keeps its jobs, agents and leases.
+constexpr int kSchemaVersion = 2;
+
 const char* const kSchema[] = {
     "CREATE TABLE admin_tokens (hash TEXT PRIMARY KEY, created_ms INTEGER NOT NULL)",
     "CREATE TABLE enrollment_tokens (id INTEGER PRIMARY KEY, hash TEXT NOT NULL UNIQUE, created_ms INTEGER NOT NULL,"
@@ -10,7 +14,8 @@ const char* const kSchema[] = {
     "CREATE TABLE agents (id TEXT PRIMARY KEY, token_hash TEXT NOT NULL UNIQUE, name TEXT NOT NULL,"
     " platform TEXT NOT NULL, hardware TEXT NOT NULL, enrolled_ms INTEGER NOT NULL, last_seen_ms INTEGER NOT NULL,"
     " revoked INTEGER NOT NULL DEFAULT 0, done INTEGER NOT NULL DEFAULT 0, timed_out INTEGER NOT NULL DEFAULT 0,"
-    " invalid INTEGER NOT NULL DEFAULT 0, samples INTEGER NOT NULL DEFAULT 0, train_seconds REAL NOT NULL DEFAULT 0)",
+    " invalid INTEGER NOT NULL DEFAULT 0, samples INTEGER NOT NULL DEFAULT 0, train_seconds REAL NOT NULL DEFAULT 0,"
+    " failed INTEGER NOT NULL DEFAULT 0)",
     "CREATE TABLE jobs (id INTEGER PRIMARY KEY, name TEXT NOT NULL, spec TEXT NOT NULL, state TEXT NOT NULL,"
     " reason TEXT NOT NULL DEFAULT '', created_ms INTEGER NOT NULL, finished_ms INTEGER, epoch INTEGER NOT NULL"
     " DEFAULT 0, model_sha TEXT, initial_sha TEXT, test_sha TEXT, accuracy REAL, loss REAL)",
@@ -20,7 +25,8 @@ const char* const kSchema[] = {
     " NOT NULL, state TEXT NOT NULL, issued INTEGER NOT NULL DEFAULT 0, UNIQUE (job_id, epoch, shard))",
     "CREATE TABLE leases (id TEXT PRIMARY KEY, workunit_id INTEGER NOT NULL, agent_id TEXT NOT NULL,"
     " issued_ms INTEGER NOT NULL, deadline_ms INTEGER NOT NULL, state TEXT NOT NULL, base_version INTEGER NOT NULL,"
-    " weights_sha TEXT NOT NULL, nonce TEXT NOT NULL)",
+    " weights_sha TEXT NOT NULL, nonce TEXT NOT NULL, fail_stage TEXT NOT NULL DEFAULT '',"
+    " fail_reason TEXT NOT NULL DEFAULT '')",
     "CREATE INDEX leases_by_state ON leases (state)",
     "CREATE TABLE updates (seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id INTEGER NOT NULL, lease_id TEXT NOT NULL"
     " UNIQUE, agent_id TEXT NOT NULL, epoch INTEGER NOT NULL, base_version INTEGER NOT NULL, file TEXT NOT NULL,"
@@ -33,13 +39,25 @@ const char* const kSchema[] = {
     " at_ms INTEGER NOT NULL)",
 };
 
+// Version 2: an agent may report a subtask failed (protocol 6.7): the agent's count, and the stage and reason
+// on the lease. New columns go last, in kSchema too, so an upgraded file and a new one have the same tables.
+const char* const kUpgradeTo2[] = {
+    "ALTER TABLE agents ADD COLUMN failed INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE leases ADD COLUMN fail_stage TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE leases ADD COLUMN fail_reason TEXT NOT NULL DEFAULT ''",
+};
+
+const SqliteUpgrade kUpgrades[] = {
+    {1, kUpgradeTo2},
+};
+
 } // namespace
 
 Result<std::unique_ptr<Database>> Database::open(const QString& path)
 {
     std::unique_ptr<Database> database(new Database);
-    const SqliteSchema schema{QStringLiteral("the coordinator's database"), 1, kSchema,
-                              QStringLiteral("use the coordinator version that wrote it")};
+    const SqliteSchema schema{QStringLiteral("the coordinator's database"), kSchemaVersion, kSchema,
+                              QStringLiteral("use the coordinator version that wrote it"), kUpgrades};
     if (auto s = database->openFile(path, schema); !s)
         return fail(s.error());
     return database;

@@ -236,6 +236,22 @@ RawResponse RawTlsClient::readResponse(int timeoutMs)
     return response;
 }
 
+QByteArray RawTlsClient::readUntil(QByteArrayView marker, int timeoutMs)
+{
+    QElapsedTimer timer;
+    timer.start();
+    qsizetype at = -1;
+    qsizetype from = 0; // what was searched already: a long stream is scanned once
+    while ((at = m_buffer.indexOf(marker, from)) < 0) {
+        from = qMax<qsizetype>(0, m_buffer.size() - marker.size() + 1);
+        if (!readMore(timeoutMs - int(timer.elapsed())))
+            return {};
+    }
+    const QByteArray taken = m_buffer.left(at + marker.size());
+    m_buffer.remove(0, at + marker.size());
+    return taken;
+}
+
 bool RawTlsClient::waitClosed(int timeoutMs)
 {
     QElapsedTimer timer;

@@ -75,6 +75,9 @@ public:
     bool send(QByteArrayView data);
     // Reads one response (head, and a body of Content-Length bytes); status 0 when none arrived in time.
     RawResponse readResponse(int timeoutMs = 5000);
+    // Reads until `marker` arrived (a streamed answer: server-sent events); returns everything up to and including
+    // it, and keeps the rest. Empty when it did not arrive within timeoutMs.
+    QByteArray readUntil(QByteArrayView marker, int timeoutMs);
     // True when the server closes the connection within timeoutMs; what it sent meanwhile is kept.
     bool waitClosed(int timeoutMs);
     int closedAfterMs() const { return m_closedAfterMs; }

@@ -38,6 +38,7 @@ private Q_SLOTS:
     void refusals_data();
     void refusals();
     void oversizedUploadRefusedBeforeItsBody();
+    void failureReportGivesTheLeaseBack();
     void adminEndpointsNeedTheAdminToken();
 
 private:
@@ -284,6 +285,78 @@ void TestApi::oversizedUploadRefusedBeforeItsBody()
                                   "application/octet-stream");
     QCOMPARE(r.status, 413);
     QCOMPARE(send("GET", "/api/v1/info", {}).status, 200);
+}
+
+void TestApi::failureReportGivesTheLeaseBack()
+{
+    QString sickId;
+    const QByteArray sick = enrollAgent(&sickId);
+    const QByteArray other = enrollAgent();
+    const qint64 job = submitTinyJob();
+    QVERIFY(job > 0);
+    const ClientResponse leased = send("POST", "/api/v1/work/lease", sick, R"({"max_tasks": 1})");
+    const QJsonObject task = json(leased).value(QStringLiteral("tasks")).toArray().first().toObject();
+    const QByteArray leaseId = task.value(QStringLiteral("lease_id")).toString().toLatin1();
+    const QByteArray path = "/api/v1/work/" + leaseId + "/fail";
+    const QByteArray report = R"({"stage": "download", "reason": "shard 1: SHA-256 mismatch"})";
+    const auto error = [](const ClientResponse& r) {
+        return json(r).value(QStringLiteral("error")).toString();
+    };
+
+    // Refusals leave the lease as it was.
+    ClientResponse r = send("GET", path, sick);
+    QCOMPARE(r.status, 405);
+    QCOMPARE(r.header("Allow"), QByteArray("POST"));
+    QCOMPARE(send("POST", path, {}, report).status, 401);
+    QCOMPARE(send("POST", path, f.init.adminToken, report).status, 401);
+    r = send("POST", path, sick, R"(["download"])");
+    QCOMPARE(r.status, 400);
+    QVERIFY2(error(r).contains(u"JSON object"), qPrintable(error(r)));
+    r = send("POST", path, sick, R"({"reason": "x", "stage": "unpacking"})");
+    QCOMPARE(r.status, 400);
+    QVERIFY2(error(r).startsWith(u"stage:"), qPrintable(error(r)));
+    r = send("POST", path, sick, R"({"stage": "worker"})");
+    QCOMPARE(r.status, 400);
+    QVERIFY2(error(r).startsWith(u"reason:"), qPrintable(error(r)));
+    QCOMPARE(
+        send("POST", path, sick, R"({"stage": "other", "reason": ")" + QByteArray(64 * 1024, 'x') + R"("})")
+            .status,
+        413);
+    r = send("POST", path, other, report);
+    QCOMPARE(r.status, 409);
+    QVERIFY2(error(r).contains(u"belongs to another agent"), qPrintable(error(r)));
+    r = send("POST", "/api/v1/work/" + QByteArray(32, 'a') + "/fail", sick, report);
+    QCOMPARE(r.status, 404);
+    QVERIFY2(error(r).contains(u"is not known"), qPrintable(error(r)));
+
+    r = send("POST", path, sick, report);
+    QCOMPARE(r.status, 200);
+    QCOMPARE(json(r), (QJsonObject{{QStringLiteral("released"), true}}));
+
+    // Closed: the repeat, a progress report and an upload (before its body) get the same 409.
+    const QString closed =
+        QStringLiteral("lease %1 is closed: the agent reported it failed").arg(QString::fromLatin1(leaseId));
+    r = send("POST", path, sick, report);
+    QCOMPARE(r.status, 409);
+    QCOMPARE(error(r), closed);
+    r = send("POST", "/api/v1/work/" + leaseId + "/progress", sick, "{}");
+    QCOMPARE(r.status, 409);
+    QCOMPARE(error(r), closed);
+    r = send("PUT", "/api/v1/work/" + leaseId + "/result", sick, resultBody(exportWeights(job), 0),
+             "application/octet-stream");
+    QCOMPARE(r.status, 409);
+    QCOMPARE(error(r), closed);
+
+    // Its workunit went straight back to the queue: the other agent gets both shards now, not in 60 s.
+    const ClientResponse reissued = send("POST", "/api/v1/work/lease", other, R"({"max_tasks": 2})");
+    QCOMPARE(json(reissued).value(QStringLiteral("tasks")).toArray().size(), 2);
+    const QJsonArray agents = json(send("GET", "/api/v1/admin/agents", f.init.adminToken))
+                                  .value(QStringLiteral("agents"))
+                                  .toArray();
+    for (const auto& a : agents)
+        QCOMPARE(a.toObject().value(QStringLiteral("failed")).toInteger(),
+                 a.toObject().value(QStringLiteral("id")).toString() == sickId ? 1 : 0);
+    QCOMPARE(agents.size(), 2);
 }
 
 void TestApi::adminEndpointsNeedTheAdminToken()

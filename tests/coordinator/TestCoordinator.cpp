@@ -1,5 +1,6 @@
-// The coordinator's core without HTTP: enrollment, work generation, leases and re-issue with an injected clock,
-// result checks, VC-ASGD arithmetic, validation, completion and restart.
+// The coordinator's core without HTTP: enrollment, work generation, leases and re-issue with an injected
+// clock, result checks, leases given back as failed, VC-ASGD arithmetic, validation, completion, restart and
+// the upgrade of an older database.
 #include "CoordinatorFixture.h"
 #include "TestSupport.h"
 
@@ -7,10 +8,13 @@
 #include "crypto/Sha256.h"
 #include "crypto/SignedEnvelope.h"
 #include "format/SafeTensors.h"
+#include "store/Database.h"
 
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
+#include <QSqlDatabase>
+#include <QSqlQuery>
 #include <QTest>
 
 using namespace gleaner;
@@ -55,6 +59,12 @@ private Q_SLOTS:
     void identicalJobsKeepTheirSharedWeightsFiles();
     void revokedAgentsWorkGoesBackAtOnce();
     void pausedJobHandsOutNothingButKeepsWorkInFlight();
+    void failedLeaseGoesToAnotherAgentAtOnce();
+    void failureReportIsCheckedByField_data();
+    void failureReportIsCheckedByField();
+    void failureOfAnExpiredLeaseLeavesTheDeliveredWorkDone();
+    void failedLeaseStaysClosedAcrossARestart();
+    void databaseOfSchemaVersion1IsUpgraded();
     void configFileIsCheckedByField_data();
     void configFileIsCheckedByField();
 
@@ -64,6 +74,11 @@ private:
     int upload(const QString& agentId, const QString& leaseId, const TensorBundle& weights, qint64 baseVersion,
                QString* error = nullptr);
     TensorBundle serverWeights(qint64 jobId);
+    int failLease(const QString& agentId, const QString& leaseId, QString* error = nullptr,
+                  const QJsonObject& report = {
+                      {QStringLiteral("stage"), QStringLiteral("worker")},
+                      {QStringLiteral("reason"), QStringLiteral("the worker ran out of memory")}});
+    QJsonObject agentRecord(const QString& agentId);
 
     test::CoordinatorFixture f;
     QString m_dataset;
@@ -143,6 +158,28 @@ TensorBundle TestCoordinator::serverWeights(qint64 jobId)
     exported = promise.get_future().get();
     auto bundle = SafeTensors::load(exported.filePath);
     return bundle ? *bundle : TensorBundle();
+}
+
+int TestCoordinator::failLease(const QString& agentId, const QString& leaseId, QString* error,
+                               const QJsonObject& report)
+{
+    int status = 0;
+    const QJsonObject reply = f.call([&] { return f.core->failLease(agentId, leaseId, report); }, &status);
+    if (error)
+        *error = reply.value(QStringLiteral("error")).toString();
+    // A 200 is {"released": true} and nothing else; any other body makes the caller's status check fail.
+    if (status == 200 && reply != QJsonObject{{QStringLiteral("released"), true}})
+        return -1;
+    return status;
+}
+
+QJsonObject TestCoordinator::agentRecord(const QString& agentId)
+{
+    const QJsonObject agents = f.call([&] { return f.core->listAgents(); });
+    for (const auto& a : agents.value(QStringLiteral("agents")).toArray())
+        if (a.toObject().value(QStringLiteral("id")).toString() == agentId)
+            return a.toObject();
+    return {};
 }
 
 void TestCoordinator::enrollmentNeedsAValidToken()
@@ -484,6 +521,190 @@ void TestCoordinator::pausedJobHandsOutNothingButKeepsWorkInFlight()
     f.call([&] { return f.core->setJobStatus(job, "resume"); }, &status);
     QCOMPARE(status, 200);
     QCOMPARE(lease(agent, 4).size(), size_t(3));
+}
+
+void TestCoordinator::failedLeaseGoesToAnotherAgentAtOnce()
+{
+    const QString sick = f.enroll(QStringLiteral("sick")).value(QStringLiteral("agent_id")).toString();
+    const QString other = f.enroll(QStringLiteral("other")).value(QStringLiteral("agent_id")).toString();
+    const qint64 job = f.submit(
+        test::tinyJobSpec(m_dataset, 1, 3, 0.99, 600, QStringLiteral(R"(, "overlap_epochs": false)")));
+    auto first = lease(sick);
+    QCOMPARE(first.size(), size_t(1));
+    QVERIFY(lease(other).empty()); // the only workunit is out, for 10 minutes
+
+    QString error;
+    QCOMPARE(failLease(other, first[0].leaseId, &error), 409);
+    QVERIFY2(error.contains(u"belongs to another agent"), qPrintable(error));
+    QCOMPARE(failLease(sick, QStringLiteral("0123"), &error), 404);
+    QCOMPARE(failLease(sick, first[0].leaseId), 200);
+    auto second = lease(other); // no clock moved: the workunit is back in the queue at once
+    QCOMPARE(second.size(), size_t(1));
+    QCOMPARE(second[0].manifest.value(QStringLiteral("subtask")),
+             first[0].manifest.value(QStringLiteral("subtask")));
+
+    // The lease is closed for good: a repeat, a progress report and an upload are all 409, with the same
+    // words.
+    const QString closed =
+        QStringLiteral("lease %1 is closed: the agent reported it failed").arg(first[0].leaseId);
+    QCOMPARE(failLease(sick, first[0].leaseId, &error), 409);
+    QCOMPARE(error, closed);
+    int status = 0;
+    const QJsonObject progress =
+        f.call([&] { return f.core->progress(sick, first[0].leaseId, {}); }, &status);
+    QCOMPARE(status, 409);
+    QCOMPARE(progress.value(QStringLiteral("error")).toString(), closed);
+    QCOMPARE(upload(sick, first[0].leaseId, serverWeights(job), 0, &error), 409);
+    QCOMPARE(error, closed);
+    QCOMPARE(f.core->admission().lease(first[0].leaseId)->closedReason,
+             closed); // uploads: refused before the body
+
+    const QJsonObject record = agentRecord(sick);
+    QCOMPARE(record.value(QStringLiteral("failed")).toInteger(), 1); // once, not once per repeat
+    QCOMPARE(record.value(QStringLiteral("timed_out")).toInteger(), 0);
+    QCOMPARE(record.value(QStringLiteral("invalid")).toInteger(), 0);
+    QCOMPARE(agentRecord(other).value(QStringLiteral("failed")).toInteger(), 0);
+    QCOMPARE(upload(other, second[0].leaseId, serverWeights(job), 0), 202); // the other agent's copy counts
+}
+
+void TestCoordinator::failureReportIsCheckedByField_data()
+{
+    QTest::addColumn<QByteArray>("body");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("empty") << QByteArray("{}") << "reason:";
+    QTest::newRow("reason not a string") << QByteArray(R"({"reason": 5, "stage": "worker"})") << "reason:";
+    QTest::newRow("blank reason") << QByteArray(R"({"reason": "  ", "stage": "worker"})") << "reason:";
+    QTest::newRow("reason too long") << R"({"stage": "worker", "reason": ")" + QByteArray(2001, 'x') + R"("})"
+                                     << "1 to 2000 characters";
+    QTest::newRow("no stage") << QByteArray(R"({"reason": "oom"})") << "stage:";
+    QTest::newRow("unknown stage") << QByteArray(R"({"reason": "oom", "stage": "training"})")
+                                   << "stage: expected one of verify, download, worker, upload, other";
+    QTest::newRow("stage in capitals") << QByteArray(R"({"reason": "oom", "stage": "Worker"})") << "stage:";
+    QTest::newRow("longest reason") << R"({"stage": "other", "reason": ")" + QByteArray(2000, 'x') + R"("})"
+                                    << QString();
+}
+
+void TestCoordinator::failureReportIsCheckedByField()
+{
+    QFETCH(QByteArray, body);
+    QFETCH(QString, message);
+    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
+    QVERIFY(f.submit(test::tinyJobSpec(m_dataset)) > 0);
+    auto tasks = lease(agent);
+    QString error;
+    const int status = failLease(agent, tasks[0].leaseId, &error, QJsonDocument::fromJson(body).object());
+    if (message.isEmpty()) {
+        QCOMPARE(status, 200);
+        return;
+    }
+    QCOMPARE(status, 400);
+    QVERIFY2(error.contains(message), qPrintable(error));
+    // Nothing happened to the lease: it is still open and the report can be sent again, right.
+    QCOMPARE(f.call([&] { return f.core->progress(agent, tasks[0].leaseId, {}); })
+                 .value(QStringLiteral("abort"))
+                 .toBool(),
+             false);
+    QCOMPARE(agentRecord(agent).value(QStringLiteral("failed")).toInteger(), 0);
+    QCOMPARE(failLease(agent, tasks[0].leaseId), 200);
+}
+
+void TestCoordinator::failureOfAnExpiredLeaseLeavesTheDeliveredWorkDone()
+{
+    const QString slow = f.enroll(QStringLiteral("slow")).value(QStringLiteral("agent_id")).toString();
+    const QString fast = f.enroll(QStringLiteral("fast")).value(QStringLiteral("agent_id")).toString();
+    const qint64 job = f.submit(
+        test::tinyJobSpec(m_dataset, 2, 3, 0.99, 60, QStringLiteral(R"(, "overlap_epochs": false)")));
+    auto first = lease(slow);
+    f.clock.advance(61'000);
+    f.core->state().call([&] { f.core->tick(); });
+    auto second = lease(fast); // the expired workunit, re-issued
+    QCOMPARE(second[0].manifest.value(QStringLiteral("subtask")), first[0].manifest.value(QStringLiteral("subtask")));
+    QCOMPARE(upload(fast, second[0].leaseId, serverWeights(job), 0), 202);
+
+    // The late agent gives its expired lease back: closed, but the delivered workunit stays done.
+    QCOMPARE(failLease(slow, first[0].leaseId), 200);
+    const QJsonObject units =
+        f.call([&] { return f.core->jobStatus(job); }).value(QStringLiteral("workunits")).toObject();
+    QCOMPARE(units.value(QStringLiteral("done")).toInt(), 1);
+    QCOMPARE(units.value(QStringLiteral("pending")).toInt(), 1); // the other shard, never leased
+    QCOMPARE(lease(fast, 2).size(), size_t(1));
+    const QJsonObject record = agentRecord(slow);
+    QCOMPARE(record.value(QStringLiteral("timed_out")).toInteger(), 1);
+    QCOMPARE(record.value(QStringLiteral("failed")).toInteger(), 1);
+}
+
+void TestCoordinator::failedLeaseStaysClosedAcrossARestart()
+{
+    const QString sick = f.enroll(QStringLiteral("sick")).value(QStringLiteral("agent_id")).toString();
+    const QString other = f.enroll(QStringLiteral("other")).value(QStringLiteral("agent_id")).toString();
+    QVERIFY(f.submit(test::tinyJobSpec(m_dataset, 2, 3, 0.99, 600,
+                                       QStringLiteral(R"(, "overlap_epochs": false)"))) > 0);
+    auto held = lease(sick, 2);
+    QCOMPARE(held.size(), size_t(2));
+    const QJsonObject report{{QStringLiteral("stage"), QStringLiteral("download")},
+                             {QStringLiteral("reason"), QStringLiteral("shard hash mismatch\nsecond line")}};
+    QCOMPARE(failLease(sick, held[0].leaseId, nullptr, report), 200);
+
+    f.core.reset(); // committed before the 200: nothing else needs to reach the disk
+    QVERIFY(f.reopen());
+    QString error;
+    QCOMPARE(failLease(sick, held[0].leaseId, &error), 409); // the restart does not revive it
+    QVERIFY2(error.contains(u"the agent reported it failed"), qPrintable(error));
+    int status = 0;
+    f.call([&] { return f.core->progress(sick, held[0].leaseId, {}); }, &status);
+    QCOMPARE(status, 409);
+    QCOMPARE(f.core->admission().lease(held[0].leaseId)->closedReason, error);
+    f.call([&] { return f.core->progress(sick, held[1].leaseId, {}); }, &status);
+    QCOMPARE(status, 200); // the other lease is still open
+    auto again = lease(other, 2);
+    QCOMPARE(again.size(), size_t(1)); // only the released workunit
+    QCOMPARE(again[0].manifest.value(QStringLiteral("subtask")),
+             held[0].manifest.value(QStringLiteral("subtask")));
+    QCOMPARE(agentRecord(sick).value(QStringLiteral("failed")).toInteger(), 1);
+
+    // The stage and the reason are on the lease's record, as sent.
+    auto db = Database::open(f.dir.databasePath());
+    QVERIFY2(db.ok(), qPrintable(db.error()));
+    auto row = (*db)->exec(QStringLiteral("SELECT state, fail_stage, fail_reason FROM leases WHERE id = ?"),
+                           {held[0].leaseId});
+    QVERIFY(row.ok() && row->next());
+    QCOMPARE(row->value(0).toString(), QStringLiteral("failed"));
+    QCOMPARE(row->value(1).toString(), QStringLiteral("download"));
+    QCOMPARE(row->value(2).toString(), QStringLiteral("shard hash mismatch\nsecond line"));
+}
+
+void TestCoordinator::databaseOfSchemaVersion1IsUpgraded()
+{
+    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
+    QVERIFY(f.submit(test::tinyJobSpec(m_dataset, 2, 3, 0.99, 600,
+                                       QStringLiteral(R"(, "overlap_epochs": false)"))) > 0);
+    auto held = lease(agent);
+    QCOMPARE(held.size(), size_t(1));
+    f.core.reset();
+    // Take the file back to the first schema: what a coordinator of the previous version left behind.
+    {
+        QSqlDatabase old = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), QStringLiteral("v1"));
+        old.setDatabaseName(f.dir.databasePath());
+        QVERIFY(old.open());
+        QSqlQuery q(old);
+        for (const char* sql :
+             {"ALTER TABLE agents DROP COLUMN failed", "ALTER TABLE leases DROP COLUMN fail_stage",
+              "ALTER TABLE leases DROP COLUMN fail_reason",
+              "UPDATE meta SET value = '1' WHERE key = 'schema_version'"})
+            QVERIFY2(q.exec(QString::fromLatin1(sql)), sql);
+        q = QSqlQuery();
+        old.close();
+    }
+    QSqlDatabase::removeDatabase(QStringLiteral("v1"));
+
+    QVERIFY(f.reopen());
+    QCOMPARE(agentRecord(agent).value(QStringLiteral("failed")).toInteger(),
+             0);                                      // the agent and its record kept
+    QCOMPARE(failLease(agent, held[0].leaseId), 200); // the open lease, too
+    QCOMPARE(agentRecord(agent).value(QStringLiteral("failed")).toInteger(), 1);
+    f.core.reset();
+    QVERIFY(f.reopen()); // upgraded once: it opens as version 2 from now on
+    QCOMPARE(lease(agent, 2).size(), size_t(2));
 }
 
 void TestCoordinator::configFileIsCheckedByField_data()

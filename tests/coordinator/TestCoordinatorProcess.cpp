@@ -194,10 +194,41 @@ void TestCoordinatorProcess::killedServerLosesNoAcceptedUpdate()
     }
     QTRY_COMPARE_WITH_TIMEOUT(status().value(QStringLiteral("updates")).toInteger(), qint64(3), 10'000);
 
+    // The fourth workunit: the agent cannot run it and gives it back, durably before the answer too.
+    auto fourth = agent.request("POST", "/api/v1/work/lease", R"({"max_tasks": 1})", "application/json", {},
+                                agentToken);
+    QVERIFY(fourth.ok());
+    const QByteArray failedLease = QJsonDocument::fromJson(fourth->body)
+                                       .object()
+                                       .value(QStringLiteral("tasks"))
+                                       .toArray()
+                                       .first()
+                                       .toObject()
+                                       .value(QStringLiteral("lease_id"))
+                                       .toString()
+                                       .toLatin1();
+    auto failed = agent.request("POST", "/api/v1/work/" + failedLease + "/fail",
+                                R"({"stage": "worker", "reason": "out of memory"})", "application/json", {},
+                                agentToken);
+    QVERIFY(failed.ok());
+    QCOMPARE(failed->status, 200);
+
     stopServer(SIGKILL); // no snapshot was written: snapshots come every 50 updates by default
     QVERIFY(startServer());
     QTRY_COMPARE_WITH_TIMEOUT(status().value(QStringLiteral("updates")).toInteger(), qint64(3), 10'000);
     QCOMPARE(status().value(QStringLiteral("updates_received")).toInteger(), qint64(3));
+    const Run agents = cli(QStringList{QStringLiteral("agent"), QStringLiteral("list")} + dataDir());
+    QCOMPARE(agents.exitCode, 0);
+    QVERIFY2(agents.out.contains("done 3") && agents.out.contains("failed 1"), agents.out.constData());
+    const Run agentsJson = cli(QStringList{QStringLiteral("agent"), QStringLiteral("list")} + dataDir() +
+                               QStringList{QStringLiteral("--json")});
+    const QJsonObject record = agentsJson.json().value(QStringLiteral("agents")).toArray().first().toObject();
+    QCOMPARE(record.value(QStringLiteral("failed")).toInteger(), 1);
+    HttpsClient reconnected(QStringLiteral("127.0.0.1"), m_port, m_dir + QStringLiteral("/tls/cert.pem"));
+    auto closed = reconnected.request("POST", "/api/v1/work/" + failedLease + "/progress", "{}",
+                                      "application/json", {}, agentToken);
+    QVERIFY(closed.ok());
+    QCOMPARE(closed->status, 409); // not revived by the restart
 
     const QString out = m_scratch->filePath(QStringLiteral("model.safetensors"));
     const Run exported = cli(QStringList{QStringLiteral("job"), QStringLiteral("export")} + dataDir()

@@ -782,7 +782,48 @@ def steps(c, args, workdir, data_dir, server):
                    result_file(weights0, m4["base_version"] + 7, 1.0, 64), token=a_tok)
     c.check(r.status == 422 and "version" in r.body.decode(errors="replace"), "result with a wrong base_version: 422", r)
 
+    # --- agent A cannot run a subtask and gives its lease back (sections 6.7 and 11) ----------------------------
+    task4f, m4f = lease(a_tok, "agent A (gives it back)")
+    lease4f = m4f["lease_id"]
+    fail_path = "/api/v1/work/%s/fail" % lease4f
+    report = {"reason": "shard %d: SHA-256 mismatch after download" % m4f["subtask"]["shard"], "stage": "download"}
+    r = cl.request("GET", fail_path, token=a_tok)
+    c.check(r.status == 405 and r.header("allow") == "POST", "fail with GET: 405 with Allow: POST", r)
+    r = cl.request("POST", fail_path, json_body=report)
+    c.check(r.status == 401, "fail without token: 401", r)
+    r = cl.request("POST", fail_path, token=admin, json_body=report)
+    c.check(r.status == 401, "fail with the admin token: 401", r)
+    r = cl.request("POST", fail_path, token=a_tok, body=b'["download"]', headers={"Content-Type": "application/json"})
+    c.check(r.status == 400, "fail with a body that is not a JSON object: 400", r)
+    for body, field in (({"stage": "download"}, "reason"), ({"reason": "  ", "stage": "download"}, "reason"),
+                        ({"reason": 7, "stage": "download"}, "reason"),
+                        ({"reason": "x" * 2001, "stage": "download"}, "reason"), ({"reason": "x"}, "stage"),
+                        ({"reason": "x", "stage": "unpacking"}, "stage"), ({"reason": "x", "stage": "Worker"}, "stage")):
+        r = cl.request("POST", fail_path, token=a_tok, json_body=body)
+        error = r.json().get("error", "") if r.status == 400 else ""
+        c.check(r.status == 400 and field in error, "fail %s: 400 naming %s" % (json.dumps(body)[:48], field), r)
+    r = cl.request("POST", fail_path, token=a_tok, body=b"x" * (64 * 1024 + 1),
+                   headers={"Content-Type": "application/json"})
+    c.check(r.status == 413, "fail with a body over 64 KiB: 413", r)
+    r = cl.request("POST", fail_path, token=b_tok, json_body=report)
+    c.check(r.status == 409 and "belongs to another agent" in r.body.decode(errors="replace"),
+            "fail of another agent's lease: 409", r)
+    r = cl.request("POST", "/api/v1/work/%s/fail" % ("0" * 32), token=a_tok, json_body=report)
+    c.check(r.status == 404, "fail of an unknown lease: 404", r)
+    r = cl.request("POST", fail_path, token=a_tok, json_body=report)
+    c.require(r.status == 200 and r.json() == {"released": True}, "fail: 200 {\"released\": true}", r)
+    failed_closed = "lease %s is closed: the agent reported it failed" % lease4f
+    r = cl.request("POST", fail_path, token=a_tok, json_body=report)
+    c.check(r.status == 409 and r.json().get("error") == failed_closed, "second fail for the lease: 409 (closed)", r)
+    r = cl.request("POST", "/api/v1/work/%s/progress" % lease4f, token=a_tok, json_body={})
+    c.check(r.status == 409 and r.json().get("error") == failed_closed, "progress after a fail: 409 (closed)", r)
+    r = cl.raw_put("/api/v1/work/%s/result" % lease4f, result_file(weights0, m4f["base_version"], 1.0, 64), token=a_tok)
+    c.check(r.status == 409 and not r.got_continue and r.json().get("error") == failed_closed,
+            "upload after a fail: 409 (closed) without 100 Continue", r)
+
     task5, m5 = lease(b_tok, "agent B")
+    c.check(m5["subtask"]["workunit_id"] == m4f["subtask"]["workunit_id"],
+            "the workunit given back is handed to the next agent at once (before its deadline)")
     lease5 = m5["lease_id"]
     path5 = "/api/v1/work/%s/result" % lease5
     good5 = result_file(weights0, m5["base_version"], 2.0, 64, total_size=limit)
@@ -807,8 +848,9 @@ def steps(c, args, workdir, data_dir, server):
 
     r = cl.request("GET", "/api/v1/admin/agents", token=admin)
     agents = {a["id"]: a for a in r.json().get("agents", [])} if r.status == 200 else {}
-    c.check(agents.get(a_id, {}).get("invalid") == 3 and agents.get(a_id, {}).get("done") == 1,
-            "admin agents: agent A has done 1, invalid 3", agents.get(a_id))
+    c.check(agents.get(a_id, {}).get("invalid") == 3 and agents.get(a_id, {}).get("done") == 1 and
+            agents.get(a_id, {}).get("failed") == 1 and agents.get(b_id, {}).get("failed") == 0,
+            "admin agents: agent A has done 1, invalid 3, failed 1; agent B failed 0", agents)
 
     # --- accept an update, SIGKILL, restart ---------------------------------------------------------------------
     r = cl.raw_put(path5, good5, token=b_tok)
@@ -861,6 +903,15 @@ def steps(c, args, workdir, data_dir, server):
     r = cl.raw_put(path5, good5, token=b_tok)
     c.check(r.status == 409 and "duplicate" in r.body.decode(errors="replace"),
             "after the restart, a duplicate upload of an accepted lease: 409 duplicate (sections 6.6/11.3)", r)
+    r = cl.request("POST", fail_path, token=a_tok, json_body=report)
+    c.check(r.status == 409 and r.json().get("error") == failed_closed,
+            "after the restart, the lease given back stays closed: fail 409 (section 6.7)", r)
+    r = cl.request("POST", "/api/v1/work/%s/progress" % lease4f, token=a_tok, json_body={})
+    c.check(r.status == 409 and r.json().get("error") == failed_closed,
+            "after the restart, progress on the lease given back: 409, not revived", r)
+    r = cl.request("GET", "/api/v1/admin/agents", token=admin)
+    agents = {a["id"]: a for a in r.json().get("agents", [])} if r.status == 200 else {}
+    c.check(agents.get(a_id, {}).get("failed") == 1, "after the restart, agent A still has failed 1", agents.get(a_id))
 
     # --- SIGTERM ------------------------------------------------------------------------------------------------
     server.signal(signal.SIGTERM)

@@ -1,0 +1,417 @@
+// Coordinator: what the admin dashboard and /metrics see (docs/dashboard.md, docs/protocol.md 13): live
+// events as things happen, the job history behind the charts, agents with what they hold now, and the gauges
+// of a scrape. Everything here runs on the state thread.
+#include "core/Coordinator.h"
+#include "store/Database.h"
+
+#include <QJsonDocument>
+
+#include <algorithm>
+
+namespace gleaner::coordinator {
+
+namespace {
+
+constexpr int kMaxUpdatePoints = 5000; // per job history: the most recent updates, for the staleness chart
+
+QJsonValue nullable(const QVariant& value)
+{
+    return value.isNull() ? QJsonValue() : QJsonValue(value.toDouble());
+}
+
+} // namespace
+
+// ---- live events
+// --------------------------------------------------------------------------------------------
+
+void Coordinator::noteLeased(const JobState& job, const Workunit& unit, const Lease& lease)
+{
+    m_metrics.leaseIssued();
+    if (!m_events.hasSubscribers())
+        return;
+    m_events.publish("lease", QJsonObject{{QStringLiteral("job"), job.id},
+                                          {QStringLiteral("lease"), lease.id},
+                                          {QStringLiteral("agent"), lease.agentId},
+                                          {QStringLiteral("workunit"), unit.id},
+                                          {QStringLiteral("epoch"), unit.epoch},
+                                          {QStringLiteral("shard"), unit.shard},
+                                          {QStringLiteral("at_ms"), lease.issuedMs},
+                                          {QStringLiteral("deadline_ms"), lease.deadlineMs}});
+}
+
+void Coordinator::noteLeaseExpired(const Lease& lease)
+{
+    m_metrics.leaseExpired();
+    if (!m_events.hasSubscribers())
+        return;
+    m_events.publish("lease_expired", QJsonObject{{QStringLiteral("job"), lease.jobId},
+                                                  {QStringLiteral("lease"), lease.id},
+                                                  {QStringLiteral("agent"), lease.agentId},
+                                                  {QStringLiteral("workunit"), lease.workunitId},
+                                                  {QStringLiteral("at_ms"), m_clock.nowMs()}});
+}
+
+void Coordinator::noteAccepted(const JobState& job, int epoch, qint64 seq, const QString& agentId,
+                               double loss, qint64 atMs)
+{
+    m_metrics.updateAccepted();
+    if (!m_events.hasSubscribers())
+        return;
+    m_events.publish("update", QJsonObject{{QStringLiteral("job"), job.id},
+                                           {QStringLiteral("seq"), seq},
+                                           {QStringLiteral("epoch"), epoch},
+                                           {QStringLiteral("agent"), agentId},
+                                           {QStringLiteral("loss"), loss},
+                                           {QStringLiteral("at_ms"), atMs}});
+}
+
+void Coordinator::noteApplied(qint64 jobId, qint64 seq, qint64 version)
+{
+    if (!m_events.hasSubscribers())
+        return;
+    auto row =
+        m_db->exec(QStringLiteral("SELECT base_version, received_ms FROM updates WHERE seq = ?"), {seq});
+    if (!row || !row->next())
+        return;
+    // Staleness as the aggregation saw it: updates folded in between the agent's weights and this one.
+    const qint64 staleness = version - 1 - row->value(0).toLongLong();
+    m_events.publish("applied", QJsonObject{{QStringLiteral("job"), jobId},
+                                            {QStringLiteral("seq"), seq},
+                                            {QStringLiteral("version"), version},
+                                            {QStringLiteral("staleness"), staleness},
+                                            {QStringLiteral("at_ms"), row->value(1).toLongLong()},
+                                            {QStringLiteral("applied_ms"), m_clock.nowMs()}});
+}
+
+void Coordinator::noteValidated(qint64 jobId, const ValidationPoint& point)
+{
+    if (!m_events.hasSubscribers())
+        return;
+    m_events.publish("validation", QJsonObject{{QStringLiteral("job"), jobId},
+                                               {QStringLiteral("epoch"), point.epoch},
+                                               {QStringLiteral("epoch_end"), point.epochEnd},
+                                               {QStringLiteral("version"), point.version},
+                                               {QStringLiteral("updates"), point.updates},
+                                               {QStringLiteral("accuracy"), point.accuracy},
+                                               {QStringLiteral("loss"), point.loss},
+                                               {QStringLiteral("at_ms"), point.atMs}});
+}
+
+void Coordinator::noteAgentChanged(const QString& agentId, const char* what)
+{
+    if (!m_events.hasSubscribers())
+        return;
+    m_events.publish("agent", QJsonObject{{QStringLiteral("id"), agentId},
+                                          {QStringLiteral("change"), QString::fromLatin1(what)},
+                                          {QStringLiteral("at_ms"), m_clock.nowMs()}});
+}
+
+void Coordinator::publishDashboardState()
+{
+    m_events.heartbeat(m_clock.nowMs());
+    if (!m_events.hasSubscribers()) {
+        m_publishedJobs.clear(); // the next client starts from the page's own fetch
+        return;
+    }
+    // A summary per job whenever it changed (state, epoch, counts, agents): at most once per tick, however
+    // many leases and updates moved it.
+    for (const auto& [id, job] : m_jobs) {
+        const QJsonObject summary = dashboardJobJson(job);
+        QByteArray text = QJsonDocument(summary).toJson(QJsonDocument::Compact);
+        QByteArray& last = m_publishedJobs[id];
+        if (text == last)
+            continue;
+        last = std::move(text);
+        m_events.publish("job", summary);
+    }
+}
+
+// ---- views
+// --------------------------------------------------------------------------------------------------
+
+QJsonObject Coordinator::subtaskCounts(const JobState& job, int epoch) const
+{
+    // Late: not done, and a lease of it missed its deadline (it may still deliver). Re-issued: handed out
+    // more than once. Both overlap pending and leased, which with done add up to the total.
+    QSet<qint64> late;
+    for (const Lease& lease : std::as_const(m_leases))
+        if (lease.jobId == job.id && lease.state == Lease::State::Expired)
+            late.insert(lease.workunitId);
+    int pending = 0, leased = 0, done = 0, lateCount = 0, reissued = 0, total = 0;
+    for (const auto& [id, unit] : job.workunits) {
+        if (unit.epoch != epoch)
+            continue;
+        ++total;
+        pending += unit.state == Workunit::State::Pending;
+        leased += unit.state == Workunit::State::Leased;
+        done += unit.state == Workunit::State::Done;
+        if (unit.state != Workunit::State::Done) {
+            lateCount += late.contains(id);
+            reissued += unit.issued > 1;
+        }
+    }
+    return QJsonObject{{QStringLiteral("epoch"), epoch},       {QStringLiteral("pending"), pending},
+                       {QStringLiteral("leased"), leased},     {QStringLiteral("late"), lateCount},
+                       {QStringLiteral("reissued"), reissued}, {QStringLiteral("done"), done},
+                       {QStringLiteral("total"), total}};
+}
+
+QJsonObject Coordinator::dashboardJobJson(const JobState& job) const
+{
+    QJsonObject json = jobJson(job);
+    json.remove(QStringLiteral("history"));
+    json.insert(QStringLiteral("subtasks"), subtaskCounts(job, job.epoch));
+    return json;
+}
+
+HttpResponse Coordinator::jobHistory(qint64 jobId)
+{
+    const JobState* job = findJob(jobId);
+    if (!job)
+        return HttpResponse::error(404, QStringLiteral("no job has id %1").arg(jobId));
+
+    QJsonArray atMs, epochs, epochEnds, versions, accuracies, losses;
+    std::map<int, const ValidationPoint*> epochValidation;
+    for (const ValidationPoint& point : job->history) {
+        atMs.append(point.atMs);
+        epochs.append(point.epoch);
+        epochEnds.append(point.epochEnd);
+        versions.append(point.version);
+        accuracies.append(point.accuracy);
+        losses.append(point.loss);
+        if (point.epochEnd)
+            epochValidation[point.epoch] = &point;
+    }
+    const QJsonObject validations{
+        {QStringLiteral("at_ms"), atMs},          {QStringLiteral("epoch"), epochs},
+        {QStringLiteral("epoch_end"), epochEnds}, {QStringLiteral("version"), versions},
+        {QStringLiteral("accuracy"), accuracies}, {QStringLiteral("loss"), losses}};
+
+    // Per epoch: when its first lease went out, its updates and the spread of their training losses (the
+    // result metadata's gleaner.loss), and its end-of-epoch validation.
+    std::map<int, QJsonObject> perEpoch;
+    for (int e = 1; e <= job->epoch; ++e)
+        perEpoch[e] = QJsonObject{{QStringLiteral("epoch"), e},
+                                  {QStringLiteral("started_ms"), QJsonValue()},
+                                  {QStringLiteral("updates"), 0},
+                                  {QStringLiteral("subtask_loss"), QJsonValue()}};
+    auto started =
+        m_db->exec(QStringLiteral("SELECT w.epoch, MIN(l.issued_ms) FROM leases l JOIN workunits w ON "
+                                  "w.id = l.workunit_id WHERE w.job_id = ? GROUP BY w.epoch"),
+                   {jobId});
+    if (!started)
+        return HttpResponse::error(500, started.error());
+    while (started->next())
+        perEpoch[started->value(0).toInt()].insert(QStringLiteral("started_ms"),
+                                                   started->value(1).toLongLong());
+    auto spread =
+        m_db->exec(QStringLiteral("SELECT epoch, COUNT(*), MIN(loss), MAX(loss), AVG(loss), MAX(received_ms) "
+                                  "FROM updates WHERE job_id = ? GROUP BY epoch"),
+                   {jobId});
+    if (!spread)
+        return HttpResponse::error(500, spread.error());
+    while (spread->next()) {
+        QJsonObject& e = perEpoch[spread->value(0).toInt()];
+        e.insert(QStringLiteral("updates"), spread->value(1).toLongLong());
+        e.insert(QStringLiteral("subtask_loss"),
+                 QJsonObject{{QStringLiteral("min"), spread->value(2).toDouble()},
+                             {QStringLiteral("max"), spread->value(3).toDouble()},
+                             {QStringLiteral("mean"), spread->value(4).toDouble()}});
+        e.insert(QStringLiteral("last_update_ms"), spread->value(5).toLongLong());
+    }
+    QJsonArray epochList;
+    for (auto& [e, object] : perEpoch) {
+        object.insert(QStringLiteral("epoch"), e);
+        const auto validated = epochValidation.find(e);
+        const bool has = validated != epochValidation.end();
+        object.insert(QStringLiteral("validated_ms"),
+                      has ? QJsonValue(validated->second->atMs) : QJsonValue());
+        object.insert(QStringLiteral("accuracy"),
+                      has ? QJsonValue(validated->second->accuracy) : QJsonValue());
+        object.insert(QStringLiteral("loss"), has ? QJsonValue(validated->second->loss) : QJsonValue());
+        epochList.append(object);
+    }
+
+    // The most recent updates, oldest first, with the staleness the aggregation saw (null until folded in).
+    auto rows =
+        m_db->exec(QStringLiteral("SELECT received_ms, epoch, loss, applied_version - 1 - base_version FROM "
+                                  "updates WHERE job_id = ? ORDER BY seq DESC LIMIT ?"),
+                   {jobId, kMaxUpdatePoints});
+    if (!rows)
+        return HttpResponse::error(500, rows.error());
+    std::vector<std::array<QJsonValue, 4>> recent;
+    while (rows->next())
+        recent.push_back({rows->value(0).toLongLong(), rows->value(1).toInt(), rows->value(2).toDouble(),
+                          nullable(rows->value(3))});
+    std::reverse(recent.begin(), recent.end());
+    QJsonArray updateAt, updateEpoch, updateLoss, updateStaleness;
+    for (const auto& r : recent) {
+        updateAt.append(r[0]);
+        updateEpoch.append(r[1]);
+        updateLoss.append(r[2]);
+        updateStaleness.append(r[3]);
+    }
+    auto minutes =
+        m_db->exec(QStringLiteral("SELECT received_ms / 60000, COUNT(*) FROM updates WHERE job_id = ? "
+                                  "GROUP BY 1 ORDER BY 1"),
+                   {jobId});
+    if (!minutes)
+        return HttpResponse::error(500, minutes.error());
+    QJsonArray minuteStart, minuteCount;
+    while (minutes->next()) {
+        minuteStart.append(minutes->value(0).toLongLong() * 60000);
+        minuteCount.append(minutes->value(1).toLongLong());
+    }
+
+    QJsonObject reply;
+    reply.insert(QStringLiteral("job"), dashboardJobJson(*job));
+    reply.insert(QStringLiteral("now_ms"), m_clock.nowMs());
+    reply.insert(QStringLiteral("validations"), validations);
+    reply.insert(QStringLiteral("epochs"), epochList);
+    reply.insert(QStringLiteral("updates"), QJsonObject{{QStringLiteral("at_ms"), updateAt},
+                                                        {QStringLiteral("epoch"), updateEpoch},
+                                                        {QStringLiteral("loss"), updateLoss},
+                                                        {QStringLiteral("staleness"), updateStaleness}});
+    reply.insert(QStringLiteral("updates_per_minute"), QJsonObject{{QStringLiteral("minute_ms"), minuteStart},
+                                                                   {QStringLiteral("count"), minuteCount}});
+    return HttpResponse::json(200, reply);
+}
+
+HttpResponse Coordinator::listAgentsDetailed()
+{
+    // The plain list (13.3), with what only memory knows: online or not, and the subtasks each agent holds
+    // now.
+    HttpResponse plain = listAgents();
+    if (plain.status != 200)
+        return plain;
+    QHash<QString, qint64> failed;
+    auto counts = m_db->exec(QStringLiteral("SELECT id, failed FROM agents"));
+    while (counts && counts->next())
+        failed.insert(counts->value(0).toString(), counts->value(1).toLongLong());
+    QHash<QString, QJsonArray> current;
+    for (const Lease& lease : std::as_const(m_leases)) {
+        if (lease.state != Lease::State::Open && lease.state != Lease::State::Expired)
+            continue;
+        const JobState* job = findJob(lease.jobId);
+        int epoch = 0, shard = 0;
+        if (job) {
+            if (const auto unit = job->workunits.find(lease.workunitId); unit != job->workunits.end()) {
+                epoch = unit->second.epoch;
+                shard = unit->second.shard;
+            }
+        }
+        current[lease.agentId].append(
+            QJsonObject{{QStringLiteral("lease"), lease.id},
+                        {QStringLiteral("job"), lease.jobId},
+                        {QStringLiteral("job_name"), job ? job->spec.name : QString()},
+                        {QStringLiteral("epoch"), epoch},
+                        {QStringLiteral("shard"), shard},
+                        {QStringLiteral("issued_ms"), lease.issuedMs},
+                        {QStringLiteral("deadline_ms"), lease.deadlineMs},
+                        {QStringLiteral("state"), leaseStateName(lease.state)}});
+    }
+    const qint64 onlineSince = m_clock.nowMs() - qint64(m_config.agentOnlineSeconds) * 1000;
+    QJsonArray agents;
+    for (const QJsonValue& value :
+         QJsonDocument::fromJson(plain.body).object().value(QStringLiteral("agents")).toArray()) {
+        QJsonObject agent = value.toObject();
+        const QString id = agent.value(QStringLiteral("id")).toString();
+        const QJsonObject hardware = agent.value(QStringLiteral("hardware")).toObject();
+        agent.insert(QStringLiteral("online"),
+                     !agent.value(QStringLiteral("revoked")).toBool() &&
+                         agent.value(QStringLiteral("last_seen_ms")).toInteger() >= onlineSince);
+        agent.insert(QStringLiteral("cores"), hardware.value(QStringLiteral("cores")));
+        agent.insert(QStringLiteral("gpu"), hardware.value(QStringLiteral("gpu")));
+        if (!agent.contains(QStringLiteral("failed")))
+            agent.insert(QStringLiteral("failed"), failed.value(id));
+        agent.insert(QStringLiteral("current"), current.value(id));
+        agents.append(agent);
+    }
+    QJsonObject reply;
+    reply.insert(QStringLiteral("agents"), agents);
+    reply.insert(QStringLiteral("online_seconds"), m_config.agentOnlineSeconds);
+    reply.insert(QStringLiteral("now_ms"), m_clock.nowMs());
+    return HttpResponse::json(200, reply);
+}
+
+HttpResponse Coordinator::agentDetail(const QString& agentId)
+{
+    HttpResponse all = listAgentsDetailed();
+    if (all.status != 200)
+        return all;
+    for (const QJsonValue& value :
+         QJsonDocument::fromJson(all.body).object().value(QStringLiteral("agents")).toArray())
+        if (value.toObject().value(QStringLiteral("id")).toString() == agentId)
+            return HttpResponse::json(200, value.toObject());
+    return HttpResponse::error(404, QStringLiteral("no agent has id %1").arg(agentId));
+}
+
+HttpResponse Coordinator::metricsText(const std::function<void(metrics::MetricsRegistry&)>& addGauges)
+{
+    metrics::MetricsRegistry& registry = m_metrics.registry();
+    const qint64 onlineSince = m_clock.nowMs() - qint64(m_config.agentOnlineSeconds) * 1000;
+    double online = 0, active = 0, revoked = 0;
+    auto agents =
+        m_db->exec(QStringLiteral("SELECT SUM(revoked = 0 AND last_seen_ms >= ?), SUM(revoked = 0), "
+                                  "SUM(revoked != 0) FROM agents"),
+                   {onlineSince});
+    if (agents && agents->next()) {
+        online = agents->value(0).toDouble();
+        active = agents->value(1).toDouble();
+        revoked = agents->value(2).toDouble();
+    }
+    registry.setGaugeFamily("gleaner_agents_online",
+                            "Agents (not revoked) seen within agent_online_seconds of config.json.",
+                            {{{}, online}});
+    registry.setGaugeFamily("gleaner_agents", "Enrolled agents, by state.",
+                            {{{{"state", "active"}}, active}, {{{"state", "revoked"}}, revoked}});
+
+    double open = 0;
+    for (const Lease& lease : std::as_const(m_leases))
+        open += lease.state == Lease::State::Open;
+    registry.setGaugeFamily("gleaner_leases_open", "Leases handed out whose deadline has not passed.",
+                            {{{}, open}});
+
+    std::map<QString, double> byState;
+    for (JobStatus status : {JobStatus::Created, JobStatus::Running, JobStatus::Paused, JobStatus::Completed,
+                             JobStatus::Failed, JobStatus::Cancelled})
+        byState[jobStatusName(status)] = 0;
+    std::vector<std::pair<metrics::Labels, double>> accuracy, loss, epoch;
+    for (const auto& [id, job] : m_jobs) {
+        byState[jobStatusName(job.status)] += 1;
+        // "job" is the scrape job's label in Prometheus (it would be renamed exported_job): job_id it is.
+        const metrics::Labels labels{{"job_id", QByteArray::number(id)},
+                                     {"job_name", job.spec.name.toUtf8()}};
+        epoch.push_back({labels, double(job.epoch)});
+        if (job.history.empty())
+            continue;
+        accuracy.push_back({labels, job.history.back().accuracy});
+        loss.push_back({labels, job.history.back().loss});
+    }
+    std::vector<std::pair<metrics::Labels, double>> jobs;
+    for (const auto& [state, count] : byState)
+        jobs.push_back({{{"state", state.toUtf8()}}, count});
+    registry.setGaugeFamily("gleaner_jobs", "Jobs, by state.", std::move(jobs));
+    registry.setGaugeFamily("gleaner_job_epoch", "The highest epoch whose subtasks exist, per job.",
+                            std::move(epoch));
+    registry.setGaugeFamily("gleaner_validation_accuracy",
+                            "Test accuracy (0 to 1) of the job's server weights at its latest validation.",
+                            std::move(accuracy));
+    registry.setGaugeFamily("gleaner_validation_loss",
+                            "Mean test loss of the job's server weights at its latest "
+                            "validation.",
+                            std::move(loss));
+    registry.setGaugeFamily("gleaner_dashboard_clients", "Dashboard pages connected for live events.",
+                            {{{}, double(m_events.subscribers())}});
+    if (addGauges)
+        addGauges(registry);
+
+    HttpResponse response;
+    response.status = 200;
+    response.contentType = metrics::MetricsRegistry::kContentType;
+    response.body = registry.render();
+    response.headers.append(HttpHeader{"Cache-Control", "no-store"});
+    return response;
+}
+
+} // namespace gleaner::coordinator
