@@ -1,6 +1,9 @@
 #include "cli/AgentCli.h"
 
+#include "cli/RunCommand.h"
+
 #include "AgentPaths.h"
+#include "cli/ControlCommands.h"
 #include "config/Enroller.h"
 #include "crypto/TlsCertificate.h"
 
@@ -19,6 +22,11 @@ The Gleaner agent: trains subtasks of a coordinator's jobs on this machine.
 
 Commands:
   enroll   register this machine with a coordinator and pin its keys
+  status   show what the running agent does and why (--follow: each change as it happens)
+  pause    pause training; nothing is lost (`resume` continues)
+  resume   let a paused agent train again
+  finish   finish the subtasks in hand, lease no new ones, then exit
+  run      run the agent in the foreground (the daemon)
 
 Run `gleaner-agent COMMAND --help` for a command's options.
 )";
@@ -100,6 +108,10 @@ int run(const QStringList& arguments)
     }
     if (command == u"enroll")
         return enrollCommand(arguments.mid(1));
+    if (isControlCommand(command))
+        return controlCommand(arguments.mid(1));
+    if (command == u"run")
+        return runCommand(arguments.mid(1));
     QTextStream(stderr) << "gleaner-agent: unknown command \"" << command << "\"\n\n" << kUsage;
     return 2;
 }

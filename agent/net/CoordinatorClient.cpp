@@ -237,6 +237,32 @@ Result<ProgressReply> CoordinatorClient::progress(const QString& leaseId, const 
     return reply;
 }
 
+Result<bool> CoordinatorClient::reportFailure(const QString& leaseId, const QString& stage,
+                                              const QString& reason)
+{
+    const QString what = QStringLiteral("reporting lease %1 as failed").arg(leaseId);
+    const auto body = CoordinatorMessages::failureBody(stage, reason);
+    if (!body)
+        return fail(what + QStringLiteral(": ") + body.error());
+    TransportRequest r = request("POST", QStringLiteral("/api/v1/work/%1/fail").arg(leaseId), true);
+    r.headers.emplaceBack("Content-Type", "application/json");
+    r.body = *body;
+    const Exchange e = exchange(what, r, RetryWhen::Retryable);
+    if (e.response.ok() && (e.response.status == 404 || e.response.status == 409)) {
+        qCInfo(lcNet).noquote() << QStringLiteral("%1 at %2: nothing to release (%3: %4)")
+                                       .arg(what, m_baseUrl)
+                                       .arg(e.response.status)
+                                       .arg(CoordinatorMessages::errorText(e.response.body));
+        return false;
+    }
+    if (!e.response.ok() || e.response.status != 200)
+        return describe(what, e);
+    auto released = CoordinatorMessages::parseReleased(e.response.body);
+    if (!released)
+        return fail(what + QStringLiteral(" at ") + m_baseUrl + QStringLiteral(": ") + released.error());
+    return released;
+}
+
 Result<UploadReply> CoordinatorClient::uploadResult(const QString& leaseId, const QString& filePath,
                                                     const ProgressCallback& progress)
 {

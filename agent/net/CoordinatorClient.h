@@ -1,9 +1,10 @@
 #pragma once
 // The agent's calls to its coordinator (protocol v1, docs/protocol.md section 6) over a Transport. Each call
 // that is safe to repeat is retried per the RetryPolicy on network errors, timeouts, 5xx, 408 and 429: lease,
-// progress, downloads (resumed with Range from what the partial file already holds) and result uploads (the
-// protocol makes a repeated upload safe: 409 "duplicate" means the first one counted). Enrollment is retried only
-// when the coordinator could not be reached at all, because a lost answer would leave a second agent behind.
+// progress, failure reports, downloads (resumed with Range from what the partial file already holds) and
+// result uploads (the protocol makes a repeated upload safe: 409 "duplicate" means the first one counted; a
+// repeated failure report after a lost answer meets 409 the same way). Enrollment is retried only when the
+// coordinator could not be reached at all, because a lost answer would leave a second agent behind.
 //
 // Errors are Result values whose message names the coordinator and says what to do. Synchronous: call it from
 // the agent's network thread, not from an event loop that must stay responsive. Not thread-safe.
@@ -47,6 +48,13 @@ public:
     // failures to get one (after retries), and 401/403 (the agent's token is no longer accepted).
     Result<UploadReply> uploadResult(const QString& leaseId, const QString& filePath,
                                      const ProgressCallback& progress = {});
+    // Gives the lease back because the subtask cannot be run (protocol 6.7), so that its workunit goes to
+    // another agent now instead of at the deadline. `stage`: verify, download, worker, upload or other;
+    // `reason` is cut to 2000 characters. True: released. False: the coordinator answered 404 or 409, there
+    // was nothing (left) to release: the lease is unknown, closed already (also by an earlier try whose
+    // answer was lost), or another agent's. Errors: a bad stage or blank reason (nothing is sent), no answer
+    // after retries, 401/403, a 400.
+    Result<bool> reportFailure(const QString& leaseId, const QString& stage, const QString& reason);
 
 private:
     enum class RetryWhen { Retryable, Unreachable };

@@ -78,6 +78,31 @@ QByteArray CoordinatorMessages::progressBody(const ProgressReport& report)
     return QJsonDocument(o).toJson(QJsonDocument::Compact);
 }
 
+const QStringList& CoordinatorMessages::failureStages()
+{
+    static const QStringList stages{QStringLiteral("verify"), QStringLiteral("download"),
+                                    QStringLiteral("worker"), QStringLiteral("upload"),
+                                    QStringLiteral("other")};
+    return stages;
+}
+
+Result<QByteArray> CoordinatorMessages::failureBody(const QString& stage, const QString& reason)
+{
+    if (!failureStages().contains(stage))
+        return fail(QStringLiteral("the failure stage \"%1\" is not one of %2")
+                        .arg(stage, failureStages().join(QStringLiteral(", "))));
+    QString text = reason.trimmed();
+    if (text.isEmpty())
+        return fail(QStringLiteral("a failure report needs a reason saying what went wrong"));
+    if (text.size() > kMaxFailureReasonLength) {
+        text.truncate(kMaxFailureReasonLength);
+        if (text.back().isHighSurrogate()) // not half a character
+            text.chop(1);
+    }
+    const QJsonObject o{{key("reason"), text}, {key("stage"), stage}};
+    return QJsonDocument(o).toJson(QJsonDocument::Compact);
+}
+
 Result<CoordinatorInfo> CoordinatorMessages::parseInfo(const QByteArray& body)
 {
     const auto o = object(body);
@@ -178,6 +203,17 @@ Result<UploadReply> CoordinatorMessages::parseAccepted(const QByteArray& body)
             reply.staleness = *staleness;
     }
     return reply;
+}
+
+Result<bool> CoordinatorMessages::parseReleased(const QByteArray& body)
+{
+    const auto o = object(body);
+    if (!o)
+        return fail(o.error());
+    const QJsonValue released = o->value(QStringLiteral("released"));
+    if (!released.isBool())
+        return fail(QStringLiteral("the answer has no boolean field \"released\""));
+    return released.toBool();
 }
 
 QString CoordinatorMessages::errorText(const QByteArray& body)

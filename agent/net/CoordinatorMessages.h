@@ -10,6 +10,7 @@
 #include <QJsonObject>
 #include <QList>
 #include <QString>
+#include <QStringList>
 
 namespace gleaner::agent {
 
@@ -87,15 +88,26 @@ struct UploadReply
 class CoordinatorMessages
 {
 public:
+    // The longest failure reason the coordinator takes (protocol 6.7); longer ones are cut to it.
+    static constexpr int kMaxFailureReasonLength = 2000;
+
     static QByteArray enrollBody(const EnrollRequest& request);
     static QByteArray leaseBody(const QStringList& cachedHashes, int maxTasks, const QJsonObject& capabilities);
     static QByteArray progressBody(const ProgressReport& report);
+    // {"reason", "stage"} of POST /work/{lease}/fail. `stage` must be one of failureStages() and the reason
+    // not blank: the message says which is wrong. The reason is trimmed and cut to kMaxFailureReasonLength
+    // characters (a worker's error output may be longer; the coordinator would refuse it).
+    static Result<QByteArray> failureBody(const QString& stage, const QString& reason);
+    // The stages protocol 6.7 knows: verify, download, worker, upload, other.
+    static const QStringList& failureStages();
 
     static Result<CoordinatorInfo> parseInfo(const QByteArray& body);
     static Result<Enrollment> parseEnrollment(const QByteArray& body);
     static Result<LeaseReply> parseLease(const QByteArray& body);
     static Result<ProgressReply> parseProgress(const QByteArray& body);
     static Result<UploadReply> parseAccepted(const QByteArray& body);
+    // The 200 answer of a failure report: {"released": true}.
+    static Result<bool> parseReleased(const QByteArray& body);
 
     // The "error" field of an error answer; the raw text (shortened) when the body is not the usual JSON.
     static QString errorText(const QByteArray& body);

@@ -13,6 +13,10 @@ const char* const kSchema[] = {
     " worker_starts INTEGER NOT NULL DEFAULT 0, error TEXT NOT NULL DEFAULT '', created_ms INTEGER NOT NULL,"
     " updated_ms INTEGER NOT NULL)",
     "CREATE INDEX subtasks_by_state ON subtasks (state)",
+    // The machine's contribution over its whole life: kept apart from the rows, which prune() removes.
+    "CREATE TABLE totals (id INTEGER PRIMARY KEY CHECK (id = 1), subtasks_done INTEGER NOT NULL,"
+    " subtasks_failed INTEGER NOT NULL, samples INTEGER NOT NULL, train_seconds REAL NOT NULL)",
+    "INSERT INTO totals VALUES (1, 0, 0, 0, 0)",
 };
 
 constexpr std::array<std::pair<SubtaskState, const char16_t*>, 8> kNames{{
@@ -58,7 +62,7 @@ Result<std::unique_ptr<SubtaskStore>> SubtaskStore::open(const QString& path)
 {
     std::unique_ptr<SubtaskStore> store(new SubtaskStore);
     store->m_now = [] { return QDateTime::currentMSecsSinceEpoch(); };
-    const SqliteSchema schema{QStringLiteral("the agent's subtask store"), 1, kSchema,
+    const SqliteSchema schema{QStringLiteral("the agent's subtask store"), 2, kSchema,
                               QStringLiteral("use the agent version that wrote it, or remove it (its subtasks are given "
                                              "up; their leases expire on the coordinator)")};
     if (auto s = store->openFile(path, schema); !s)
@@ -183,6 +187,29 @@ Result<int> SubtaskStore::prune(qint64 beforeMs)
     if (!r)
         return fail(r.error());
     return r->numRowsAffected();
+}
+
+Status SubtaskStore::addTotals(const SubtaskTotals& add)
+{
+    auto r = exec(QStringLiteral("UPDATE totals SET subtasks_done = subtasks_done + ?, subtasks_failed = subtasks_failed + ?,"
+                                 " samples = samples + ?, train_seconds = train_seconds + ? WHERE id = 1"),
+                  {add.subtasksDone, add.subtasksFailed, add.samples, add.trainSeconds});
+    return r ? Status() : fail(r.error());
+}
+
+Result<SubtaskTotals> SubtaskStore::totals()
+{
+    auto r = exec(QStringLiteral("SELECT subtasks_done, subtasks_failed, samples, train_seconds FROM totals WHERE id = 1"));
+    if (!r)
+        return fail(r.error());
+    SubtaskTotals t;
+    if (r->next()) {
+        t.subtasksDone = r->value(0).toLongLong();
+        t.subtasksFailed = r->value(1).toLongLong();
+        t.samples = r->value(2).toLongLong();
+        t.trainSeconds = r->value(3).toDouble();
+    }
+    return t;
 }
 
 } // namespace gleaner::agent

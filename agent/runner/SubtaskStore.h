@@ -41,6 +41,15 @@ struct Subtask
     qint64 updatedMs = 0;
 };
 
+// What this machine has contributed, over the store's whole life.
+struct SubtaskTotals
+{
+    qint64 subtasksDone = 0;   // results the coordinator accepted
+    qint64 subtasksFailed = 0; // given back with a reason, or refused
+    qint64 samples = 0;        // training samples of the accepted results
+    double trainSeconds = 0;
+};
+
 class SubtaskStore final : public SqliteDatabase
 {
 public:
@@ -62,6 +71,10 @@ public:
     Result<QList<Subtask>> unfinished();
     // Removes final subtasks last updated before `beforeMs` (history kept for a while for `status`).
     Result<int> prune(qint64 beforeMs);
+
+    // Adds to the totals (in the caller's transaction, when it holds one).
+    Status addTotals(const SubtaskTotals& add);
+    Result<SubtaskTotals> totals();
 
     void setNow(std::function<qint64()> now) { m_now = std::move(now); }
 

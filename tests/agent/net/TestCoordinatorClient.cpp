@@ -56,6 +56,10 @@ private Q_SLOTS:
     void uploadOutcomes();
     void uploadAfterALostAnswerCountsOnce();
     void progressOfAGoneLeaseAborts();
+    void failureReportOutcomes_data();
+    void failureReportOutcomes();
+    void failureReportIsRetriedLikeProgress();
+    void failureReportIsCheckedBeforeItIsSent();
     void leaseKeepsTheExactManifestBytes();
 
 private:
@@ -432,6 +436,118 @@ void TestCoordinatorClient::progressOfAGoneLeaseAborts()
     QCOMPARE(cancelled->reason, QStringLiteral("job 1 is cancelled"));
     // JSON has no NaN: a diverged loss is left out, the report still goes.
     QVERIFY(!QJsonDocument::fromJson(m_transport.requests().last().body).object().contains(QStringLiteral("loss")));
+}
+
+void TestCoordinatorClient::failureReportOutcomes_data()
+{
+    QTest::addColumn<int>("status");
+    QTest::addColumn<QByteArray>("body");
+    QTest::addColumn<int>("released"); // -1: an error
+    QTest::addColumn<QString>("message");
+    QTest::newRow("200 released") << 200 << QByteArray(R"({"released": true})") << 1 << QString();
+    QTest::newRow("404 unknown lease")
+        << 404 << QByteArray(R"({"error": "lease L is not known"})") << 0 << QString();
+    QTest::newRow("409 closed") << 409
+                                << QByteArray(
+                                       R"({"error": "lease L is closed: the agent reported it failed"})")
+                                << 0 << QString();
+    QTest::newRow("400 refused") << 400 << QByteArray(R"({"error": "stage: expected one of ..."})") << -1
+                                 << QStringLiteral("stage: expected");
+    QTest::newRow("401 token") << 401 << QByteArray(R"({"error": "not valid"})") << -1
+                               << QStringLiteral("enroll the agent again");
+    QTest::newRow("403 revoked") << 403 << QByteArray(R"({"error": "revoked"})") << -1
+                                 << QStringLiteral("revoked");
+    QTest::newRow("200 not JSON") << 200 << QByteArray("<html>portal</html>") << -1
+                                  << QStringLiteral("not JSON");
+    QTest::newRow("200 without the field")
+        << 200 << QByteArray(R"({"ok": true})") << -1 << QStringLiteral("\"released\"");
+}
+
+void TestCoordinatorClient::failureReportOutcomes()
+{
+    QFETCH(int, status);
+    QFETCH(QByteArray, body);
+    QFETCH(int, released);
+    QFETCH(QString, message);
+    m_transport.push(FakeTransport::answer(status, body));
+    auto c = client();
+    const auto reply =
+        c.reportFailure(QStringLiteral("L"), QStringLiteral("worker"), QStringLiteral("out of memory"));
+    QCOMPARE(m_transport.requests().size(), 1);
+    if (released < 0) {
+        QVERIFY(!reply.ok());
+        QVERIFY2(reply.error().contains(message) && reply.error().contains(kBase), qPrintable(reply.error()));
+        QVERIFY2(reply.error().contains(u"lease L"), qPrintable(reply.error()));
+        return;
+    }
+    QVERIFY2(reply.ok(), qPrintable(reply.error()));
+    QCOMPARE(*reply, released == 1);
+}
+
+void TestCoordinatorClient::failureReportIsRetriedLikeProgress()
+{
+    m_transport.push(FakeTransport::failure(Failure::Connect, QStringLiteral("Connection refused")));
+    m_transport.push(FakeTransport::answer(503, R"({"error": "busy", "retry_after": 7})"));
+    m_transport.push(FakeTransport::answer(200, R"({"released": true})"));
+    auto c = client();
+    const auto reply = c.reportFailure(QStringLiteral("lease7"), QStringLiteral("download"),
+                                       QStringLiteral("  shard 1: SHA-256 mismatch\n"));
+    QVERIFY2(reply.ok(), qPrintable(reply.error()));
+    QVERIFY(*reply);
+    QCOMPARE(m_waits, (QList<qint64>{500, 7000}));
+    QCOMPARE(m_transport.requests().size(), 3);
+    const TransportRequest& sent = m_transport.requests().last();
+    QCOMPARE(sent.method, QByteArray("POST"));
+    QCOMPARE(sent.url, kBase + QStringLiteral("/api/v1/work/lease7/fail"));
+    QVERIFY(sent.headers.contains({"Authorization", "Bearer gag_test"}));
+    QVERIFY(sent.headers.contains({"Content-Type", "application/json"}));
+    QCOMPARE(QJsonDocument::fromJson(sent.body).object(),
+             (QJsonObject{{QStringLiteral("stage"), QStringLiteral("download")},
+                          {QStringLiteral("reason"), QStringLiteral("shard 1: SHA-256 mismatch")}}));
+
+    // The first report got through but its answer was lost: the repeat meets 409, nothing left to release.
+    m_transport.push(
+        FakeTransport::failure(Failure::Network, QStringLiteral("Recv failure: Connection reset by peer")));
+    m_transport.push(
+        FakeTransport::answer(409, R"({"error": "lease lease7 is closed: the agent reported it failed"})"));
+    const auto repeat =
+        c.reportFailure(QStringLiteral("lease7"), QStringLiteral("download"), QStringLiteral("again"));
+    QVERIFY2(repeat.ok(), qPrintable(repeat.error()));
+    QVERIFY(!*repeat);
+
+    m_transport.setFallback(
+        FakeTransport::failure(Failure::Connect, QStringLiteral("Couldn't connect to server")));
+    const auto unreachable =
+        c.reportFailure(QStringLiteral("lease7"), QStringLiteral("other"), QStringLiteral("x"));
+    QVERIFY(!unreachable.ok());
+    QVERIFY2(unreachable.error().contains(u"cannot reach the coordinator"), qPrintable(unreachable.error()));
+}
+
+void TestCoordinatorClient::failureReportIsCheckedBeforeItIsSent()
+{
+    auto c = client();
+    const auto badStage =
+        c.reportFailure(QStringLiteral("L"), QStringLiteral("training"), QStringLiteral("oom"));
+    QVERIFY(!badStage.ok());
+    QVERIFY2(badStage.error().contains(u"\"training\"") &&
+                 badStage.error().contains(u"verify, download, worker"),
+             qPrintable(badStage.error()));
+    const auto blank = c.reportFailure(QStringLiteral("L"), QStringLiteral("worker"), QStringLiteral(" \n "));
+    QVERIFY(!blank.ok());
+    QVERIFY2(blank.error().contains(u"reason"), qPrintable(blank.error()));
+    QCOMPARE(m_transport.requests().size(), 0);
+
+    // A worker's whole error output is longer than the coordinator takes: it is cut, not refused, and never
+    // in the middle of a character.
+    m_transport.push(FakeTransport::answer(200, R"({"released": true})"));
+    const QString longReason = QString(1999, u'x') + QStringLiteral("\U0001F525") + QString(3000, u'y');
+    QVERIFY(c.reportFailure(QStringLiteral("L"), QStringLiteral("worker"), longReason).ok());
+    const QString sent = QJsonDocument::fromJson(m_transport.requests().last().body)
+                             .object()
+                             .value(QStringLiteral("reason"))
+                             .toString();
+    QCOMPARE(sent, QString(1999, u'x'));
+    QCOMPARE(CoordinatorMessages::failureStages().size(), 5);
 }
 
 void TestCoordinatorClient::leaseKeepsTheExactManifestBytes()

@@ -15,6 +15,7 @@
 #include <QFile>
 #include <QFileInfo>
 #include <QJsonArray>
+#include <QJsonDocument>
 #include <QTest>
 
 using namespace gleaner;
@@ -28,6 +29,7 @@ private Q_SLOTS:
     void cleanup();
     void agentCycle();
     void resumesAPartialDownload();
+    void failureReportReleasesTheLease();
     void certificateOfAnotherCoordinatorIsRefused();
 
 private:
@@ -224,6 +226,42 @@ void TestCoordinatorClientHttps::resumesAPartialDownload()
     QVERIFY(!refused.ok());
     QVERIFY2(refused.error().contains(url()), qPrintable(refused.error()));
     QVERIFY(!QFile::exists(wrong));
+}
+
+void TestCoordinatorClientHttps::failureReportReleasesTheLease()
+{
+    CurlTransport transport(f.dir.certificatePath());
+    auto client = makeClient(transport);
+    LeasedTask task;
+    const QJsonObject manifest = leaseOne(*client, &task);
+    QVERIFY(!manifest.isEmpty());
+
+    const auto released = client->reportFailure(task.leaseId, QStringLiteral("worker"),
+                                                QStringLiteral("the worker crashed twice (signal 9)"));
+    QVERIFY2(released.ok(), qPrintable(released.error()));
+    QVERIFY(*released);
+    const auto again = client->reportFailure(task.leaseId, QStringLiteral("worker"), QStringLiteral("again"));
+    QVERIFY2(again.ok(), qPrintable(again.error()));
+    QVERIFY(!*again); // 409: nothing left to release
+    const auto unknown =
+        client->reportFailure(QString(32, u'0'), QStringLiteral("other"), QStringLiteral("x"));
+    QVERIFY2(unknown.ok() && !*unknown, qPrintable(unknown.error())); // 404
+
+    const auto gone = client->progress(task.leaseId, ProgressReport{});
+    QVERIFY(gone.ok());
+    QVERIFY(gone->abort && gone->leaseGone);
+    QVERIFY2(gone->reason.contains(u"reported it failed"), qPrintable(gone->reason));
+
+    // The workunit is handed out again at once (here to the same agent: the only one asking).
+    const auto leased = client->lease({}, 2);
+    QVERIFY2(leased.ok(), qPrintable(leased.error()));
+    QCOMPARE(leased->tasks.size(), 2);
+    bool reissued = false;
+    for (const LeasedTask& t : leased->tasks)
+        reissued =
+            reissued || QJsonDocument::fromJson(t.manifest).object().value(QStringLiteral("subtask")) ==
+                            manifest.value(QStringLiteral("subtask"));
+    QVERIFY(reissued);
 }
 
 void TestCoordinatorClientHttps::certificateOfAnotherCoordinatorIsRefused()

@@ -1,0 +1,7 @@
+#include "control/ControlLogging.h"
+
+namespace gleaner::agent {
+
+Q_LOGGING_CATEGORY(lcControl, "gleaner.agent.control", QtInfoMsg)
+
+} // namespace gleaner::agent

@@ -1,0 +1,1239 @@
+#include "daemon/AgentDaemon.h"
+
+#include "cache/FileCache.h"
+#include "crypto/Sha256.h"
+#include "daemon/StopSignal.h"
+#include "format/SafeTensors.h"
+#include "net/CoordinatorClient.h"
+#include "net/CurlTransport.h"
+#include "util/SerialExecutor.h"
+
+#include <QCoreApplication>
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonArray>
+#include <QLoggingCategory>
+#include <QRandomGenerator>
+#include <QSaveFile>
+#include <QThread>
+
+#include <optional>
+
+#include <unistd.h>
+
+namespace gleaner::agent {
+namespace {
+
+Q_LOGGING_CATEGORY(lcDaemon, "gleaner.agent")
+
+// Tries of one step (a download, a progress check) before the coordinator being away is reported in the log
+// as a problem; the step is still tried again after that, with the longest backoff.
+constexpr int kDownloadTriesBeforeFailing = 6;
+constexpr qint64 kShutdownGraceMs = 8'000;
+constexpr qint64 kPublishProgressEveryMs = 500;
+// Subtasks failed in a row after which the agent's state is "error" (a wrong pinned key, a broken worker).
+constexpr int kFailuresBeforeError = 3;
+
+QString fileName(QStringView role)
+{
+    return role == u"weights" ? QStringLiteral("weights.safetensors")
+           : role == u"shard" ? QStringLiteral("shard.safetensors")
+                              : QStringLiteral("model.json");
+}
+
+// A hard link when the task folder and the cache share a file system (no copy of a large shard); a copy
+// otherwise.
+Status linkOrCopy(const QString& from, const QString& to)
+{
+    QFile::remove(to);
+    if (::link(QFile::encodeName(from).constData(), QFile::encodeName(to).constData()) == 0)
+        return {};
+    if (QFile::copy(from, to))
+        return {};
+    return fail(QStringLiteral("cannot place %1 in the task folder as %2").arg(from, to));
+}
+
+QString seconds(qint64 ms)
+{
+    return ms >= 120'000 ? QStringLiteral("%1 min").arg((ms + 30'000) / 60'000)
+                         : QStringLiteral("%1 s").arg((ms + 999) / 1000);
+}
+
+} // namespace
+
+struct AgentDaemon::Active
+{
+    Subtask record;
+    std::optional<TaskManifest> manifest;
+    WorkerProcess* worker = nullptr; // owned; deleted later once it ended
+    bool needsLeaseCheck = false;    // resumed after a restart: ask the coordinator first
+    bool busy = false;               // a step is on the network thread
+    int tries = 0;                   // failed tries of the current step
+    qint64 step = 0;
+    qint64 of = 0;
+    double loss = 0;
+    double samplesPerSecond = 0;
+    qint64 firstStep = -1; // for the time left: the first step this worker reported, and when
+    qint64 firstStepMs = 0;
+    qint64 lastReportMs = 0;
+    bool reportInFlight = false;
+    qint64 lastPublishMs = 0;
+    bool workerPaused = false;
+    qint64 pausedSinceMs = 0;
+    qint64 lastProgressMs = 0; // the worker's last started / progress event
+    QString
+        cancelReason; // the coordinator no longer wants it: the worker is cancelled, then the subtask dropped
+    QString failure;  // the last worker failure, for the report
+    int workerFailures =
+        0; // in this run of the daemon: the first is retried from the checkpoint, the second is final
+
+    qint64 etaSeconds(qint64 now) const
+    {
+        if (firstStep < 0 || step <= firstStep || of <= step)
+            return of > 0 && step >= of ? 0 : -1;
+        const double perStep = double(now - firstStepMs) / double(step - firstStep);
+        return qint64(perStep * double(of - step) / 1000.0 + 0.5);
+    }
+};
+
+template <typename Work, typename Then> void AgentDaemon::onNetwork(Work work, Then then)
+{
+    m_network->post([this, work = std::move(work), then = std::move(then)]() mutable {
+        auto result = work();
+        QMetaObject::invokeMethod(
+            this, [then = std::move(then), result = std::move(result)]() mutable { then(std::move(result)); },
+            Qt::QueuedConnection);
+    });
+}
+
+Result<std::unique_ptr<AgentDaemon>> AgentDaemon::create(DaemonOptions options)
+{
+    options.dataDir = QDir(options.dataDir).absolutePath();
+    const QString dir = options.dataDir;
+    if (!AgentConfig::isEnrolled(dir))
+        return fail(
+            QStringLiteral(
+                "%1 holds no enrolled agent; run `gleaner-agent enroll URL --token TOKEN --data-dir %1` "
+                "first")
+                .arg(dir));
+    auto config = AgentConfig::load(dir);
+    if (!config)
+        return fail(config.error());
+    QFile keyFile(AgentConfig::signingKeyPath(dir));
+    if (!keyFile.open(QIODevice::ReadOnly))
+        return fail(QStringLiteral("%1: cannot read the pinned coordinator key: %2; enroll the agent again")
+                        .arg(keyFile.fileName(), keyFile.errorString()));
+    auto key = VerifyKey::fromPem(keyFile.readAll());
+    if (!key)
+        return fail(QStringLiteral("%1: %2; enroll the agent again").arg(keyFile.fileName(), key.error()));
+    if (options.maxTasks < 1)
+        return fail(QStringLiteral("the number of subtasks at once must be at least 1"));
+    if (options.workerProgram.isEmpty())
+        options.workerProgram = QCoreApplication::applicationDirPath() + QStringLiteral("/gleaner-worker");
+    if (!QFileInfo(options.workerProgram).isExecutable())
+        return fail(
+            QStringLiteral("%1 is not an executable gleaner-worker; reinstall Gleaner or pass --worker PATH")
+                .arg(options.workerProgram));
+    if (options.threads <= 0)
+        options.threads = std::max(1, QThread::idealThreadCount() / options.maxTasks);
+
+    // Two daemons on one folder would run each subtask twice and delete each other's task folders.
+    auto lock = DirectoryLock::acquire(dir, QStringLiteral("gleaner-agent"));
+    if (!lock)
+        return fail(lock.error());
+    auto store = SubtaskStore::open(dir + QStringLiteral("/subtasks.db"));
+    if (!store)
+        return fail(store.error());
+    static SystemClock cacheClock;
+    auto cache = FileCache::open(dir + QStringLiteral("/cache"), options.cacheCapBytes, cacheClock);
+    if (!cache)
+        return fail(cache.error());
+    if (!QDir().mkpath(dir + QStringLiteral("/tasks")))
+        return fail(QStringLiteral("cannot create %1/tasks").arg(dir));
+    return std::unique_ptr<AgentDaemon>(new AgentDaemon(std::move(options), *config, *key, std::move(*lock),
+                                                        std::move(*store), std::move(*cache)));
+}
+
+AgentDaemon::AgentDaemon(DaemonOptions options, AgentConfig config, VerifyKey key, DirectoryLock lock,
+                         std::unique_ptr<SubtaskStore> store, std::unique_ptr<FileCache> cache)
+    : m_options(std::move(options)), m_config(std::move(config)), m_key(std::move(key)),
+      m_lock(std::move(lock)), m_store(std::move(store)), m_cache(std::move(cache)),
+      m_stop(std::make_unique<StopSignal>())
+{
+    const QString ca = AgentConfig::caPath(m_options.dataDir);
+    m_transport = std::make_unique<CurlTransport>(QFileInfo::exists(ca) ? ca : QString());
+    RetryOptions retry;
+    retry.maxAttempts =
+        4; // the daemon tries a step again later itself; the network thread must not hang on one
+    retry.maxDelayMs = 15'000;
+    StopSignal* stop = m_stop.get();
+    m_client = std::make_unique<CoordinatorClient>(*m_transport, m_config.coordinatorUrl, m_clock,
+                                                   RetryPolicy(retry),
+                                                   [stop](qint64 ms) { return stop->sleep(ms); });
+    QFile token(AgentConfig::tokenPath(m_options.dataDir));
+    if (token.open(QIODevice::ReadOnly))
+        m_client->setAgentToken(token.readAll().trimmed());
+    m_client->setRateLimits(m_options.uploadBytesPerSecond, m_options.downloadBytesPerSecond);
+    m_network = std::make_unique<SerialExecutor>();
+
+    m_leaseTimer.setSingleShot(true);
+    connect(&m_leaseTimer, &QTimer::timeout, this, &AgentDaemon::requestLease);
+    m_keepAlive.setInterval(int(std::max<qint64>(m_options.progressReportMs / 2, 500)));
+    connect(&m_keepAlive, &QTimer::timeout, this, &AgentDaemon::keepLeasesAlive);
+    m_shutdownTimer.setSingleShot(true);
+    connect(&m_shutdownTimer, &QTimer::timeout, this, [this] {
+        for (const auto& active : std::as_const(m_active))
+            if (active->worker && active->worker->running()) {
+                log(QStringLiteral("warning"),
+                    QStringLiteral("the worker of lease %1 did not stop in time; killed (its last "
+                                   "checkpoint is kept)")
+                        .arg(active->record.leaseId));
+                active->worker->kill();
+            }
+        checkFinished();
+    });
+}
+
+AgentDaemon::~AgentDaemon()
+{
+    m_stop->stop();
+    m_network->stop(); // before the client, the cache and the store it uses go away
+    for (const auto& active : std::as_const(m_active))
+        delete active->worker;
+}
+
+void AgentDaemon::log(const QString& level, const QString& message)
+{
+    if (level == u"error")
+        qCCritical(lcDaemon).noquote() << message;
+    else if (level == u"warning")
+        qCWarning(lcDaemon).noquote() << message;
+    else
+        qCInfo(lcDaemon).noquote() << message;
+    Q_EMIT controlEvent(QJsonObject{{QStringLiteral("event"), QStringLiteral("log")},
+                                    {QStringLiteral("level"), level},
+                                    {QStringLiteral("message"), message}});
+}
+
+void AgentDaemon::start()
+{
+    const auto& report = m_cache->startupReport();
+    if (report.deletedStrays || report.droppedRows || report.removedPartials)
+        log(QStringLiteral("info"),
+            QStringLiteral("cache checked: %1 altered or odd files deleted, %2 missing files "
+                           "forgotten, %3 stale partial downloads removed")
+                .arg(report.deletedStrays)
+                .arg(report.droppedRows)
+                .arg(report.removedPartials));
+    log(QStringLiteral("info"),
+        QStringLiteral("agent \"%1\" (%2) working for %3; up to %4 subtask(s) at once, %5 "
+                       "thread(s) each%6")
+            .arg(m_config.name, m_config.agentId, m_config.coordinatorUrl)
+            .arg(m_options.maxTasks)
+            .arg(m_options.threads)
+            .arg(m_options.dedicated ? QStringLiteral(", dedicated") : QString()));
+    resumeUnfinished();
+    updateState();
+    scheduleLease(0);
+    m_keepAlive.start();
+}
+
+void AgentDaemon::keepLeasesAlive()
+{
+    // Progress reports normally ride on the worker's progress events. A worker that sends none (paused, or
+    // starved of CPU by the owner's own work, as SCHED_IDLE intends) still holds its lease for as long as the
+    // lease was first given for (the job's deadline_seconds) since it last moved: a short pause costs the job
+    // nothing, and work stalled for longer goes to another agent (a result from here is still accepted if it
+    // comes first).
+    const qint64 now = nowMs();
+    for (const auto& active : std::as_const(m_active)) {
+        if (!active->worker || !active->manifest || now - active->lastReportMs < m_options.progressReportMs)
+            continue;
+        const qint64 holdMs = active->manifest->deadlineMs - active->manifest->issuedMs;
+        const qint64 lastMoved = std::max(active->pausedSinceMs, active->lastProgressMs);
+        if (now - lastMoved < holdMs)
+            reportProgress(active->record.leaseId);
+    }
+}
+
+void AgentDaemon::resumeUnfinished()
+{
+    auto unfinished = m_store->unfinished();
+    if (!unfinished) {
+        log(QStringLiteral("error"), unfinished.error());
+        return;
+    }
+    QSet<QString> keep;
+    for (const Subtask& subtask : *unfinished) {
+        auto active = std::make_shared<Active>();
+        active->record = subtask;
+        m_active.insert(subtask.leaseId, active);
+        keep.insert(subtask.leaseId);
+    }
+    for (const QString& owner : m_cache->pinOwners())
+        if (!keep.contains(owner))
+            (void)m_cache->releaseOwner(owner);
+    for (const Subtask& subtask : *unfinished) {
+        auto manifest = checkManifest(m_key, subtask.manifest, subtask.signature,
+                                      {m_config.agentId, subtask.leaseId, m_config.coordinatorUrl});
+        if (!manifest) {
+            failSubtask(subtask.leaseId, QStringLiteral("verify"), manifest.error());
+            continue;
+        }
+        auto& active = *m_active.value(subtask.leaseId);
+        active.manifest = *manifest;
+        for (const ManifestFile& file : manifest->files)
+            (void)m_cache->pin(file.sha256, subtask.leaseId);
+        // An upload asks the coordinator anyway; the other steps check the lease is still open first.
+        active.needsLeaseCheck = subtask.state != SubtaskState::Uploading;
+        log(QStringLiteral("info"),
+            QStringLiteral("resuming lease %1 (job \"%2\", epoch %3, shard %4) from state %5")
+                .arg(subtask.leaseId, manifest->jobName)
+                .arg(manifest->epoch)
+                .arg(manifest->shard)
+                .arg(subtaskStateName(subtask.state)));
+        continueSubtask(subtask.leaseId);
+    }
+}
+
+// ---- leasing ---------------------------------------------------------------------------------------------
+
+void AgentDaemon::scheduleLease(qint64 delayMs)
+{
+    if (m_stopping || m_finishing || !m_fatal.isEmpty())
+        return;
+    if (m_leaseTimer.isActive() && m_leaseTimer.remainingTime() <= delayMs)
+        return;
+    m_leaseTimer.start(int(std::clamp<qint64>(delayMs, 0, 24 * 3600 * 1000)));
+    m_nextTryMs = nowMs() + delayMs;
+}
+
+qint64 AgentDaemon::backoffMs(int failures) const
+{
+    // Full jitter over an exponential ceiling: 1 s, 2 s, 4 s, ... up to maxBackoffMs.
+    const qint64 ceiling = std::min<qint64>(m_options.maxBackoffMs, 1000LL << std::min(failures, 16));
+    return 500 + qint64(QRandomGenerator::global()->bounded(double(ceiling)));
+}
+
+void AgentDaemon::requestLease()
+{
+    if (m_leaseInFlight || m_stopping || m_finishing || m_paused || !m_fatal.isEmpty())
+        return;
+    const int free = m_options.maxTasks - int(m_active.size());
+    if (free <= 0)
+        return;
+    m_leaseInFlight = true;
+    const QStringList held = m_cache->heldHashes();
+    const QJsonObject capabilities{{QStringLiteral("threads"), m_options.threads},
+                                   {QStringLiteral("device"), m_options.device},
+                                   {QStringLiteral("dedicated"), m_options.dedicated}};
+    onNetwork([this, held, free, capabilities] { return m_client->lease(held, free, capabilities); },
+              [this](Result<LeaseReply> reply) {
+                  m_leaseInFlight = false;
+                  if (m_stopping)
+                      return;
+                  if (!reply) {
+                      if (isCredentialRefusal(reply.error()))
+                          return refuseCredentials(reply.error());
+                      coordinatorUnreachable(reply.error());
+                      scheduleLease(backoffMs(++m_leaseFailures));
+                      updateState();
+                      return;
+                  }
+                  m_leaseFailures = 0;
+                  coordinatorReached();
+                  for (const LeasedTask& task : reply->tasks)
+                      accept(task);
+                  if (reply->tasks.isEmpty())
+                      scheduleLease(std::max<qint64>(1, reply->retryAfterSeconds) * 1000);
+                  else
+                      // Fill the remaining slots, if any; not at once after refusing work.
+                      scheduleLease(m_failureStreak > 0 ? backoffMs(m_failureStreak) : 0);
+                  updateState();
+              });
+}
+
+void AgentDaemon::accept(const LeasedTask& task)
+{
+    Subtask record;
+    record.leaseId = task.leaseId;
+    record.manifest = task.manifest;
+    record.signature = task.signature.toLatin1();
+    record.deadlineMs = task.deadlineMs;
+    record.state = SubtaskState::Leased;
+    if (auto s = m_store->add(record); !s) {
+        log(QStringLiteral("error"), s.error());
+        return;
+    }
+    auto active = std::make_shared<Active>();
+    active->record = record;
+    m_active.insert(record.leaseId, active);
+    auto manifest = checkManifest(m_key, record.manifest, record.signature,
+                                  {m_config.agentId, record.leaseId, m_config.coordinatorUrl});
+    if (!manifest)
+        return failSubtask(record.leaseId, QStringLiteral("verify"), manifest.error());
+    active->manifest = *manifest;
+    active->record.deadlineMs = manifest->deadlineMs;
+    (void)m_store->setDeadline(record.leaseId, manifest->deadlineMs);
+    log(QStringLiteral("info"),
+        QStringLiteral("leased %1: job \"%2\" epoch %3 shard %4 (%5 samples, weights v%6)")
+            .arg(record.leaseId, manifest->jobName)
+            .arg(manifest->epoch)
+            .arg(manifest->shard)
+            .arg(manifest->samples)
+            .arg(manifest->baseVersion));
+    publishSubtask(*active);
+    continueSubtask(record.leaseId);
+}
+
+// ---- one subtask's steps ----------------------------------------------------------------------------------
+
+void AgentDaemon::continueSubtask(const QString& leaseId)
+{
+    auto found = m_active.value(leaseId);
+    // A retry timer and "the coordinator answers again" may both ask: the step runs once, and never while the
+    // subtask's worker runs.
+    if (!found || found->busy || found->worker || m_stopping || !m_fatal.isEmpty())
+        return;
+    Active& active = *found;
+    if (active.needsLeaseCheck)
+        return checkLeaseStillOpen(leaseId);
+    switch (active.record.state) {
+    case SubtaskState::Leased:
+        for (const ManifestFile& file : active.manifest->files)
+            if (auto s = m_cache->pin(file.sha256, leaseId); !s)
+                return failSubtask(leaseId, QStringLiteral("download"), s.error());
+        if (!setState(leaseId, SubtaskState::Downloading))
+            return;
+        return download(leaseId);
+    case SubtaskState::Downloading:
+        return download(leaseId);
+    case SubtaskState::Verified:
+        return prepareTaskFolder(leaseId);
+    case SubtaskState::Training:
+        return prepareTaskFolder(
+            leaseId); // a worker that was running before a restart: check, then resume it
+    case SubtaskState::Uploading:
+        return upload(leaseId);
+    default:
+        return;
+    }
+}
+
+void AgentDaemon::checkLeaseStillOpen(const QString& leaseId)
+{
+    auto active = m_active.value(leaseId);
+    active->busy = true;
+    ProgressReport report;
+    onNetwork([this, leaseId, report] { return m_client->progress(leaseId, report); },
+              [this, leaseId](Result<ProgressReply> reply) {
+                  auto active = m_active.value(leaseId);
+                  if (!active || m_stopping)
+                      return;
+                  active->busy = false;
+                  if (!reply) {
+                      if (isCredentialRefusal(reply.error()))
+                          return refuseCredentials(reply.error());
+                      return retryLater(leaseId, QStringLiteral("checking lease %1").arg(leaseId),
+                                        reply.error());
+                  }
+                  coordinatorReached();
+                  if (reply->leaseGone || reply->abort)
+                      return dropSubtask(
+                          leaseId,
+                          reply->reason.isEmpty()
+                              ? QStringLiteral("the coordinator no longer holds lease %1 open").arg(leaseId)
+                              : reply->reason);
+                  active->needsLeaseCheck = false;
+                  active->tries = 0;
+                  active->record.deadlineMs = reply->deadlineMs;
+                  (void)m_store->setDeadline(leaseId, reply->deadlineMs);
+                  continueSubtask(leaseId);
+              });
+}
+
+void AgentDaemon::retryLater(const QString& leaseId, const QString& what, const QString& error)
+{
+    auto active = m_active.value(leaseId);
+    if (!active)
+        return;
+    coordinatorUnreachable(error);
+    const qint64 wait = backoffMs(++active->tries);
+    log(QStringLiteral("warning"),
+        QStringLiteral("%1 failed: %2; trying again in %3").arg(what, error, seconds(wait)));
+    QTimer::singleShot(int(wait), this, [this, leaseId] { continueSubtask(leaseId); });
+    updateState();
+}
+
+struct FetchOutcome
+{
+    bool ok = false;
+    bool contentRefused = false; // a file did not match its hash: final
+    QString error;
+};
+
+void AgentDaemon::download(const QString& leaseId)
+{
+    auto active = m_active.value(leaseId);
+    active->busy = true;
+    const QList<ManifestFile> files = active->manifest->files;
+    // Files already cached are hashed once more when the task folder is made; after a mismatch there, the
+    // cached copy itself is checked here (an altered one is removed and fetched again).
+    const bool reverify = active->tries > 0;
+    StopSignal* stop = m_stop.get();
+    onNetwork(
+        [this, files, stop, leaseId, reverify] {
+            FetchOutcome outcome;
+            for (const ManifestFile& file : files) {
+                const CacheRole role = cacheRoleFromName(file.role).value_or(CacheRole::Unknown);
+                if (m_cache->contains(file.sha256) && (!reverify || m_cache->verify(file.sha256))) {
+                    m_cache->touch(file.sha256);
+                    continue;
+                }
+                auto writer = m_cache->beginWrite(file.sha256, file.size, role);
+                if (!writer) {
+                    outcome.error = writer.error();
+                    return outcome;
+                }
+                const CacheWriter& w = **writer;
+                Status got = m_client->download(file.sha256, w.partialPath(), file.size,
+                                                [stop](const TransferProgress&) { return !stop->stopped(); });
+                if (!got) {
+                    outcome.error = got.error();
+                    return outcome;
+                }
+                auto committed = (*writer)->commit();
+                if (!committed) {
+                    outcome.contentRefused = true;
+                    outcome.error =
+                        QStringLiteral("the %1 file of lease %2 was refused: %3. The coordinator's copy "
+                                       "differs from what its signed manifest promises; nothing was run")
+                            .arg(file.role, leaseId, committed.error());
+                    return outcome;
+                }
+                if (committed->eviction.evicted.size() > 0)
+                    qCInfo(lcDaemon).noquote()
+                        << "cache: evicted" << committed->eviction.evicted.size() << "file(s)";
+            }
+            outcome.ok = true;
+            return outcome;
+        },
+        [this, leaseId](FetchOutcome outcome) {
+            auto active = m_active.value(leaseId);
+            if (!active || m_stopping)
+                return;
+            active->busy = false;
+            if (outcome.contentRefused)
+                return failSubtask(leaseId, QStringLiteral("download"), outcome.error);
+            if (!outcome.ok) {
+                if (isCredentialRefusal(outcome.error))
+                    return refuseCredentials(outcome.error);
+                if (active->tries + 1 >= kDownloadTriesBeforeFailing && m_reachable)
+                    return failSubtask(leaseId, QStringLiteral("download"), outcome.error);
+                return retryLater(leaseId, QStringLiteral("downloading the files of lease %1").arg(leaseId),
+                                  outcome.error);
+            }
+            coordinatorReached();
+            active->tries = 0;
+            if (!setState(leaseId, SubtaskState::Verified))
+                return;
+            publishSubtask(*active);
+            prepareTaskFolder(leaseId);
+        });
+}
+
+void AgentDaemon::prepareTaskFolder(const QString& leaseId)
+{
+    auto active = m_active.value(leaseId);
+    active->busy = true;
+    const QString dir = m_options.dataDir + QStringLiteral("/tasks/") + leaseId;
+    const QByteArray manifestBytes = active->record.manifest;
+    const QList<ManifestFile> files = active->manifest->files;
+    // On the network thread, in order after any download of the same files: hashing is disk work that must
+    // not hold up the loop.
+    onNetwork(
+        [this, dir, manifestBytes, files] {
+            FetchOutcome outcome;
+            if (!QDir().mkpath(dir)) {
+                outcome.error = QStringLiteral("cannot create the task folder %1").arg(dir);
+                return outcome;
+            }
+            QSaveFile manifest(dir + QStringLiteral("/manifest.json"));
+            if (!manifest.open(QIODevice::WriteOnly) ||
+                manifest.write(manifestBytes) != manifestBytes.size() || !manifest.commit()) {
+                outcome.error = QStringLiteral("cannot write %1").arg(manifest.fileName());
+                return outcome;
+            }
+            for (const ManifestFile& file : files) {
+                if (file.role == u"model")
+                    continue; // the manifest carries the model spec
+                const QString target = dir + u'/' + fileName(file.role);
+                // Every file is hashed right before a worker may read it; what is already in place is checked
+                // in place (a resumed task), anything else is linked from the cache and checked there.
+                if (!QFileInfo::exists(target)) {
+                    const QString cached = m_cache->path(file.sha256);
+                    if (cached.isEmpty()) {
+                        outcome.error =
+                            QStringLiteral("the %1 file %2 left the cache before the task started")
+                                .arg(file.role, file.sha256);
+                        return outcome;
+                    }
+                    if (auto s = linkOrCopy(cached, target); !s) {
+                        outcome.error = s.error();
+                        return outcome;
+                    }
+                }
+                auto digest = Sha256::hashFile(target);
+                if (!digest) {
+                    outcome.error = digest.error();
+                    return outcome;
+                }
+                const QString hex = Sha256::toHex(*digest);
+                if (hex != file.sha256) {
+                    QFile::remove(target);
+                    outcome.contentRefused = true;
+                    outcome.error =
+                        QStringLiteral("%1 has SHA-256 %2, but the signed manifest says %3: the file was "
+                                       "altered on this machine; nothing was run")
+                            .arg(target, hex, file.sha256);
+                    return outcome;
+                }
+            }
+            outcome.ok = true;
+            return outcome;
+        },
+        [this, leaseId, dir](FetchOutcome outcome) {
+            auto active = m_active.value(leaseId);
+            if (!active || m_stopping)
+                return;
+            active->busy = false;
+            if (!outcome.ok) {
+                if (outcome.contentRefused) {
+                    // Fetch it again: the coordinator's copy may well be intact.
+                    log(QStringLiteral("warning"), outcome.error);
+                    if (active->tries++ == 0)
+                        return download(
+                            leaseId); // checks the cached copy, fetches it again if it was altered
+                }
+                return failSubtask(leaseId, QStringLiteral("verify"), outcome.error);
+            }
+            if (active->record.taskDir != dir) {
+                (void)m_store->setTaskDir(leaseId, dir);
+                active->record.taskDir = dir;
+            }
+            startWorker(leaseId);
+        });
+}
+
+void AgentDaemon::startWorker(const QString& leaseId)
+{
+    auto active = m_active.value(leaseId);
+    // The stored manifest is checked again right before anything runs.
+    auto manifest = checkManifest(m_key, active->record.manifest, active->record.signature,
+                                  {m_config.agentId, leaseId, m_config.coordinatorUrl});
+    if (!manifest)
+        return failSubtask(leaseId, QStringLiteral("verify"), manifest.error());
+    if (active->record.state != SubtaskState::Training && !setState(leaseId, SubtaskState::Training))
+        return;
+    auto starts = m_store->countWorkerStart(leaseId);
+    if (starts)
+        active->record.workerStarts = *starts;
+
+    WorkerLaunch launch;
+    launch.program = m_options.workerProgram;
+    launch.taskDir = active->record.taskDir;
+    launch.threads = m_options.threads;
+    launch.cpuShare = m_options.cpuShare;
+    launch.checkpointIntervalSeconds = m_options.checkpointIntervalSeconds;
+    launch.device = m_options.device;
+    launch.memoryCapBytes = m_options.memoryCapBytes;
+    auto* worker = new WorkerProcess(launch, this);
+    active->worker = worker;
+    active->firstStep = -1;
+    active->workerPaused = false;
+    connect(worker, &WorkerProcess::event, this,
+            [this, leaseId](const QJsonObject& e) { onWorkerEvent(leaseId, e); });
+    connect(worker, &WorkerProcess::ended, this,
+            [this, leaseId](const WorkerEnd& end) { onWorkerEnded(leaseId, end); });
+    worker->start();
+    if (m_paused)
+        worker->send("pause");
+    publishSubtask(*active);
+    updateState();
+}
+
+void AgentDaemon::onWorkerEvent(const QString& leaseId, const QJsonObject& event)
+{
+    auto found = m_active.value(leaseId);
+    if (!found)
+        return;
+    Active& active = *found;
+    const QString name = event.value(QStringLiteral("event")).toString();
+    const qint64 now = nowMs();
+    if (name == u"started" || name == u"progress") {
+        active.lastProgressMs = now;
+        active.step = event.value(QStringLiteral("step")).toInteger(active.step);
+        active.of = event.value(QStringLiteral("of")).toInteger(active.of);
+        if (name == u"started") {
+            if (event.value(QStringLiteral("resumed")).toBool())
+                log(QStringLiteral("info"),
+                    QStringLiteral("lease %1: worker resumed from its checkpoint at step %2 of %3")
+                        .arg(leaseId)
+                        .arg(active.step)
+                        .arg(active.of));
+        } else {
+            active.loss = event.value(QStringLiteral("loss")).toDouble(active.loss);
+            active.samplesPerSecond =
+                event.value(QStringLiteral("samples_per_s")).toDouble(active.samplesPerSecond);
+        }
+        if (active.firstStep < 0) {
+            active.firstStep = active.step;
+            active.firstStepMs = now;
+        }
+        if (now - active.lastPublishMs >= kPublishProgressEveryMs || active.step >= active.of) {
+            active.lastPublishMs = now;
+            Q_EMIT controlEvent(QJsonObject{{QStringLiteral("event"), QStringLiteral("progress")},
+                                            {QStringLiteral("lease_id"), leaseId},
+                                            {QStringLiteral("step"), active.step},
+                                            {QStringLiteral("of"), active.of},
+                                            {QStringLiteral("loss"), active.loss},
+                                            {QStringLiteral("samples_per_s"), active.samplesPerSecond},
+                                            {QStringLiteral("eta_seconds"), active.etaSeconds(now)}});
+        }
+        if (now - active.lastReportMs >= m_options.progressReportMs)
+            reportProgress(leaseId);
+    } else if (name == u"paused" || name == u"resumed") {
+        active.workerPaused = name == u"paused";
+        active.pausedSinceMs = now;
+        publishSubtask(active);
+        updateState();
+    } else if (name == u"done") {
+        // The totals are read from the result file at upload, so that they survive a restart in between.
+    } else if (name == u"error") {
+        active.failure = event.value(QStringLiteral("message")).toString();
+    }
+}
+
+void AgentDaemon::reportProgress(const QString& leaseId)
+{
+    auto active = m_active.value(leaseId);
+    if (!active || active->reportInFlight || !active->cancelReason.isEmpty())
+        return;
+    active->reportInFlight = true;
+    active->lastReportMs = nowMs();
+    ProgressReport report;
+    report.step = active->step;
+    report.of = active->of;
+    report.loss = active->loss;
+    report.samplesPerSecond = active->samplesPerSecond;
+    onNetwork(
+        [this, leaseId, report] { return m_client->progress(leaseId, report); },
+        [this, leaseId](Result<ProgressReply> reply) {
+            auto active = m_active.value(leaseId);
+            if (!active)
+                return;
+            active->reportInFlight = false;
+            if (!reply) {
+                if (isCredentialRefusal(reply.error()))
+                    return refuseCredentials(reply.error());
+                // The worker keeps training: the result may still be accepted late, once.
+                coordinatorUnreachable(reply.error());
+                updateState();
+                return;
+            }
+            coordinatorReached();
+            if (reply->abort || reply->leaseGone) {
+                active->cancelReason =
+                    reply->reason.isEmpty()
+                        ? QStringLiteral("the coordinator no longer holds lease %1 open").arg(leaseId)
+                        : reply->reason;
+                log(QStringLiteral("info"),
+                    QStringLiteral("lease %1: stopping its worker: %2").arg(leaseId, active->cancelReason));
+                if (active->worker && active->worker->running())
+                    active->worker->send("cancel");
+                else
+                    dropSubtask(leaseId, active->cancelReason);
+                return;
+            }
+            active->record.deadlineMs = reply->deadlineMs;
+            (void)m_store->setDeadline(leaseId, reply->deadlineMs);
+        });
+}
+
+void AgentDaemon::onWorkerEnded(const QString& leaseId, const WorkerEnd& end)
+{
+    auto found = m_active.value(leaseId);
+    if (!found)
+        return;
+    Active& active = *found;
+    if (active.worker) {
+        active.worker->deleteLater();
+        active.worker = nullptr;
+    }
+    if (m_stopping) {
+        if (end.kind == WorkerEnd::Kind::Done)
+            (void)setState(leaseId, SubtaskState::Uploading); // uploaded by the next start
+        return checkFinished();
+    }
+    if (!active.cancelReason.isEmpty())
+        return dropSubtask(leaseId, active.cancelReason);
+    if (!m_fatal.isEmpty() && end.kind == WorkerEnd::Kind::Stopped)
+        return updateState(); // stopped for the refused credentials; kept for an operator to restore the
+                              // agent
+    switch (end.kind) {
+    case WorkerEnd::Kind::Done:
+        if (!setState(leaseId, SubtaskState::Uploading))
+            return;
+        publishSubtask(active);
+        return upload(leaseId);
+    case WorkerEnd::Kind::Cancelled:
+        return dropSubtask(leaseId, QStringLiteral("its worker was cancelled"));
+    case WorkerEnd::Kind::NotStarted:
+        return failSubtask(leaseId, QStringLiteral("worker"), end.reason);
+    case WorkerEnd::Kind::Stopped:
+    case WorkerEnd::Kind::Failed:
+    case WorkerEnd::Kind::Crashed:
+    case WorkerEnd::Kind::OverMemory: {
+        const QString reason =
+            end.kind == WorkerEnd::Kind::Stopped ? QStringLiteral("the worker stopped unasked") : end.reason;
+        if (++active.workerFailures < 2) {
+            log(QStringLiteral("warning"),
+                QStringLiteral("lease %1: %2; starting it once more from its checkpoint")
+                    .arg(leaseId, reason));
+            return startWorker(leaseId);
+        }
+        return failSubtask(leaseId, QStringLiteral("worker"),
+                           QStringLiteral("%1 (twice; the subtask is given back)").arg(reason));
+    }
+    }
+}
+
+void AgentDaemon::upload(const QString& leaseId)
+{
+    auto active = m_active.value(leaseId);
+    active->busy = true;
+    const QString result = active->record.taskDir + QStringLiteral("/result.safetensors");
+    if (!QFileInfo::exists(result)) {
+        active->busy = false;
+        return failSubtask(leaseId, QStringLiteral("upload"),
+                           QStringLiteral("%1 is missing; the result was lost").arg(result));
+    }
+    StopSignal* stop = m_stop.get();
+    onNetwork(
+        [this, leaseId, result, stop] {
+            return m_client->uploadResult(leaseId, result,
+                                          [stop](const TransferProgress&) { return !stop->stopped(); });
+        },
+        [this, leaseId, result](Result<UploadReply> reply) {
+            auto active = m_active.value(leaseId);
+            if (!active || m_stopping)
+                return;
+            active->busy = false;
+            if (!reply) {
+                if (isCredentialRefusal(reply.error()))
+                    return refuseCredentials(reply.error());
+                return retryLater(leaseId, QStringLiteral("uploading the result of lease %1").arg(leaseId),
+                                  reply.error());
+            }
+            coordinatorReached();
+            switch (reply->outcome) {
+            case UploadOutcome::Accepted: {
+                SubtaskTotals add;
+                add.subtasksDone = 1;
+                if (auto bundle = SafeTensors::load(result)) {
+                    add.samples = bundle->metadata().value(QStringLiteral("gleaner.samples")).toLongLong();
+                    add.trainSeconds =
+                        bundle->metadata().value(QStringLiteral("gleaner.train_seconds")).toDouble();
+                }
+                const Status s = m_store->transaction([&]() -> Status {
+                    if (auto st = m_store->setState(leaseId, SubtaskState::Done); !st)
+                        return st;
+                    return m_store->addTotals(add);
+                });
+                if (!s)
+                    log(QStringLiteral("error"), s.error());
+                active->record.state = SubtaskState::Done;
+                log(QStringLiteral("info"),
+                    QStringLiteral("lease %1: result accepted (update %2, staleness %3)")
+                        .arg(leaseId)
+                        .arg(reply->seq)
+                        .arg(reply->staleness));
+                return finishSubtask(leaseId);
+            }
+            case UploadOutcome::Closed:
+            case UploadOutcome::Unknown:
+                return dropSubtask(
+                    leaseId,
+                    QStringLiteral("the coordinator did not take the result: %1").arg(reply->message));
+            case UploadOutcome::Invalid:
+            case UploadOutcome::TooLarge:
+                return failSubtask(
+                    leaseId, QString(),
+                    QStringLiteral("the coordinator refused the result: %1").arg(reply->message));
+            }
+        });
+}
+
+// ---- outcomes ---------------------------------------------------------------------------------------------
+
+void AgentDaemon::failSubtask(const QString& leaseId, const QString& stage, const QString& reason)
+{
+    log(QStringLiteral("error"), QStringLiteral("lease %1 failed: %2").arg(leaseId, reason));
+    const Status s = m_store->transaction([&]() -> Status {
+        if (auto st = m_store->setState(leaseId, SubtaskState::Failed, reason); !st)
+            return st;
+        SubtaskTotals add;
+        add.subtasksFailed = 1;
+        return m_store->addTotals(add);
+    });
+    if (!s)
+        log(QStringLiteral("error"), s.error());
+    if (auto active = m_active.value(leaseId)) {
+        active->record.state = SubtaskState::Failed;
+        active->record.error = reason;
+        publishSubtask(*active, reason);
+    }
+    // Tell the coordinator, so that the workunit goes to another agent now rather than at the lease's
+    // deadline. A refused result closed the lease already (stage empty): nothing to report.
+    if (!stage.isEmpty() && !m_stopping)
+        onNetwork([this, leaseId, stage, reason] { return m_client->reportFailure(leaseId, stage, reason); },
+                  [this, leaseId](Result<bool> reported) {
+                      if (!reported)
+                          log(QStringLiteral("warning"),
+                              QStringLiteral("could not report the failure of lease %1 to the "
+                                             "coordinator (%2); the lease will expire there")
+                                  .arg(leaseId, reported.error()));
+                  });
+    // A coordinator that keeps handing out work this agent refuses is not asked again at once.
+    m_lastFailure = reason;
+    release(leaseId, backoffMs(++m_failureStreak));
+}
+
+void AgentDaemon::dropSubtask(const QString& leaseId, const QString& reason)
+{
+    log(QStringLiteral("info"), QStringLiteral("lease %1 dropped: %2").arg(leaseId, reason));
+    if (auto s = m_store->setState(leaseId, SubtaskState::Dropped, reason); !s)
+        log(QStringLiteral("error"), s.error());
+    if (auto active = m_active.value(leaseId)) {
+        active->record.state = SubtaskState::Dropped;
+        publishSubtask(*active, reason);
+    }
+    release(leaseId);
+}
+
+void AgentDaemon::finishSubtask(const QString& leaseId)
+{
+    m_failureStreak = 0;
+    if (auto active = m_active.value(leaseId))
+        publishSubtask(*active);
+    release(leaseId);
+}
+
+void AgentDaemon::release(const QString& leaseId, qint64 leaseDelayMs)
+{
+    auto active = m_active.take(leaseId);
+    if (active && active->worker) {
+        active->worker->disconnect(this);
+        active->worker->kill();
+        active->worker->deleteLater();
+    }
+    (void)m_cache->releaseOwner(leaseId);
+    const QString dir = m_options.dataDir + QStringLiteral("/tasks/") + leaseId;
+    if (QFileInfo::exists(dir))
+        QDir(dir).removeRecursively();
+    updateState();
+    checkFinished();
+    scheduleLease(leaseDelayMs);
+}
+
+bool AgentDaemon::setState(const QString& leaseId, SubtaskState state, const QString& error)
+{
+    auto active = m_active.value(leaseId);
+    if (auto s = m_store->setState(leaseId, state, error); !s) {
+        log(QStringLiteral("error"), s.error());
+        return false;
+    }
+    if (active)
+        active->record.state = state;
+    return true;
+}
+
+// ---- the coordinator's reachability and credentials -------------------------------------------------------
+
+void AgentDaemon::coordinatorReached()
+{
+    if (m_reachable)
+        return;
+    m_reachable = true;
+    m_lastNetworkError.clear();
+    log(QStringLiteral("info"),
+        QStringLiteral("the coordinator %1 answers again").arg(m_config.coordinatorUrl));
+    Q_EMIT controlEvent(QJsonObject{{QStringLiteral("event"), QStringLiteral("coordinator")},
+                                    {QStringLiteral("reachable"), true},
+                                    {QStringLiteral("last_error"), QJsonValue::Null}});
+    // Steps that were waiting for it go on now rather than at their backoff's end.
+    for (const auto& active : std::as_const(m_active))
+        if (!active->busy && !active->worker)
+            QTimer::singleShot(0, this, [this, lease = active->record.leaseId] { continueSubtask(lease); });
+}
+
+void AgentDaemon::coordinatorUnreachable(const QString& error)
+{
+    const bool changed = m_reachable || m_lastNetworkError != error;
+    m_reachable = false;
+    m_lastNetworkError = error;
+    if (changed)
+        Q_EMIT controlEvent(QJsonObject{{QStringLiteral("event"), QStringLiteral("coordinator")},
+                                        {QStringLiteral("reachable"), false},
+                                        {QStringLiteral("last_error"), error}});
+}
+
+bool AgentDaemon::isCredentialRefusal(const QString& error)
+{
+    // CoordinatorClient's messages for 401 and 403 (see its describe()).
+    return error.contains(QStringLiteral("refused the agent's credentials")) ||
+           error.contains(QStringLiteral("refused this agent"));
+}
+
+void AgentDaemon::refuseCredentials(const QString& error)
+{
+    if (m_fatal.isEmpty())
+        log(QStringLiteral("error"), error);
+    m_fatal = error;
+    m_leaseTimer.stop();
+    for (const auto& active : std::as_const(m_active))
+        if (active->worker && active->worker->running())
+            active->worker->send("stop"); // keep the work: an operator may restore the agent
+    updateState();
+}
+
+// ---- state, control and shutdown
+// ---------------------------------------------------------------------------
+
+void AgentDaemon::updateState()
+{
+    int training = 0, pausedWorkers = 0;
+    for (const auto& active : std::as_const(m_active))
+        if (active->worker) {
+            ++training;
+            pausedWorkers += active->workerPaused ? 1 : 0;
+        }
+    QString state, reason;
+    if (m_stopping) {
+        state = QStringLiteral("stopped");
+        reason = QStringLiteral("Stopping: the subtasks are kept for the next start");
+    } else if (!m_fatal.isEmpty()) {
+        state = QStringLiteral("error");
+        reason = QStringLiteral("Stopped: %1").arg(m_fatal);
+    } else if (m_failureStreak >= kFailuresBeforeError && !m_lastFailure.isEmpty()) {
+        // Still leasing (with backoff): the cause may be fixed on the coordinator's side.
+        state = QStringLiteral("error");
+        reason = QStringLiteral("The last %1 subtasks failed; the last one: %2")
+                     .arg(m_failureStreak)
+                     .arg(m_lastFailure);
+    } else if (m_paused) {
+        state = QStringLiteral("paused");
+        reason = pausedWorkers < training
+                     ? QStringLiteral("Pausing %1 subtask(s)").arg(training - pausedWorkers)
+                     : QStringLiteral("Paused by you");
+    } else if (m_finishing) {
+        state = QStringLiteral("finishing");
+        reason = QStringLiteral("Finishing %1 subtask(s), then stopping").arg(m_active.size());
+    } else if (training > 0) {
+        state = QStringLiteral("training");
+        reason = QStringLiteral("Training %1 subtask(s)").arg(training);
+    } else if (!m_reachable) {
+        state = QStringLiteral("offline");
+        reason = QStringLiteral("Cannot reach the coordinator %1: %2; next try in %3")
+                     .arg(m_config.coordinatorUrl, m_lastNetworkError,
+                          seconds(std::max<qint64>(0, m_nextTryMs - nowMs())));
+    } else if (!m_active.isEmpty()) {
+        state = QStringLiteral("waiting");
+        reason = QStringLiteral("Preparing %1 subtask(s)").arg(m_active.size());
+    } else {
+        state = QStringLiteral("waiting");
+        reason = QStringLiteral("Waiting for work from %1").arg(m_config.coordinatorUrl);
+    }
+    // The offline reason carries a countdown; only a change of state or of the reason's kind is an event.
+    const bool changed = state != m_state || (state != u"offline" && reason != m_reason);
+    m_state = state;
+    m_reason = reason;
+    if (changed) {
+        log(QStringLiteral("info"), reason);
+        Q_EMIT controlEvent(QJsonObject{{QStringLiteral("event"), QStringLiteral("state")},
+                                        {QStringLiteral("state"), state},
+                                        {QStringLiteral("reason"), reason}});
+    }
+}
+
+void AgentDaemon::publishSubtask(const Active& active, const QString& error)
+{
+    QJsonObject event{{QStringLiteral("event"), QStringLiteral("subtask")},
+                      {QStringLiteral("lease_id"), active.record.leaseId},
+                      {QStringLiteral("state"), active.workerPaused && active.worker
+                                                    ? QStringLiteral("paused")
+                                                    : subtaskStateName(active.record.state)}};
+    if (active.manifest) {
+        event.insert(QStringLiteral("job"), QJsonObject{{QStringLiteral("id"), active.manifest->jobId},
+                                                        {QStringLiteral("name"), active.manifest->jobName}});
+        event.insert(QStringLiteral("epoch"), active.manifest->epoch);
+        event.insert(QStringLiteral("shard"), active.manifest->shard);
+    }
+    if (!error.isEmpty())
+        event.insert(QStringLiteral("error"), error);
+    Q_EMIT controlEvent(event);
+}
+
+QJsonObject AgentDaemon::status() const
+{
+    QJsonArray subtasks;
+    const qint64 now = nowMs();
+    for (const auto& active : std::as_const(m_active)) {
+        QJsonObject s{{QStringLiteral("lease_id"), active->record.leaseId},
+                      {QStringLiteral("state"), active->workerPaused && active->worker
+                                                    ? QStringLiteral("paused")
+                                                    : subtaskStateName(active->record.state)},
+                      {QStringLiteral("step"), active->step},
+                      {QStringLiteral("of"), active->of},
+                      {QStringLiteral("loss"), active->loss},
+                      {QStringLiteral("samples_per_s"), active->samplesPerSecond},
+                      {QStringLiteral("deadline_ms"), active->record.deadlineMs}};
+        const qint64 eta = active->etaSeconds(now);
+        s.insert(QStringLiteral("eta_seconds"), eta >= 0 ? QJsonValue(eta) : QJsonValue(QJsonValue::Null));
+        if (active->manifest) {
+            s.insert(QStringLiteral("job"), QJsonObject{{QStringLiteral("id"), active->manifest->jobId},
+                                                        {QStringLiteral("name"), active->manifest->jobName}});
+            s.insert(QStringLiteral("epoch"), active->manifest->epoch);
+            s.insert(QStringLiteral("shard"), active->manifest->shard);
+        }
+        subtasks.append(s);
+    }
+    QJsonObject totals;
+    if (auto t = m_store->totals()) {
+        totals = QJsonObject{{QStringLiteral("subtasks_done"), t->subtasksDone},
+                             {QStringLiteral("subtasks_failed"), t->subtasksFailed},
+                             {QStringLiteral("samples"), t->samples},
+                             {QStringLiteral("train_seconds"), t->trainSeconds}};
+    }
+    return QJsonObject{
+        {QStringLiteral("state"), m_state},
+        {QStringLiteral("reason"), m_reason},
+        {QStringLiteral("agent_id"), m_config.agentId},
+        {QStringLiteral("name"), m_config.name},
+        {QStringLiteral("data_dir"), m_options.dataDir},
+        {QStringLiteral("dedicated"), m_options.dedicated},
+        {QStringLiteral("coordinator"),
+         QJsonObject{{QStringLiteral("url"), m_config.coordinatorUrl},
+                     {QStringLiteral("reachable"), m_reachable},
+                     {QStringLiteral("last_error"), m_lastNetworkError.isEmpty()
+                                                        ? QJsonValue(QJsonValue::Null)
+                                                        : QJsonValue(m_lastNetworkError)},
+                     {QStringLiteral("next_try_ms"),
+                      m_leaseTimer.isActive() ? QJsonValue(m_nextTryMs) : QJsonValue(QJsonValue::Null)}}},
+        {QStringLiteral("max_tasks"), m_options.maxTasks},
+        {QStringLiteral("threads"), m_options.threads},
+        {QStringLiteral("subtasks"), subtasks},
+        {QStringLiteral("totals"), totals},
+    };
+}
+
+QStringList AgentDaemon::commands() const
+{
+    return {QStringLiteral("status"), QStringLiteral("pause"), QStringLiteral("resume"),
+            QStringLiteral("finish")};
+}
+
+Result<QJsonObject> AgentDaemon::handle(const QString& command, const QJsonObject& args)
+{
+    Q_UNUSED(args)
+    if (command == u"status")
+        return status();
+    if (m_stopping)
+        return fail(QStringLiteral("the agent is stopping"));
+    if (command == u"pause") {
+        if (!m_paused) {
+            m_paused = true;
+            m_leaseTimer.stop();
+            for (const auto& active : std::as_const(m_active))
+                if (active->worker)
+                    active->worker->send("pause");
+            log(QStringLiteral("info"), QStringLiteral("paused on request"));
+        }
+        updateState();
+        return QJsonObject{{QStringLiteral("state"), m_state}};
+    }
+    if (command == u"resume") {
+        if (m_paused) {
+            m_paused = false;
+            for (const auto& active : std::as_const(m_active))
+                if (active->worker)
+                    active->worker->send("resume");
+            log(QStringLiteral("info"), QStringLiteral("resumed on request"));
+            scheduleLease(0);
+        }
+        updateState();
+        return QJsonObject{{QStringLiteral("state"), m_state}};
+    }
+    if (command == u"finish") {
+        m_finishing = true;
+        m_leaseTimer.stop();
+        if (m_paused) { // finishing means computing what is held
+            m_paused = false;
+            for (const auto& active : std::as_const(m_active))
+                if (active->worker)
+                    active->worker->send("resume");
+        }
+        log(QStringLiteral("info"), QStringLiteral("finishing the current subtasks, then stopping"));
+        updateState();
+        QTimer::singleShot(0, this, &AgentDaemon::checkFinished);
+        return QJsonObject{{QStringLiteral("state"), m_state}};
+    }
+    return fail(QStringLiteral("unknown command \"%1\"").arg(command));
+}
+
+void AgentDaemon::shutdown()
+{
+    if (m_stopping)
+        return;
+    m_stopping = true;
+    m_leaseTimer.stop();
+    m_stop->stop(); // ends waits and transfers on the network thread; their steps are tried again at the next
+                    // start
+    int running = 0;
+    for (const auto& active : std::as_const(m_active))
+        if (active->worker && active->worker->running()) {
+            active->worker->send("stop");
+            ++running;
+        }
+    log(QStringLiteral("info"), running
+                                    ? QStringLiteral("stopping: %1 worker(s) write a checkpoint").arg(running)
+                                    : QStringLiteral("stopping"));
+    updateState();
+    m_shutdownTimer.start(int(kShutdownGraceMs));
+    checkFinished();
+}
+
+void AgentDaemon::checkFinished()
+{
+    if (m_stoppedEmitted)
+        return;
+    if (m_stopping) {
+        for (const auto& active : std::as_const(m_active))
+            if (active->worker && active->worker->running())
+                return;
+        m_stoppedEmitted = true;
+        m_shutdownTimer.stop();
+        Q_EMIT stopped(0);
+        return;
+    }
+    if (m_finishing && m_active.isEmpty()) {
+        m_stoppedEmitted = true;
+        log(QStringLiteral("info"), QStringLiteral("finished the current subtasks; stopping"));
+        m_stopping = true;
+        updateState();
+        Q_EMIT stopped(0);
+    }
+}
+
+} // namespace gleaner::agent

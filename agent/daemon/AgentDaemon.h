@@ -1,0 +1,173 @@
+#pragma once
+// The agent daemon (`gleaner-agent run`): leases subtasks from its coordinator, checks and fetches them into
+// the cache, trains each in a gleaner-worker child process, reports progress (which extends the lease) and
+// uploads the result, persisting every step in the SubtaskStore so that a crash, a kill or a reboot loses
+// nothing it can keep.
+//
+// Threads: everything here lives on the event loop's thread (the store, the cache's bookkeeping, the workers'
+// pipes, the control socket), except the coordinator calls and the hashing, which are synchronous and run in
+// order on one network thread (one kept-alive connection) and hand their results back as queued calls. So the
+// loop never blocks, and `pause` reaches every worker within a mini-batch.
+//
+// A subtask's path, each arrow persisted before the next step starts:
+//   leased --verify signature, pin files--> downloading --every file hashed--> verified --task folder-->
+//   training --worker exit 0--> uploading --202--> done
+// A check that fails (signature, a file's hash) is final: the subtask is reported failed to the coordinator
+// with the reason and nothing of it runs. A worker that crashes, fails or passes its memory cap is started
+// once more from its checkpoint; a second failure gives the subtask back. The coordinator being unreachable
+// is never final: the step is tried again later, with backoff.
+//
+// After a restart each unfinished subtask first asks the coordinator (a progress report) whether its lease is
+// still open; open ones resume from where they were (a worker from its checkpoint), the others are dropped.
+
+#include "Result.h"
+#include "config/AgentConfig.h"
+#include "control/ControlHandler.h"
+#include "crypto/Ed25519.h"
+#include "runner/SubtaskStore.h"
+#include "runner/TaskManifest.h"
+#include "runner/WorkerProcess.h"
+#include "util/Clock.h"
+#include "util/DirectoryLock.h"
+
+#include <QElapsedTimer>
+#include <QJsonObject>
+#include <QMap>
+#include <QObject>
+#include <QTimer>
+
+#include <memory>
+
+namespace gleaner {
+class SerialExecutor;
+}
+
+namespace gleaner::agent {
+
+class CoordinatorClient;
+class CurlTransport;
+class FileCache;
+class StopSignal;
+struct LeasedTask;
+
+struct DaemonOptions
+{
+    QString dataDir;
+    bool dedicated = false; // compute regardless of user activity
+    int maxTasks = 1;       // subtasks at once (the paper's T)
+    int threads = 0;        // per worker; 0: the machine's cores divided among maxTasks
+    double cpuShare = 1.0;  // (0, 1]
+    double checkpointIntervalSeconds = 60;
+    qint64 memoryCapBytes = 0; // per worker; 0: none
+    qint64 cacheCapBytes = 10LL * 1024 * 1024 * 1024;
+    qint64 uploadBytesPerSecond = 0; // 0: no cap
+    qint64 downloadBytesPerSecond = 0;
+    QString device = QStringLiteral("cpu");
+    QString workerProgram;            // empty: gleaner-worker next to this executable
+    qint64 progressReportMs = 30'000; // how often a running subtask reports to the coordinator
+    qint64 maxBackoffMs = 60'000;     // the longest wait between tries when the coordinator is unreachable
+};
+
+class AgentDaemon final : public QObject, public ControlHandler
+{
+    Q_OBJECT
+public:
+    static Result<std::unique_ptr<AgentDaemon>> create(DaemonOptions options);
+    ~AgentDaemon() override;
+
+    // Resumes what the store holds and starts leasing.
+    void start();
+    // SIGTERM / SIGINT: workers checkpoint and exit, state is persisted, then stopped() is emitted (within
+    // about ten seconds: a worker that does not stop in time is killed, its last checkpoint kept).
+    void shutdown();
+
+    // Control requests (docs/control-protocol.md): status, pause, resume, finish.
+    QStringList commands() const override;
+    Result<QJsonObject> handle(const QString& command, const QJsonObject& args) override;
+    QJsonObject status() const;
+
+    const DaemonOptions& options() const { return m_options; }
+
+Q_SIGNALS:
+    // An event for the control socket's subscribers.
+    void controlEvent(const QJsonObject& event);
+    // The daemon is done (shutdown() or `finish` completed): the process may exit with `exitCode`.
+    void stopped(int exitCode);
+
+private:
+    struct Active;
+
+    AgentDaemon(DaemonOptions options, AgentConfig config, VerifyKey key, DirectoryLock lock,
+                std::unique_ptr<SubtaskStore> store, std::unique_ptr<FileCache> cache);
+
+    // Runs `work` on the network thread and `then` with its result back on the loop.
+    template <typename Work, typename Then> void onNetwork(Work work, Then then);
+
+    void resumeUnfinished();
+    void scheduleLease(qint64 delayMs);
+    void requestLease();
+    void accept(const LeasedTask& task);
+    void checkLeaseStillOpen(const QString& leaseId);
+    void continueSubtask(const QString& leaseId);
+    void download(const QString& leaseId);
+    void prepareTaskFolder(const QString& leaseId);
+    void startWorker(const QString& leaseId);
+    void onWorkerEvent(const QString& leaseId, const QJsonObject& event);
+    void onWorkerEnded(const QString& leaseId, const WorkerEnd& end);
+    void reportProgress(const QString& leaseId);
+    void keepLeasesAlive();
+    void upload(const QString& leaseId);
+    void retryLater(const QString& leaseId, const QString& what, const QString& error);
+
+    // Final outcomes: each persists, releases the subtask's pinned files and folder, and tells the control
+    // socket.
+    void failSubtask(const QString& leaseId, const QString& stage, const QString& reason);
+    void dropSubtask(const QString& leaseId, const QString& reason);
+    void finishSubtask(const QString& leaseId);
+    void release(const QString& leaseId, qint64 leaseDelayMs = 0);
+
+    bool setState(const QString& leaseId, SubtaskState state, const QString& error = {});
+    void coordinatorReached();
+    void coordinatorUnreachable(const QString& error);
+    static bool isCredentialRefusal(const QString& error);
+    void refuseCredentials(const QString& error);
+    void updateState();
+    void publishSubtask(const Active& active, const QString& error = {});
+    void log(const QString& level, const QString& message);
+    void checkFinished();
+    qint64 backoffMs(int failures) const;
+    qint64 nowMs() const { return m_clock.nowMs(); }
+
+    DaemonOptions m_options;
+    AgentConfig m_config;
+    VerifyKey m_key;
+    SystemClock m_clock;
+    DirectoryLock m_lock; // one daemon per data directory
+    std::unique_ptr<SubtaskStore> m_store;
+    std::unique_ptr<FileCache> m_cache;
+    std::unique_ptr<StopSignal> m_stop;
+    std::unique_ptr<CurlTransport> m_transport;  // used on the network thread only
+    std::unique_ptr<CoordinatorClient> m_client; // likewise
+    std::unique_ptr<SerialExecutor> m_network;   // destroyed first (declared last)
+
+    QMap<QString, std::shared_ptr<Active>> m_active;
+    QTimer m_leaseTimer;
+    bool m_leaseInFlight = false;
+    int m_leaseFailures = 0;
+    int m_failureStreak = 0; // subtasks failed in a row
+    QString m_lastFailure;
+    bool m_paused = false;
+    bool m_finishing = false;
+    bool m_stopping = false;
+    bool m_stoppedEmitted = false;
+    QString m_fatal; // credentials refused: nothing more can be done until an operator acts
+    bool m_reachable = true;
+    QString m_lastNetworkError;
+    qint64 m_nextTryMs = 0;
+    QString m_state;
+    QString m_reason;
+    QTimer m_shutdownTimer;
+    QTimer m_keepAlive; // progress reports for workers that report nothing themselves (paused, starved)
+};
+
+} // namespace gleaner::agent

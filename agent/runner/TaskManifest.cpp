@@ -1,0 +1,134 @@
+#include "runner/TaskManifest.h"
+
+#include "crypto/SignedEnvelope.h"
+#include "spec/JsonFields.h"
+
+#include <QJsonArray>
+#include <QRegularExpression>
+#include <QUrl>
+
+namespace gleaner::agent {
+namespace {
+
+constexpr qint64 kMaxInt53 = (qint64(1) << 53);
+
+// "https://Host:443/" and "https://host:443" name the same coordinator, and so do the loopback names
+// (a coordinator calls itself by the first name in its certificate, "localhost" by default, while a local
+// agent may have enrolled through "127.0.0.1").
+QString normalisedUrl(const QString& text)
+{
+    QUrl url(text);
+    QString host = url.host().toLower();
+    if (host == u"localhost" || host == u"127.0.0.1" || host == u"::1")
+        host = QStringLiteral("loopback");
+    url.setHost(host);
+    return url.adjusted(QUrl::RemovePath | QUrl::StripTrailingSlash | QUrl::RemoveUserInfo).toString();
+}
+
+} // namespace
+
+const ManifestFile* TaskManifest::file(QStringView role) const
+{
+    for (const ManifestFile& f : files)
+        if (f.role == role)
+            return &f;
+    return nullptr;
+}
+
+Result<TaskManifest> checkManifest(const VerifyKey& pinnedKey, const QByteArray& manifest,
+                                   const QByteArray& signature, const ManifestExpectation& expected)
+{
+    const QString lease = expected.leaseId;
+    auto object = SignedEnvelope::verify(pinnedKey, SignedEnvelope{manifest, signature});
+    if (!object)
+        return fail(QStringLiteral(
+                        "the manifest of lease %1 was refused: %2. Nothing of it was run; if this repeats, "
+                        "the coordinator's signing key changed or something between it and this machine "
+                        "alters its answers")
+                        .arg(lease, object.error()));
+
+    JsonFields fields(*object, QStringLiteral("manifest"));
+    TaskManifest task;
+    QString format, agentId, coordinator;
+    fields.readString(u"format", format, Need::Required);
+    fields.readString(u"agent_id", agentId, Need::Required);
+    fields.readString(u"lease_id", task.leaseId, Need::Required);
+    fields.readString(u"coordinator", coordinator, Need::Required);
+    fields.readInt64(u"base_version", task.baseVersion, IntRange{0, kMaxInt53}, Need::Required);
+    fields.readInt64(u"issued_ms", task.issuedMs, IntRange{0, kMaxInt53}, Need::Required);
+    fields.readInt64(u"deadline_ms", task.deadlineMs, IntRange{0, kMaxInt53}, Need::Required);
+    QJsonObject job, subtask;
+    fields.readObject(u"job", job, Need::Required);
+    fields.readObject(u"subtask", subtask, Need::Required);
+    if (!fields.ok())
+        return fail(QStringLiteral("the manifest of lease %1 is signed but malformed: %2")
+                        .arg(lease, fields.failure().message));
+    if (format != u"gleaner-manifest/1")
+        return fail(
+            QStringLiteral("the manifest of lease %1 has format \"%2\"; this agent reads gleaner-manifest/1: "
+                           "update the agent")
+                .arg(lease, format));
+
+    JsonFields jobFields(job, QStringLiteral("manifest.job"));
+    jobFields.readInt64(u"id", task.jobId, IntRange{1, kMaxInt53}, Need::Required);
+    jobFields.readString(u"name", task.jobName, Need::Required);
+    JsonFields subtaskFields(subtask, QStringLiteral("manifest.subtask"));
+    subtaskFields.readInt64(u"workunit_id", task.workunitId, IntRange{1, kMaxInt53}, Need::Required);
+    subtaskFields.readInt(u"epoch", task.epoch, IntRange{1, 1'000'000}, Need::Required);
+    subtaskFields.readInt(u"shard", task.shard, IntRange{0, 1'000'000'000}, Need::Required);
+    subtaskFields.readInt64(u"samples", task.samples, IntRange{1, kMaxInt53}, Need::Required);
+    for (const JsonFields* f : {&jobFields, &subtaskFields})
+        if (!f->ok())
+            return fail(QStringLiteral("the manifest of lease %1 is signed but malformed: %2")
+                            .arg(lease, f->failure().message));
+
+    const QJsonValue filesValue = object->value(QStringLiteral("files"));
+    const QJsonArray files = filesValue.toArray();
+    static const char16_t* const kRoles[] = {u"model", u"weights", u"shard"};
+    if (!filesValue.isArray() || files.size() != 3)
+        return fail(
+            QStringLiteral(
+                "the manifest of lease %1 is signed but malformed: manifest.files: expected the three "
+                "files model, weights, shard")
+                .arg(lease));
+    for (qsizetype i = 0; i < files.size(); ++i) {
+        JsonFields file(files[i].toObject(), QStringLiteral("manifest.files[%1]").arg(i));
+        ManifestFile entry;
+        file.readString(u"role", entry.role, Need::Required);
+        file.readString(u"sha256", entry.sha256, Need::Required, 64);
+        file.readInt64(u"size", entry.size, IntRange{0, kMaxInt53}, Need::Required);
+        if (!file.ok())
+            return fail(QStringLiteral("the manifest of lease %1 is signed but malformed: %2")
+                            .arg(lease, file.failure().message));
+        if (entry.role != QStringView(kRoles[i]))
+            return fail(QStringLiteral(
+                            "the manifest of lease %1 is signed but malformed: manifest.files[%2] has role "
+                            "\"%3\", expected \"%4\"")
+                            .arg(lease)
+                            .arg(i)
+                            .arg(entry.role, QString::fromUtf16(kRoles[i])));
+        static const QRegularExpression hex(QStringLiteral("^[0-9a-f]{64}$"));
+        if (!hex.match(entry.sha256).hasMatch())
+            return fail(QStringLiteral(
+                            "the manifest of lease %1 is signed but malformed: manifest.files[%2].sha256 is "
+                            "not 64 lowercase hex digits")
+                            .arg(lease)
+                            .arg(i));
+        task.files.append(entry);
+    }
+
+    if (agentId != expected.agentId)
+        return fail(
+            QStringLiteral("the manifest of lease %1 was issued to agent %2, not to this agent (%3); refused")
+                .arg(lease, agentId, expected.agentId));
+    if (task.leaseId != expected.leaseId)
+        return fail(
+            QStringLiteral("the manifest of lease %1 names lease %2; refused").arg(lease, task.leaseId));
+    if (normalisedUrl(coordinator) != normalisedUrl(expected.coordinatorUrl))
+        return fail(QStringLiteral(
+                        "the manifest of lease %1 names coordinator %2, but this agent works for %3; refused")
+                        .arg(lease, coordinator, expected.coordinatorUrl));
+    return task;
+}
+
+} // namespace gleaner::agent
