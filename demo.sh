@@ -56,7 +56,7 @@ for _ in $(seq 100); do
     kill -0 "${pids[0]}" 2>/dev/null || { cat "$demo/logs/coordinator.log" >&2; exit 1; }
     sleep 0.1
 done
-url=https://localhost:$port
+url=https://127.0.0.1:$port
 echo "demo: coordinator at $url (log: $demo/logs/coordinator.log)"
 
 job_id=$("$bin/gleaner-coordinator" job submit "$job_spec" --data-dir "$demo/coordinator" --json | json 'd["id"]')
