@@ -4,6 +4,16 @@
 
 import uPlot from 'uplot';
 
+// The x range of the per-minute bars, from the data itself: a few minutes around them, or the last ten minutes
+// while there are none (uPlot's own guess for one bar or none spans years).
+function minuteRange(xs) {
+  if (!xs || xs.length === 0) {
+    const now = Date.now() / 1000;
+    return [now - 600, now + 60];
+  }
+  return [xs[0] - 120, xs[xs.length - 1] + 180];
+}
+
 const COLORS = { accuracy: '#1f6feb', loss: '#d1242f', range: '#8250df', bars: '#2da44e', stale: '#bf8700' };
 
 function width(container) {
@@ -143,7 +153,7 @@ export class JobCharts {
       {
         title: 'Updates per minute',
         // One bar per minute; a lone minute still gets a sensible axis (not one spanning years).
-        scales: { x: { time: true, range: (u, lo, hi) => [lo - 120, hi + 180] }, y: { range: (u, lo, hi) => [0, Math.max(1, hi * 1.15)] } },
+        scales: { x: { time: true, range: (u) => minuteRange(u.data[0]) }, y: { range: (u, lo, hi) => [0, Math.max(1, hi * 1.15)] } },
         series: [{}, { label: 'updates', stroke: COLORS.bars, fill: 'rgba(45,164,78,0.35)', paths: uPlot.paths.bars({ size: [0.8, 60], align: 1 }), points: { show: false } }],
       },
       this.rateData,
