@@ -1,14 +1,14 @@
-// The agent side of the browser test, in one place. Until `gleaner-agent run` exists, a stand-in plays the agent
-// (standin_agent.py: the protocol from tests/tools/protocol_client.py around the real gleaner-worker). To test with
-// the real daemon, set GLEANER_TEST_AGENT=real (or change the default below): the rest of the test watches the
-// coordinator only, so it does not change.
+// The agent side of the browser test, in one place: the real daemon (`gleaner-agent enroll` + `run --dedicated`).
+// GLEANER_TEST_AGENT=standin plays the agent with standin_agent.py instead (the protocol from
+// tests/tools/protocol_client.py around the real gleaner-worker), to tell a dashboard fault from an agent fault.
+// The rest of the test watches the coordinator only, so it does not change.
 'use strict';
 
 const { spawn, execFileSync } = require('child_process');
 const fs = require('fs');
 const path = require('path');
 
-const AGENT = process.env.GLEANER_TEST_AGENT || 'standin';
+const AGENT = process.env.GLEANER_TEST_AGENT || 'real';
 
 // Starts one agent; returns {kind, process, log} where log is the file its output goes to.
 function startAgent({ url, enrollmentToken, ca, dataDir, binaries }) {
@@ -17,7 +17,8 @@ function startAgent({ url, enrollmentToken, ca, dataDir, binaries }) {
   const out = fs.openSync(log, 'w');
   let child;
   if (AGENT === 'real') {
-    execFileSync(binaries.agent, ['enroll', url, '--token', enrollmentToken, '--ca', ca, '--data-dir', dataDir],
+    execFileSync(binaries.agent, ['enroll', url, '--token', enrollmentToken, '--ca', ca, '--data-dir', dataDir,
+                                  '--name', 'browser-test-agent'],
                  { stdio: ['ignore', out, out], timeout: 30000 });
     child = spawn(binaries.agent, ['run', '--data-dir', dataDir, '--dedicated'], { stdio: ['ignore', out, out] });
   } else {
