@@ -1,0 +1,501 @@
+// AgentDaemon: one subtask's steps, from a lease to its upload (see AgentDaemon.h for the path and its
+// rules).
+#include "daemon/AgentDaemon.h"
+#include "daemon/AgentDaemonInternal.h"
+
+#include "cache/FileCache.h"
+#include "crypto/Sha256.h"
+#include "daemon/StopSignal.h"
+#include "format/SafeTensors.h"
+#include "net/CoordinatorClient.h"
+
+#include <QDir>
+#include <QFileInfo>
+#include <QSaveFile>
+
+namespace gleaner::agent {
+
+using namespace daemon_detail;
+
+// ---- one subtask's steps ----------------------------------------------------------------------------------
+
+void AgentDaemon::continueSubtask(const QString& leaseId)
+{
+    auto found = m_active.value(leaseId);
+    // A retry timer and "the coordinator answers again" may both ask: the step runs once, and never while the
+    // subtask's worker runs.
+    if (!found || found->busy || found->worker || m_stopping || !m_fatal.isEmpty())
+        return;
+    Active& active = *found;
+    if (active.needsLeaseCheck)
+        return checkLeaseStillOpen(leaseId);
+    switch (active.record.state) {
+    case SubtaskState::Leased:
+        for (const ManifestFile& file : active.manifest->files)
+            if (auto s = m_cache->pin(file.sha256, leaseId); !s)
+                return failSubtask(leaseId, QStringLiteral("download"), s.error());
+        if (!setState(leaseId, SubtaskState::Downloading))
+            return;
+        return download(leaseId);
+    case SubtaskState::Downloading:
+        return download(leaseId);
+    case SubtaskState::Verified:
+        return prepareTaskFolder(leaseId);
+    case SubtaskState::Training:
+        return prepareTaskFolder(
+            leaseId); // a worker that was running before a restart: check, then resume it
+    case SubtaskState::Uploading:
+        return upload(leaseId);
+    default:
+        return;
+    }
+}
+
+void AgentDaemon::checkLeaseStillOpen(const QString& leaseId)
+{
+    auto active = m_active.value(leaseId);
+    active->busy = true;
+    ProgressReport report;
+    onNetwork([this, leaseId, report] { return m_client->progress(leaseId, report); },
+              [this, leaseId](Result<ProgressReply> reply) {
+                  auto active = m_active.value(leaseId);
+                  if (!active || m_stopping)
+                      return;
+                  active->busy = false;
+                  if (!reply) {
+                      if (isCredentialRefusal(reply.error()))
+                          return refuseCredentials(reply.error());
+                      return retryLater(leaseId, QStringLiteral("checking lease %1").arg(leaseId),
+                                        reply.error());
+                  }
+                  coordinatorReached();
+                  if (reply->leaseGone || reply->abort)
+                      return dropSubtask(
+                          leaseId,
+                          reply->reason.isEmpty()
+                              ? QStringLiteral("the coordinator no longer holds lease %1 open").arg(leaseId)
+                              : reply->reason);
+                  active->needsLeaseCheck = false;
+                  active->tries = 0;
+                  active->record.deadlineMs = reply->deadlineMs;
+                  (void)m_store->setDeadline(leaseId, reply->deadlineMs);
+                  continueSubtask(leaseId);
+              });
+}
+
+void AgentDaemon::retryLater(const QString& leaseId, const QString& what, const QString& error)
+{
+    auto active = m_active.value(leaseId);
+    if (!active)
+        return;
+    coordinatorUnreachable(error);
+    const qint64 wait = backoffMs(++active->tries);
+    log(QStringLiteral("warning"),
+        QStringLiteral("%1 failed: %2; trying again in %3").arg(what, error, seconds(wait)));
+    QTimer::singleShot(int(wait), this, [this, leaseId] { continueSubtask(leaseId); });
+    updateState();
+}
+
+void AgentDaemon::download(const QString& leaseId)
+{
+    auto active = m_active.value(leaseId);
+    active->busy = true;
+    const QList<ManifestFile> files = active->manifest->files;
+    // Files already cached are hashed once more when the task folder is made; after a mismatch there, the
+    // cached copy itself is checked here (an altered one is removed and fetched again).
+    const bool reverify = active->tries > 0;
+    StopSignal* stop = m_stop.get();
+    onNetwork(
+        [this, files, stop, leaseId, reverify] {
+            FetchOutcome outcome;
+            for (const ManifestFile& file : files) {
+                const CacheRole role = cacheRoleFromName(file.role).value_or(CacheRole::Unknown);
+                if (m_cache->contains(file.sha256) && (!reverify || m_cache->verify(file.sha256))) {
+                    m_cache->touch(file.sha256);
+                    continue;
+                }
+                auto writer = m_cache->beginWrite(file.sha256, file.size, role);
+                if (!writer) {
+                    outcome.error = writer.error();
+                    return outcome;
+                }
+                const CacheWriter& w = **writer;
+                Status got = m_client->download(file.sha256, w.partialPath(), file.size,
+                                                [stop](const TransferProgress&) { return !stop->stopped(); });
+                if (!got) {
+                    outcome.error = got.error();
+                    return outcome;
+                }
+                auto committed = (*writer)->commit();
+                if (!committed) {
+                    outcome.contentRefused = true;
+                    outcome.error =
+                        QStringLiteral("the %1 file of lease %2 was refused: %3. The coordinator's copy "
+                                       "differs from what its signed manifest promises; nothing was run")
+                            .arg(file.role, leaseId, committed.error());
+                    return outcome;
+                }
+                if (committed->eviction.evicted.size() > 0)
+                    qCInfo(lcDaemon).noquote()
+                        << "cache: evicted" << committed->eviction.evicted.size() << "file(s)";
+            }
+            outcome.ok = true;
+            return outcome;
+        },
+        [this, leaseId](FetchOutcome outcome) {
+            auto active = m_active.value(leaseId);
+            if (!active || m_stopping)
+                return;
+            active->busy = false;
+            if (outcome.contentRefused)
+                return failSubtask(leaseId, QStringLiteral("download"), outcome.error);
+            if (!outcome.ok) {
+                if (isCredentialRefusal(outcome.error))
+                    return refuseCredentials(outcome.error);
+                if (active->tries + 1 >= kDownloadTriesBeforeFailing && m_reachable)
+                    return failSubtask(leaseId, QStringLiteral("download"), outcome.error);
+                return retryLater(leaseId, QStringLiteral("downloading the files of lease %1").arg(leaseId),
+                                  outcome.error);
+            }
+            coordinatorReached();
+            active->tries = 0;
+            if (!setState(leaseId, SubtaskState::Verified))
+                return;
+            publishSubtask(*active);
+            prepareTaskFolder(leaseId);
+        });
+}
+
+void AgentDaemon::prepareTaskFolder(const QString& leaseId)
+{
+    auto active = m_active.value(leaseId);
+    active->busy = true;
+    const QString dir = m_options.dataDir + QStringLiteral("/tasks/") + leaseId;
+    const QByteArray manifestBytes = active->record.manifest;
+    const QList<ManifestFile> files = active->manifest->files;
+    // On the network thread, in order after any download of the same files: hashing is disk work that must
+    // not hold up the loop.
+    onNetwork(
+        [this, dir, manifestBytes, files] {
+            FetchOutcome outcome;
+            if (!QDir().mkpath(dir)) {
+                outcome.error = QStringLiteral("cannot create the task folder %1").arg(dir);
+                return outcome;
+            }
+            QSaveFile manifest(dir + QStringLiteral("/manifest.json"));
+            if (!manifest.open(QIODevice::WriteOnly) ||
+                manifest.write(manifestBytes) != manifestBytes.size() || !manifest.commit()) {
+                outcome.error = QStringLiteral("cannot write %1").arg(manifest.fileName());
+                return outcome;
+            }
+            for (const ManifestFile& file : files) {
+                if (file.role == u"model")
+                    continue; // the manifest carries the model spec
+                const QString target = dir + u'/' + fileName(file.role);
+                // Every file is hashed right before a worker may read it; what is already in place is checked
+                // in place (a resumed task), anything else is linked from the cache and checked there.
+                if (!QFileInfo::exists(target)) {
+                    const QString cached = m_cache->path(file.sha256);
+                    if (cached.isEmpty()) {
+                        outcome.error =
+                            QStringLiteral("the %1 file %2 left the cache before the task started")
+                                .arg(file.role, file.sha256);
+                        return outcome;
+                    }
+                    if (auto s = linkOrCopy(cached, target); !s) {
+                        outcome.error = s.error();
+                        return outcome;
+                    }
+                }
+                auto digest = Sha256::hashFile(target);
+                if (!digest) {
+                    outcome.error = digest.error();
+                    return outcome;
+                }
+                const QString hex = Sha256::toHex(*digest);
+                if (hex != file.sha256) {
+                    QFile::remove(target);
+                    outcome.contentRefused = true;
+                    outcome.error =
+                        QStringLiteral("%1 has SHA-256 %2, but the signed manifest says %3: the file was "
+                                       "altered on this machine; nothing was run")
+                            .arg(target, hex, file.sha256);
+                    return outcome;
+                }
+            }
+            outcome.ok = true;
+            return outcome;
+        },
+        [this, leaseId, dir](FetchOutcome outcome) {
+            auto active = m_active.value(leaseId);
+            if (!active || m_stopping)
+                return;
+            active->busy = false;
+            if (!outcome.ok) {
+                if (outcome.contentRefused) {
+                    // Fetch it again: the coordinator's copy may well be intact.
+                    log(QStringLiteral("warning"), outcome.error);
+                    if (active->tries++ == 0)
+                        return download(
+                            leaseId); // checks the cached copy, fetches it again if it was altered
+                }
+                return failSubtask(leaseId, QStringLiteral("verify"), outcome.error);
+            }
+            if (active->record.taskDir != dir) {
+                (void)m_store->setTaskDir(leaseId, dir);
+                active->record.taskDir = dir;
+            }
+            startWorker(leaseId);
+        });
+}
+
+void AgentDaemon::startWorker(const QString& leaseId)
+{
+    auto active = m_active.value(leaseId);
+    // The stored manifest is checked again right before anything runs.
+    auto manifest = checkManifest(m_key, active->record.manifest, active->record.signature,
+                                  {m_config.agentId, leaseId, m_config.coordinatorUrl});
+    if (!manifest)
+        return failSubtask(leaseId, QStringLiteral("verify"), manifest.error());
+    if (active->record.state != SubtaskState::Training && !setState(leaseId, SubtaskState::Training))
+        return;
+    auto starts = m_store->countWorkerStart(leaseId);
+    if (starts)
+        active->record.workerStarts = *starts;
+
+    WorkerLaunch launch;
+    launch.program = m_options.workerProgram;
+    launch.taskDir = active->record.taskDir;
+    launch.threads = m_options.threads;
+    launch.cpuShare = m_options.cpuShare;
+    launch.checkpointIntervalSeconds = m_options.checkpointIntervalSeconds;
+    launch.device = m_options.device;
+    launch.memoryCapBytes = m_options.memoryCapBytes;
+    auto* worker = new WorkerProcess(launch, this);
+    active->worker = worker;
+    active->firstStep = -1;
+    active->workerPaused = false;
+    connect(worker, &WorkerProcess::event, this,
+            [this, leaseId](const QJsonObject& e) { onWorkerEvent(leaseId, e); });
+    connect(worker, &WorkerProcess::ended, this,
+            [this, leaseId](const WorkerEnd& end) { onWorkerEnded(leaseId, end); });
+    worker->start();
+    if (m_paused)
+        worker->send("pause");
+    publishSubtask(*active);
+    updateState();
+}
+
+void AgentDaemon::onWorkerEvent(const QString& leaseId, const QJsonObject& event)
+{
+    auto found = m_active.value(leaseId);
+    if (!found)
+        return;
+    Active& active = *found;
+    const QString name = event.value(QStringLiteral("event")).toString();
+    const qint64 now = nowMs();
+    if (name == u"started" || name == u"progress") {
+        active.lastProgressMs = now;
+        active.step = event.value(QStringLiteral("step")).toInteger(active.step);
+        active.of = event.value(QStringLiteral("of")).toInteger(active.of);
+        if (name == u"started") {
+            if (event.value(QStringLiteral("resumed")).toBool())
+                log(QStringLiteral("info"),
+                    QStringLiteral("lease %1: worker resumed from its checkpoint at step %2 of %3")
+                        .arg(leaseId)
+                        .arg(active.step)
+                        .arg(active.of));
+        } else {
+            active.loss = event.value(QStringLiteral("loss")).toDouble(active.loss);
+            active.samplesPerSecond =
+                event.value(QStringLiteral("samples_per_s")).toDouble(active.samplesPerSecond);
+        }
+        if (active.firstStep < 0) {
+            active.firstStep = active.step;
+            active.firstStepMs = now;
+        }
+        if (now - active.lastPublishMs >= kPublishProgressEveryMs || active.step >= active.of) {
+            active.lastPublishMs = now;
+            Q_EMIT controlEvent(QJsonObject{{QStringLiteral("event"), QStringLiteral("progress")},
+                                            {QStringLiteral("lease_id"), leaseId},
+                                            {QStringLiteral("step"), active.step},
+                                            {QStringLiteral("of"), active.of},
+                                            {QStringLiteral("loss"), active.loss},
+                                            {QStringLiteral("samples_per_s"), active.samplesPerSecond},
+                                            {QStringLiteral("eta_seconds"), active.etaSeconds(now)}});
+        }
+        if (now - active.lastReportMs >= m_options.progressReportMs)
+            reportProgress(leaseId);
+    } else if (name == u"paused" || name == u"resumed") {
+        active.workerPaused = name == u"paused";
+        active.pausedSinceMs = now;
+        publishSubtask(active);
+        updateState();
+    } else if (name == u"done") {
+        // The totals are read from the result file at upload, so that they survive a restart in between.
+    } else if (name == u"error") {
+        active.failure = event.value(QStringLiteral("message")).toString();
+    }
+}
+
+void AgentDaemon::reportProgress(const QString& leaseId)
+{
+    auto active = m_active.value(leaseId);
+    if (!active || active->reportInFlight || !active->cancelReason.isEmpty())
+        return;
+    active->reportInFlight = true;
+    active->lastReportMs = nowMs();
+    ProgressReport report;
+    report.step = active->step;
+    report.of = active->of;
+    report.loss = active->loss;
+    report.samplesPerSecond = active->samplesPerSecond;
+    onNetwork(
+        [this, leaseId, report] { return m_client->progress(leaseId, report); },
+        [this, leaseId](Result<ProgressReply> reply) {
+            auto active = m_active.value(leaseId);
+            if (!active)
+                return;
+            active->reportInFlight = false;
+            if (!reply) {
+                if (isCredentialRefusal(reply.error()))
+                    return refuseCredentials(reply.error());
+                // The worker keeps training: the result may still be accepted late, once.
+                coordinatorUnreachable(reply.error());
+                updateState();
+                return;
+            }
+            coordinatorReached();
+            if (reply->abort || reply->leaseGone) {
+                active->cancelReason =
+                    reply->reason.isEmpty()
+                        ? QStringLiteral("the coordinator no longer holds lease %1 open").arg(leaseId)
+                        : reply->reason;
+                log(QStringLiteral("info"),
+                    QStringLiteral("lease %1: stopping its worker: %2").arg(leaseId, active->cancelReason));
+                if (active->worker && active->worker->running())
+                    active->worker->send("cancel");
+                else
+                    dropSubtask(leaseId, active->cancelReason);
+                return;
+            }
+            active->record.deadlineMs = reply->deadlineMs;
+            (void)m_store->setDeadline(leaseId, reply->deadlineMs);
+        });
+}
+
+void AgentDaemon::onWorkerEnded(const QString& leaseId, const WorkerEnd& end)
+{
+    auto found = m_active.value(leaseId);
+    if (!found)
+        return;
+    Active& active = *found;
+    if (active.worker) {
+        active.worker->deleteLater();
+        active.worker = nullptr;
+    }
+    if (m_stopping) {
+        if (end.kind == WorkerEnd::Kind::Done)
+            (void)setState(leaseId, SubtaskState::Uploading); // uploaded by the next start
+        return checkFinished();
+    }
+    if (!active.cancelReason.isEmpty())
+        return dropSubtask(leaseId, active.cancelReason);
+    if (!m_fatal.isEmpty() && end.kind == WorkerEnd::Kind::Stopped)
+        return updateState(); // stopped for the refused credentials; kept for an operator to restore the
+                              // agent
+    switch (end.kind) {
+    case WorkerEnd::Kind::Done:
+        if (!setState(leaseId, SubtaskState::Uploading))
+            return;
+        publishSubtask(active);
+        return upload(leaseId);
+    case WorkerEnd::Kind::Cancelled:
+        return dropSubtask(leaseId, QStringLiteral("its worker was cancelled"));
+    case WorkerEnd::Kind::NotStarted:
+        return failSubtask(leaseId, QStringLiteral("worker"), end.reason);
+    case WorkerEnd::Kind::Stopped:
+    case WorkerEnd::Kind::Failed:
+    case WorkerEnd::Kind::Crashed:
+    case WorkerEnd::Kind::OverMemory: {
+        const QString reason =
+            end.kind == WorkerEnd::Kind::Stopped ? QStringLiteral("the worker stopped unasked") : end.reason;
+        if (++active.workerFailures < 2) {
+            log(QStringLiteral("warning"),
+                QStringLiteral("lease %1: %2; starting it once more from its checkpoint")
+                    .arg(leaseId, reason));
+            return startWorker(leaseId);
+        }
+        return failSubtask(leaseId, QStringLiteral("worker"),
+                           QStringLiteral("%1 (twice; the subtask is given back)").arg(reason));
+    }
+    }
+}
+
+void AgentDaemon::upload(const QString& leaseId)
+{
+    auto active = m_active.value(leaseId);
+    active->busy = true;
+    const QString result = active->record.taskDir + QStringLiteral("/result.safetensors");
+    if (!QFileInfo::exists(result)) {
+        active->busy = false;
+        return failSubtask(leaseId, QStringLiteral("upload"),
+                           QStringLiteral("%1 is missing; the result was lost").arg(result));
+    }
+    StopSignal* stop = m_stop.get();
+    onNetwork(
+        [this, leaseId, result, stop] {
+            return m_client->uploadResult(leaseId, result,
+                                          [stop](const TransferProgress&) { return !stop->stopped(); });
+        },
+        [this, leaseId, result](Result<UploadReply> reply) {
+            auto active = m_active.value(leaseId);
+            if (!active || m_stopping)
+                return;
+            active->busy = false;
+            if (!reply) {
+                if (isCredentialRefusal(reply.error()))
+                    return refuseCredentials(reply.error());
+                return retryLater(leaseId, QStringLiteral("uploading the result of lease %1").arg(leaseId),
+                                  reply.error());
+            }
+            coordinatorReached();
+            switch (reply->outcome) {
+            case UploadOutcome::Accepted: {
+                SubtaskTotals add;
+                add.subtasksDone = 1;
+                if (auto bundle = SafeTensors::load(result)) {
+                    add.samples = bundle->metadata().value(QStringLiteral("gleaner.samples")).toLongLong();
+                    add.trainSeconds =
+                        bundle->metadata().value(QStringLiteral("gleaner.train_seconds")).toDouble();
+                }
+                const Status s = m_store->transaction([&]() -> Status {
+                    if (auto st = m_store->setState(leaseId, SubtaskState::Done); !st)
+                        return st;
+                    return m_store->addTotals(add);
+                });
+                if (!s)
+                    log(QStringLiteral("error"), s.error());
+                active->record.state = SubtaskState::Done;
+                log(QStringLiteral("info"),
+                    QStringLiteral("lease %1: result accepted (update %2, staleness %3)")
+                        .arg(leaseId)
+                        .arg(reply->seq)
+                        .arg(reply->staleness));
+                return finishSubtask(leaseId);
+            }
+            case UploadOutcome::Closed:
+            case UploadOutcome::Unknown:
+                return dropSubtask(
+                    leaseId,
+                    QStringLiteral("the coordinator did not take the result: %1").arg(reply->message));
+            case UploadOutcome::Invalid:
+            case UploadOutcome::TooLarge:
+                return failSubtask(
+                    leaseId, QString(),
+                    QStringLiteral("the coordinator refused the result: %1").arg(reply->message));
+            }
+        });
+}
+
+} // namespace gleaner::agent
