@@ -249,7 +249,7 @@ void AgentDaemon::requestLease()
                   if (m_stopping)
                       return;
                   if (!reply) {
-                      if (isCredentialRefusal(reply.error()))
+                      if (CoordinatorClient::isCredentialRefusal(reply.error()))
                           return refuseCredentials(reply.error());
                       coordinatorUnreachable(reply.error());
                       scheduleLease(backoffMs(++m_leaseFailures));
@@ -414,13 +414,6 @@ void AgentDaemon::coordinatorUnreachable(const QString& error)
         Q_EMIT controlEvent(QJsonObject{{QStringLiteral("event"), QStringLiteral("coordinator")},
                                         {QStringLiteral("reachable"), false},
                                         {QStringLiteral("last_error"), error}});
-}
-
-bool AgentDaemon::isCredentialRefusal(const QString& error)
-{
-    // CoordinatorClient's messages for 401 and 403 (see its describe()).
-    return error.contains(QStringLiteral("refused the agent's credentials")) ||
-           error.contains(QStringLiteral("refused this agent"));
 }
 
 void AgentDaemon::refuseCredentials(const QString& error)

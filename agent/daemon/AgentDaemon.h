@@ -118,6 +118,11 @@ private:
     void keepLeasesAlive();
     void upload(const QString& leaseId);
     void retryLater(const QString& leaseId, const QString& what, const QString& error);
+    // A step's answer came back from the network thread: its subtask (no longer busy), or null when the
+    // subtask is gone or the daemon is stopping.
+    std::shared_ptr<Active> stepReturned(const QString& leaseId);
+    // A step could not reach the coordinator: stop on refused credentials, otherwise try it again later.
+    void stepFailed(const QString& leaseId, const QString& what, const QString& error);
 
     // Final outcomes: each persists, releases the subtask's pinned files and folder, and tells the control
     // socket.
@@ -129,7 +134,6 @@ private:
     bool setState(const QString& leaseId, SubtaskState state, const QString& error = {});
     void coordinatorReached();
     void coordinatorUnreachable(const QString& error);
-    static bool isCredentialRefusal(const QString& error);
     void refuseCredentials(const QString& error);
     void updateState();
     void publishSubtask(const Active& active, const QString& error = {});

@@ -58,14 +58,11 @@ void AgentDaemon::checkLeaseStillOpen(const QString& leaseId)
     ProgressReport report;
     onNetwork([this, leaseId, report] { return m_client->progress(leaseId, report); },
               [this, leaseId](Result<ProgressReply> reply) {
-                  auto active = m_active.value(leaseId);
-                  if (!active || m_stopping)
+                  auto active = stepReturned(leaseId);
+                  if (!active)
                       return;
-                  active->busy = false;
                   if (!reply) {
-                      if (isCredentialRefusal(reply.error()))
-                          return refuseCredentials(reply.error());
-                      return retryLater(leaseId, QStringLiteral("checking lease %1").arg(leaseId),
+                      return stepFailed(leaseId, QStringLiteral("checking lease %1").arg(leaseId),
                                         reply.error());
                   }
                   coordinatorReached();
@@ -81,6 +78,22 @@ void AgentDaemon::checkLeaseStillOpen(const QString& leaseId)
                   (void)m_store->setDeadline(leaseId, reply->deadlineMs);
                   continueSubtask(leaseId);
               });
+}
+
+std::shared_ptr<AgentDaemon::Active> AgentDaemon::stepReturned(const QString& leaseId)
+{
+    auto active = m_active.value(leaseId);
+    if (!active || m_stopping)
+        return {};
+    active->busy = false;
+    return active;
+}
+
+void AgentDaemon::stepFailed(const QString& leaseId, const QString& what, const QString& error)
+{
+    if (CoordinatorClient::isCredentialRefusal(error))
+        return refuseCredentials(error);
+    retryLater(leaseId, what, error);
 }
 
 void AgentDaemon::retryLater(const QString& leaseId, const QString& what, const QString& error)
@@ -143,18 +156,15 @@ void AgentDaemon::download(const QString& leaseId)
             return outcome;
         },
         [this, leaseId](FetchOutcome outcome) {
-            auto active = m_active.value(leaseId);
-            if (!active || m_stopping)
+            auto active = stepReturned(leaseId);
+            if (!active)
                 return;
-            active->busy = false;
             if (outcome.contentRefused)
                 return failSubtask(leaseId, QStringLiteral("download"), outcome.error);
             if (!outcome.ok) {
-                if (isCredentialRefusal(outcome.error))
-                    return refuseCredentials(outcome.error);
                 if (active->tries + 1 >= kDownloadTriesBeforeFailing && m_reachable)
                     return failSubtask(leaseId, QStringLiteral("download"), outcome.error);
-                return retryLater(leaseId, QStringLiteral("downloading the files of lease %1").arg(leaseId),
+                return stepFailed(leaseId, QStringLiteral("downloading the files of lease %1").arg(leaseId),
                                   outcome.error);
             }
             coordinatorReached();
@@ -227,10 +237,9 @@ void AgentDaemon::prepareTaskFolder(const QString& leaseId)
             return outcome;
         },
         [this, leaseId, dir](FetchOutcome outcome) {
-            auto active = m_active.value(leaseId);
-            if (!active || m_stopping)
+            auto active = stepReturned(leaseId);
+            if (!active)
                 return;
-            active->busy = false;
             if (!outcome.ok) {
                 if (outcome.contentRefused) {
                     // Fetch it again: the coordinator's copy may well be intact.
@@ -358,7 +367,7 @@ void AgentDaemon::reportProgress(const QString& leaseId)
                 return;
             active->reportInFlight = false;
             if (!reply) {
-                if (isCredentialRefusal(reply.error()))
+                if (CoordinatorClient::isCredentialRefusal(reply.error()))
                     return refuseCredentials(reply.error());
                 // The worker keeps training: the result may still be accepted late, once.
                 coordinatorUnreachable(reply.error());
@@ -449,14 +458,11 @@ void AgentDaemon::upload(const QString& leaseId)
                                           [stop](const TransferProgress&) { return !stop->stopped(); });
         },
         [this, leaseId, result](Result<UploadReply> reply) {
-            auto active = m_active.value(leaseId);
-            if (!active || m_stopping)
+            auto active = stepReturned(leaseId);
+            if (!active)
                 return;
-            active->busy = false;
             if (!reply) {
-                if (isCredentialRefusal(reply.error()))
-                    return refuseCredentials(reply.error());
-                return retryLater(leaseId, QStringLiteral("uploading the result of lease %1").arg(leaseId),
+                return stepFailed(leaseId, QStringLiteral("uploading the result of lease %1").arg(leaseId),
                                   reply.error());
             }
             coordinatorReached();

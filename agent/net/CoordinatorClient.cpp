@@ -104,6 +104,17 @@ CoordinatorClient::Exchange CoordinatorClient::exchange(const QString& what, Tra
     }
 }
 
+namespace {
+// The words of the 401 and 403 messages, which isCredentialRefusal() recognises.
+const QString kCredentialsRefused = QStringLiteral("the coordinator refused the agent's credentials");
+const QString kAgentRefused = QStringLiteral("the coordinator refused this agent");
+} // namespace
+
+bool CoordinatorClient::isCredentialRefusal(const QString& message)
+{
+    return message.contains(kCredentialsRefused) || message.contains(kAgentRefused);
+}
+
 Error CoordinatorClient::describe(const QString& what, const Exchange& exchange) const
 {
     const TransportResponse& r = exchange.response;
@@ -114,11 +125,9 @@ Error CoordinatorClient::describe(const QString& what, const Exchange& exchange)
     case Failure::None: {
         const QString text = CoordinatorMessages::errorText(r.body);
         if (r.status == 401)
-            message = QStringLiteral("the coordinator refused the agent's credentials (401: %1); enroll the agent again")
-                          .arg(text);
+            message = kCredentialsRefused + QStringLiteral(" (401: %1); enroll the agent again").arg(text);
         else if (r.status == 403)
-            message = QStringLiteral("the coordinator refused this agent (403: %1); an operator must enroll it again")
-                          .arg(text);
+            message = kAgentRefused + QStringLiteral(" (403: %1); an operator must enroll it again").arg(text);
         else if (r.status >= 500)
             message = QStringLiteral("the coordinator failed (%1: %2)%3; it will be asked again later")
                           .arg(r.status)

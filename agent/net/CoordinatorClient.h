@@ -56,6 +56,10 @@ public:
     // after retries, 401/403, a 400.
     Result<bool> reportFailure(const QString& leaseId, const QString& stage, const QString& reason);
 
+    // Whether an error of this client says the coordinator no longer accepts the agent (401 / 403): retrying will
+    // not help, an operator must act.
+    static bool isCredentialRefusal(const QString& message);
+
 private:
     enum class RetryWhen { Retryable, Unreachable };
     struct Exchange
