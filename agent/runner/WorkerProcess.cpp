@@ -4,6 +4,7 @@
 #include <QJsonDocument>
 #include <QLoggingCategory>
 
+#include <algorithm>
 #include <csignal>
 #include <unistd.h>
 
@@ -77,6 +78,13 @@ void WorkerProcess::start()
     qCInfo(lcWorker).noquote() << "starting" << m_launch.program << arguments(m_launch).join(u' ');
     m_process.start(QIODevice::ReadWrite);
     if (m_launch.memoryCapBytes > 0)
+        m_memoryTimer.start();
+}
+
+void WorkerProcess::setMemoryCap(qint64 bytes)
+{
+    m_launch.memoryCapBytes = std::max<qint64>(0, bytes);
+    if (m_launch.memoryCapBytes > 0 && running() && !m_memoryTimer.isActive())
         m_memoryTimer.start();
 }
 

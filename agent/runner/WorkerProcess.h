@@ -55,6 +55,9 @@ public:
     void kill();
     bool running() const { return m_process.state() != QProcess::NotRunning; }
     qint64 pid() const { return m_process.processId(); }
+    // The owner's memory cap changed (the desktop policy: a lower cap while the user is active); 0: none.
+    void setMemoryCap(qint64 bytes);
+    const WorkerLaunch& launch() const { return m_launch; }
     // Resident memory at the last check, bytes; 0 before the first.
     qint64 residentBytes() const { return m_rss; }
 

@@ -10,7 +10,6 @@
 #include <QJsonArray>
 
 #include <chrono>
-#include <thread>
 
 namespace gleaner::agent {
 
@@ -18,6 +17,7 @@ void WorkerControl::pause()
 {
     std::lock_guard lock(m_mutex);
     m_paused = true;
+    ++m_generation;
     m_changed.notify_all();
 }
 
@@ -25,6 +25,7 @@ void WorkerControl::resume()
 {
     std::lock_guard lock(m_mutex);
     m_paused = false;
+    ++m_generation;
     m_changed.notify_all();
 }
 
@@ -33,6 +34,7 @@ void WorkerControl::requestCheckpoint()
     std::lock_guard lock(m_mutex);
     if (m_pending == Command::None)
         m_pending = Command::Checkpoint;
+    ++m_generation;
     m_changed.notify_all();
 }
 
@@ -41,6 +43,7 @@ void WorkerControl::stop()
     std::lock_guard lock(m_mutex);
     if (m_pending != Command::Cancel)
         m_pending = Command::Stop;
+    ++m_generation;
     m_changed.notify_all();
 }
 
@@ -48,12 +51,45 @@ void WorkerControl::cancel()
 {
     std::lock_guard lock(m_mutex);
     m_pending = Command::Cancel;
+    ++m_generation;
     m_changed.notify_all();
+}
+
+void WorkerControl::setCpuShare(double share)
+{
+    if (!(share > 0.0 && share <= 1.0))
+        return;
+    std::lock_guard lock(m_mutex);
+    m_cpuShare = share;
+    ++m_generation;
+    m_changed.notify_all();
+}
+
+double WorkerControl::cpuShare(double initial) const
+{
+    std::lock_guard lock(m_mutex);
+    return m_cpuShare > 0.0 ? m_cpuShare : initial;
+}
+
+void WorkerControl::rest(double seconds)
+{
+    std::unique_lock lock(m_mutex);
+    const quint64 generation = m_generation;
+    m_changed.wait_for(lock, std::chrono::duration<double>(seconds),
+                       [&] { return m_generation != generation; });
 }
 
 bool WorkerControl::apply(const QString& line)
 {
     const QString word = line.trimmed();
+    if (word.startsWith(u"share ")) {
+        bool ok = false;
+        const double share = word.mid(6).trimmed().toDouble(&ok);
+        if (!ok || !(share > 0.0 && share <= 1.0))
+            return false;
+        setCpuShare(share);
+        return true;
+    }
     if (word == u"pause")
         pause();
     else if (word == u"resume")
@@ -80,7 +116,8 @@ WorkerControl::Command WorkerControl::take(const std::function<void(bool)>& onPa
     std::unique_lock lock(m_mutex);
     if (m_paused && m_pending != Command::Stop && m_pending != Command::Cancel) {
         onPauseChange(true);
-        m_changed.wait(lock, [this] { return !m_paused || m_pending == Command::Stop || m_pending == Command::Cancel; });
+        m_changed.wait(
+            lock, [this] { return !m_paused || m_pending == Command::Stop || m_pending == Command::Cancel; });
         onPauseChange(false);
     }
     const Command command = m_pending;
@@ -105,7 +142,8 @@ int failWith(const std::function<void(const QJsonObject&)>& emit, const QString&
 
 } // namespace
 
-int runWorker(const WorkerOptions& options, WorkerControl& control, const std::function<void(const QJsonObject&)>& emit)
+int runWorker(const WorkerOptions& options, WorkerControl& control,
+              const std::function<void(const QJsonObject&)>& emit)
 {
     if (!(options.cpuShare > 0.0 && options.cpuShare <= 1.0))
         return failWith(emit, QStringLiteral("--cpu-share must be in (0, 1], got %1").arg(options.cpuShare));
@@ -162,8 +200,9 @@ int runWorker(const WorkerOptions& options, WorkerControl& control, const std::f
         // The CPU-time share: after a mini-batch that computed for t seconds, rest t * (1 - s) / s.
         const double computed = p.seconds - computeAtLastHook;
         computeAtLastHook = p.seconds;
-        if (options.cpuShare < 1.0 && computed > 0)
-            std::this_thread::sleep_for(std::chrono::duration<double>(computed * (1.0 - options.cpuShare) / options.cpuShare));
+        const double share = control.cpuShare(options.cpuShare);
+        if (share < 1.0 && computed > 0)
+            control.rest(computed * (1.0 - share) / share);
 
         const auto command = control.take([&](bool paused) {
             QJsonObject change = event(paused ? "paused" : "resumed");
@@ -178,9 +217,12 @@ int runWorker(const WorkerOptions& options, WorkerControl& control, const std::f
             emit(saved); // the trainer writes it right after this hook returns
             return ml::TrainControl::Checkpoint;
         }
-        case WorkerControl::Command::Stop: return ml::TrainControl::CheckpointAndStop;
-        case WorkerControl::Command::Cancel: return ml::TrainControl::Cancel;
-        case WorkerControl::Command::None: break;
+        case WorkerControl::Command::Stop:
+            return ml::TrainControl::CheckpointAndStop;
+        case WorkerControl::Command::Cancel:
+            return ml::TrainControl::Cancel;
+        case WorkerControl::Command::None:
+            break;
         }
         return ml::TrainControl::Continue;
     };
@@ -212,7 +254,8 @@ int runWorker(const WorkerOptions& options, WorkerControl& control, const std::f
         emit(cancelled);
         return WorkerCancelled;
     }
-    case ml::TrainOutcome::Status::Finished: break;
+    case ml::TrainOutcome::Status::Finished:
+        break;
     }
 
     TensorBundle result = std::move(outcome->weights);

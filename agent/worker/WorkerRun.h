@@ -1,7 +1,8 @@
 #pragma once
 // What gleaner-worker does, as a library so tests can drive it in-process: train the subtask of a task folder
 // (resuming from its checkpoint when there is one), obey pause / resume / checkpoint / stop / cancel between
-// mini-batches, hold the CPU-time share by sleeping in proportion after each mini-batch, and report JSON events.
+// mini-batches, hold the CPU-time share by sleeping in proportion after each mini-batch, and report JSON
+// events.
 //
 // Events (one JSON object per line on the worker's stdout; docs/worker-protocol.md):
 //   {"event": "started", "step": S, "of": N, "resumed": bool, "problems": [...]}
@@ -11,8 +12,9 @@
 //   {"event": "done", "result", "samples", "loss", "train_seconds"}
 //   {"event": "stopped", "step", "checkpoint"}   {"event": "cancelled", "step"}
 //   {"event": "error", "message"}
-// Commands (one word per line on stdin): pause, resume, checkpoint, stop (checkpoint and exit), cancel (exit
-// without a checkpoint). End of input counts as stop: the agent is gone, the work is kept for the next one.
+// Commands (one per line on stdin): pause, resume, checkpoint, stop (checkpoint and exit), cancel (exit
+// without a checkpoint), share S (a new CPU-time share, 0 < S <= 1, from the next mini-batch on). End of
+// input counts as stop: the agent is gone, the work is kept for the next one.
 
 #include <QJsonObject>
 #include <QString>
@@ -33,7 +35,8 @@ struct WorkerOptions
     int progressIntervalMs = 500;
 };
 
-enum WorkerExit {
+enum WorkerExit
+{
     WorkerDone = 0,
     WorkerFailed = 1,
     WorkerUsage = 2,
@@ -45,17 +48,30 @@ enum WorkerExit {
 class WorkerControl
 {
 public:
-    enum class Command { None, Checkpoint, Stop, Cancel };
+    enum class Command
+    {
+        None,
+        Checkpoint,
+        Stop,
+        Cancel
+    };
 
     void pause();
     void resume();
     void requestCheckpoint();
     void stop();
     void cancel();
-    // Applies a command line ("pause", ...); false for an unknown word.
+    // The owner changed the CPU-time share while this subtask runs; out-of-range values are ignored.
+    void setCpuShare(double share);
+    // Applies a command line ("pause", "share 0.5", ...); false for an unknown or malformed command.
     bool apply(const QString& line);
 
     bool paused() const;
+    // The share set by the last `share` command, or `initial` when none came.
+    double cpuShare(double initial) const;
+    // The CPU-time share's rest after a mini-batch: waits `seconds`, but returns early when a command
+    // arrives, so a pause or a stop is obeyed at once even at a small share.
+    void rest(double seconds);
     // Blocks while paused (until resume, stop or cancel) and hands out the pending command.
     Command take(const std::function<void(bool paused)>& onPauseChange);
 
@@ -64,6 +80,8 @@ private:
     std::condition_variable m_changed;
     bool m_paused = false;
     Command m_pending = Command::None;
+    double m_cpuShare = 0.0;  // 0: no `share` command yet
+    quint64 m_generation = 0; // bumped by every command, so rest() knows one arrived
 };
 
 int runWorker(const WorkerOptions& options, WorkerControl& control,
