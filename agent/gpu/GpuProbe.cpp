@@ -1,0 +1,7 @@
+#include "GpuProbe.h"
+
+namespace gleaner::agent {
+
+GpuProbe::~GpuProbe() = default;
+
+} // namespace gleaner::agent

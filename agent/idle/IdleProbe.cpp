@@ -1,0 +1,7 @@
+#include "IdleProbe.h"
+
+namespace gleaner::agent {
+
+IdleProbe::~IdleProbe() = default;
+
+} // namespace gleaner::agent

@@ -1,0 +1,7 @@
+#include "PowerProbe.h"
+
+namespace gleaner::agent {
+
+PowerProbe::~PowerProbe() = default;
+
+} // namespace gleaner::agent

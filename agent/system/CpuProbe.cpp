@@ -1,0 +1,7 @@
+#include "CpuProbe.h"
+
+namespace gleaner::agent {
+
+CpuProbe::~CpuProbe() = default;
+
+} // namespace gleaner::agent
