@@ -1,12 +1,13 @@
 # gleaner_add_test(Name SOURCES a.cpp ... [LIBS lib ...] [LABELS unit|integration|gui|browser|slow ...]
-#                  [TIMEOUT seconds])
+#                  [TIMEOUT seconds] [XVFB])
 # One QtTest executable per class under test, registered with ctest. Every test runs with the offscreen
 # Qt platform and with HOME / XDG directories pointed into the build tree, so no test touches a user's
-# real settings, cache or data.
+# real settings, cache or data. XVFB runs the test inside a private Xvfb server (tests/tools/with-xvfb.sh sets
+# DISPLAY), for tests of the X11 idle time and of real windows.
 set(GLEANER_TEST_LABELS unit integration gui browser slow)
 
 function(gleaner_add_test name)
-  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "XVFB" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
   if(NOT ARG_SOURCES)
     message(FATAL_ERROR "gleaner_add_test(${name}): SOURCES is required")
   endif()
@@ -28,7 +29,11 @@ function(gleaner_add_test name)
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
 
   set(sandbox ${PROJECT_BINARY_DIR}/test-home/${name})
-  add_test(NAME ${name} COMMAND ${name})
+  if(ARG_XVFB)
+    add_test(NAME ${name} COMMAND sh ${PROJECT_SOURCE_DIR}/tests/tools/with-xvfb.sh $<TARGET_FILE:${name}>)
+  else()
+    add_test(NAME ${name} COMMAND ${name})
+  endif()
   set_tests_properties(${name} PROPERTIES
     LABELS "${ARG_LABELS}"
     TIMEOUT ${ARG_TIMEOUT}

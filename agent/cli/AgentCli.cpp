@@ -4,6 +4,7 @@
 
 #include "AgentPaths.h"
 #include "cli/ControlCommands.h"
+#include "cli/PrefsCommand.h"
 #include "config/Enroller.h"
 #include "crypto/TlsCertificate.h"
 
@@ -26,6 +27,8 @@ Commands:
   pause    pause training; nothing is lost (`resume` continues)
   resume   let a paused agent train again
   finish   finish the subtasks in hand, lease no new ones, then exit
+  snooze   pause for a while (default 60 minutes), then resume by itself
+  prefs    show or change the preferences: when to compute, and how much (`prefs set KEY=VALUE`)
   run      run the agent in the foreground (the daemon)
 
 Run `gleaner-agent COMMAND --help` for a command's options.
@@ -33,29 +36,38 @@ Run `gleaner-agent COMMAND --help` for a command's options.
 
 int usageError(const QString& command, const QString& message)
 {
-    QTextStream(stderr) << "gleaner-agent " << command << ": " << message << "\nRun `gleaner-agent " << command
-                        << " --help` for usage.\n";
+    QTextStream(stderr) << "gleaner-agent " << command << ": " << message << "\nRun `gleaner-agent "
+                        << command << " --help` for usage.\n";
     return 2;
 }
 
 int enrollCommand(const QStringList& arguments)
 {
     QCommandLineParser parser;
-    parser.setApplicationDescription(QStringLiteral(
-        "Registers this machine with the coordinator at URL, keeps the agent token (0600) and pins the coordinator's "
-        "signing key, and its TLS certificate when --ca is given. Without --data-dir the agent's folder is %1.")
+    parser.setApplicationDescription(QStringLiteral("Registers this machine with the coordinator at URL, "
+                                                    "keeps the agent token (0600) and pins the coordinator's "
+                                                    "signing key, and its TLS certificate when --ca is "
+                                                    "given. Without --data-dir the agent's folder is %1.")
                                          .arg(defaultDataDir(AgentScope::User)));
     parser.addHelpOption();
-    parser.addPositionalArgument(QStringLiteral("URL"), QStringLiteral("The coordinator, https://HOST:PORT."));
-    parser.addOption({QStringLiteral("token"), QStringLiteral("The enrollment token from the coordinator's admin."),
+    parser.addPositionalArgument(QStringLiteral("URL"),
+                                 QStringLiteral("The coordinator, https://HOST:PORT."));
+    parser.addOption({QStringLiteral("token"),
+                      QStringLiteral("The enrollment token from the coordinator's admin."),
                       QStringLiteral("TOKEN")});
-    parser.addOption({QStringLiteral("ca"), QStringLiteral("The coordinator's certificate (PEM) to pin, for a self-signed coordinator."),
-                      QStringLiteral("FILE")});
-    parser.addOption({QStringLiteral("name"), QStringLiteral("This machine's name for the admin (default: the host name)."),
+    parser.addOption(
+        {QStringLiteral("ca"),
+         QStringLiteral("The coordinator's certificate (PEM) to pin, for a self-signed coordinator."),
+         QStringLiteral("FILE")});
+    parser.addOption({QStringLiteral("name"),
+                      QStringLiteral("This machine's name for the admin (default: the host name)."),
                       QStringLiteral("NAME")});
-    parser.addOption({QStringLiteral("data-dir"), QStringLiteral("The agent's folder."), QStringLiteral("DIR")});
-    parser.addOption({QStringLiteral("system"), QStringLiteral("Use the system service's folder, /var/lib/gleaner.")});
-    parser.addOption({QStringLiteral("json"), QStringLiteral("Print {agent_id, coordinator_url, data_dir} as JSON.")});
+    parser.addOption(
+        {QStringLiteral("data-dir"), QStringLiteral("The agent's folder."), QStringLiteral("DIR")});
+    parser.addOption(
+        {QStringLiteral("system"), QStringLiteral("Use the system service's folder, /var/lib/gleaner.")});
+    parser.addOption(
+        {QStringLiteral("json"), QStringLiteral("Print {agent_id, coordinator_url, data_dir} as JSON.")});
     if (!parser.parse(arguments))
         return usageError(QStringLiteral("enroll"), parser.errorText());
     if (parser.isSet(QStringLiteral("help"))) {
@@ -70,14 +82,16 @@ int enrollCommand(const QStringList& arguments)
     options.token = parser.value(QStringLiteral("token"));
     options.caFile = parser.value(QStringLiteral("ca"));
     options.name = parser.value(QStringLiteral("name"));
-    options.dataDir = parser.isSet(QStringLiteral("data-dir"))
-                          ? parser.value(QStringLiteral("data-dir"))
-                          : defaultDataDir(parser.isSet(QStringLiteral("system")) ? AgentScope::System : AgentScope::User);
+    options.dataDir =
+        parser.isSet(QStringLiteral("data-dir"))
+            ? parser.value(QStringLiteral("data-dir"))
+            : defaultDataDir(parser.isSet(QStringLiteral("system")) ? AgentScope::System : AgentScope::User);
     if (!options.caFile.isEmpty() && !parser.isSet(QStringLiteral("json"))) {
         QFile ca(options.caFile);
         if (ca.open(QIODevice::ReadOnly))
             if (auto fingerprint = TlsCertificate::fingerprint(ca.readAll()))
-                QTextStream(stdout) << "Pinning the coordinator certificate with SHA-256 fingerprint\n  " << *fingerprint
+                QTextStream(stdout) << "Pinning the coordinator certificate with SHA-256 fingerprint\n  "
+                                    << *fingerprint
                                     << "\nCompare it with the one `gleaner-coordinator init` printed.\n";
     }
     auto enrolled = enrollAgent(options);
@@ -86,13 +100,15 @@ int enrollCommand(const QStringList& arguments)
         return 1;
     }
     if (parser.isSet(QStringLiteral("json"))) {
-        QTextStream(stdout) << QJsonDocument(QJsonObject{{QStringLiteral("agent_id"), enrolled->agentId},
-                                                         {QStringLiteral("coordinator_url"), enrolled->coordinatorUrl},
-                                                         {QStringLiteral("data_dir"), options.dataDir}})
+        QTextStream(stdout) << QJsonDocument(
+                                   QJsonObject{{QStringLiteral("agent_id"), enrolled->agentId},
+                                               {QStringLiteral("coordinator_url"), enrolled->coordinatorUrl},
+                                               {QStringLiteral("data_dir"), options.dataDir}})
                                    .toJson(QJsonDocument::Indented);
     } else {
-        QTextStream(stdout) << "Enrolled as \"" << enrolled->name << "\" (agent " << enrolled->agentId << ") with "
-                            << enrolled->coordinatorUrl << "; the agent's data is in " << options.dataDir << ".\n";
+        QTextStream(stdout) << "Enrolled as \"" << enrolled->name << "\" (agent " << enrolled->agentId
+                            << ") with " << enrolled->coordinatorUrl << "; the agent's data is in "
+                            << options.dataDir << ".\n";
     }
     return 0;
 }
@@ -112,6 +128,8 @@ int run(const QStringList& arguments)
         return controlCommand(arguments.mid(1));
     if (command == u"run")
         return runCommand(arguments.mid(1));
+    if (command == u"prefs")
+        return prefsCommand(arguments.mid(1));
     QTextStream(stderr) << "gleaner-agent: unknown command \"" << command << "\"\n\n" << kUsage;
     return 2;
 }

@@ -30,6 +30,9 @@ const CommandInfo kCommands[] = {
     {"resume", "Lets a paused agent train again."},
     {"finish", "Lets the agent finish the subtasks it holds without leasing new ones; it exits when they are "
                "done."},
+    {"snooze",
+     "Pauses the agent for MINUTES (default 60), after which it resumes by itself; `resume` ends it "
+     "early."},
 };
 
 QString compact(const QJsonObject& object)
@@ -97,6 +100,11 @@ QString describeResult(const QString& command, const QString& dataDir, const QJs
     line += u'.';
     if (command == u"pause")
         line += QStringLiteral(" Nothing is lost; `gleaner-agent resume` continues.");
+    else if (command == u"snooze")
+        line += QStringLiteral(" It resumes by itself at %1; `gleaner-agent resume` ends the snooze early.")
+                    .arg(QDateTime::fromMSecsSinceEpoch(
+                             qint64(result.value(QStringLiteral("until_ms")).toDouble()))
+                             .toString(QStringLiteral("HH:mm")));
     else if (command == u"finish")
         line +=
             QStringLiteral(" It completes the subtasks it holds, leases no new ones, and exits when they are "
@@ -142,15 +150,28 @@ int controlCommand(const QStringList& arguments)
     if (isStatus)
         parser.addOption(
             {QStringLiteral("follow"), QStringLiteral("Keep printing each change until Ctrl-C.")});
+    const bool isSnooze = command == u"snooze";
+    if (isSnooze)
+        parser.addPositionalArgument(QStringLiteral("MINUTES"),
+                                     QStringLiteral("How long to pause, 1 to 1440 (default 60)."));
     if (!parser.parse(arguments))
         return usageError(command, parser.errorText());
     if (parser.isSet(QStringLiteral("help"))) {
         QTextStream(stdout) << parser.helpText();
         return 0;
     }
-    if (!parser.positionalArguments().isEmpty())
-        return usageError(
-            command, QStringLiteral("unexpected argument \"%1\"").arg(parser.positionalArguments().first()));
+    QJsonObject args;
+    const QStringList positional = parser.positionalArguments();
+    if (isSnooze && positional.size() <= 1) {
+        bool ok = true;
+        const double minutes = positional.isEmpty() ? 60.0 : positional.first().toDouble(&ok);
+        if (!ok || minutes < 1.0 / 60 || minutes > 1440)
+            return usageError(command, QStringLiteral("MINUTES must be a number from 1 to 1440, not \"%1\"")
+                                           .arg(positional.value(0)));
+        args.insert(QStringLiteral("seconds"), qRound64(minutes * 60));
+    } else if (!positional.isEmpty()) {
+        return usageError(command, QStringLiteral("unexpected argument \"%1\"").arg(positional.first()));
+    }
 
     const QString dataDir =
         parser.isSet(QStringLiteral("data-dir"))
@@ -163,7 +184,7 @@ int controlCommand(const QStringList& arguments)
     if (isStatus && parser.isSet(QStringLiteral("follow")))
         return follow(dataDir, **connection, json);
 
-    auto result = (*connection)->call(command);
+    auto result = (*connection)->call(command, args);
     if (!result)
         return failure(command, result.error());
     if (json)

@@ -77,7 +77,17 @@ int runCommand(const QStringList& arguments)
     };
     option("data-dir", "The agent's folder (default: the per-user one).", "DIR");
     option("system", "Use the system service's folder, /var/lib/gleaner.");
-    option("dedicated", "Compute regardless of user activity (cloud and lab machines).");
+    option(
+        "dedicated",
+        "Compute regardless of the user and the desktop policy (cloud and lab machines). Without it the "
+        "preferences decide when to compute and how much (`gleaner-agent prefs`, docs/desktop.md), and the "
+        "resource options below are refused: set the preferences instead.");
+    option("idle-source",
+           "Where the user's idle time comes from: auto, logind, mutter, screensaver, x11 or none "
+           "(default auto: the first that answers).",
+           "SOURCE");
+    option("policy-file",
+           "The organisation's policy (default /etc/gleaner/policy.json, or $GLEANER_POLICY_FILE).", "FILE");
     option("max-tasks", "Subtasks trained at once (default 1).", "T");
     option("threads", "Compute threads per worker (default: the cores divided among the subtasks).", "N");
     option("cpu-share", "Fraction of time the workers compute, (0, 1] (default 1).", "S");
@@ -143,6 +153,25 @@ int runCommand(const QStringList& arguments)
             return usageError(QStringLiteral("--%1 takes a size such as 512M or 2G, not \"%2\"")
                                   .arg(key, parser.value(key)));
     }
+    if (!options.dedicated) {
+        // One source of truth on a desktop: the preferences (which an organisation may lock).
+        const std::pair<const char*, const char*> governed[] = {{"threads", "max_cores"},
+                                                                {"cpu-share", "cpu_share_percent"},
+                                                                {"checkpoint-interval", "checkpoint_seconds"},
+                                                                {"memory-cap", "memory_idle_mb"},
+                                                                {"cache-cap", "cache_mb"},
+                                                                {"upload-limit", "upload_kib_per_s"},
+                                                                {"download-limit", "download_kib_per_s"}};
+        for (const auto& [flag, key] : governed)
+            if (parser.isSet(QString::fromLatin1(flag)))
+                return usageError(QStringLiteral("--%1 is for --dedicated agents; on a desktop agent set the "
+                                                 "preference %2 (`gleaner-agent prefs set %2=...`)")
+                                      .arg(QString::fromLatin1(flag), QString::fromLatin1(key)));
+    }
+    if (parser.isSet(QStringLiteral("idle-source")))
+        options.idleSource = parser.value(QStringLiteral("idle-source"));
+    if (parser.isSet(QStringLiteral("policy-file")))
+        options.policyFile = parser.value(QStringLiteral("policy-file"));
     if (parser.isSet(QStringLiteral("device")))
         options.device = parser.value(QStringLiteral("device"));
     if (parser.isSet(QStringLiteral("worker")))

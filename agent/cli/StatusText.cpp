@@ -1,5 +1,7 @@
 #include "cli/StatusText.h"
 
+#include "util/DurationText.h"
+
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonValue>
@@ -142,20 +144,28 @@ QString totalsLine(const QJsonObject& totals)
 
 QString formatDuration(double seconds)
 {
-    const qint64 s = std::max<qint64>(0, std::llround(seconds));
-    if (s < 60)
-        return QStringLiteral("%1 s").arg(s);
-    if (s < 3600)
-        return s % 60 ? QStringLiteral("%1 min %2 s").arg(s / 60).arg(s % 60)
-                      : QStringLiteral("%1 min").arg(s / 60);
-    if (s < 86400) {
-        const qint64 minutes = (s % 3600) / 60;
-        return minutes ? QStringLiteral("%1 h %2 min").arg(s / 3600).arg(minutes)
-                       : QStringLiteral("%1 h").arg(s / 3600);
-    }
-    const qint64 hours = (s % 86400) / 3600;
-    return hours ? QStringLiteral("%1 d %2 h").arg(s / 86400).arg(hours)
-                 : QStringLiteral("%1 d").arg(s / 86400);
+    return durationText(std::llround(seconds));
+}
+
+// "desktop: idle 42 s (x11), on mains, other programs 3% CPU", or "dedicated machine".
+static QString desktopLine(const QJsonObject& policy)
+{
+    if (policy.value(QStringLiteral("dedicated")).toBool())
+        return QStringLiteral("dedicated machine (no desktop policy)");
+    QStringList parts;
+    const QString source = text(policy, "idle_source");
+    if (const auto idle = number(policy, "idle_seconds"))
+        parts << QStringLiteral("user idle %1 s (%2)").arg(integer(*idle), source);
+    else
+        parts << QStringLiteral("user idle time unknown (no idle source)");
+    const QJsonValue battery = policy.value(QStringLiteral("on_battery"));
+    if (battery.isBool())
+        parts << (battery.toBool() ? QStringLiteral("on battery") : QStringLiteral("on mains power"));
+    if (const auto cpu = number(policy, "other_cpu_percent"))
+        parts << QStringLiteral("other programs %1% CPU").arg(integer(*cpu));
+    if (const QString by = text(policy, "inhibited_by"); !by.isEmpty())
+        parts << QStringLiteral("kept awake by %1").arg(by);
+    return parts.join(QStringLiteral(", "));
 }
 
 QString formatStatus(const QJsonObject& status, qint64 nowMs)
@@ -183,6 +193,8 @@ QString formatStatus(const QJsonObject& status, qint64 nowMs)
     const QJsonValue coordinator = status.value(QStringLiteral("coordinator"));
     if (coordinator.isObject())
         out += QStringLiteral("Coordinator:  %1\n").arg(coordinatorLine(coordinator.toObject()));
+    if (const QJsonValue policy = status.value(QStringLiteral("policy")); policy.isObject())
+        out += QStringLiteral("Desktop:      %1\n").arg(desktopLine(policy.toObject()));
 
     QString heading =
         QStringLiteral("Subtasks:     %1")

@@ -3,11 +3,13 @@
 
 #include "cache/FileCache.h"
 #include "daemon/StopSignal.h"
+#include "idle/SystemIdleProbe.h"
 #include "net/CoordinatorClient.h"
 #include "net/CurlTransport.h"
 #include "util/SerialExecutor.h"
 
 #include <QCoreApplication>
+#include <QDateTime>
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
@@ -57,6 +59,21 @@ Result<std::unique_ptr<AgentDaemon>> AgentDaemon::create(DaemonOptions options)
     auto lock = DirectoryLock::acquire(dir, QStringLiteral("gleaner-agent"));
     if (!lock)
         return fail(lock.error());
+    // The owner's preferences and the organisation's policy: a broken policy file stops the agent here, so an
+    // organisation's limits are never silently ignored.
+    auto preferences = PreferenceStore::open(
+        dir + QStringLiteral("/preferences.json"),
+        options.policyFile.isEmpty() ? PreferenceStore::defaultPolicyFile() : options.policyFile);
+    if (!preferences)
+        return fail(preferences.error());
+    if (!options.dedicated) {
+        const Preferences& p = preferences->current();
+        options.cpuShare = p.cpuSharePercent() / 100.0;
+        options.checkpointIntervalSeconds = p.checkpointSeconds();
+        options.cacheCapBytes = p.cacheBytes();
+        options.uploadBytesPerSecond = p.uploadBytesPerSecond();
+        options.downloadBytesPerSecond = p.downloadBytesPerSecond();
+    }
     auto store = SubtaskStore::open(dir + QStringLiteral("/subtasks.db"));
     if (!store)
         return fail(store.error());
@@ -66,16 +83,27 @@ Result<std::unique_ptr<AgentDaemon>> AgentDaemon::create(DaemonOptions options)
         return fail(cache.error());
     if (!QDir().mkpath(dir + QStringLiteral("/tasks")))
         return fail(QStringLiteral("cannot create %1/tasks").arg(dir));
+    if (auto source = SystemIdleProbe::checkPreference(options.idleSource); !source)
+        return fail(source.error());
+    DesktopProbes probes = options.dedicated ? DesktopProbes() : DesktopProbes::system(options.idleSource);
     return std::unique_ptr<AgentDaemon>(new AgentDaemon(std::move(options), *config, *key, std::move(*lock),
-                                                        std::move(*store), std::move(*cache)));
+                                                        std::move(*store), std::move(*cache),
+                                                        std::move(*preferences), std::move(probes)));
 }
 
 AgentDaemon::AgentDaemon(DaemonOptions options, AgentConfig config, VerifyKey key, DirectoryLock lock,
-                         std::unique_ptr<SubtaskStore> store, std::unique_ptr<FileCache> cache)
+                         std::unique_ptr<SubtaskStore> store, std::unique_ptr<FileCache> cache,
+                         PreferenceStore preferences, DesktopProbes probes)
     : m_options(std::move(options)), m_config(std::move(config)), m_key(std::move(key)),
       m_lock(std::move(lock)), m_store(std::move(store)), m_cache(std::move(cache)),
       m_stop(std::make_unique<StopSignal>())
 {
+    m_desktop = std::make_unique<DesktopPolicy>(std::move(preferences), std::move(probes), m_clock,
+                                                m_options.dedicated);
+    connect(m_desktop.get(), &DesktopPolicy::decisionChanged, this, &AgentDaemon::applyDecision);
+    connect(m_desktop.get(), &DesktopPolicy::preferencesChanged, this, &AgentDaemon::applyPreferences);
+    m_snoozeTimer.setSingleShot(true);
+    connect(&m_snoozeTimer, &QTimer::timeout, this, &AgentDaemon::endSnooze);
     const QString ca = AgentConfig::caPath(m_options.dataDir);
     m_transport = std::make_unique<CurlTransport>(QFileInfo::exists(ca) ? ca : QString());
     RetryOptions retry;
@@ -126,9 +154,14 @@ void AgentDaemon::log(const QString& level, const QString& message)
         qCWarning(lcDaemon).noquote() << message;
     else
         qCInfo(lcDaemon).noquote() << message;
-    Q_EMIT controlEvent(QJsonObject{{QStringLiteral("event"), QStringLiteral("log")},
-                                    {QStringLiteral("level"), level},
-                                    {QStringLiteral("message"), message}});
+    QJsonObject event{{QStringLiteral("event"), QStringLiteral("log")},
+                      {QStringLiteral("level"), level},
+                      {QStringLiteral("message"), message},
+                      {QStringLiteral("time_ms"), nowMs()}};
+    m_recentLog.append(event);
+    if (m_recentLog.size() > kRecentLogLines)
+        m_recentLog.removeFirst();
+    Q_EMIT controlEvent(event);
 }
 
 void AgentDaemon::start()
@@ -148,6 +181,12 @@ void AgentDaemon::start()
             .arg(m_options.maxTasks)
             .arg(m_options.threads)
             .arg(m_options.dedicated ? QStringLiteral(", dedicated") : QString()));
+    if (!m_options.dedicated) {
+        log(QStringLiteral("info"),
+            QStringLiteral("desktop policy on: computing only as the preferences allow (idle source: %1)")
+                .arg(m_options.idleSource));
+    }
+    m_desktop->start(); // the first decision, before any worker starts
     resumeUnfinished();
     updateState();
     scheduleLease(0);
@@ -233,7 +272,7 @@ qint64 AgentDaemon::backoffMs(int failures) const
 
 void AgentDaemon::requestLease()
 {
-    if (m_leaseInFlight || m_stopping || m_finishing || m_paused || !m_fatal.isEmpty())
+    if (m_leaseInFlight || m_stopping || m_finishing || !computeAllowed() || !m_fatal.isEmpty())
         return;
     const int free = m_options.maxTasks - int(m_active.size());
     if (free <= 0)
@@ -241,7 +280,7 @@ void AgentDaemon::requestLease()
     m_leaseInFlight = true;
     const QStringList held = m_cache->heldHashes();
     const QJsonObject capabilities{{QStringLiteral("threads"), m_options.threads},
-                                   {QStringLiteral("device"), m_options.device},
+                                   {QStringLiteral("device"), workerDevice()},
                                    {QStringLiteral("dedicated"), m_options.dedicated}};
     onNetwork([this, held, free, capabilities] { return m_client->lease(held, free, capabilities); },
               [this](Result<LeaseReply> reply) {
@@ -439,52 +478,76 @@ void AgentDaemon::updateState()
             ++training;
             pausedWorkers += active->workerPaused ? 1 : 0;
         }
-    QString state, reason;
+    QString state, reason, code;
     if (m_stopping) {
         state = QStringLiteral("stopped");
+        code = QStringLiteral("stopping");
         reason = QStringLiteral("Stopping: the subtasks are kept for the next start");
     } else if (!m_fatal.isEmpty()) {
         state = QStringLiteral("error");
+        code = QStringLiteral("error");
         reason = QStringLiteral("Stopped: %1").arg(m_fatal);
     } else if (m_failureStreak >= kFailuresBeforeError && !m_lastFailure.isEmpty()) {
         // Still leasing (with backoff): the cause may be fixed on the coordinator's side.
         state = QStringLiteral("error");
+        code = QStringLiteral("error");
         reason = QStringLiteral("The last %1 subtasks failed; the last one: %2")
                      .arg(m_failureStreak)
                      .arg(m_lastFailure);
     } else if (m_paused) {
         state = QStringLiteral("paused");
+        code = QStringLiteral("paused_by_user");
         reason = pausedWorkers < training
                      ? QStringLiteral("Pausing %1 subtask(s)").arg(training - pausedWorkers)
                      : QStringLiteral("Paused by you");
+    } else if (snoozed()) {
+        state = QStringLiteral("paused");
+        code = QStringLiteral("snoozed");
+        reason = QStringLiteral("Snoozed until %1; resuming by itself then")
+                     .arg(QDateTime::fromMSecsSinceEpoch(m_snoozeUntilMs).toString(QStringLiteral("HH:mm")));
+    } else if (auto held = policyState()) {
+        std::tie(state, reason, code) = *held;
     } else if (m_finishing) {
         state = QStringLiteral("finishing");
+        code = QStringLiteral("finishing");
         reason = QStringLiteral("Finishing %1 subtask(s), then stopping").arg(m_active.size());
     } else if (training > 0) {
         state = QStringLiteral("training");
+        code = QStringLiteral("computing");
         reason = QStringLiteral("Training %1 subtask(s)").arg(training);
+        const QString why = m_desktop->decision().reason;
+        if (!m_options.dedicated && why.startsWith(u"Computing: "))
+            reason += QStringLiteral(": ") + why.mid(11);
     } else if (!m_reachable) {
         state = QStringLiteral("offline");
+        code = QStringLiteral("offline");
         reason = QStringLiteral("Cannot reach the coordinator %1: %2; next try in %3")
                      .arg(m_config.coordinatorUrl, m_lastNetworkError,
                           seconds(std::max<qint64>(0, m_nextTryMs - nowMs())));
     } else if (!m_active.isEmpty()) {
         state = QStringLiteral("waiting");
+        code = QStringLiteral("preparing");
         reason = QStringLiteral("Preparing %1 subtask(s)").arg(m_active.size());
     } else {
         state = QStringLiteral("waiting");
+        code = QStringLiteral("no_work");
         reason = QStringLiteral("Waiting for work from %1").arg(m_config.coordinatorUrl);
     }
-    // The offline reason carries a countdown; only a change of state or of the reason's kind is an event.
+    // The offline reason carries a countdown; only a change of state or of the reason's kind is an event. The
+    // desktop's reasons count too ("you were active 40 s ago"): the tray's tooltip follows them, but the log
+    // only takes a change of state or of reason code.
     const bool changed = state != m_state || (state != u"offline" && reason != m_reason);
+    const bool worthLogging = state != m_state || code != m_reasonCode;
     m_state = state;
     m_reason = reason;
-    if (changed) {
+    m_reasonCode = code;
+    if (worthLogging)
         log(QStringLiteral("info"), reason);
+    if (changed)
         Q_EMIT controlEvent(QJsonObject{{QStringLiteral("event"), QStringLiteral("state")},
                                         {QStringLiteral("state"), state},
-                                        {QStringLiteral("reason"), reason}});
-    }
+                                        {QStringLiteral("reason"), reason},
+                                        {QStringLiteral("reason_code"), code}});
 }
 
 void AgentDaemon::publishSubtask(const Active& active, const QString& error)
@@ -529,6 +592,13 @@ QJsonObject AgentDaemon::status() const
         }
         subtasks.append(s);
     }
+    QJsonArray recentLog;
+    for (const QJsonObject& line : m_recentLog)
+        recentLog.append(line);
+    QJsonObject policy = m_desktop->statusObject();
+    policy.insert(QStringLiteral("threads"), m_options.threads);
+    policy.insert(QStringLiteral("snoozed_until_ms"),
+                  snoozed() ? QJsonValue(m_snoozeUntilMs) : QJsonValue(QJsonValue::Null));
     QJsonObject totals;
     if (auto t = m_store->totals()) {
         totals = QJsonObject{{QStringLiteral("subtasks_done"), t->subtasksDone},
@@ -539,6 +609,7 @@ QJsonObject AgentDaemon::status() const
     return QJsonObject{
         {QStringLiteral("state"), m_state},
         {QStringLiteral("reason"), m_reason},
+        {QStringLiteral("reason_code"), m_reasonCode},
         {QStringLiteral("agent_id"), m_config.agentId},
         {QStringLiteral("name"), m_config.name},
         {QStringLiteral("data_dir"), m_options.dataDir},
@@ -555,40 +626,42 @@ QJsonObject AgentDaemon::status() const
         {QStringLiteral("threads"), m_options.threads},
         {QStringLiteral("subtasks"), subtasks},
         {QStringLiteral("totals"), totals},
+        {QStringLiteral("policy"), policy},
+        {QStringLiteral("log"), recentLog},
     };
 }
 
 QStringList AgentDaemon::commands() const
 {
-    return {QStringLiteral("status"), QStringLiteral("pause"), QStringLiteral("resume"),
-            QStringLiteral("finish")};
+    return {QStringLiteral("status"),         QStringLiteral("pause"),  QStringLiteral("resume"),
+            QStringLiteral("finish"),         QStringLiteral("snooze"), QStringLiteral("preferences"),
+            QStringLiteral("set_preferences")};
 }
 
 Result<QJsonObject> AgentDaemon::handle(const QString& command, const QJsonObject& args)
 {
-    Q_UNUSED(args)
     if (command == u"status")
         return status();
+    if (command == u"preferences" || command == u"set_preferences")
+        return handleDesktop(command, args); // the preferences can be read and changed while stopping too
     if (m_stopping)
         return fail(QStringLiteral("the agent is stopping"));
     if (command == u"pause") {
         if (!m_paused) {
             m_paused = true;
             m_leaseTimer.stop();
-            for (const auto& active : std::as_const(m_active))
-                if (active->worker)
-                    active->worker->send("pause");
+            syncWorkers();
             log(QStringLiteral("info"), QStringLiteral("paused on request"));
         }
         updateState();
         return QJsonObject{{QStringLiteral("state"), m_state}};
     }
     if (command == u"resume") {
-        if (m_paused) {
+        if (m_paused || m_snoozeUntilMs) {
             m_paused = false;
-            for (const auto& active : std::as_const(m_active))
-                if (active->worker)
-                    active->worker->send("resume");
+            m_snoozeUntilMs = 0;
+            m_snoozeTimer.stop();
+            syncWorkers();
             log(QStringLiteral("info"), QStringLiteral("resumed on request"));
             scheduleLease(0);
         }
@@ -598,17 +671,18 @@ Result<QJsonObject> AgentDaemon::handle(const QString& command, const QJsonObjec
     if (command == u"finish") {
         m_finishing = true;
         m_leaseTimer.stop();
-        if (m_paused) { // finishing means computing what is held
-            m_paused = false;
-            for (const auto& active : std::as_const(m_active))
-                if (active->worker)
-                    active->worker->send("resume");
-        }
+        // Finishing means computing what is held: the owner's pause ends; the desktop policy still holds.
+        m_paused = false;
+        m_snoozeUntilMs = 0;
+        m_snoozeTimer.stop();
+        syncWorkers();
         log(QStringLiteral("info"), QStringLiteral("finishing the current subtasks, then stopping"));
         updateState();
         QTimer::singleShot(0, this, &AgentDaemon::checkFinished);
         return QJsonObject{{QStringLiteral("state"), m_state}};
     }
+    if (command == u"snooze")
+        return handleDesktop(command, args);
     return fail(QStringLiteral("unknown command \"%1\"").arg(command));
 }
 

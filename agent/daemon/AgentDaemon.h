@@ -24,6 +24,7 @@
 #include "config/AgentConfig.h"
 #include "control/ControlHandler.h"
 #include "crypto/Ed25519.h"
+#include "daemon/DesktopPolicy.h"
 #include "runner/SubtaskStore.h"
 #include "runner/TaskManifest.h"
 #include "runner/WorkerProcess.h"
@@ -37,6 +38,8 @@
 #include <QTimer>
 
 #include <memory>
+#include <optional>
+#include <tuple>
 
 namespace gleaner {
 class SerialExecutor;
@@ -53,7 +56,7 @@ struct LeasedTask;
 struct DaemonOptions
 {
     QString dataDir;
-    bool dedicated = false; // compute regardless of user activity
+    bool dedicated = false; // compute regardless of user activity; the desktop policy is off
     int maxTasks = 1;       // subtasks at once (the paper's T)
     int threads = 0;        // per worker; 0: the machine's cores divided among maxTasks
     double cpuShare = 1.0;  // (0, 1]
@@ -66,6 +69,12 @@ struct DaemonOptions
     QString workerProgram;            // empty: gleaner-worker next to this executable
     qint64 progressReportMs = 30'000; // how often a running subtask reports to the coordinator
     qint64 maxBackoffMs = 60'000;     // the longest wait between tries when the coordinator is unreachable
+    // The desktop (docs/desktop.md): where the user's idle time comes from ("auto", a source, "none"), and
+    // the organisation's policy file (empty: PreferenceStore::defaultPolicyFile()). On a desktop agent the
+    // preferences set the resources above (threads, CPU share, memory cap, cache, rates, checkpoints); the
+    // values here are then only the starting point that the preferences replace.
+    QString idleSource = QStringLiteral("auto");
+    QString policyFile;
 };
 
 class AgentDaemon final : public QObject, public ControlHandler
@@ -81,7 +90,8 @@ public:
     // about ten seconds: a worker that does not stop in time is killed, its last checkpoint kept).
     void shutdown();
 
-    // Control requests (docs/control-protocol.md): status, pause, resume, finish.
+    // Control requests (docs/control-protocol.md, docs/desktop.md): status, pause, resume, finish, snooze,
+    // preferences, set_preferences.
     QStringList commands() const override;
     Result<QJsonObject> handle(const QString& command, const QJsonObject& args) override;
     QJsonObject status() const;
@@ -98,7 +108,8 @@ private:
     struct Active;
 
     AgentDaemon(DaemonOptions options, AgentConfig config, VerifyKey key, DirectoryLock lock,
-                std::unique_ptr<SubtaskStore> store, std::unique_ptr<FileCache> cache);
+                std::unique_ptr<SubtaskStore> store, std::unique_ptr<FileCache> cache,
+                PreferenceStore preferences, DesktopProbes probes);
 
     // Runs `work` on the network thread and `then` with its result back on the loop.
     template <typename Work, typename Then> void onNetwork(Work work, Then then);
@@ -139,6 +150,22 @@ private:
     void publishSubtask(const Active& active, const QString& error = {});
     void log(const QString& level, const QString& message);
     void checkFinished();
+
+    // The desktop (AgentDaemonDesktop.cpp).
+    // Workers may compute: not paused by the owner, not snoozed, and the policy allows it.
+    bool computeAllowed() const;
+    bool snoozed() const { return m_snoozeUntilMs > nowMs(); }
+    // Sends pause or resume to each worker whose wanted state differs from what it was last told.
+    void syncWorkers();
+    void applyDecision(const Decision& decision);
+    void applyPreferences();
+    // The device a new worker gets: --device, or with --device auto the GPU when NVML sees one and the
+    // preference allows it now.
+    QString workerDevice() const;
+    Result<QJsonObject> handleDesktop(const QString& command, const QJsonObject& args);
+    void endSnooze();
+    // The state's reason when the policy holds the workers: {state, reason, reason_code}, or empty.
+    std::optional<std::tuple<QString, QString, QString>> policyState() const;
     qint64 backoffMs(int failures) const;
     qint64 nowMs() const { return m_clock.nowMs(); }
 
@@ -170,6 +197,11 @@ private:
     qint64 m_nextTryMs = 0;
     QString m_state;
     QString m_reason;
+    QString m_reasonCode;
+    QList<QJsonObject> m_recentLog; // the last kRecentLogLines log events, for a client that connects later
+    std::unique_ptr<DesktopPolicy> m_desktop;
+    qint64 m_snoozeUntilMs = 0;
+    QTimer m_snoozeTimer;
     QTimer m_shutdownTimer;
     QTimer m_keepAlive; // progress reports for workers that report nothing themselves (paused, starved)
 };

@@ -27,6 +27,8 @@ inline constexpr qint64 kShutdownGraceMs = 8'000;
 inline constexpr qint64 kPublishProgressEveryMs = 500;
 // Subtasks failed in a row after which the agent's state is "error" (a wrong pinned key, a broken worker).
 inline constexpr int kFailuresBeforeError = 3;
+// Log lines kept for the status object, so a tray app that connects later shows what happened before.
+inline constexpr qsizetype kRecentLogLines = 50;
 
 inline QString fileName(QStringView role)
 {
@@ -72,7 +74,8 @@ struct AgentDaemon::Active
     qint64 lastReportMs = 0;
     bool reportInFlight = false;
     qint64 lastPublishMs = 0;
-    bool workerPaused = false;
+    bool workerPaused = false; // the worker said it paused
+    bool pauseSent = false;    // the last command it was sent was `pause`
     qint64 pausedSinceMs = 0;
     qint64 lastProgressMs = 0; // the worker's last started / progress event
     QString

@@ -278,19 +278,19 @@ void AgentDaemon::startWorker(const QString& leaseId)
     launch.threads = m_options.threads;
     launch.cpuShare = m_options.cpuShare;
     launch.checkpointIntervalSeconds = m_options.checkpointIntervalSeconds;
-    launch.device = m_options.device;
+    launch.device = workerDevice();
     launch.memoryCapBytes = m_options.memoryCapBytes;
     auto* worker = new WorkerProcess(launch, this);
     active->worker = worker;
     active->firstStep = -1;
     active->workerPaused = false;
+    active->pauseSent = false;
     connect(worker, &WorkerProcess::event, this,
             [this, leaseId](const QJsonObject& e) { onWorkerEvent(leaseId, e); });
     connect(worker, &WorkerProcess::ended, this,
             [this, leaseId](const WorkerEnd& end) { onWorkerEnded(leaseId, end); });
     worker->start();
-    if (m_paused)
-        worker->send("pause");
+    syncWorkers(); // a worker started while the owner or the policy holds the others waits with them
     publishSubtask(*active);
     updateState();
 }
