@@ -11,6 +11,8 @@
 #include <QTextStream>
 #include <QTime>
 
+#include <cmath>
+
 namespace gleaner::agent::cli {
 namespace {
 
@@ -165,7 +167,7 @@ int controlCommand(const QStringList& arguments)
     if (isSnooze && positional.size() <= 1) {
         bool ok = true;
         const double minutes = positional.isEmpty() ? 60.0 : positional.first().toDouble(&ok);
-        if (!ok || minutes < 1.0 / 60 || minutes > 1440)
+        if (!ok || !std::isfinite(minutes) || minutes < 1 || minutes > 1440)
             return usageError(command, QStringLiteral("MINUTES must be a number from 1 to 1440, not \"%1\"")
                                            .arg(positional.value(0)));
         args.insert(QStringLiteral("seconds"), qRound64(minutes * 60));

@@ -16,6 +16,7 @@
 #include <QJsonArray>
 #include <QLoggingCategory>
 #include <QRandomGenerator>
+#include <QSet>
 #include <QThread>
 
 namespace gleaner::agent {
@@ -61,11 +62,19 @@ Result<std::unique_ptr<AgentDaemon>> AgentDaemon::create(DaemonOptions options)
         return fail(lock.error());
     // The owner's preferences and the organisation's policy: a broken policy file stops the agent here, so an
     // organisation's limits are never silently ignored.
-    auto preferences = PreferenceStore::open(
-        dir + QStringLiteral("/preferences.json"),
-        options.policyFile.isEmpty() ? PreferenceStore::defaultPolicyFile() : options.policyFile);
+    const QString policyFile =
+        options.policyFile.isEmpty() ? PreferenceStore::defaultPolicyFile() : options.policyFile;
+    auto preferences = PreferenceStore::open(dir + QStringLiteral("/preferences.json"), policyFile);
+    if (!preferences && options.dedicated) {
+        // The preferences do not govern a dedicated agent: a policy file meant for desktops does not stop it.
+        qCWarning(lcDaemon).noquote()
+            << preferences.error() << "(ignored: a --dedicated agent computes whatever the policy says)";
+        preferences = PreferenceStore::open(dir + QStringLiteral("/preferences.json"), QString());
+    }
     if (!preferences)
         return fail(preferences.error());
+    for (const QString& warning : preferences->warnings())
+        qCWarning(lcDaemon).noquote() << warning;
     if (!options.dedicated) {
         const Preferences& p = preferences->current();
         options.cpuShare = p.cpuSharePercent() / 100.0;
@@ -202,7 +211,8 @@ void AgentDaemon::keepLeasesAlive()
     // comes first).
     const qint64 now = nowMs();
     for (const auto& active : std::as_const(m_active)) {
-        if (!active->worker || !active->manifest || now - active->lastReportMs < m_options.progressReportMs)
+        if ((!active->worker && !active->startWhenAllowed) || !active->manifest ||
+            now - active->lastReportMs < m_options.progressReportMs)
             continue;
         const qint64 holdMs = active->manifest->deadlineMs - active->manifest->issuedMs;
         const qint64 lastMoved = std::max(active->pausedSinceMs, active->lastProgressMs);
@@ -274,7 +284,7 @@ void AgentDaemon::requestLease()
 {
     if (m_leaseInFlight || m_stopping || m_finishing || !computeAllowed() || !m_fatal.isEmpty())
         return;
-    const int free = m_options.maxTasks - int(m_active.size());
+    const int free = taskSlots() - int(m_active.size());
     if (free <= 0)
         return;
     m_leaseInFlight = true;
@@ -505,12 +515,14 @@ void AgentDaemon::updateState()
         code = QStringLiteral("snoozed");
         reason = QStringLiteral("Snoozed until %1; resuming by itself then")
                      .arg(QDateTime::fromMSecsSinceEpoch(m_snoozeUntilMs).toString(QStringLiteral("HH:mm")));
-    } else if (auto held = policyState()) {
-        std::tie(state, reason, code) = *held;
     } else if (m_finishing) {
         state = QStringLiteral("finishing");
         code = QStringLiteral("finishing");
         reason = QStringLiteral("Finishing %1 subtask(s), then stopping").arg(m_active.size());
+        if (auto held = policyState())
+            reason += QStringLiteral("; on hold now: ") + std::get<1>(*held);
+    } else if (auto held = policyState()) {
+        std::tie(state, reason, code) = *held;
     } else if (training > 0) {
         state = QStringLiteral("training");
         code = QStringLiteral("computing");
@@ -535,14 +547,23 @@ void AgentDaemon::updateState()
     }
     // The offline reason carries a countdown; only a change of state or of the reason's kind is an event. The
     // desktop's reasons count too ("you were active 40 s ago"): the tray's tooltip follows them, but the log
-    // only takes a change of state or of reason code.
+    // takes a line only when what the reason says changes, not its clock (the idle time in "Training 2
+    // subtask(s): you have been idle for 5 min", the percentage of a busy CPU).
     const bool changed = state != m_state || (state != u"offline" && reason != m_reason);
-    const bool worthLogging = state != m_state || code != m_reasonCode;
+    static const QSet<QString> ticking{QStringLiteral("idle_wait"), QStringLiteral("user_active"),
+                                       QStringLiteral("cpu_busy"), QStringLiteral("offline")};
+    const QString logKey = code == u"computing"     ? reason.section(QStringLiteral(": "), 0, 0)
+                           : code == u"finishing"   ? reason.section(QStringLiteral("; on hold now"), 0, 0)
+                           : ticking.contains(code) ? code
+                                                    : reason;
+    const bool worthLogging = state != m_state || logKey != m_loggedReason;
     m_state = state;
     m_reason = reason;
     m_reasonCode = code;
-    if (worthLogging)
+    if (worthLogging) {
+        m_loggedReason = logKey;
         log(QStringLiteral("info"), reason);
+    }
     if (changed)
         Q_EMIT controlEvent(QJsonObject{{QStringLiteral("event"), QStringLiteral("state")},
                                         {QStringLiteral("state"), state},
@@ -554,9 +575,7 @@ void AgentDaemon::publishSubtask(const Active& active, const QString& error)
 {
     QJsonObject event{{QStringLiteral("event"), QStringLiteral("subtask")},
                       {QStringLiteral("lease_id"), active.record.leaseId},
-                      {QStringLiteral("state"), active.workerPaused && active.worker
-                                                    ? QStringLiteral("paused")
-                                                    : subtaskStateName(active.record.state)}};
+                      {QStringLiteral("state"), active.shownState()}};
     if (active.manifest) {
         event.insert(QStringLiteral("job"), QJsonObject{{QStringLiteral("id"), active.manifest->jobId},
                                                         {QStringLiteral("name"), active.manifest->jobName}});
@@ -574,9 +593,7 @@ QJsonObject AgentDaemon::status() const
     const qint64 now = nowMs();
     for (const auto& active : std::as_const(m_active)) {
         QJsonObject s{{QStringLiteral("lease_id"), active->record.leaseId},
-                      {QStringLiteral("state"), active->workerPaused && active->worker
-                                                    ? QStringLiteral("paused")
-                                                    : subtaskStateName(active->record.state)},
+                      {QStringLiteral("state"), active->shownState()},
                       {QStringLiteral("step"), active->step},
                       {QStringLiteral("of"), active->of},
                       {QStringLiteral("loss"), active->loss},

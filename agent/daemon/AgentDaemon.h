@@ -162,8 +162,14 @@ private:
     // The device a new worker gets: --device, or with --device auto the GPU when NVML sees one and the
     // preference allows it now.
     QString workerDevice() const;
+    // Subtasks held at once: --max-tasks, and on a desktop no more than the cores the owner allows.
+    int taskSlots() const;
+    // The thread count and device a subtask's workers use: those of its first worker (its checkpoint is tied
+    // to them), kept in its task folder; for a new subtask, the current ones.
+    std::pair<int, QString> launchSettings(const Active& active);
     Result<QJsonObject> handleDesktop(const QString& command, const QJsonObject& args);
     void endSnooze();
+    void armSnoozeTimer();
     // The state's reason when the policy holds the workers: {state, reason, reason_code}, or empty.
     std::optional<std::tuple<QString, QString, QString>> policyState() const;
     qint64 backoffMs(int failures) const;
@@ -198,10 +204,12 @@ private:
     QString m_state;
     QString m_reason;
     QString m_reasonCode;
+    QString m_loggedReason;         // what the log last said of the reason (updateState)
     QList<QJsonObject> m_recentLog; // the last kRecentLogLines log events, for a client that connects later
     std::unique_ptr<DesktopPolicy> m_desktop;
     qint64 m_snoozeUntilMs = 0;
     QTimer m_snoozeTimer;
+    bool m_computeWasAllowed = false; // at the last decision, to lease again only when that changes
     QTimer m_shutdownTimer;
     QTimer m_keepAlive; // progress reports for workers that report nothing themselves (paused, starved)
 };

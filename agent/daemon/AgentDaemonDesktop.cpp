@@ -8,7 +8,12 @@
 #include "net/CoordinatorClient.h"
 
 #include <QDateTime>
+#include <QFile>
 #include <QJsonArray>
+#include <QJsonDocument>
+#include <QSaveFile>
+
+#include <algorithm>
 
 namespace gleaner::agent {
 
@@ -21,30 +26,74 @@ bool AgentDaemon::computeAllowed() const
 
 QString AgentDaemon::workerDevice() const
 {
-    // With --device auto the worker takes a GPU when libtorch can use one; the owner's GPU preference decides
-    // whether it may look.
-    if (m_options.device != u"auto" || m_options.dedicated || m_desktop->decision().gpuAllowed)
+    // The GPU preference decides for new subtasks: "never" keeps them on the CPU whatever --device says;
+    // otherwise --device (auto: a GPU when libtorch can use one) stands, and "idle" holds GPU workers while
+    // the user is active (syncWorkers).
+    if (m_options.dedicated || m_options.device == u"cpu")
         return m_options.device;
-    return QStringLiteral("cpu");
+    return m_desktop->preferences().gpu() == Preferences::Gpu::Never ? QStringLiteral("cpu")
+                                                                     : m_options.device;
+}
+
+int AgentDaemon::taskSlots() const
+{
+    if (m_options.dedicated)
+        return m_options.maxTasks;
+    return std::clamp(m_desktop->decision().threads, 1, m_options.maxTasks);
+}
+
+std::pair<int, QString> AgentDaemon::launchSettings(const Active& active)
+{
+    const QString path = active.record.taskDir + QStringLiteral("/launch.json");
+    QFile file(path);
+    if (file.open(QIODevice::ReadOnly)) {
+        const QJsonObject kept = QJsonDocument::fromJson(file.readAll()).object();
+        const int threads = kept.value(QStringLiteral("threads")).toInt();
+        const QString device = kept.value(QStringLiteral("device")).toString();
+        if (threads > 0 && !device.isEmpty())
+            return {threads, device};
+    }
+    const std::pair<int, QString> settings{m_options.threads, workerDevice()};
+    QSaveFile out(path);
+    if (!out.open(QIODevice::WriteOnly) ||
+        out.write(QJsonDocument(QJsonObject{{QStringLiteral("threads"), settings.first},
+                                            {QStringLiteral("device"), settings.second}})
+                      .toJson(QJsonDocument::Compact)) < 0 ||
+        !out.commit())
+        log(QStringLiteral("warning"),
+            QStringLiteral("cannot write %1: a restart of this subtask may use other settings").arg(path));
+    return settings;
 }
 
 void AgentDaemon::syncWorkers()
 {
     const bool allowed = computeAllowed();
-    const bool gpuAllowed = m_options.dedicated || m_desktop->decision().gpuAllowed;
+    const bool gpuHeld = !m_options.dedicated && m_desktop->preferences().gpu() == Preferences::Gpu::Idle &&
+                         !m_desktop->decision().gpuAllowed;
+    QStringList toStart;
     for (const auto& active : std::as_const(m_active)) {
         WorkerProcess* worker = active->worker;
-        if (!worker)
+        if (!worker) {
+            if (allowed && active->startWhenAllowed)
+                toStart << active->record.leaseId;
             continue;
-        // A subtask started on the GPU stays there (its checkpoint is tied to the device): with "GPU only
-        // when idle" it waits while the user is active, even when the CPU ones may go on.
-        const bool onGpu = worker->launch().device.startsWith(u"cuda");
-        const bool wantPaused = !allowed || (onGpu && !gpuAllowed);
+        }
+        // A subtask on the GPU stays there (its checkpoint is tied to the device): with "GPU only when
+        // idle" it waits while the user is active, even when the CPU ones may go on. "auto" may be on a GPU.
+        const bool onGpu = worker->launch().device != u"cpu";
+        const bool wantPaused = !allowed || (onGpu && gpuHeld);
+        // The memory cap follows the owner's preference only while the worker computes: lowering it under a
+        // paused worker would kill work that costs nothing while it waits.
+        if (!wantPaused)
+            worker->setMemoryCap(m_options.memoryCapBytes);
         if (wantPaused == active->pauseSent)
             continue;
         active->pauseSent = wantPaused;
         worker->send(wantPaused ? "pause" : "resume");
     }
+    for (const QString& leaseId : std::as_const(toStart))
+        if (m_active.contains(leaseId))
+            startWorker(leaseId);
 }
 
 void AgentDaemon::applyDecision(const Decision& decision)
@@ -53,7 +102,7 @@ void AgentDaemon::applyDecision(const Decision& decision)
         return;
     // The cores the owner lets Gleaner use are shared among the subtasks held at once. A running worker keeps
     // its thread count (its checkpoint is tied to it); the next subtask gets the new one.
-    m_options.threads = std::max(1, decision.threads / std::max(1, m_options.maxTasks));
+    m_options.threads = std::max(1, decision.threads / taskSlots());
     if (decision.cpuShare != m_options.cpuShare) {
         m_options.cpuShare = decision.cpuShare;
         const QByteArray command = "share " + QByteArray::number(decision.cpuShare, 'g', 4);
@@ -61,20 +110,14 @@ void AgentDaemon::applyDecision(const Decision& decision)
             if (active->worker)
                 active->worker->send(command);
     }
-    if (decision.memoryCapBytes != m_options.memoryCapBytes) {
-        m_options.memoryCapBytes = decision.memoryCapBytes;
-        for (const auto& active : std::as_const(m_active))
-            if (active->worker)
-                active->worker->setMemoryCap(decision.memoryCapBytes);
-    }
-    const bool wasLeasing = m_leaseTimer.isActive() || m_leaseInFlight;
+    m_options.memoryCapBytes = decision.memoryCapBytes;
     syncWorkers();
-    if (computeAllowed()) {
-        if (!wasLeasing)
-            scheduleLease(0);
-    } else {
+    const bool allowed = computeAllowed();
+    if (allowed && !m_computeWasAllowed)
+        scheduleLease(0); // the machine became ours to use: ask for work now
+    else if (!allowed)
         m_leaseTimer.stop(); // no new work while the owner's machine is not ours to use
-    }
+    m_computeWasAllowed = allowed;
     updateState();
 }
 
@@ -133,7 +176,7 @@ Result<QJsonObject> AgentDaemon::handleDesktop(const QString& command, const QJs
     if (!secondsValue.isDouble() || seconds < 1 || seconds > 86400)
         return fail(QStringLiteral("snooze needs {\"seconds\": N} with N from 1 to 86400 (a day)"));
     m_snoozeUntilMs = nowMs() + qint64(seconds * 1000);
-    m_snoozeTimer.start(int(seconds * 1000));
+    armSnoozeTimer();
     m_leaseTimer.stop();
     syncWorkers();
     log(QStringLiteral("info"),
@@ -143,10 +186,19 @@ Result<QJsonObject> AgentDaemon::handleDesktop(const QString& command, const QJs
     return QJsonObject{{QStringLiteral("state"), m_state}, {QStringLiteral("until_ms"), m_snoozeUntilMs}};
 }
 
+void AgentDaemon::armSnoozeTimer()
+{
+    // At most a minute at a time: the timer's clock stops while the machine sleeps, the snooze's end (wall
+    // time) does not.
+    m_snoozeTimer.start(int(std::clamp<qint64>(m_snoozeUntilMs - nowMs(), 1, 60'000)));
+}
+
 void AgentDaemon::endSnooze()
 {
     if (!m_snoozeUntilMs)
         return;
+    if (nowMs() < m_snoozeUntilMs)
+        return armSnoozeTimer();
     m_snoozeUntilMs = 0;
     log(QStringLiteral("info"), QStringLiteral("snooze over"));
     syncWorkers();

@@ -59,6 +59,14 @@ inline QString seconds(qint64 ms)
 
 struct AgentDaemon::Active
 {
+    // What the control socket shows: a worker that paused, or one not started because the computer is not
+    // ours to use now, is "paused".
+    QString shownState() const
+    {
+        return (workerPaused && worker) || startWhenAllowed ? QStringLiteral("paused")
+                                                            : subtaskStateName(record.state);
+    }
+
     Subtask record;
     std::optional<TaskManifest> manifest;
     WorkerProcess* worker = nullptr; // owned; deleted later once it ended
@@ -74,8 +82,9 @@ struct AgentDaemon::Active
     qint64 lastReportMs = 0;
     bool reportInFlight = false;
     qint64 lastPublishMs = 0;
-    bool workerPaused = false; // the worker said it paused
-    bool pauseSent = false;    // the last command it was sent was `pause`
+    bool workerPaused = false;     // the worker said it paused
+    bool pauseSent = false;        // the last command it was sent was `pause`
+    bool startWhenAllowed = false; // ready to train, but the owner or the desktop policy holds it back
     qint64 pausedSinceMs = 0;
     qint64 lastProgressMs = 0; // the worker's last started / progress event
     QString

@@ -268,17 +268,29 @@ void AgentDaemon::startWorker(const QString& leaseId)
         return failSubtask(leaseId, QStringLiteral("verify"), manifest.error());
     if (active->record.state != SubtaskState::Training && !setState(leaseId, SubtaskState::Training))
         return;
+    if (!computeAllowed()) {
+        // Nothing starts while the computer is not ours to use (not even the model loading): syncWorkers()
+        // starts it when that changes. The lease is kept alive meanwhile, as for a paused worker.
+        if (!active->startWhenAllowed) {
+            active->startWhenAllowed = true;
+            active->pausedSinceMs = nowMs();
+            publishSubtask(*active);
+        }
+        return updateState();
+    }
+    active->startWhenAllowed = false;
     auto starts = m_store->countWorkerStart(leaseId);
     if (starts)
         active->record.workerStarts = *starts;
 
+    const auto [threads, device] = launchSettings(*active);
     WorkerLaunch launch;
     launch.program = m_options.workerProgram;
     launch.taskDir = active->record.taskDir;
-    launch.threads = m_options.threads;
+    launch.threads = threads;
     launch.cpuShare = m_options.cpuShare;
     launch.checkpointIntervalSeconds = m_options.checkpointIntervalSeconds;
-    launch.device = workerDevice();
+    launch.device = device;
     launch.memoryCapBytes = m_options.memoryCapBytes;
     auto* worker = new WorkerProcess(launch, this);
     active->worker = worker;

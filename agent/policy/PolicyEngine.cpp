@@ -155,8 +155,11 @@ Decision PolicyEngine::evaluate(const Preferences& prefs, const Observation& now
     decision.threads = prefs.maxCores() == 0 ? std::max(1, cores - 1) : std::min(prefs.maxCores(), cores);
     decision.cpuShare = prefs.cpuSharePercent() / 100.0;
     decision.userIdle = now.idle.known && idleMs >= idleNeededMs && !inhibited;
-    decision.memoryCapBytes =
-        decision.userIdle || !now.idle.known ? prefs.memoryIdleBytes() : prefs.memoryActiveBytes();
+    // The cap while the user is active only applies when Gleaner computes beside them (only_when_idle off):
+    // otherwise the workers are paused then, and a lower cap would only kill a paused subtask.
+    decision.memoryCapBytes = decision.userIdle || !now.idle.known || prefs.onlyWhenIdle()
+                                  ? prefs.memoryIdleBytes()
+                                  : prefs.memoryActiveBytes();
     decision.gpuAllowed = prefs.gpu() == Preferences::Gpu::Always ||
                           (prefs.gpu() == Preferences::Gpu::Idle && decision.userIdle);
     m_previous = decision;

@@ -124,7 +124,42 @@ void TestDesktopIdle::pausesOnInputAndResumesWhereItStopped()
     QVERIFY2(step >= pausedAt,
              qPrintable(QStringLiteral("step %1 after pausing at %2").arg(step).arg(pausedAt)));
     QCOMPARE(cluster.workerPids(desktop->agent), workersBefore);
+
+    // The agent restarts (a logout, a reboot) while the user is at the machine: the subtask is kept, but no
+    // worker starts (not even to load the model) until the pointer has rested again; then it resumes from its
+    // checkpoint with the settings it started with.
     desktop->control.reset();
+    QVERIFY(cluster.stopAgent(desktop->agent, SIGTERM, 30'000));
+    QVERIFY(moveThePointer());
+    QVERIFY(cluster.restartAgent(desktop->agent));
+    std::unique_ptr<agent::ControlConnection> again;
+    QVERIFY(waitUntil(
+        [&] {
+            auto opened = agent::ControlConnection::open(cluster.agent(desktop->agent).dir);
+            if (opened)
+                again = std::move(*opened);
+            return again != nullptr;
+        },
+        30'000, 100));
+    QVERIFY(again->call(QStringLiteral("subscribe")));
+    for (int i = 0; i < 3; ++i) { // the user keeps working for a few seconds
+        QTest::qWait(1000);
+        QVERIFY(moveThePointer());
+        QVERIFY2(cluster.workerPids(desktop->agent).isEmpty(), "a worker started while the user was active");
+    }
+    status = again->call(QStringLiteral("status"));
+    QVERIFY(status);
+    QCOMPARE(subtaskOf(*status, lease).value(QStringLiteral("state")).toString(), QStringLiteral("paused"));
+    auto afterRestart = waitForEvent(
+        *again,
+        [&](const QJsonObject& e) {
+            return e.value(QStringLiteral("event")).toString() == u"progress" &&
+                   e.value(QStringLiteral("lease_id")).toString() == lease;
+        },
+        60'000, QStringLiteral("progress after the restart"));
+    QVERIFY2(afterRestart, qPrintable(afterRestart ? QString() : afterRestart.error() + cluster.logTails()));
+    QVERIFY(afterRestart->value(QStringLiteral("step")).toInteger() >= pausedAt);
+    again.reset();
     cluster.stopAll();
 }
 

@@ -202,7 +202,7 @@ void TestPolicyEngine::decisions_data()
         << none << none
         << Steps{step(o.idle(179'999), "idle_wait",
                       QStringLiteral("Waiting: you were active 2 min 59 s ago, starting after 3 min idle"))}
-        << QStringLiteral("threads=7 share=1 memory_mb=1024 gpu=0 idle=0");
+        << QStringLiteral("threads=7 share=1 memory_mb=0 gpu=0 idle=0");
     QTest::newRow("idle exactly at the threshold")
         << none << none
         << Steps{step(o.idle(180'000), "computing",
@@ -262,7 +262,7 @@ void TestPolicyEngine::decisions_data()
                       QStringLiteral("Computing: you have been idle for 3 min")),
                  step(o.at(186).idle(500), "user_active",
                       QStringLiteral("Paused: user active (last input 0 s ago); resuming after 3 min idle"))}
-        << QStringLiteral("threads=7 share=1 memory_mb=1024 gpu=0 idle=0");
+        << QStringLiteral("threads=7 share=1 memory_mb=0 gpu=0 idle=0");
     QTest::newRow("another pause in between turns user_active into idle_wait")
         << none << none
         << Steps{step(o.at(0), "computing", QStringLiteral("Computing: you have been idle for 10 min")),
@@ -388,7 +388,7 @@ void TestPolicyEngine::decisions_data()
         << none << none
         << Steps{step(o.inhibited("firefox (video playing)"), "inhibited",
                       QStringLiteral("Paused: firefox (video playing) keeps the screen awake"))}
-        << QStringLiteral("threads=7 share=1 memory_mb=1024 gpu=0 idle=0");
+        << QStringLiteral("threads=7 share=1 memory_mb=0 gpu=0 idle=0");
     QTest::newRow("inhibitor without a name")
         << none << none << Steps{step(o.inhibited(), "inhibited", kNoName)} << unchecked;
     QTest::newRow("inhibitor before a short idle time")
