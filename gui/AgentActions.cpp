@@ -64,7 +64,7 @@ void AgentActions::update()
     if (!connected) {
         m_mode = Toggle::StartAgent;
         m_pauseResume->setText(QStringLiteral("Start the agent"));
-        m_pauseResume->setEnabled(m_link.isEnrolled());
+        m_pauseResume->setEnabled(m_link.isEnrolled() && !m_link.isStarting());
     } else if (isPausedByUser(m_link.status())) {
         m_mode = Toggle::Resume;
         m_pauseResume->setText(QStringLiteral("Resume"));

@@ -15,6 +15,10 @@
 
 namespace gleaner::gui {
 
+namespace {
+constexpr qint64 kLogRotateBytes = 1 << 20;
+}
+
 AgentLauncher::~AgentLauncher() = default;
 
 ProcessAgentLauncher::ProcessAgentLauncher(QString program) : m_program(std::move(program)) {}
@@ -71,6 +75,12 @@ Status ProcessAgentLauncher::start(const QString& dataDir)
 
     // A marker line, so the log shows where each start's output begins.
     const QString log = logPath(dataDir);
+    // The agent's output is appended across starts; past 1 MiB the old part moves to agent.log.1, so the file
+    // never grows without bound on a machine that runs for years.
+    if (QFileInfo(log).size() > kLogRotateBytes) {
+        QFile::remove(log + QStringLiteral(".1"));
+        QFile::rename(log, log + QStringLiteral(".1"));
+    }
     QFile marker(log);
     if (!marker.open(QIODevice::Append | QIODevice::Text))
         return fail(QStringLiteral("cannot write the agent's log %1: %2; check the folder's permissions")

@@ -42,6 +42,8 @@ public:
     void setStartGraceMs(int ms) { m_startGraceMs = ms; }
     // How long a started agent may take to answer before its log's last line is shown as the reason.
     void setStartTimeoutMs(int ms) { m_startTimeoutMs = ms; }
+    // An agent was started and has not answered yet.
+    bool isStarting() const { return m_startTimeout.isActive(); }
 
     agent::ControlClient& client() { return *m_client; }
     QString dataDir() const { return m_dataDir; }

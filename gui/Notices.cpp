@@ -20,7 +20,9 @@ std::optional<Notice> NoticeTracker::update(const QString& state, const QString&
     m_lastReason = reason;
 
     if (state == u"error" || reasonCode == u"agent_start_failed") {
-        if (!keyChanged && !reasonChanged)
+        // Once per error, not at each new wording of it ("the last 4 subtasks failed", then 5, ...); a failed
+        // agent start is news each time it happens.
+        if (!keyChanged && (reasonCode != u"agent_start_failed" || !reasonChanged))
             return std::nullopt;
         return Notice{Notice::Kind::Error, QStringLiteral("Gleaner needs your attention"), reason};
     }

@@ -182,6 +182,12 @@ void TestGuiRules::noticesInterruptOncePerChange()
     QCOMPARE(error->kind, Notice::Kind::Error);
     QCOMPARE(error->body, QStringLiteral("disk full"));
     QVERIFY(!notices.update(QStringLiteral("error"), QStringLiteral("error"), QStringLiteral("disk full")));
+    // A new wording of the same error ("the last 4 subtasks failed", then 5) is not news.
+    QVERIFY(
+        !notices.update(QStringLiteral("error"), QStringLiteral("error"), QStringLiteral("disk still full")));
+    // An error after the agent recovered is.
+    QVERIFY(
+        !notices.update(QStringLiteral("training"), QStringLiteral("computing"), QStringLiteral("Training")));
     QVERIFY(
         notices.update(QStringLiteral("error"), QStringLiteral("error"), QStringLiteral("token refused")));
 
