@@ -1,5 +1,7 @@
 #include "AgentLink.h"
 
+#include <algorithm>
+
 #include "AgentLauncher.h"
 #include "GuiLogging.h"
 #include "config/AgentConfig.h"
@@ -240,7 +242,8 @@ void AgentLink::onEvent(const QJsonObject& event)
 {
     const QString name = event.value(u"event").toString();
     if (name == u"log") {
-        appendLog(event.value(u"level").toString(QStringLiteral("info")), event.value(u"message").toString());
+        appendLog(event.value(u"level").toString(QStringLiteral("info")), event.value(u"message").toString(),
+                  event.value(u"time_ms").toInteger());
         Q_EMIT changed();
         return;
     }
@@ -265,13 +268,21 @@ void AgentLink::onReply(qint64 id, bool ok, const QJsonObject& result, const QSt
         m_statusRequest = -1;
         if (ok) {
             m_status = result;
-            // An agent may send its recent log with the status (older lines than this program has seen).
-            const QJsonArray log = result.value(u"log").toArray();
-            if (!log.isEmpty() && m_log.size() <= 1) {
-                for (const QJsonValue& line : log)
-                    appendLog(line.toObject().value(u"level").toString(QStringLiteral("info")),
-                              line.toObject().value(u"message").toString());
+            // The agent sends its recent log with the status: the lines from before this program connected
+            // (or while it was away) join the log in time order; those already seen as events are skipped.
+            bool merged = false;
+            for (const QJsonValue& value : result.value(u"log").toArray()) {
+                const QJsonObject line = value.toObject();
+                const qint64 timeMs = line.value(u"time_ms").toInteger();
+                if (timeMs <= m_lastAgentLogMs)
+                    continue;
+                appendLog(line.value(u"level").toString(QStringLiteral("info")),
+                          line.value(u"message").toString(), timeMs);
+                merged = true;
             }
+            if (merged)
+                std::stable_sort(m_log.begin(), m_log.end(),
+                                 [](const LogLine& a, const LogLine& b) { return a.time < b.time; });
             Q_EMIT changed();
         } else if (isConnected()) {
             appendLog(QStringLiteral("error"),
@@ -307,13 +318,17 @@ void AgentLink::onReply(qint64 id, bool ok, const QJsonObject& result, const QSt
     refresh();
 }
 
-void AgentLink::appendLog(const QString& level, const QString& message)
+void AgentLink::appendLog(const QString& level, const QString& message, qint64 agentTimeMs)
 {
+    if (agentTimeMs > 0)
+        m_lastAgentLogMs = std::max(m_lastAgentLogMs, agentTimeMs);
     if (level == u"info")
         qCDebug(lcGui) << "agent log:" << message;
     else
         qCInfo(lcGui) << "agent log:" << level << message;
-    m_log.append(LogLine{QDateTime::currentDateTime(), level, message});
+    m_log.append(
+        LogLine{agentTimeMs > 0 ? QDateTime::fromMSecsSinceEpoch(agentTimeMs) : QDateTime::currentDateTime(),
+                level, message});
     ++m_logTotal;
     while (m_log.size() > kMaxLogLines)
         m_log.removeFirst();

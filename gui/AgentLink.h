@@ -88,9 +88,11 @@ private:
     void setOffline(const QString& reason, const QString& code);
     void onStartGraceOver();
     void onStartTimeout();
-    void appendLog(const QString& level, const QString& message);
+    // `agentTimeMs`: when the agent logged it (0: a line of this program's own, now).
+    void appendLog(const QString& level, const QString& message, qint64 agentTimeMs = 0);
 
     QString m_dataDir;
+    qint64 m_lastAgentLogMs = 0; // the newest agent log line shown
     AgentLauncher* m_launcher;
     std::unique_ptr<agent::ControlClient> m_client;
     QJsonObject m_status;

@@ -9,6 +9,7 @@
 #include "control/ControlProtocol.h"
 #include "control/ControlServer.h"
 
+#include <QDateTime>
 #include <QDir>
 #include <QJsonArray>
 #include <QSignalSpy>
@@ -35,6 +36,7 @@ private Q_SLOTS:
     void asksForStatusAndPreferencesOnConnecting();
     void pushedEventsKeepTheStatusCurrent();
     void theLogKeepsTheLast200Lines();
+    void theAgentsEarlierLogJoinsInTimeOrder();
     void actionsSendTheirCommands();
     void aRefusedActionIsReported();
     void anActionWithoutAgentIsReported();
@@ -134,6 +136,45 @@ void TestAgentLink::theLogKeepsTheLast200Lines()
     QCOMPARE(link.log().size(), AgentLink::kMaxLogLines);
     QCOMPARE(link.log().first().message, QStringLiteral("line 50"));
     QVERIFY(link.logTotal() >= 251);
+}
+
+// The status carries the agent's recent log: lines from before the link connected are shown, in time order,
+// and none twice after a reconnection.
+void TestAgentLink::theAgentsEarlierLogJoinsInTimeOrder()
+{
+    const auto dir = scratchDir();
+    FakeAgent agent;
+    const qint64 past = QDateTime::currentMSecsSinceEpoch() - 60'000;
+    const auto line = [](qint64 timeMs, const QString& message) {
+        return QJsonObject{{QStringLiteral("level"), QStringLiteral("info")},
+                           {QStringLiteral("message"), message},
+                           {QStringLiteral("time_ms"), timeMs}};
+    };
+    QJsonObject status = realisticStatus(dir->path());
+    status.insert(QStringLiteral("log"), QJsonArray{line(past, QStringLiteral("agent started")),
+                                                    line(past + 1000, QStringLiteral("desktop policy on"))});
+    agent.setStatus(status);
+    QVERIFY(agent.start(dir->path()).ok());
+    AgentLink link(dir->path(), nullptr);
+    link.start();
+    QTRY_VERIFY(link.isConnected());
+    QTRY_VERIFY(link.log().size() >= 3);
+    QStringList messages;
+    for (const LogLine& l : link.log())
+        messages << l.message;
+    QCOMPARE(messages.mid(0, 2),
+             (QStringList{QStringLiteral("agent started"), QStringLiteral("desktop policy on")}));
+
+    // After the agent comes back, the same history is not shown again.
+    agent.stop();
+    QTRY_VERIFY(!link.isConnected());
+    QVERIFY(agent.start(dir->path()).ok());
+    QTRY_VERIFY_WITH_TIMEOUT(link.isConnected(), 15'000);
+    QTest::qWait(300); // the status reply after reconnecting
+    int shown = 0;
+    for (const LogLine& l : link.log())
+        shown += l.message == u"agent started" ? 1 : 0;
+    QCOMPARE(shown, 1);
 }
 
 void TestAgentLink::actionsSendTheirCommands()
