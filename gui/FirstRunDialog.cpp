@@ -290,8 +290,10 @@ void FirstRunDialog::onEnroll()
         return;
     }
     QStringList arguments{QStringLiteral("enroll"), url->toString()};
-    if (!m_token->text().trimmed().isEmpty())
-        arguments << QStringLiteral("--token") << m_token->text().trimmed();
+    // The token goes through a pipe, never the command line: other users can read /proc/PID/cmdline.
+    const QByteArray token = m_token->text().trimmed().toUtf8();
+    if (!token.isEmpty())
+        arguments << QStringLiteral("--token-file") << QStringLiteral("-");
     if (!m_fetched->trustedBySystem) {
         m_pem = std::make_unique<QTemporaryFile>(QDir::tempPath() + QStringLiteral("/gleaner-ca-XXXXXX.pem"));
         if (!m_pem->open() || m_pem->write(m_fetched->pem) != m_fetched->pem.size() || !m_pem->flush()) {
@@ -310,7 +312,8 @@ void FirstRunDialog::onEnroll()
     m_process = new QProcess(this);
     m_process->setProgram(m_agentProgram);
     m_process->setArguments(arguments);
-    m_process->setStandardInputFile(QProcess::nullDevice());
+    if (token.isEmpty())
+        m_process->setStandardInputFile(QProcess::nullDevice());
     connect(m_process, &QProcess::finished, this, &FirstRunDialog::onEnrollFinished);
     connect(m_process, &QProcess::errorOccurred, this, [this](QProcess::ProcessError error) {
         if (error != QProcess::FailedToStart)
@@ -324,6 +327,10 @@ void FirstRunDialog::onEnroll()
     });
     setBusy(true, QStringLiteral("Enrolling with %1…").arg(url->toString()));
     m_process->start();
+    if (!token.isEmpty()) {
+        m_process->write(token + '\n');
+        m_process->closeWriteChannel();
+    }
 }
 
 void FirstRunDialog::onEnrollFinished(int exitCode, QProcess::ExitStatus status)

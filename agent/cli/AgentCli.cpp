@@ -56,6 +56,11 @@ int enrollCommand(const QStringList& arguments)
                       QStringLiteral("The enrollment token from the coordinator's admin."),
                       QStringLiteral("TOKEN")});
     parser.addOption(
+        {QStringLiteral("token-file"),
+         QStringLiteral("Read the enrollment token from FILE, or from standard input with -, so it never "
+                        "shows in the process list."),
+         QStringLiteral("FILE")});
+    parser.addOption(
         {QStringLiteral("ca"),
          QStringLiteral("The coordinator's certificate (PEM) to pin, for a self-signed coordinator."),
          QStringLiteral("FILE")});
@@ -80,6 +85,22 @@ int enrollCommand(const QStringList& arguments)
     EnrollOptions options;
     options.url = parser.positionalArguments().first();
     options.token = parser.value(QStringLiteral("token"));
+    if (parser.isSet(QStringLiteral("token-file"))) {
+        if (parser.isSet(QStringLiteral("token")))
+            return usageError(QStringLiteral("enroll"),
+                              QStringLiteral("give --token or --token-file, not both"));
+        const QString path = parser.value(QStringLiteral("token-file"));
+        QFile file;
+        const bool opened = path == u"-" ? file.open(stdin, QIODevice::ReadOnly)
+                                         : (file.setFileName(path), file.open(QIODevice::ReadOnly));
+        if (!opened)
+            return usageError(
+                QStringLiteral("enroll"),
+                QStringLiteral("cannot read the token from %1: %2").arg(path, file.errorString()));
+        options.token = QString::fromUtf8(file.read(4096)).trimmed();
+        if (options.token.isEmpty())
+            return usageError(QStringLiteral("enroll"), QStringLiteral("%1 holds no token").arg(path));
+    }
     options.caFile = parser.value(QStringLiteral("ca"));
     options.name = parser.value(QStringLiteral("name"));
     options.dataDir =

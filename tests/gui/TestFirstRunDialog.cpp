@@ -57,7 +57,8 @@ QString fakeAgent(const QString& dir, int exitCode, const QByteArray& out, const
                         dir.toUtf8() +
                         "/args\"\n"
                         "while [ $# -gt 0 ]; do [ \"$1\" = --ca ] && cp \"$2\" \"" +
-                        dir.toUtf8() + "/ca.pem\"; shift; done\n";
+                        dir.toUtf8() + "/ca.pem\"; [ \"$1\" = --token-file ] && cat > \"" + dir.toUtf8() +
+                        "/token\"; shift; done\n";
     if (!out.isEmpty())
         script += "printf '%s\\n' '" + out + "'\n";
     if (!err.isEmpty())
@@ -225,8 +226,10 @@ void TestFirstRunDialog::enrollmentErrorsAreShownAsTheAgentWordsThem()
     const QStringList args =
         QString::fromUtf8(readFile(dir->filePath(QStringLiteral("args")))).trimmed().split(u'\n');
     QCOMPARE(args.size(), 9);
-    QCOMPARE(args.mid(0, 4), (QStringList{QStringLiteral("enroll"), url, QStringLiteral("--token"),
-                                          QStringLiteral("tok-123")}));
+    // The token comes through standard input, never the command line (other users can read it there).
+    QCOMPARE(args.mid(0, 4), (QStringList{QStringLiteral("enroll"), url, QStringLiteral("--token-file"),
+                                          QStringLiteral("-")}));
+    QCOMPARE(readFile(dir->filePath(QStringLiteral("token"))), QByteArray("tok-123\n"));
     QCOMPARE(args.at(4), QStringLiteral("--ca"));
     QCOMPARE(args.mid(6), (QStringList{QStringLiteral("--data-dir"), dir->filePath(QStringLiteral("data")),
                                        QStringLiteral("--json")}));

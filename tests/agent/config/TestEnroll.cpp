@@ -165,6 +165,24 @@ void TestEnroll::commandLine()
     QCOMPARE(QJsonDocument::fromJson(enroll.readAllStandardOutput()).object().value(QStringLiteral("data_dir")).toString(),
              o.dataDir);
 
+    // The token through standard input (--token-file -): it never shows in the process list.
+    const agent::EnrollOptions piped = options(scratch->filePath(QStringLiteral("piped")));
+    QProcess fromStdin;
+    fromStdin.start(QStringLiteral(GLEANER_AGENT_BIN),
+                    {QStringLiteral("enroll"), piped.url, QStringLiteral("--token-file"), QStringLiteral("-"),
+                     QStringLiteral("--ca"), piped.caFile, QStringLiteral("--data-dir"), piped.dataDir});
+    fromStdin.write(piped.token.toUtf8() + "\n");
+    fromStdin.closeWriteChannel();
+    QVERIFY(fromStdin.waitForFinished(60'000));
+    QVERIFY2(fromStdin.exitCode() == 0, fromStdin.readAllStandardError().constData());
+    QVERIFY(agent::AgentConfig::isEnrolled(piped.dataDir));
+    QProcess both;
+    both.start(QStringLiteral(GLEANER_AGENT_BIN),
+               {QStringLiteral("enroll"), piped.url, QStringLiteral("--token"), piped.token,
+                QStringLiteral("--token-file"), QStringLiteral("-")});
+    QVERIFY(both.waitForFinished());
+    QCOMPARE(both.exitCode(), 2);
+
     QProcess unknown;
     unknown.start(QStringLiteral(GLEANER_AGENT_BIN), {QStringLiteral("fly")});
     QVERIFY(unknown.waitForFinished());
