@@ -1,7 +1,8 @@
 #pragma once
-// What AgentDaemon.cpp (set-up, leasing, outcomes, state, control) and AgentDaemonSubtasks.cpp (one subtask's
-// steps) share: the per-subtask record, the hand-off to the network thread, and a few helpers. Private to the
-// daemon.
+// What the daemon's files share: AgentDaemon.cpp (set-up, leasing, outcomes), AgentDaemonSubtasks.cpp (one
+// subtask's steps), AgentDaemonControl.cpp (state, status, control requests, shutdown) and
+// AgentDaemonDesktop.cpp (the desktop policy's decisions): the per-subtask record, the hand-off to the network
+// thread, and a few helpers. Private to the daemon.
 
 #include "daemon/AgentDaemon.h"
 

@@ -1,0 +1,285 @@
+// The daemon's state as people and programs see it (the state and its reason, the status object, the subtask
+// events), its control requests, and its shutdown. See AgentDaemon.h.
+
+#include "daemon/AgentDaemon.h"
+#include "daemon/AgentDaemonInternal.h"
+
+#include "cache/FileCache.h"
+#include "daemon/StopSignal.h"
+
+#include <QDateTime>
+#include <QJsonArray>
+#include <QSet>
+
+namespace gleaner::agent {
+
+using namespace daemon_detail;
+
+void AgentDaemon::updateState()
+{
+    int training = 0, pausedWorkers = 0;
+    for (const auto& active : std::as_const(m_active))
+        if (active->worker) {
+            ++training;
+            pausedWorkers += active->workerPaused ? 1 : 0;
+        }
+    QString state, reason, code;
+    if (m_stopping) {
+        state = QStringLiteral("stopped");
+        code = QStringLiteral("stopping");
+        reason = QStringLiteral("Stopping: the subtasks are kept for the next start");
+    } else if (!m_fatal.isEmpty()) {
+        state = QStringLiteral("error");
+        code = QStringLiteral("error");
+        reason = QStringLiteral("Stopped: %1").arg(m_fatal);
+    } else if (m_failureStreak >= kFailuresBeforeError && !m_lastFailure.isEmpty()) {
+        // Still leasing (with backoff): the cause may be fixed on the coordinator's side.
+        state = QStringLiteral("error");
+        code = QStringLiteral("error");
+        reason = QStringLiteral("The last %1 subtasks failed; the last one: %2")
+                     .arg(m_failureStreak)
+                     .arg(m_lastFailure);
+    } else if (m_paused) {
+        state = QStringLiteral("paused");
+        code = QStringLiteral("paused_by_user");
+        reason = pausedWorkers < training
+                     ? QStringLiteral("Pausing %1 subtask(s)").arg(training - pausedWorkers)
+                     : QStringLiteral("Paused by you");
+    } else if (snoozed()) {
+        state = QStringLiteral("paused");
+        code = QStringLiteral("snoozed");
+        reason = QStringLiteral("Snoozed until %1; resuming by itself then")
+                     .arg(QDateTime::fromMSecsSinceEpoch(m_snoozeUntilMs).toString(QStringLiteral("HH:mm")));
+    } else if (m_finishing) {
+        state = QStringLiteral("finishing");
+        code = QStringLiteral("finishing");
+        reason = QStringLiteral("Finishing %1 subtask(s), then stopping").arg(m_active.size());
+        if (auto held = policyState())
+            reason += QStringLiteral("; on hold now: ") + std::get<1>(*held);
+    } else if (auto held = policyState()) {
+        std::tie(state, reason, code) = *held;
+    } else if (training > 0) {
+        state = QStringLiteral("training");
+        code = QStringLiteral("computing");
+        reason = QStringLiteral("Training %1 subtask(s)").arg(training);
+        const QString why = m_desktop->decision().reason;
+        if (!m_options.dedicated && why.startsWith(u"Computing: "))
+            reason += QStringLiteral(": ") + why.mid(11);
+    } else if (!m_reachable) {
+        state = QStringLiteral("offline");
+        code = QStringLiteral("offline");
+        reason = QStringLiteral("Cannot reach the coordinator %1: %2; next try in %3")
+                     .arg(m_config.coordinatorUrl, m_lastNetworkError,
+                          seconds(std::max<qint64>(0, m_nextTryMs - nowMs())));
+    } else if (!m_active.isEmpty()) {
+        state = QStringLiteral("waiting");
+        code = QStringLiteral("preparing");
+        reason = QStringLiteral("Preparing %1 subtask(s)").arg(m_active.size());
+    } else {
+        state = QStringLiteral("waiting");
+        code = QStringLiteral("no_work");
+        reason = QStringLiteral("Waiting for work from %1").arg(m_config.coordinatorUrl);
+    }
+    // The offline reason carries a countdown; only a change of state or of the reason's kind is an event. The
+    // desktop's reasons count too ("you were active 40 s ago"): the tray's tooltip follows them, but the log
+    // takes a line only when what the reason says changes, not its clock (the idle time in "Training 2
+    // subtask(s): you have been idle for 5 min", the percentage of a busy CPU).
+    const bool changed = state != m_state || (state != u"offline" && reason != m_reason);
+    static const QSet<QString> ticking{QStringLiteral("idle_wait"), QStringLiteral("user_active"),
+                                       QStringLiteral("cpu_busy"), QStringLiteral("offline")};
+    const QString logKey = code == u"computing"     ? reason.section(QStringLiteral(": "), 0, 0)
+                           : code == u"finishing"   ? reason.section(QStringLiteral("; on hold now"), 0, 0)
+                           : ticking.contains(code) ? code
+                                                    : reason;
+    const bool worthLogging = state != m_state || logKey != m_loggedReason;
+    m_state = state;
+    m_reason = reason;
+    m_reasonCode = code;
+    if (worthLogging) {
+        m_loggedReason = logKey;
+        log(QStringLiteral("info"), reason);
+    }
+    if (changed)
+        Q_EMIT controlEvent(QJsonObject{{QStringLiteral("event"), QStringLiteral("state")},
+                                        {QStringLiteral("state"), state},
+                                        {QStringLiteral("reason"), reason},
+                                        {QStringLiteral("reason_code"), code}});
+}
+
+void AgentDaemon::publishSubtask(const Active& active, const QString& error)
+{
+    QJsonObject event{{QStringLiteral("event"), QStringLiteral("subtask")},
+                      {QStringLiteral("lease_id"), active.record.leaseId},
+                      {QStringLiteral("state"), active.shownState()}};
+    if (active.manifest) {
+        event.insert(QStringLiteral("job"), QJsonObject{{QStringLiteral("id"), active.manifest->jobId},
+                                                        {QStringLiteral("name"), active.manifest->jobName}});
+        event.insert(QStringLiteral("epoch"), active.manifest->epoch);
+        event.insert(QStringLiteral("shard"), active.manifest->shard);
+    }
+    if (!error.isEmpty())
+        event.insert(QStringLiteral("error"), error);
+    Q_EMIT controlEvent(event);
+}
+
+QJsonObject AgentDaemon::status() const
+{
+    QJsonArray subtasks;
+    const qint64 now = nowMs();
+    for (const auto& active : std::as_const(m_active)) {
+        QJsonObject s{{QStringLiteral("lease_id"), active->record.leaseId},
+                      {QStringLiteral("state"), active->shownState()},
+                      {QStringLiteral("step"), active->step},
+                      {QStringLiteral("of"), active->of},
+                      {QStringLiteral("loss"), active->loss},
+                      {QStringLiteral("samples_per_s"), active->samplesPerSecond},
+                      {QStringLiteral("deadline_ms"), active->record.deadlineMs}};
+        const qint64 eta = active->etaSeconds(now);
+        s.insert(QStringLiteral("eta_seconds"), eta >= 0 ? QJsonValue(eta) : QJsonValue(QJsonValue::Null));
+        if (active->manifest) {
+            s.insert(QStringLiteral("job"), QJsonObject{{QStringLiteral("id"), active->manifest->jobId},
+                                                        {QStringLiteral("name"), active->manifest->jobName}});
+            s.insert(QStringLiteral("epoch"), active->manifest->epoch);
+            s.insert(QStringLiteral("shard"), active->manifest->shard);
+        }
+        subtasks.append(s);
+    }
+    QJsonArray recentLog;
+    for (const QJsonObject& line : m_recentLog)
+        recentLog.append(line);
+    QJsonObject policy = m_desktop->statusObject();
+    policy.insert(QStringLiteral("threads"), m_options.threads);
+    policy.insert(QStringLiteral("snoozed_until_ms"),
+                  snoozed() ? QJsonValue(m_snoozeUntilMs) : QJsonValue(QJsonValue::Null));
+    QJsonObject totals;
+    if (auto t = m_store->totals()) {
+        totals = QJsonObject{{QStringLiteral("subtasks_done"), t->subtasksDone},
+                             {QStringLiteral("subtasks_failed"), t->subtasksFailed},
+                             {QStringLiteral("samples"), t->samples},
+                             {QStringLiteral("train_seconds"), t->trainSeconds}};
+    }
+    return QJsonObject{
+        {QStringLiteral("state"), m_state},
+        {QStringLiteral("reason"), m_reason},
+        {QStringLiteral("reason_code"), m_reasonCode},
+        {QStringLiteral("agent_id"), m_config.agentId},
+        {QStringLiteral("name"), m_config.name},
+        {QStringLiteral("data_dir"), m_options.dataDir},
+        {QStringLiteral("dedicated"), m_options.dedicated},
+        {QStringLiteral("coordinator"),
+         QJsonObject{{QStringLiteral("url"), m_config.coordinatorUrl},
+                     {QStringLiteral("reachable"), m_reachable},
+                     {QStringLiteral("last_error"), m_lastNetworkError.isEmpty()
+                                                        ? QJsonValue(QJsonValue::Null)
+                                                        : QJsonValue(m_lastNetworkError)},
+                     {QStringLiteral("next_try_ms"),
+                      m_leaseTimer.isActive() ? QJsonValue(m_nextTryMs) : QJsonValue(QJsonValue::Null)}}},
+        {QStringLiteral("max_tasks"), m_options.maxTasks},
+        {QStringLiteral("threads"), m_options.threads},
+        {QStringLiteral("subtasks"), subtasks},
+        {QStringLiteral("totals"), totals},
+        {QStringLiteral("policy"), policy},
+        {QStringLiteral("log"), recentLog},
+    };
+}
+
+QStringList AgentDaemon::commands() const
+{
+    return {QStringLiteral("status"),         QStringLiteral("pause"),  QStringLiteral("resume"),
+            QStringLiteral("finish"),         QStringLiteral("snooze"), QStringLiteral("preferences"),
+            QStringLiteral("set_preferences")};
+}
+
+Result<QJsonObject> AgentDaemon::handle(const QString& command, const QJsonObject& args)
+{
+    if (command == u"status")
+        return status();
+    if (command == u"preferences" || command == u"set_preferences")
+        return handleDesktop(command, args); // the preferences can be read and changed while stopping too
+    if (m_stopping)
+        return fail(QStringLiteral("the agent is stopping"));
+    if (command == u"pause") {
+        if (!m_paused) {
+            m_paused = true;
+            m_leaseTimer.stop();
+            syncWorkers();
+            log(QStringLiteral("info"), QStringLiteral("paused on request"));
+        }
+        updateState();
+        return QJsonObject{{QStringLiteral("state"), m_state}};
+    }
+    if (command == u"resume") {
+        if (m_paused || m_snoozeUntilMs) {
+            m_paused = false;
+            m_snoozeUntilMs = 0;
+            m_snoozeTimer.stop();
+            syncWorkers();
+            log(QStringLiteral("info"), QStringLiteral("resumed on request"));
+            scheduleLease(0);
+        }
+        updateState();
+        return QJsonObject{{QStringLiteral("state"), m_state}};
+    }
+    if (command == u"finish") {
+        m_finishing = true;
+        m_leaseTimer.stop();
+        // Finishing means computing what is held: the owner's pause ends; the desktop policy still holds.
+        m_paused = false;
+        m_snoozeUntilMs = 0;
+        m_snoozeTimer.stop();
+        syncWorkers();
+        log(QStringLiteral("info"), QStringLiteral("finishing the current subtasks, then stopping"));
+        updateState();
+        QTimer::singleShot(0, this, &AgentDaemon::checkFinished);
+        return QJsonObject{{QStringLiteral("state"), m_state}};
+    }
+    if (command == u"snooze")
+        return handleDesktop(command, args);
+    return fail(QStringLiteral("unknown command \"%1\"").arg(command));
+}
+
+void AgentDaemon::shutdown()
+{
+    if (m_stopping)
+        return;
+    m_stopping = true;
+    m_leaseTimer.stop();
+    m_stop->stop(); // ends waits and transfers on the network thread; their steps are tried again at the next
+                    // start
+    int running = 0;
+    for (const auto& active : std::as_const(m_active))
+        if (active->worker && active->worker->running()) {
+            active->worker->send("stop");
+            ++running;
+        }
+    log(QStringLiteral("info"), running
+                                    ? QStringLiteral("stopping: %1 worker(s) write a checkpoint").arg(running)
+                                    : QStringLiteral("stopping"));
+    updateState();
+    m_shutdownTimer.start(int(kShutdownGraceMs));
+    checkFinished();
+}
+
+void AgentDaemon::checkFinished()
+{
+    if (m_stoppedEmitted)
+        return;
+    if (m_stopping) {
+        for (const auto& active : std::as_const(m_active))
+            if (active->worker && active->worker->running())
+                return;
+        m_stoppedEmitted = true;
+        m_shutdownTimer.stop();
+        Q_EMIT stopped(0);
+        return;
+    }
+    if (m_finishing && m_active.isEmpty()) {
+        m_stoppedEmitted = true;
+        log(QStringLiteral("info"), QStringLiteral("finished the current subtasks; stopping"));
+        m_stopping = true;
+        updateState();
+        Q_EMIT stopped(0);
+    }
+}
+
+} // namespace gleaner::agent
