@@ -7,8 +7,8 @@
 #include "store/Database.h"
 
 #include <QDir>
-#include <QFileInfo>
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonDocument>
 #include <QLoggingCategory>
 
@@ -33,6 +33,9 @@ void syncDirectory(const QString& path)
 }
 constexpr int kRetryWhenIdleSeconds = 10;
 constexpr int kRetryWhenNoJobsSeconds = 30;
+// A job still being imported, or whose first weights are being written, has work in a moment: agents that ask
+// now come back soon instead of after the no-job wait, which is longer than a small job takes.
+constexpr int kRetryWhenStartingSeconds = 2;
 constexpr int kMaxFailureReasonLength = 2000;
 const char* const kFailureStages[] = {"verify", "download", "worker", "upload", "other"};
 
@@ -72,11 +75,12 @@ std::optional<TensorBundle> Coordinator::schemaForLease(const QString& leaseId) 
 
 void Coordinator::persistLease(const Lease& lease)
 {
-    (void)m_db->exec(QStringLiteral("INSERT INTO leases (id, workunit_id, agent_id, issued_ms, deadline_ms, state, "
-                                    "base_version, weights_sha, nonce) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT "
-                                    "(id) DO UPDATE SET deadline_ms = excluded.deadline_ms, state = excluded.state"),
-                     {lease.id, lease.workunitId, lease.agentId, lease.issuedMs, lease.deadlineMs,
-                      leaseStateName(lease.state), lease.baseVersion, lease.weightsSha, lease.nonce});
+    (void)m_db->exec(
+        QStringLiteral("INSERT INTO leases (id, workunit_id, agent_id, issued_ms, deadline_ms, state, "
+                       "base_version, weights_sha, nonce) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT "
+                       "(id) DO UPDATE SET deadline_ms = excluded.deadline_ms, state = excluded.state"),
+        {lease.id, lease.workunitId, lease.agentId, lease.issuedMs, lease.deadlineMs,
+         leaseStateName(lease.state), lease.baseVersion, lease.weightsSha, lease.nonce});
 }
 
 QByteArray Coordinator::signedManifest(const JobState& job, const Workunit& unit, const Lease& lease,
@@ -93,7 +97,8 @@ QByteArray Coordinator::signedManifest(const JobState& job, const Workunit& unit
     hyper.insert(QStringLiteral("batch_size"), job.spec.batchSize);
     hyper.insert(QStringLiteral("optimizer"), job.spec.optimizer.toJson());
     // Each workunit trains with its own data order, reproducibly.
-    hyper.insert(QStringLiteral("seed"), qint64((job.spec.seed + quint64(unit.id) * 1000003ULL) % (1ULL << 53)));
+    hyper.insert(QStringLiteral("seed"),
+                 qint64((job.spec.seed + quint64(unit.id) * 1000003ULL) % (1ULL << 53)));
 
     QJsonObject subtask;
     subtask.insert(QStringLiteral("workunit_id"), unit.id);
@@ -128,7 +133,8 @@ QByteArray Coordinator::signedManifest(const JobState& job, const Workunit& unit
 
 HttpResponse Coordinator::lease(const QString& agentId, const QJsonObject& request)
 {
-    // One transaction for the agent's record, the workunits and the leases: one commit instead of one per row.
+    // One transaction for the agent's record, the workunits and the leases: one commit instead of one per
+    // row.
     HttpResponse response;
     const Status done = m_db->transaction([&]() -> Status {
         response = leaseInTransaction(agentId, request);
@@ -136,7 +142,8 @@ HttpResponse Coordinator::lease(const QString& agentId, const QJsonObject& reque
     });
     if (!done) {
         qCCritical(lcCoordinator) << "cannot record a lease:" << done.error();
-        return HttpResponse::error(500, QStringLiteral("the coordinator cannot record the lease; try again later"));
+        return HttpResponse::error(
+            500, QStringLiteral("the coordinator cannot record the lease; try again later"));
     }
     return response;
 }
@@ -145,20 +152,25 @@ HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJson
 {
     touchAgent(agentId);
     expireLeases();
-    const int maxTasks = std::clamp(int(request.value(QStringLiteral("max_tasks")).toInteger(1)), 1, kMaxTasksPerLease);
+    const int maxTasks =
+        std::clamp(int(request.value(QStringLiteral("max_tasks")).toInteger(1)), 1, kMaxTasksPerLease);
     QSet<QString> cached;
     for (const auto& value : request.value(QStringLiteral("cached")).toArray())
         cached.insert(value.toString());
 
     QJsonArray tasks;
     bool anyRunning = false;
+    bool anyStarting = false;
     const qint64 now = m_clock.nowMs();
     for (auto& [jobId, job] : m_jobs) {
+        anyStarting = anyStarting || job.status == JobStatus::Created; // importing its data set
         if (job.status != JobStatus::Running)
             continue;
         anyRunning = true;
-        if (job.published.version < 0)
+        if (job.published.version < 0) {
+            anyStarting = true;
             continue; // the first weights file is still being written
+        }
         while (tasks.size() < maxTasks) {
             openNextEpochIfReady(job);
             // Oldest epoch first; among its pending workunits, one whose shard the agent already holds.
@@ -168,19 +180,20 @@ HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJson
                     continue;
                 if (!chosen || unit.epoch < chosen->epoch)
                     chosen = &unit;
-                else if (unit.epoch == chosen->epoch
-                         && cached.contains(job.files.shards.at(unit.shard).sha256)
-                         && !cached.contains(job.files.shards.at(chosen->shard).sha256))
+                else if (unit.epoch == chosen->epoch &&
+                         cached.contains(job.files.shards.at(unit.shard).sha256) &&
+                         !cached.contains(job.files.shards.at(chosen->shard).sha256))
                     chosen = &unit;
             }
             // Nothing pending: replicate a straggler to this idle agent when the job allows replicas.
             if (!chosen && job.spec.replication > 1) {
                 for (auto& [id, unit] : job.workunits) {
-                    if (unit.state != Workunit::State::Leased || unit.openLeases.size() >= job.spec.replication)
+                    if (unit.state != Workunit::State::Leased ||
+                        unit.openLeases.size() >= job.spec.replication)
                         continue;
-                    const bool mine = std::any_of(unit.openLeases.cbegin(), unit.openLeases.cend(), [&](const QString& l) {
-                        return m_leases.value(l).agentId == agentId;
-                    });
+                    const bool mine =
+                        std::any_of(unit.openLeases.cbegin(), unit.openLeases.cend(),
+                                    [&](const QString& l) { return m_leases.value(l).agentId == agentId; });
                     if (!mine) {
                         chosen = &unit;
                         break;
@@ -226,7 +239,9 @@ HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJson
     QJsonObject reply;
     reply.insert(QStringLiteral("tasks"), tasks);
     if (tasks.isEmpty())
-        reply.insert(QStringLiteral("retry_after"), anyRunning ? kRetryWhenIdleSeconds : kRetryWhenNoJobsSeconds);
+        reply.insert(QStringLiteral("retry_after"), anyStarting  ? kRetryWhenStartingSeconds
+                                                    : anyRunning ? kRetryWhenIdleSeconds
+                                                                 : kRetryWhenNoJobsSeconds);
     return HttpResponse::json(200, reply);
 }
 
@@ -236,7 +251,8 @@ HttpResponse Coordinator::leaseNotInMemory(const QString& agentId, const QString
     const auto known = m_admission.lease(leaseId);
     if (known && known->agentId == agentId && !known->closedReason.isEmpty())
         return HttpResponse::error(409, known->closedReason);
-    return HttpResponse::error(404, QStringLiteral("lease %1 is not known (or its job has finished)").arg(leaseId));
+    return HttpResponse::error(
+        404, QStringLiteral("lease %1 is not known (or its job has finished)").arg(leaseId));
 }
 
 HttpResponse Coordinator::progress(const QString& agentId, const QString& leaseId, const QJsonObject& report)
@@ -250,9 +266,11 @@ HttpResponse Coordinator::progress(const QString& agentId, const QString& leaseI
     QJsonObject reply;
     JobState* job = findJob(lease->jobId);
     if (lease->state == Lease::State::Completed)
-        return HttpResponse::error(409, QStringLiteral("lease %1 is closed: its result was already received").arg(leaseId));
+        return HttpResponse::error(
+            409, QStringLiteral("lease %1 is closed: its result was already received").arg(leaseId));
     if (lease->state == Lease::State::Refused)
-        return HttpResponse::error(409, QStringLiteral("lease %1 is closed: its result was refused as invalid").arg(leaseId));
+        return HttpResponse::error(
+            409, QStringLiteral("lease %1 is closed: its result was refused as invalid").arg(leaseId));
     const auto abort = [&](const QString& reason) {
         reply.insert(QStringLiteral("abort"), true);
         reply.insert(QStringLiteral("reason"), reason);
@@ -263,22 +281,25 @@ HttpResponse Coordinator::progress(const QString& agentId, const QString& leaseI
         return abort(job ? QStringLiteral("job %1 is %2").arg(job->id).arg(jobStatusName(job->status))
                          : QStringLiteral("the job no longer exists"));
     const auto doneUnit = job->workunits.find(lease->workunitId);
-    if (lease->state == Lease::State::Expired && doneUnit != job->workunits.end()
-        && doneUnit->second.state == Workunit::State::Done)
+    if (lease->state == Lease::State::Expired && doneUnit != job->workunits.end() &&
+        doneUnit->second.state == Workunit::State::Done)
         return abort(QStringLiteral("the lease expired and its workunit was completed by another agent"));
     Q_UNUSED(report);
-    // A report extends the lease; one that arrives after the deadline revives it while its workunit is undone.
+    // A report extends the lease; one that arrives after the deadline revives it while its workunit is
+    // undone.
     auto unit = job->workunits.find(lease->workunitId);
-    if (lease->state == Lease::State::Expired && unit != job->workunits.end()
-        && unit->second.state != Workunit::State::Done) {
+    if (lease->state == Lease::State::Expired && unit != job->workunits.end() &&
+        unit->second.state != Workunit::State::Done) {
         lease->state = Lease::State::Open;
         unit->second.openLeases.append(lease->id);
         if (unit->second.state == Workunit::State::Pending) {
             unit->second.state = Workunit::State::Leased;
-            (void)m_db->exec(QStringLiteral("UPDATE workunits SET state = 'leased' WHERE id = ?"), {unit->second.id});
+            (void)m_db->exec(QStringLiteral("UPDATE workunits SET state = 'leased' WHERE id = ?"),
+                             {unit->second.id});
         }
     }
-    lease->deadlineMs = std::max(lease->deadlineMs, m_clock.nowMs() + qint64(job->spec.deadlineSeconds) * 1000);
+    lease->deadlineMs =
+        std::max(lease->deadlineMs, m_clock.nowMs() + qint64(job->spec.deadlineSeconds) * 1000);
     m_nextDeadlineMs = std::min(m_nextDeadlineMs, lease->deadlineMs);
     persistLease(*lease);
     reply.insert(QStringLiteral("abort"), false);
@@ -382,20 +403,23 @@ HttpResponse Coordinator::refuseResult(const QString& agentId, const QString& le
     if (lease && lease->agentId == agentId && lease->state != Lease::State::Completed) {
         lease->state = Lease::State::Refused;
         persistLease(*lease);
-        m_admission.closeLease(leaseId, QStringLiteral("lease %1 was closed after an invalid result").arg(leaseId));
+        m_admission.closeLease(leaseId,
+                               QStringLiteral("lease %1 was closed after an invalid result").arg(leaseId));
         if (JobState* job = findJob(lease->jobId)) {
             auto unit = job->workunits.find(lease->workunitId);
             if (unit != job->workunits.end()) {
                 unit->second.openLeases.removeAll(leaseId);
                 if (unit->second.state == Workunit::State::Leased && unit->second.openLeases.isEmpty()) {
                     unit->second.state = Workunit::State::Pending;
-                    (void)m_db->exec(QStringLiteral("UPDATE workunits SET state = 'pending' WHERE id = ?"), {unit->second.id});
+                    (void)m_db->exec(QStringLiteral("UPDATE workunits SET state = 'pending' WHERE id = ?"),
+                                     {unit->second.id});
                 }
             }
         }
         recordAgentOutcome(agentId, "invalid");
         m_leases.remove(leaseId);
-        qCWarning(lcCoordinator) << "refused the result of lease" << leaseId << "from agent" << agentId << ":" << reason;
+        qCWarning(lcCoordinator) << "refused the result of lease" << leaseId << "from agent" << agentId << ":"
+                                 << reason;
     }
     return HttpResponse::error(422, reason);
 }
@@ -415,21 +439,26 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
     if (lease->agentId != agentId)
         return refuse(409, QStringLiteral("lease %1 belongs to another agent").arg(leaseId));
     if (lease->state == Lease::State::Completed)
-        return refuse(409, QStringLiteral("the result of lease %1 was already received; this copy is a duplicate").arg(leaseId));
+        return refuse(409,
+                      QStringLiteral("the result of lease %1 was already received; this copy is a duplicate")
+                          .arg(leaseId));
     if (lease->state == Lease::State::Refused)
         return refuse(409, QStringLiteral("lease %1 was closed after an invalid result").arg(leaseId));
     JobState* job = findJob(lease->jobId);
     if (!job || (job->status != JobStatus::Running && job->status != JobStatus::Paused))
-        return refuse(409, job ? QStringLiteral("job %1 is %2 and takes no more results").arg(job->id).arg(jobStatusName(job->status))
+        return refuse(409, job ? QStringLiteral("job %1 is %2 and takes no more results")
+                                     .arg(job->id)
+                                     .arg(jobStatusName(job->status))
                                : QStringLiteral("the job no longer exists"));
     if (update.baseVersion != lease->baseVersion) {
         QFile::remove(file);
-        return refuseResult(agentId, leaseId,
-                            QStringLiteral("the result says it trained from version %1 but lease %2 handed out version "
-                                           "%3")
-                                .arg(update.baseVersion)
-                                .arg(leaseId)
-                                .arg(lease->baseVersion));
+        return refuseResult(
+            agentId, leaseId,
+            QStringLiteral("the result says it trained from version %1 but lease %2 handed out version "
+                           "%3")
+                .arg(update.baseVersion)
+                .arg(leaseId)
+                .arg(lease->baseVersion));
     }
     auto unit = job->workunits.find(lease->workunitId);
     if (unit == job->workunits.end())
@@ -448,10 +477,12 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
     const qint64 now = m_clock.nowMs();
     qint64 seq = -1;
     const Status recorded = m_db->transaction([&]() -> Status {
-        auto r = m_db->exec(QStringLiteral("INSERT INTO updates (job_id, lease_id, agent_id, epoch, base_version, file, "
-                                           "samples, loss, train_seconds, received_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
-                            {job->id, leaseId, agentId, unit->second.epoch, update.baseVersion, relative, update.samples,
-                             update.loss, update.trainSeconds, now});
+        auto r = m_db->exec(
+            QStringLiteral(
+                "INSERT INTO updates (job_id, lease_id, agent_id, epoch, base_version, file, "
+                "samples, loss, train_seconds, received_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+            {job->id, leaseId, agentId, unit->second.epoch, update.baseVersion, relative, update.samples,
+             update.loss, update.trainSeconds, now});
         if (!r)
             return fail(r.error());
         seq = m_db->lastInsertId();
@@ -459,7 +490,8 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
         closed.state = Lease::State::Completed;
         persistLease(closed);
         if (unit->second.state != Workunit::State::Done) {
-            auto w = m_db->exec(QStringLiteral("UPDATE workunits SET state = 'done' WHERE id = ?"), {unit->second.id});
+            auto w = m_db->exec(QStringLiteral("UPDATE workunits SET state = 'done' WHERE id = ?"),
+                                {unit->second.id});
             if (!w)
                 return fail(w.error());
         }
@@ -467,21 +499,24 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
     });
     if (!recorded) {
         QFile::remove(stored);
-        qCCritical(lcCoordinator) << "cannot record the result of lease" << leaseId << ":" << recorded.error();
-        return HttpResponse::error(500, QStringLiteral("the coordinator cannot record the result; try again later"));
+        qCCritical(lcCoordinator) << "cannot record the result of lease" << leaseId << ":"
+                                  << recorded.error();
+        return HttpResponse::error(
+            500, QStringLiteral("the coordinator cannot record the result; try again later"));
     }
     // Memory follows the database only once it committed.
     lease->state = Lease::State::Completed;
     unit->second.state = Workunit::State::Done;
     unit->second.openLeases.removeAll(leaseId);
-    m_admission.closeLease(leaseId,
-                           QStringLiteral("the result of lease %1 was already received; this copy is a duplicate").arg(leaseId));
+    m_admission.closeLease(
+        leaseId,
+        QStringLiteral("the result of lease %1 was already received; this copy is a duplicate").arg(leaseId));
     recordAgentOutcome(agentId, "done", update.samples, update.trainSeconds);
     touchAgent(agentId);
     job->updatesReceived += 1;
     noteAccepted(*job, unit->second.epoch, seq, agentId, update.loss, now);
-    // A closed lease lives on in the database and, for the 409 its repeats get, in the admission cache; memory
-    // keeps only the leases that may still deliver.
+    // A closed lease lives on in the database and, for the 409 its repeats get, in the admission cache;
+    // memory keeps only the leases that may still deliver.
     m_leases.remove(leaseId);
     lease = nullptr;
 
@@ -526,10 +561,12 @@ void Coordinator::expireLeases()
         unit->second.openLeases.removeAll(lease.id);
         if (unit->second.state == Workunit::State::Leased && unit->second.openLeases.isEmpty()) {
             unit->second.state = Workunit::State::Pending; // re-issued to the next agent that asks
-            (void)m_db->exec(QStringLiteral("UPDATE workunits SET state = 'pending' WHERE id = ?"), {unit->second.id});
+            (void)m_db->exec(QStringLiteral("UPDATE workunits SET state = 'pending' WHERE id = ?"),
+                             {unit->second.id});
         }
-        qCInfo(lcCoordinator) << "lease" << lease.id << "of agent" << lease.agentId << "missed its deadline; workunit"
-                              << lease.workunitId << "goes back to the queue";
+        qCInfo(lcCoordinator) << "lease" << lease.id << "of agent" << lease.agentId
+                              << "missed its deadline; workunit" << lease.workunitId
+                              << "goes back to the queue";
     }
     m_nextDeadlineMs = next;
 }
@@ -567,8 +604,8 @@ void Coordinator::tick()
     for (auto& [id, job] : m_jobs) {
         if (job.status != JobStatus::Running && job.status != JobStatus::Paused)
             continue;
-        if (job.published.version < job.updatesApplied
-            && now - job.published.atMs >= qint64(m_config.publishIntervalMs))
+        if (job.published.version < job.updatesApplied &&
+            now - job.published.atMs >= qint64(m_config.publishIntervalMs))
             m_weights->publish(id);
         m_weights->snapshot(id, false);
         scheduleValidations(job); // retries a validation that failed
