@@ -3,6 +3,7 @@
 // window is open: the larger case), and the agent it started, waiting for the user to go idle. Reads VmRSS
 // and the peak VmHWM of both after a settling time, and their CPU time over a window.
 //   bench_desktop_memory [--settle S] [--seconds S] [--quick]   (under tests/tools/with-xvfb.sh)
+#include "DesktopSupport.h"
 #include "E2eCluster.h"
 #include "ProcessProbe.h"
 #include "TestSupport.h"
@@ -13,8 +14,8 @@
 
 #include <QCoreApplication>
 #include <QDir>
-#include <QFile>
 #include <QElapsedTimer>
+#include <QFile>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
@@ -74,20 +75,15 @@ int main(int argc, char** argv)
         return bench::failBench(kName, QStringLiteral("gleaner did not start: %1").arg(tray.errorString()));
 
     // The tray app starts the agent; its hello names its pid.
-    qint64 agentPid = 0;
-    waitUntil(
-        [&] {
-            auto connection = agent::ControlConnection::open(dir);
-            if (connection)
-                agentPid = (*connection)->hello().value(QStringLiteral("pid")).toInteger();
-            return agentPid > 0;
-        },
-        30'000, 200);
-    if (agentPid <= 0)
+    auto connection = connectWhenUp(dir, 30'000, false);
+    if (!connection)
         return bench::failBench(
             kName,
-            QStringLiteral("the tray app did not start an agent; its log:\n%1")
-                .arg(QString::fromUtf8(test::readFile(scratch->path() + QStringLiteral("/gleaner.log")))));
+            QStringLiteral("the tray app did not start an agent (%1); its log:\n%2")
+                .arg(connection.error(),
+                     QString::fromUtf8(test::readFile(scratch->path() + QStringLiteral("/gleaner.log")))));
+    const qint64 agentPid = (*connection)->hello().value(QStringLiteral("pid")).toInteger();
+    connection->reset();
     QTest::qWait(settle * 1000);
 
     const auto before = std::make_pair(sampleProcess(tray.processId()), sampleProcess(agentPid));

@@ -3,6 +3,7 @@
 // `subtask` events showing every training worker paused; then `resume`, a second of training, and again.
 // Prints the median and the maximum over N runs. Goal: under 1 s.
 //   bench_pause_latency [--runs N] [--quick]
+#include "DesktopSupport.h"
 #include "E2eCluster.h"
 #include "TestSupport.h"
 
@@ -99,19 +100,10 @@ int main(int argc, char** argv)
         !s)
         return bench::failBench(kName, s.error());
 
-    std::unique_ptr<agent::ControlConnection> control;
-    waitUntil(
-        [&] {
-            auto opened = agent::ControlConnection::open(cluster.agent(*agent).dir);
-            if (opened)
-                control = std::move(*opened);
-            return control != nullptr;
-        },
-        30'000, 200);
-    if (!control)
-        return bench::failBench(kName, QStringLiteral("cannot connect to the agent's control socket"));
-    if (auto s = control->call(QStringLiteral("subscribe")); !s)
-        return bench::failBench(kName, s.error());
+    auto connected = connectWhenUp(cluster.agent(*agent).dir, 30'000);
+    if (!connected)
+        return bench::failBench(kName, connected.error());
+    std::unique_ptr<agent::ControlConnection> control = std::move(*connected);
 
     std::vector<double> latencies;
     for (int run = 0; run < runs; ++run) {

@@ -60,22 +60,36 @@ Result<DesktopAgent> startDesktopAgent(E2eCluster& cluster, const QJsonObject& p
         !s)
         return fail(s.error());
 
-    DesktopAgent out;
-    out.agent = *agent;
+    auto control = connectWhenUp(dir, 30'000);
+    if (!control)
+        return fail(QStringLiteral("%1; the agent's log:\n%2")
+                        .arg(control.error(), cluster.agentLog(*agent).right(3000)));
+    return DesktopAgent{*agent, std::move(*control)};
+}
+
+Result<std::unique_ptr<agent::ControlConnection>> connectWhenUp(const QString& dataDir, int timeoutMs,
+                                                                bool subscribe)
+{
+    std::unique_ptr<agent::ControlConnection> control;
+    QString lastError;
     waitUntil(
         [&] {
-            auto opened = agent::ControlConnection::open(dir);
+            auto opened = agent::ControlConnection::open(dataDir);
             if (opened)
-                out.control = std::move(*opened);
-            return out.control != nullptr;
+                control = std::move(*opened);
+            else
+                lastError = opened.error();
+            return control != nullptr;
         },
-        30'000, 200);
-    if (!out.control)
-        return fail(QStringLiteral("cannot connect to the agent's control socket; its log:\n%1")
-                        .arg(cluster.agentLog(*agent).right(3000)));
-    if (auto s = out.control->call(QStringLiteral("subscribe")); !s)
-        return fail(s.error());
-    return out;
+        timeoutMs, 100);
+    if (!control)
+        return fail(QStringLiteral("cannot connect to the agent's control socket within %1 ms: %2")
+                        .arg(timeoutMs)
+                        .arg(lastError));
+    if (subscribe)
+        if (auto s = control->call(QStringLiteral("subscribe")); !s)
+            return fail(s.error());
+    return control;
 }
 
 Result<QJsonObject> waitForEvent(agent::ControlConnection& control,

@@ -1,5 +1,5 @@
 #pragma once
-// What the desktop tests and the input-pause benchmark share: a real coordinator and a real agent in desktop
+// What the desktop tests and the agent benchmarks share: a real coordinator and a real agent in desktop
 // mode (no --dedicated) reading the user's idle time from the X server of tests/tools/with-xvfb.sh, a pointer
 // moved with xdotool as a user would, and waiting on the agent's pushed control events.
 
@@ -25,6 +25,11 @@ struct DesktopAgent
     std::unique_ptr<agent::ControlConnection> control; // subscribed to events
 };
 Result<DesktopAgent> startDesktopAgent(E2eCluster& cluster, const QJsonObject& preferences);
+
+// Connects to the control socket of the agent of `dataDir` as soon as it listens (an agent just started),
+// subscribed to its events when `subscribe`; fails after `timeoutMs` with the last reason.
+Result<std::unique_ptr<agent::ControlConnection>> connectWhenUp(const QString& dataDir, int timeoutMs,
+                                                                bool subscribe = true);
 
 // Reads events until one satisfies `match`; fails with what was seen when `timeoutMs` passes.
 Result<QJsonObject> waitForEvent(agent::ControlConnection& control,

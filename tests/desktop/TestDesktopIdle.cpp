@@ -132,16 +132,9 @@ void TestDesktopIdle::pausesOnInputAndResumesWhereItStopped()
     QVERIFY(cluster.stopAgent(desktop->agent, SIGTERM, 30'000));
     QVERIFY(moveThePointer());
     QVERIFY(cluster.restartAgent(desktop->agent));
-    std::unique_ptr<agent::ControlConnection> again;
-    QVERIFY(waitUntil(
-        [&] {
-            auto opened = agent::ControlConnection::open(cluster.agent(desktop->agent).dir);
-            if (opened)
-                again = std::move(*opened);
-            return again != nullptr;
-        },
-        30'000, 100));
-    QVERIFY(again->call(QStringLiteral("subscribe")));
+    auto reconnected = connectWhenUp(cluster.agent(desktop->agent).dir, 30'000);
+    QVERIFY2(reconnected, qPrintable(reconnected ? QString() : reconnected.error()));
+    std::unique_ptr<agent::ControlConnection> again = std::move(*reconnected);
     for (int i = 0; i < 3; ++i) { // the user keeps working for a few seconds
         QTest::qWait(1000);
         QVERIFY(moveThePointer());
