@@ -1,5 +1,7 @@
 #include "cli/AgentCli.h"
 
+#include "cli/CliErrors.h"
+
 #include "cli/RunCommand.h"
 
 #include "AgentPaths.h"
@@ -33,13 +35,6 @@ Commands:
 
 Run `gleaner-agent COMMAND --help` for a command's options.
 )";
-
-int usageError(const QString& command, const QString& message)
-{
-    QTextStream(stderr) << "gleaner-agent " << command << ": " << message << "\nRun `gleaner-agent "
-                        << command << " --help` for usage.\n";
-    return 2;
-}
 
 int enrollCommand(const QStringList& arguments)
 {

@@ -1,5 +1,7 @@
 #include "cli/ControlCommands.h"
 
+#include "cli/CliErrors.h"
+
 #include "AgentPaths.h"
 #include "cli/StatusText.h"
 #include "control/ControlConnection.h"
@@ -42,29 +44,16 @@ QString compact(const QJsonObject& object)
     return QString::fromUtf8(QJsonDocument(object).toJson(QJsonDocument::Compact));
 }
 
-int failure(const QString& command, const QString& message)
-{
-    QTextStream(stderr) << "gleaner-agent " << command << ": " << message << "\n";
-    return 1;
-}
-
-int usageError(const QString& command, const QString& message)
-{
-    QTextStream(stderr) << "gleaner-agent " << command << ": " << message << "\nRun `gleaner-agent "
-                        << command << " --help` for usage.\n";
-    return 2;
-}
-
 // Subscribes, prints the current status, then every event until the agent goes away.
 int follow(const QString& dataDir, ControlConnection& connection, bool json)
 {
     const QString command = QStringLiteral("status");
     if (auto subscribed = connection.call(QStringLiteral("subscribe")); !subscribed)
-        return failure(command, subscribed.error());
+        return commandFailure(command, subscribed.error());
     // Asked after subscribing, so no change falls between the status and the first event.
     auto status = connection.call(command);
     if (!status)
-        return failure(command, status.error());
+        return commandFailure(command, status.error());
     QString lastState = status->value(QStringLiteral("state")).toString();
     if (json)
         QTextStream(stdout) << compact(*status) << "\n";
@@ -80,7 +69,7 @@ int follow(const QString& dataDir, ControlConnection& connection, bool json)
                     QTextStream(stdout) << "The gleaner-agent for " << dataDir << " has stopped.\n";
                 return 0;
             }
-            return failure(command, event.error());
+            return commandFailure(command, event.error());
         }
         if (event->value(QStringLiteral("event")).toString() == u"state")
             lastState = event->value(QStringLiteral("state")).toString();
@@ -182,13 +171,13 @@ int controlCommand(const QStringList& arguments)
     const bool json = parser.isSet(QStringLiteral("json"));
     auto connection = ControlConnection::open(dataDir);
     if (!connection)
-        return failure(command, connection.error());
+        return commandFailure(command, connection.error());
     if (isStatus && parser.isSet(QStringLiteral("follow")))
         return follow(dataDir, **connection, json);
 
     auto result = (*connection)->call(command, args);
     if (!result)
-        return failure(command, result.error());
+        return commandFailure(command, result.error());
     if (json)
         QTextStream(stdout) << QJsonDocument(*result).toJson(QJsonDocument::Indented);
     else if (isStatus)

@@ -1,6 +1,7 @@
 #include "cli/PrefsCommand.h"
 
 #include "AgentPaths.h"
+#include "cli/CliErrors.h"
 #include "control/ControlConnection.h"
 
 #include <QCommandLineParser>
@@ -11,18 +12,7 @@
 namespace gleaner::agent::cli {
 namespace {
 
-int failure(const QString& message)
-{
-    QTextStream(stderr) << "gleaner-agent prefs: " << message << "\n";
-    return 1;
-}
-
-int usageError(const QString& message)
-{
-    QTextStream(stderr) << "gleaner-agent prefs: " << message
-                        << "\nRun `gleaner-agent prefs --help` for usage.\n";
-    return 2;
-}
+const QString kCommand = QStringLiteral("prefs");
 
 QString valueText(const QJsonValue& value)
 {
@@ -134,7 +124,7 @@ int prefsCommand(const QStringList& arguments)
     parser.addOption(
         {QStringLiteral("json"), QStringLiteral("Print the agent's preferences object as JSON.")});
     if (!parser.parse(arguments))
-        return usageError(parser.errorText());
+        return usageError(kCommand, parser.errorText());
     if (parser.isSet(QStringLiteral("help"))) {
         QTextStream(stdout) << parser.helpText();
         return 0;
@@ -142,10 +132,10 @@ int prefsCommand(const QStringList& arguments)
     QStringList positional = parser.positionalArguments();
     const bool setting = !positional.isEmpty();
     if (setting && positional.first() != u"set")
-        return usageError(QStringLiteral("unexpected argument \"%1\"; did you mean `prefs set %1`?")
-                              .arg(positional.first()));
+        return usageError(kCommand, QStringLiteral("unexpected argument \"%1\"; did you mean `prefs set %1`?")
+                                        .arg(positional.first()));
     if (setting && positional.size() == 1)
-        return usageError(QStringLiteral("`prefs set` needs at least one KEY=VALUE"));
+        return usageError(kCommand, QStringLiteral("`prefs set` needs at least one KEY=VALUE"));
     const QString dataDir =
         parser.isSet(QStringLiteral("data-dir"))
             ? parser.value(QStringLiteral("data-dir"))
@@ -153,10 +143,10 @@ int prefsCommand(const QStringList& arguments)
 
     auto connection = ControlConnection::open(dataDir);
     if (!connection)
-        return failure(connection.error());
+        return commandFailure(kCommand, connection.error());
     auto current = (*connection)->call(QStringLiteral("preferences"));
     if (!current)
-        return failure(current.error());
+        return commandFailure(kCommand, current.error());
     QJsonObject result = *current;
     if (setting) {
         QJsonObject values;
@@ -164,14 +154,14 @@ int prefsCommand(const QStringList& arguments)
         for (const QString& argument : positional.mid(1)) {
             auto parsed = parsePreferenceArgument(argument, catalogue);
             if (!parsed)
-                return usageError(parsed.error());
+                return usageError(kCommand, parsed.error());
             values.insert(parsed->key, parsed->value);
         }
         auto changed =
             (*connection)
                 ->call(QStringLiteral("set_preferences"), QJsonObject{{QStringLiteral("values"), values}});
         if (!changed)
-            return failure(changed.error());
+            return commandFailure(kCommand, changed.error());
         result = *changed;
     }
     if (parser.isSet(QStringLiteral("json")))

@@ -1,6 +1,7 @@
 #include "cli/RunCommand.h"
 
 #include "AgentPaths.h"
+#include "cli/CliErrors.h"
 #include "control/ControlServer.h"
 #include "daemon/AgentDaemon.h"
 
@@ -16,19 +17,14 @@
 namespace gleaner::agent::cli {
 namespace {
 
+const QString kCommand = QStringLiteral("run");
+
 int g_signalPipe[2] = {-1, -1};
 
 void onSignal(int signal)
 {
     const char byte = char(signal);
     [[maybe_unused]] const auto written = ::write(g_signalPipe[1], &byte, 1);
-}
-
-int usageError(const QString& message)
-{
-    QTextStream(stderr) << "gleaner-agent run: " << message
-                        << "\nRun `gleaner-agent run --help` for usage.\n";
-    return 2;
 }
 
 // "512M", "10G", "1048576": bytes.
@@ -102,14 +98,14 @@ int runCommand(const QStringList& arguments)
     option("progress-interval", "Seconds between progress reports to the coordinator (default 30).",
            "SECONDS");
     if (!parser.parse(arguments))
-        return usageError(parser.errorText());
+        return usageError(kCommand, parser.errorText());
     if (parser.isSet(QStringLiteral("help"))) {
         QTextStream(stdout) << parser.helpText();
         return 0;
     }
     if (!parser.positionalArguments().isEmpty())
         return usageError(
-            QStringLiteral("unexpected argument \"%1\"").arg(parser.positionalArguments().first()));
+            kCommand, QStringLiteral("unexpected argument \"%1\"").arg(parser.positionalArguments().first()));
 
     DaemonOptions options;
     options.dataDir =
@@ -125,11 +121,11 @@ int runCommand(const QStringList& arguments)
         const double value = parser.value(key).toDouble(&ok);
         if (!ok || value < min || value > max) {
             ok = false;
-            usageError(QStringLiteral("--%1 takes a number from %2 to %3, not \"%4\"")
-                           .arg(key)
-                           .arg(min)
-                           .arg(max)
-                           .arg(parser.value(key)));
+            usageError(kCommand, QStringLiteral("--%1 takes a number from %2 to %3, not \"%4\"")
+                                     .arg(key)
+                                     .arg(min)
+                                     .arg(max)
+                                     .arg(parser.value(key)));
             return;
         }
         out = static_cast<std::remove_reference_t<decltype(out)>>(value);
@@ -150,8 +146,8 @@ int runCommand(const QStringList& arguments)
     for (const auto& [name, target] : sizes) {
         const QString key = QString::fromLatin1(name);
         if (parser.isSet(key) && !parseBytes(parser.value(key), *target))
-            return usageError(QStringLiteral("--%1 takes a size such as 512M or 2G, not \"%2\"")
-                                  .arg(key, parser.value(key)));
+            return usageError(kCommand, QStringLiteral("--%1 takes a size such as 512M or 2G, not \"%2\"")
+                                            .arg(key, parser.value(key)));
     }
     if (!options.dedicated) {
         // One source of truth on a desktop: the preferences (which an organisation may lock).
@@ -164,7 +160,8 @@ int runCommand(const QStringList& arguments)
                                                                 {"download-limit", "download_kib_per_s"}};
         for (const auto& [flag, key] : governed)
             if (parser.isSet(QString::fromLatin1(flag)))
-                return usageError(QStringLiteral("--%1 is for --dedicated agents; on a desktop agent set the "
+                return usageError(kCommand,
+                                  QStringLiteral("--%1 is for --dedicated agents; on a desktop agent set the "
                                                  "preference %2 (`gleaner-agent prefs set %2=...`)")
                                       .arg(QString::fromLatin1(flag), QString::fromLatin1(key)));
     }

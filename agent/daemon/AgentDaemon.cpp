@@ -9,11 +9,9 @@
 #include "util/SerialExecutor.h"
 
 #include <QCoreApplication>
-#include <QDateTime>
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
-#include <QJsonArray>
 #include <QLoggingCategory>
 #include <QRandomGenerator>
 #include <QSet>
