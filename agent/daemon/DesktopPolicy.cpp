@@ -117,6 +117,7 @@ QJsonObject DesktopPolicy::statusObject() const
     const auto orNull = [](bool known, const QJsonValue& value) {
         return known ? value : QJsonValue(QJsonValue::Null);
     };
+    // A dedicated agent never samples: every part of its observation stays unknown, so null.
     const Observation& o = m_observation;
     QJsonObject gpu;
     if (o.gpu.known)
@@ -125,18 +126,17 @@ QJsonObject DesktopPolicy::statusObject() const
                           {QStringLiteral("utilisation_percent"), o.gpu.utilisationPercent}};
     return QJsonObject{
         {QStringLiteral("dedicated"), m_dedicated},
-        {QStringLiteral("idle_source"), orNull(!m_dedicated && o.idle.known, o.idle.source)},
-        {QStringLiteral("idle_seconds"),
-         orNull(!m_dedicated && o.idle.known, double(o.idle.idleMs) / 1000.0)},
+        {QStringLiteral("idle_source"), orNull(o.idle.known, o.idle.source)},
+        {QStringLiteral("idle_seconds"), orNull(o.idle.known, double(o.idle.idleMs) / 1000.0)},
         {QStringLiteral("inhibited_by"),
-         orNull(!m_dedicated && o.idle.inhibited,
+         orNull(o.idle.inhibited,
                 o.idle.inhibitedBy.isEmpty() ? QStringLiteral("a program") : o.idle.inhibitedBy)},
-        {QStringLiteral("on_battery"), orNull(!m_dedicated && o.power.known, o.power.onBattery)},
+        {QStringLiteral("on_battery"), orNull(o.power.known, o.power.onBattery)},
         {QStringLiteral("battery_percent"),
-         orNull(!m_dedicated && o.power.known && o.power.batteryPercent >= 0, o.power.batteryPercent)},
-        {QStringLiteral("other_cpu_percent"), orNull(!m_dedicated && o.cpu.known, o.cpu.otherPercent)},
+         orNull(o.power.known && o.power.batteryPercent >= 0, o.power.batteryPercent)},
+        {QStringLiteral("other_cpu_percent"), orNull(o.cpu.known, o.cpu.otherPercent)},
         {QStringLiteral("pause_programs_running"), QJsonArray::fromStringList(o.pauseProgramsRunning)},
-        {QStringLiteral("gpu"), o.gpu.known ? QJsonValue(gpu) : QJsonValue(QJsonValue::Null)},
+        {QStringLiteral("gpu"), orNull(o.gpu.known, gpu)},
         {QStringLiteral("cores"), o.cores},
         {QStringLiteral("mode"), m_decision.mode == Decision::Mode::Compute ? QStringLiteral("compute")
                                  : m_decision.mode == Decision::Mode::Pause ? QStringLiteral("pause")
