@@ -28,7 +28,8 @@ Status SqliteDatabase::openFile(const QString& path, const SqliteSchema& schema)
     m_db.setConnectOptions(QStringLiteral("QSQLITE_BUSY_TIMEOUT=5000"));
     if (!m_db.open())
         return fail(QStringLiteral("%1: cannot open %2: %3").arg(path, m_what, m_db.lastError().text()));
-    for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA foreign_keys=ON"})
+    const char* synchronous = schema.fullSync ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL";
+    for (const char* pragma : {"PRAGMA journal_mode=WAL", synchronous, "PRAGMA foreign_keys=ON"})
         if (auto r = exec(QString::fromLatin1(pragma)); !r)
             return fail(r.error());
     return migrate(schema);

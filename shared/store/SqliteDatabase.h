@@ -4,8 +4,10 @@
 // belongs to the thread that opened it (Qt SQL's rule); each user keeps its database on one thread or behind
 // one lock.
 //
-// Durability: synchronous=NORMAL. A committed transaction survives the process being killed; after a power cut
-// the last transactions may be lost, which each user's recovery accounts for.
+// Durability: synchronous=NORMAL by default: a committed transaction survives the process being killed; after a
+// power cut the last transactions may be lost, which each user's recovery accounts for. A schema with `fullSync`
+// (the coordinator's, which answers 202 and deletes replay files on the strength of a commit) runs
+// synchronous=FULL: a commit that returned survives a power cut too.
 
 #include "Result.h"
 
@@ -35,6 +37,7 @@ struct SqliteSchema
     // version on, in one transaction (all or nothing). A file that no chain of steps leads from, or one
     // written by a newer version, is refused with `remedy`.
     std::span<const SqliteUpgrade> upgrades = {};
+    bool fullSync = false; // synchronous=FULL (see above)
 };
 
 class SqliteDatabase
