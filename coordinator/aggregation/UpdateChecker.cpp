@@ -6,8 +6,81 @@
 #include <QFile>
 
 #include <cmath>
+#include <cstring>
 
-namespace gleaner::coordinator::UpdateChecker {
+namespace gleaner::coordinator {
+
+Result<const BaseWeightsCache::Entry*> BaseWeightsCache::get(const QString& sha256, const QString& path)
+{
+    for (auto it = m_entries.begin(); it != m_entries.end(); ++it) {
+        if (it->sha256 != sha256)
+            continue;
+        if (it != m_entries.begin()) {
+            Entry entry = std::move(*it);
+            m_entries.erase(it);
+            m_entries.push_front(std::move(entry));
+        }
+        return &m_entries.front();
+    }
+    auto weights = SafeTensors::load(path);
+    if (!weights)
+        return fail(weights.error());
+    const double norm = ml::WeightMath::l2Norm(*weights);
+    if (!std::isfinite(norm))
+        return fail(QStringLiteral("the norm of the weights file %1 cannot be computed").arg(sha256));
+    m_entries.push_front(Entry{sha256, std::move(*weights), norm});
+    while (m_entries.size() > kEntries)
+        m_entries.pop_back();
+    return &m_entries.front();
+}
+
+namespace UpdateChecker {
+namespace {
+
+// An integer tensor's element `i` as a signed 64-bit value (the dtypes integer buffers come in).
+std::optional<qint64> integerAt(const TensorBundle& bundle, const TensorEntry& entry, qint64 i)
+{
+    const char* at = bundle.data(entry).data() + i * dtypeSize(entry.dtype);
+    switch (entry.dtype) {
+    case DType::I64: { qint64 v; std::memcpy(&v, at, sizeof v); return v; }
+    case DType::I32: { qint32 v; std::memcpy(&v, at, sizeof v); return v; }
+    case DType::I16: { qint16 v; std::memcpy(&v, at, sizeof v); return v; }
+    case DType::I8: return qint64(qint8(*at));
+    case DType::U8: return qint64(quint8(*at));
+    case DType::Bool: return qint64(*at != 0);
+    default: return std::nullopt;
+    }
+}
+
+// Integer buffers count mini-batches: the subtask's weights may hold the base's count plus at most the
+// mini-batches it ran, never less. Anything else (INT64_MAX, a negative count) would stay in the server copy.
+Status checkCounters(const TensorBundle& update, const TensorBundle& base, qint64 maxSteps)
+{
+    for (const TensorEntry& entry : update.entries()) {
+        if (dtypeIsFloating(entry.dtype))
+            continue;
+        const TensorEntry* from = base.find(entry.name);
+        if (!from || from->dtype != entry.dtype || from->byteSize != entry.byteSize)
+            return fail(QStringLiteral("tensor \"%1\" does not match the weights it was trained from").arg(entry.name));
+        for (qint64 i = 0; i < entry.elementCount(); ++i) {
+            const auto value = integerAt(update, entry, i);
+            const auto start = integerAt(base, *from, i);
+            if (!value || !start)
+                return fail(QStringLiteral("tensor \"%1\": %2 values are not supported")
+                                .arg(entry.name, dtypeName(entry.dtype)));
+            if (*value < *start || *value - *start > maxSteps)
+                return fail(QStringLiteral("tensor \"%1\" counts %2 where the weights it was trained from count %3: "
+                                           "a subtask of %4 mini-batches adds between 0 and %4")
+                                .arg(entry.name)
+                                .arg(*value)
+                                .arg(*start)
+                                .arg(maxSteps));
+        }
+    }
+    return {};
+}
+
+} // namespace
 
 qint64 maxUploadBytes(const TensorBundle& schema)
 {
@@ -15,7 +88,8 @@ qint64 maxUploadBytes(const TensorBundle& schema)
     return schema.tensorBytes() + 256 * schema.size() + 64 * 1024;
 }
 
-Result<ReceivedUpdate> check(const QString& path, const TensorBundle& schema)
+Result<ReceivedUpdate> check(const QString& path, const UpdateExpectations& expected,
+                             const BaseWeightsCache::Entry& base)
 {
     // Read here and parsed from memory: the agent's messages must not carry the coordinator's file names.
     QFile file(path);
@@ -24,7 +98,7 @@ Result<ReceivedUpdate> check(const QString& path, const TensorBundle& schema)
     auto bundle = SafeTensors::parse(file.readAll());
     if (!bundle)
         return fail(QStringLiteral("the result is not a valid safetensors file: %1").arg(bundle.error()));
-    if (auto s = ml::WeightMath::checkCompatible(schema, *bundle); !s)
+    if (auto s = ml::WeightMath::checkCompatible(expected.schema, *bundle); !s)
         return fail(QStringLiteral("the result does not match the model: %1").arg(s.error()));
     QString where;
     if (!ml::WeightMath::allFinite(*bundle, &where))
@@ -39,14 +113,35 @@ Result<ReceivedUpdate> check(const QString& path, const TensorBundle& schema)
     update.samples = meta.value(QStringLiteral("gleaner.samples")).toLongLong(&ok);
     if (!ok || update.samples <= 0)
         return fail(QStringLiteral("the result's metadata lacks a positive gleaner.samples"));
+    if (update.samples > expected.maxSamples)
+        return fail(QStringLiteral("the result's gleaner.samples is %1, but its subtask has %2 samples to train")
+                        .arg(update.samples)
+                        .arg(expected.maxSamples));
     update.loss = meta.value(QStringLiteral("gleaner.loss"), QStringLiteral("0")).toDouble(&ok);
     if (!ok || !std::isfinite(update.loss))
         return fail(QStringLiteral("the result's gleaner.loss is not a finite number"));
     update.trainSeconds = meta.value(QStringLiteral("gleaner.train_seconds"), QStringLiteral("0")).toDouble(&ok);
     if (!ok || !std::isfinite(update.trainSeconds) || update.trainSeconds < 0)
         return fail(QStringLiteral("the result's gleaner.train_seconds is not a non-negative number"));
+
+    if (auto s = checkCounters(*bundle, base.weights, expected.maxSteps); !s)
+        return fail(QStringLiteral("the result's counters are impossible: %1").arg(s.error()));
+    auto step = ml::WeightMath::l2Distance(*bundle, base.weights);
+    if (!step || !std::isfinite(*step))
+        return fail(QStringLiteral("the distance of the result from its base weights cannot be computed; the "
+                                   "result is refused"));
+    update.step = *step;
+    update.baseNorm = base.norm;
+    if (!expected.firstResultPath.isEmpty()) {
+        // Read only when there is one to compare with; a first result that cannot be read means no comparison.
+        if (auto first = SafeTensors::load(expected.firstResultPath)) {
+            if (auto distance = ml::WeightMath::l2Distance(*bundle, *first); distance && std::isfinite(*distance))
+                update.replicaDistance = *distance;
+        }
+    }
     update.weights = std::move(*bundle);
     return update;
 }
 
-} // namespace gleaner::coordinator::UpdateChecker
+} // namespace UpdateChecker
+} // namespace gleaner::coordinator

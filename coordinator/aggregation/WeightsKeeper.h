@@ -3,8 +3,14 @@
 // in the order they were received (the aggregation rule decides how), the result is published as a weights file
 // for new leases at most once per publish interval, and snapshotted to disk every N updates or T seconds, so that
 // a restart replays only the updates received after the last snapshot.
+//
+// A fold is checked before its result replaces the server copy: every value finite, and the step it made (the
+// distance between the copy before and after) within the job's UpdateBound of recent steps. A fold that fails
+// leaves the server copy and its version as they were and is reported to the coordinator (onFoldRefused), which
+// marks the update, counts it against its agent and shows it to the admin: never a silent drop.
 
 #include "aggregation/AggregationRule.h"
+#include "aggregation/UpdateBound.h"
 #include "core/SerialExecutor.h"
 #include "store/BlobStore.h"
 #include "tensor/TensorBundle.h"
@@ -22,6 +28,8 @@ struct ReplayedUpdate
     qint64 seq = 0;
     QString file;
     UpdateContext context;
+    bool appliedBefore = false; // folded in before the restart: its result was checked then, and is again folded
+                                // in exactly as it was (the bound on steps is learnt anew and must not refuse it)
 };
 
 class WeightsKeeper
@@ -31,6 +39,13 @@ public:
     ~WeightsKeeper();
 
     SerialExecutor& executor() { return m_thread; }
+
+    // One checked fold: `rule` folds `update` into a copy-on-write twin of `weights`, which replaces them only
+    // when every value is finite and the step it made is within `steps` (which learns it). `checked`: the update
+    // was folded in before a restart and is folded in again without the step bound. (Also what bench_assimilate
+    // measures.)
+    static Status fold(TensorBundle& weights, AggregationRule& rule, UpdateBound& steps, const TensorBundle& update,
+                       const UpdateContext& context, bool checked);
 
     // Takes charge of a job's weights at `version`, then folds in `replay` (read from disk) in order.
     void load(qint64 jobId, TensorBundle weights, qint64 version, const AggregationSpec& rule,
@@ -55,8 +70,14 @@ private:
         qint64 snapshotMs = 0;
         qint64 publishedVersion = -1;
         std::unique_ptr<AggregationRule> rule;
+        UpdateBound steps; // how far recent folds moved the server copy
     };
-    void applyNow(qint64 jobId, JobWeights& job, qint64 seq, const TensorBundle& update, UpdateContext context);
+    // `checked`: the update was folded in before a restart; it is folded in again without the step bound.
+    void applyNow(qint64 jobId, JobWeights& job, qint64 seq, const TensorBundle& update, UpdateContext context,
+                  bool checked = false);
+    // Reports a received update that is not folded in (see above); `agentsFault` false when the coordinator lost
+    // it (its file could not be read back at a restart).
+    void refused(qint64 jobId, JobWeights& job, qint64 seq, const QString& reason, bool agentsFault = true);
     void validateNow(qint64 jobId, const JobWeights& job, int epoch, bool epochEnd);
     // The weights as a safetensors blob, stamped with their version (publish, snapshot and export all need it).
     Result<BlobInfo> writeBlob(JobWeights& job);

@@ -6,8 +6,11 @@
 
 #include <QFile>
 #include <QJsonDocument>
+#include <QLoggingCategory>
 
 #include <unistd.h>
+
+Q_DECLARE_LOGGING_CATEGORY(lcCoordinator)
 
 namespace gleaner::coordinator {
 namespace {
@@ -110,9 +113,15 @@ std::variant<BodyPolicy, HttpResponse> ApiHandler::admit(const RequestHead& head
         return *refusal;
     const Identity identity = std::get<Identity>(who);
 
-    if (area == "files" && parts.size() == 4)
-        return method == "GET" || method == "HEAD" ? std::variant<BodyPolicy, HttpResponse>(BodyPolicy{0, false})
-                                                   : wrongMethod("GET");
+    if (area == "files" && parts.size() == 4) {
+        if (method != "GET" && method != "HEAD")
+            return wrongMethod("GET");
+        // An agent reads the files of its own open leases only; the same answer as for a file that does not exist.
+        const QString sha = QString::fromLatin1(parts[3]);
+        if (identity.caller == Caller::Agent && !m_coordinator.admission().agentMayRead(identity.agentId, sha))
+            return HttpResponse::error(404, QStringLiteral("no file has SHA-256 %1 for this agent's leases").arg(sha));
+        return BodyPolicy{0, false};
+    }
     if (area == "work" && parts.size() == 4 && parts[3] == "lease")
         return method == "POST" ? std::variant<BodyPolicy, HttpResponse>(BodyPolicy{kLeaseBody, false})
                                 : wrongMethod("POST");
@@ -240,14 +249,23 @@ void ApiHandler::handleResult(const QString& agentId, const QString& leaseId, Ht
     const QString file = request.bodyFile;
     // state: which model must the upload match -> checker: parse and check it, make it durable -> state: record it.
     c.state().post([this, &c, agentId, leaseId, file, respond] {
-        auto schema = c.schemaForLease(leaseId);
-        if (!schema) {
+        auto expected = c.expectationsForLease(leaseId);
+        if (!expected) {
             QFile::remove(file);
             respond(c.leaseNotInMemory(agentId, leaseId));
             return;
         }
-        m_checker.post([&c, agentId, leaseId, file, schema = std::move(*schema), respond] {
-            auto update = UpdateChecker::check(file, schema);
+        m_checker.post([this, &c, agentId, leaseId, file, expected = std::move(*expected), respond] {
+            auto base = m_bases.get(expected.baseWeightsSha, expected.baseWeightsPath);
+            if (!base) {
+                // The coordinator's own trouble, not the agent's: nothing is counted against it.
+                QFile::remove(file);
+                qCCritical(lcCoordinator) << "cannot read the base weights of lease" << leaseId << ":" << base.error();
+                respond(HttpResponse::error(503, QStringLiteral("the coordinator cannot read the weights this result "
+                                                                "was trained from; try again later")));
+                return;
+            }
+            auto update = UpdateChecker::check(file, expected, **base);
             if (!update) {
                 QFile::remove(file);
                 c.state().post([&c, agentId, leaseId, reason = update.error(), respond] {
@@ -302,6 +320,8 @@ void ApiHandler::handleAdmin(const QList<QByteArray>& parts, HttpRequest request
         return (void)c.state().post([&c, respond] { respond(c.listAgents()); });
     if (what == "agents" && parts.size() == 6 && parts[5] == "revoke" && method == "POST")
         return (void)c.state().post([&c, agent = QString::fromLatin1(parts[4]), respond] { respond(c.revokeAgent(agent)); });
+    if (what == "agents" && parts.size() == 6 && parts[5] == "release" && method == "POST")
+        return (void)c.state().post([&c, agent = QString::fromLatin1(parts[4]), respond] { respond(c.releaseAgent(agent)); });
     respond(HttpResponse::error(404, QStringLiteral("no such admin endpoint: %1 %2")
                                          .arg(QString::fromLatin1(method), QString::fromUtf8(request.head.path()))));
 }

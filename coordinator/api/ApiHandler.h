@@ -4,6 +4,7 @@
 // admit() on the HTTP thread from the AdmissionCache; the work itself is posted to the coordinator's state
 // thread, and an upload's checks run on the HTTP thread that received it.
 
+#include "aggregation/UpdateChecker.h"
 #include "core/Coordinator.h"
 #include "core/SerialExecutor.h"
 #include "dashboard/DashboardApi.h"
@@ -41,7 +42,8 @@ private:
     dashboard::DashboardApi m_dashboard; // the page, /metrics, sessions, and who may use the admin area
     // Checks of uploaded results (parse, shapes, finite values, fsync): milliseconds each, kept off both the
     // HTTP threads (which must not block) and the state thread.
-    SerialExecutor m_checker;
+    BaseWeightsCache m_bases; // checker thread only
+    SerialExecutor m_checker; // last: its tasks use the members above
 };
 
 } // namespace gleaner::coordinator

@@ -156,6 +156,13 @@ int runJob(const Command& cmd, AdminConnection& server)
                 << percent(point[QStringLiteral("accuracy")]) << "  loss "
                 << QString::number(point[QStringLiteral("loss")].toDouble(), 'f', 4) << "  at "
                 << when(point[QStringLiteral("at_ms")]) << "\n";
+        if (const qint64 lost = reply->value(QStringLiteral("updates_not_folded")).toInteger(); lost > 0) {
+            out << "  " << lost << " accepted update(s) are not in the weights:\n";
+            for (const auto& update : reply->value(QStringLiteral("not_folded")).toArray())
+                out << "    update " << update[QStringLiteral("seq")].toInteger() << " of agent "
+                    << update[QStringLiteral("agent")].toString() << ": " << update[QStringLiteral("reason")].toString()
+                    << "\n";
+        }
         return 0;
     }
     if (cmd.name == u"pause" || cmd.name == u"resume" || cmd.name == u"cancel") {
@@ -261,13 +268,32 @@ int runAgent(const Command& cmd, AdminConnection& server)
         for (const auto& value : reply->value(QStringLiteral("agents")).toArray()) {
             const QJsonObject a = value.toObject();
             out << a.value(QStringLiteral("id")).toString() << "  " << a.value(QStringLiteral("name")).toString() << "  "
-                << (a.value(QStringLiteral("revoked")).toBool() ? "revoked" : "active") << "  done "
+                << (a.value(QStringLiteral("revoked")).toBool()       ? "revoked"
+                    : a.value(QStringLiteral("quarantined")).toBool() ? "quarantined"
+                                                                        : "active")
+                << "  done "
                 << a.value(QStringLiteral("done")).toInteger() << "  timed out "
                 << a.value(QStringLiteral("timed_out")).toInteger() << "  invalid "
                 << a.value(QStringLiteral("invalid")).toInteger() << "  failed "
                 << a.value(QStringLiteral("failed")).toInteger() << "  last seen "
                 << when(a.value(QStringLiteral("last_seen_ms"))) << "\n";
+            if (a.value(QStringLiteral("quarantined")).toBool())
+                out << "    quarantined: " << a.value(QStringLiteral("quarantine_reason")).toString()
+                    << "\n    (lift it with: gleaner-coordinator agent release " << a.value(QStringLiteral("id")).toString()
+                    << ")\n";
         }
+        return 0;
+    }
+    if (cmd.name == u"release") {
+        auto reply = server.call("POST", "/api/v1/admin/agents/" + cmd.positional.value(0).toLatin1() + "/release");
+        if (!reply)
+            return failure(reply.error());
+        if (cmd.json())
+            printJson(*reply);
+        else if (reply->value(QStringLiteral("was_quarantined")).toBool())
+            out << "lifted the quarantine of agent " << cmd.positional.value(0) << ": it gets work again\n";
+        else
+            out << "agent " << cmd.positional.value(0) << " was not quarantined\n";
         return 0;
     }
     if (cmd.name == u"revoke") {
@@ -380,7 +406,9 @@ int agentCommand(const QStringList& arguments)
 {
     return dispatch(QStringLiteral("agent"), arguments,
                     {{"list", 0, "", "Lists agents with their record of subtasks."},
-                     {"revoke", 1, "ID", "Revokes an agent: its next request is refused."}},
+                     {"revoke", 1, "ID", "Revokes an agent: its next request is refused."},
+                     {"release", 1, "ID",
+                      "Lifts an agent's quarantine (set after repeated refused results): it gets work again."}},
                     runAgent);
 }
 

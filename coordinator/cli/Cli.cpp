@@ -17,7 +17,7 @@ Commands:
   serve    run the HTTPS server until SIGTERM or SIGINT
   job      submit, list, inspect, pause, resume, cancel and export jobs
   token    create, list and revoke enrollment tokens for agents
-  agent    list and revoke agents
+  agent    list, revoke and release (lift the quarantine of) agents
 
 Run `gleaner-coordinator COMMAND --help` for a command's options.
 )";

@@ -31,6 +31,8 @@ QJsonObject CoordinatorConfig::toJson() const
     json.insert(QStringLiteral("snapshot_every_seconds"), snapshotEverySeconds);
     json.insert(QStringLiteral("publish_interval_ms"), publishIntervalMs);
     json.insert(QStringLiteral("validate_every_updates"), validateEveryUpdates);
+    json.insert(QStringLiteral("max_leases_per_agent"), maxLeasesPerAgent);
+    json.insert(QStringLiteral("lease_lifetime_deadlines"), leaseLifetimeDeadlines);
     json.insert(QStringLiteral("metrics_access"), metricsAccess == MetricsAccess::Loopback ? QStringLiteral("loopback")
                                                                                           : QStringLiteral("admin"));
     json.insert(QStringLiteral("agent_online_seconds"), agentOnlineSeconds);
@@ -48,7 +50,8 @@ Result<CoordinatorConfig> CoordinatorConfig::fromJson(const QJsonObject& json)
                       QStringLiteral("snapshot_every_seconds"), QStringLiteral("publish_interval_ms"),
                       QStringLiteral("validate_every_updates"), QStringLiteral("metrics_access"),
                       QStringLiteral("agent_online_seconds"), QStringLiteral("session_idle_seconds"),
-                      QStringLiteral("session_lifetime_seconds")});
+                      QStringLiteral("session_lifetime_seconds"), QStringLiteral("max_leases_per_agent"),
+                      QStringLiteral("lease_lifetime_deadlines")});
     CoordinatorConfig config;
     QString listen;
     if (fields.readString(u"listen", listen, Need::Required)) {
@@ -78,6 +81,8 @@ Result<CoordinatorConfig> CoordinatorConfig::fromJson(const QJsonObject& json)
     fields.readInt(u"snapshot_every_seconds", config.snapshotEverySeconds, IntRange{1, 86'400});
     fields.readInt(u"publish_interval_ms", config.publishIntervalMs, IntRange{0, 3'600'000});
     fields.readInt(u"validate_every_updates", config.validateEveryUpdates, IntRange{0, 1'000'000});
+    fields.readInt(u"max_leases_per_agent", config.maxLeasesPerAgent, IntRange{1, 1024});
+    fields.readInt(u"lease_lifetime_deadlines", config.leaseLifetimeDeadlines, IntRange{1, 1000});
     int metricsAccess = 0;
     if (fields.readChoice(u"metrics_access", metricsAccess, {QStringLiteral("admin"), QStringLiteral("loopback")}))
         config.metricsAccess = metricsAccess == 1 ? MetricsAccess::Loopback : MetricsAccess::Admin;

@@ -32,6 +32,10 @@ struct CoordinatorConfig
     int snapshotEverySeconds = 60;    // ... or this often, whichever comes first
     int publishIntervalMs = 1000;     // a new weights file is published for leases at most this often
     int validateEveryUpdates = 0;     // 0: validate at epoch ends only
+    // Against hoarding: an agent holds at most this many open leases (fewer when it declared fewer cores: twice
+    // its cores), and a lease lives at most this many of its job's deadlines in all, however often it reports.
+    int maxLeasesPerAgent = 16;
+    int leaseLifetimeDeadlines = 6;
     // The dashboard and /metrics (docs/dashboard.md).
     enum class MetricsAccess { Admin, Loopback };
     MetricsAccess metricsAccess = MetricsAccess::Admin; // "loopback": no credentials needed from 127.0.0.0/8, ::1

@@ -1,6 +1,7 @@
 #include "core/Coordinator.h"
 
 #include "aggregation/WeightsKeeper.h"
+#include "core/AgentStanding.h"
 #include "core/Tokens.h"
 #include "format/SafeTensors.h"
 #include "store/Database.h"
@@ -54,9 +55,44 @@ void AdmissionCache::addAdminTokenHash(const QString& hash)
     m_adminHashes.insert(hash);
 }
 
+bool AdmissionCache::agentMayRead(const QString& agentId, const QString& sha256) const
+{
+    std::shared_lock lock(m_mutex);
+    auto files = m_agentFiles.constFind(agentId);
+    return files != m_agentFiles.cend() && files->contains(sha256);
+}
+
+void AdmissionCache::addFiles(const LeaseEntry& entry)
+{
+    if (!entry.closedReason.isEmpty())
+        return;
+    auto& files = m_agentFiles[entry.agentId];
+    for (const QString& sha : entry.files)
+        files[sha] += 1;
+}
+
+void AdmissionCache::removeFiles(const LeaseEntry& entry)
+{
+    if (!entry.closedReason.isEmpty())
+        return;
+    auto agent = m_agentFiles.find(entry.agentId);
+    if (agent == m_agentFiles.end())
+        return;
+    for (const QString& sha : entry.files) {
+        auto file = agent->find(sha);
+        if (file != agent->end() && --*file <= 0)
+            agent->erase(file);
+    }
+    if (agent->isEmpty())
+        m_agentFiles.erase(agent);
+}
+
 void AdmissionCache::setLease(const QString& leaseId, LeaseEntry entry)
 {
     std::unique_lock lock(m_mutex);
+    if (auto old = m_leases.constFind(leaseId); old != m_leases.cend())
+        removeFiles(*old);
+    addFiles(entry);
     m_leases.insert(leaseId, std::move(entry));
 }
 
@@ -64,8 +100,11 @@ void AdmissionCache::closeLease(const QString& leaseId, const QString& reason)
 {
     std::unique_lock lock(m_mutex);
     auto it = m_leases.find(leaseId);
-    if (it != m_leases.end())
-        it->closedReason = reason;
+    if (it == m_leases.end())
+        return;
+    removeFiles(*it);
+    it->closedReason = reason;
+    it->files.clear();
 }
 
 // ---- life cycle ---------------------------------------------------------------------------------------------
@@ -120,6 +159,9 @@ Status Coordinator::start()
         if (!db)
             return fail(db.error());
         m_db = std::move(*db);
+        m_standing = std::make_unique<AgentStanding>(*m_db);
+        if (auto s = m_standing->load(); !s)
+            return s;
         return loadState();
     });
 }
@@ -303,8 +345,8 @@ HttpResponse Coordinator::listAgents()
 {
     auto rows =
         m_db->exec(QStringLiteral("SELECT id, name, platform, hardware, enrolled_ms, last_seen_ms, revoked, "
-                                  "done, timed_out, invalid, samples, train_seconds, failed FROM agents "
-                                  "ORDER BY enrolled_ms"));
+                                  "done, timed_out, invalid, samples, train_seconds, failed, quarantined_ms, "
+                                  "quarantine_reason, disagreed FROM agents ORDER BY enrolled_ms"));
     if (!rows)
         return HttpResponse::error(500, rows.error());
     QJsonArray agents;
@@ -325,6 +367,13 @@ HttpResponse Coordinator::listAgents()
         const double seconds = rows->value(11).toDouble();
         agent.insert(QStringLiteral("train_seconds"), seconds);
         agent.insert(QStringLiteral("samples_per_second"), seconds > 0 ? rows->value(10).toDouble() / seconds : 0.0);
+        agent.insert(QStringLiteral("disagreed"), rows->value(15).toLongLong());
+        const bool quarantined = !rows->value(13).isNull();
+        agent.insert(QStringLiteral("quarantined"), quarantined);
+        if (quarantined) {
+            agent.insert(QStringLiteral("quarantined_ms"), rows->value(13).toLongLong());
+            agent.insert(QStringLiteral("quarantine_reason"), rows->value(14).toString());
+        }
         agents.append(agent);
     }
     QJsonObject reply;
@@ -341,16 +390,50 @@ HttpResponse Coordinator::revokeAgent(const QString& agentId)
     (void)m_db->exec(QStringLiteral("UPDATE agents SET revoked = 1 WHERE id = ?"), {agentId});
     m_admission.setAgent(hash, {agentId, true});
     // Its work in flight will never come back: give the workunits to other agents now, not at the deadline.
+    expireLeasesOf(agentId);
+    noteAgentChanged(agentId, "revoked");
+    QJsonObject reply;
+    reply.insert(QStringLiteral("id"), agentId);
+    reply.insert(QStringLiteral("revoked"), true);
+    return HttpResponse::json(200, reply);
+}
+
+void Coordinator::expireLeasesOf(const QString& agentId)
+{
     const qint64 now = m_clock.nowMs();
     for (Lease& lease : m_leases)
         if (lease.agentId == agentId && lease.state == Lease::State::Open)
             lease.deadlineMs = now;
     m_nextDeadlineMs = now;
     expireLeases();
-    noteAgentChanged(agentId, "revoked");
+}
+
+void Coordinator::countRefusal(const QString& agentId, const QString& reason)
+{
+    recordAgentOutcome(agentId, "invalid");
+    if (!m_standing->recordRefusal(agentId, reason, m_clock.nowMs()))
+        return;
+    // Its work in flight is suspect and holds workunits honest agents could train: they go back now.
+    expireLeasesOf(agentId);
+    noteAgentChanged(agentId, "quarantined");
+}
+
+HttpResponse Coordinator::releaseAgent(const QString& agentId)
+{
+    auto row = m_db->exec(QStringLiteral("SELECT 1 FROM agents WHERE id = ?"), {agentId});
+    if (!row || !row->next())
+        return HttpResponse::error(404, QStringLiteral("no agent has id %1").arg(agentId));
+    auto lifted = m_standing->lift(agentId);
+    if (!lifted)
+        return HttpResponse::error(500, lifted.error());
+    if (*lifted) {
+        qCInfo(lcCoordinator) << "the admin lifted the quarantine of agent" << agentId;
+        noteAgentChanged(agentId, "released");
+    }
     QJsonObject reply;
     reply.insert(QStringLiteral("id"), agentId);
-    reply.insert(QStringLiteral("revoked"), true);
+    reply.insert(QStringLiteral("quarantined"), false);
+    reply.insert(QStringLiteral("was_quarantined"), *lifted);
     return HttpResponse::json(200, reply);
 }
 

@@ -32,6 +32,7 @@
 
 namespace gleaner::coordinator {
 
+class AgentStanding;
 class Database;
 class WeightsKeeper;
 class ValidationRunner;
@@ -50,11 +51,14 @@ public:
         QString agentId;
         qint64 maxUploadBytes = 0;
         QString closedReason; // not empty: no upload is taken any more, and this says why (answered with 409)
+        QStringList files;    // SHA-256 of the files its manifest names: its agent may download them while it is open
     };
 
     std::optional<AgentEntry> agentByTokenHash(const QString& hash) const;
     bool isAdminTokenHash(const QString& hash) const;
     std::optional<LeaseEntry> lease(const QString& leaseId) const;
+    // Agents download only the files of their own open leases: knowing a hash is not enough.
+    bool agentMayRead(const QString& agentId, const QString& sha256) const;
 
     void setAgent(const QString& tokenHash, AgentEntry entry);
     void addAdminTokenHash(const QString& hash);
@@ -67,6 +71,10 @@ private:
     QHash<QString, AgentEntry> m_agents;
     QSet<QString> m_adminHashes;
     QHash<QString, LeaseEntry> m_leases;
+    QHash<QString, QHash<QString, int>> m_agentFiles; // agent -> file -> open leases naming it
+
+    void addFiles(const LeaseEntry& entry);
+    void removeFiles(const LeaseEntry& entry);
 };
 
 class Coordinator
@@ -106,6 +114,8 @@ public:
     HttpResponse revokeEnrollmentToken(qint64 id);
     HttpResponse listAgents();
     HttpResponse revokeAgent(const QString& agentId);
+    // Lifts an agent's quarantine (AgentStanding): it gets leases again.
+    HttpResponse releaseAgent(const QString& agentId);
     void touchAgent(const QString& agentId);
 
     // [state] Jobs.
@@ -131,8 +141,8 @@ public:
     HttpResponse failLease(const QString& agentId, const QString& leaseId, const QJsonObject& report);
     // The answer for a lease that is not (or no longer) in memory: 409 with the reason it was closed, else 404.
     HttpResponse leaseNotInMemory(const QString& agentId, const QString& leaseId) const;
-    // The schema a lease's upload must match; nullopt when the lease is unknown.
-    std::optional<TensorBundle> schemaForLease(const QString& leaseId) const;
+    // What a lease's upload must match and may claim (UpdateChecker); nullopt when the lease is unknown.
+    std::optional<UpdateExpectations> expectationsForLease(const QString& leaseId) const;
 
     // [state] Periodic housekeeping: expire leases, publish weights, snapshots. Called by the ticker thread;
     // tests call it after moving their clock.
@@ -151,9 +161,17 @@ private:
     void activateJob(JobState& job, const TensorBundle& weights, qint64 version, qint64 afterSeq);
     void createEpoch(JobState& job, int epoch);
     void expireLeases();
+    // Every open lease of the agent expires now: its workunits go to other agents.
+    void expireLeasesOf(const QString& agentId);
     void removeRetiredWeights();
     void openNextEpochIfReady(JobState& job);
     void onApplied(qint64 jobId, qint64 seq, qint64 version);
+    // The weights thread did not fold update `seq` in (the rule failed, its result was not finite or moved the
+    // weights too far, or its file was lost): the server copy kept its version; the update is marked and shown
+    // to the admin (job status, metrics, log) and, when it was the agent's fault, counted against the agent.
+    void onFoldRefused(qint64 jobId, qint64 seq, const QString& reason, bool agentsFault);
+    // A refused result counts against its agent; a run of them quarantines it and gives its work to others.
+    void countRefusal(const QString& agentId, const QString& reason);
     void onPublished(qint64 jobId, PublishedWeights published);
     void onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const QString& sha);
     void onValidated(qint64 jobId, int epoch, bool epochEnd, qint64 version, double accuracy, double loss);
@@ -166,6 +184,13 @@ private:
     JobState* findJob(qint64 jobId);
     Lease* findLease(const QString& leaseId);
     HttpResponse leaseInTransaction(const QString& agentId, const QJsonObject& request);
+    // A result for a workunit that already has its first result: compared with it, recorded, not folded in.
+    HttpResponse resultOfDoneWorkunit(JobState& job, Workunit& unit, Lease& lease, const QString& file,
+                                      const ReceivedUpdate& update);
+    // The files a lease's manifest names, which its agent may download.
+    QStringList leaseFiles(const JobState& job, const Workunit& unit, const Lease& lease) const;
+    // How many open leases the agent may hold (config max_leases_per_agent, and twice its declared cores).
+    int leaseCapFor(const QString& agentId);
     QByteArray signedManifest(const JobState& job, const Workunit& unit, const Lease& lease, QByteArray* signature);
     void persistLease(const Lease& lease);
     void recordAgentOutcome(const QString& agentId, const char* column, qint64 samples = 0, double seconds = 0);
@@ -195,6 +220,7 @@ private:
 
     // State thread only.
     std::unique_ptr<Database> m_db;
+    std::unique_ptr<AgentStanding> m_standing;
     std::map<qint64, JobState> m_jobs;
     QHash<QString, Lease> m_leases;
     qint64 m_nextDeadlineMs = 0; // no open lease expires before this: expireLeases() skips its scan until then

@@ -118,6 +118,18 @@ Status Coordinator::loadState()
             unit.issued = units->value(4).toInt();
             job.workunits.emplace(unit.id, unit);
         }
+        // Each workunit's first result: later ones are compared with it.
+        auto firsts = m_db->exec(QStringLiteral("SELECT u.seq, u.agent_id, u.base_version, u.step, u.file, "
+                                                "l.workunit_id FROM updates u JOIN leases l ON l.id = u.lease_id "
+                                                "WHERE u.job_id = ? ORDER BY u.seq"),
+                                 {id});
+        while (firsts && firsts->next()) {
+            auto unit = job.workunits.find(firsts->value(5).toLongLong());
+            if (unit != job.workunits.end() && !unit->second.first)
+                unit->second.first = Workunit::FirstResult{firsts->value(0).toLongLong(), firsts->value(1).toString(),
+                                                           firsts->value(2).toLongLong(), firsts->value(3).toDouble(),
+                                                           firsts->value(4).toString()};
+        }
         auto leases = m_db->exec(QStringLiteral("SELECT l.id, l.workunit_id, l.agent_id, l.issued_ms, l.deadline_ms, "
                                                 "l.state, l.base_version, l.weights_sha FROM leases l JOIN workunits w "
                                                 "ON w.id = l.workunit_id WHERE w.job_id = ? AND l.state IN "
@@ -134,6 +146,7 @@ Status Coordinator::loadState()
             lease.state = leases->value(5).toString() == u"open" ? Lease::State::Open : Lease::State::Expired;
             lease.baseVersion = leases->value(6).toLongLong();
             lease.weightsSha = leases->value(7).toString();
+            lease.lastMoveMs = m_clock.nowMs(); // the step is not stored: a restart counts as a move
             auto unit = job.workunits.find(lease.workunitId);
             if (unit != job.workunits.end() && lease.state == Lease::State::Open) {
                 unit->second.openLeases.append(lease.id);
@@ -178,7 +191,7 @@ Status Coordinator::loadState()
                          .arg(id);
         else if (state == u"failed")
             reason = failedLeaseMessage(id);
-        m_admission.setLease(id, {closed->value(1).toString(), 0, reason});
+        m_admission.setLease(id, {closed->value(1).toString(), 0, reason, {}});
     }
     for (const Lease& lease : std::as_const(m_leases)) {
         const JobState* job = findJob(lease.jobId);
@@ -186,7 +199,8 @@ Status Coordinator::loadState()
             m_admission.setLease(lease.id, {lease.agentId, 0,
                                             QStringLiteral("job %1 is %2 and takes no more results")
                                                 .arg(job->id)
-                                                .arg(jobStatusName(job->status))});
+                                                .arg(jobStatusName(job->status)),
+                                            {}});
     }
     return {};
 }
@@ -201,18 +215,37 @@ void Coordinator::activateJob(JobState& job, const TensorBundle& weights, qint64
     job.schema = *schema;
     job.schema.metadata().clear();
     job.maxUploadBytes = UpdateChecker::maxUploadBytes(job.schema);
-    for (const Lease& lease : std::as_const(m_leases))
-        if (lease.jobId == job.id)
-            m_admission.setLease(lease.id, {lease.agentId, job.maxUploadBytes, {}});
+    for (const Lease& lease : std::as_const(m_leases)) {
+        if (lease.jobId != job.id)
+            continue;
+        auto unit = job.workunits.find(lease.workunitId);
+        m_admission.setLease(lease.id, {lease.agentId, job.maxUploadBytes, {},
+                                        unit == job.workunits.end() ? QStringList()
+                                                                    : leaseFiles(job, unit->second, lease)});
+    }
 
+    // The bound on uploads is learnt again from the job's last accepted updates.
+    auto steps = m_db->exec(QStringLiteral("SELECT step FROM (SELECT seq, step FROM updates WHERE job_id = ? AND step "
+                                           "IS NOT NULL AND fold_error = '' ORDER BY seq DESC LIMIT ?) ORDER BY seq"),
+                            {job.id, UpdateBound::kWindow});
+    while (steps && steps->next())
+        job.updateBound.accept(steps->value(0).toDouble());
+    auto refused = m_db->exec(QStringLiteral("SELECT COUNT(*) FROM updates WHERE job_id = ? AND fold_error != ''"),
+                              {job.id});
+    if (refused && refused->next())
+        job.updatesRefusedAtFold = refused->value(0).toLongLong();
+
+    // Updates refused at their fold stay out; the rest after the snapshot are folded in again, in order. The
+    // version moves as the weights thread reports each one applied (onApplied).
     std::vector<ReplayedUpdate> replay;
-    auto rows = m_db->exec(QStringLiteral("SELECT seq, file, epoch, base_version FROM updates WHERE job_id = ? AND seq "
-                                          "> ? ORDER BY seq"),
+    auto rows = m_db->exec(QStringLiteral("SELECT seq, file, epoch, base_version, applied_version IS NOT NULL FROM "
+                                          "updates WHERE job_id = ? AND seq > ? AND fold_error = '' ORDER BY seq"),
                            {job.id, afterSeq});
     while (rows && rows->next())
         replay.push_back({rows->value(0).toLongLong(), m_dir.root() + u'/' + rows->value(1).toString(),
-                          UpdateContext{rows->value(2).toInt(), rows->value(3).toLongLong(), 0}});
-    job.updatesApplied = version + qint64(replay.size());
+                          UpdateContext{rows->value(2).toInt(), rows->value(3).toLongLong(), 0},
+                          rows->value(4).toBool()});
+    job.updatesApplied = version;
     m_weights->load(job.id, weights, version, job.spec.aggregation, std::move(replay));
     m_validation->setTestSet(job.id, m_blobs.path(job.files.testSet.sha256), job.spec.model);
     // Epochs that completed before a restart but were never validated: validated once the replay is done.
@@ -458,6 +491,7 @@ QJsonObject Coordinator::jobJson(const JobState& job) const
     json.insert(QStringLiteral("loss"), job.history.empty() ? QJsonValue() : job.history.back().loss);
     json.insert(QStringLiteral("updates"), job.updatesApplied);
     json.insert(QStringLiteral("updates_received"), job.updatesReceived);
+    json.insert(QStringLiteral("updates_not_folded"), job.updatesRefusedAtFold);
     json.insert(QStringLiteral("version"), job.updatesApplied);
     json.insert(QStringLiteral("shards"), job.spec.shards);
     json.insert(QStringLiteral("created_ms"), job.createdMs);
@@ -513,7 +547,21 @@ HttpResponse Coordinator::jobStatus(qint64 jobId)
     const JobState* job = findJob(jobId);
     if (!job)
         return HttpResponse::error(404, QStringLiteral("no job has id %1").arg(jobId));
-    return HttpResponse::json(200, jobJson(*job));
+    QJsonObject json = jobJson(*job);
+    if (job->updatesRefusedAtFold > 0) {
+        // The admin sees which accepted updates are not in the weights, and why.
+        QJsonArray notFolded;
+        auto rows = m_db->exec(QStringLiteral("SELECT seq, lease_id, agent_id, fold_error FROM updates WHERE job_id = ? "
+                                              "AND fold_error != '' ORDER BY seq DESC LIMIT 20"),
+                               {jobId});
+        while (rows && rows->next())
+            notFolded.append(QJsonObject{{QStringLiteral("seq"), rows->value(0).toLongLong()},
+                                         {QStringLiteral("lease"), rows->value(1).toString()},
+                                         {QStringLiteral("agent"), rows->value(2).toString()},
+                                         {QStringLiteral("reason"), rows->value(3).toString()}});
+        json.insert(QStringLiteral("not_folded"), notFolded);
+    }
+    return HttpResponse::json(200, json);
 }
 
 void Coordinator::exportWeights(qint64 jobId, Responder respond)
@@ -542,49 +590,6 @@ void Coordinator::exportWeights(qint64 jobId, Responder respond)
         return;
     }
     respond(HttpResponse::error(409, QStringLiteral("job %1 has no weights yet (state %2)").arg(jobId).arg(jobStatusName(job->status))));
-}
-
-void Coordinator::onApplied(qint64 jobId, qint64 seq, qint64 version)
-{
-    (void)m_db->exec(QStringLiteral("UPDATE updates SET applied_version = ? WHERE seq = ?"), {version, seq});
-    if (JobState* job = findJob(jobId))
-        job->updatesApplied = std::max(job->updatesApplied, version);
-    noteApplied(jobId, seq, version);
-}
-
-void Coordinator::onPublished(qint64 jobId, PublishedWeights published)
-{
-    JobState* job = findJob(jobId);
-    if (!job || published.version <= job->published.version)
-        return;
-    if (!job->published.sha256.isEmpty())
-        job->retired.push_back(job->published);
-    job->published = published;
-}
-
-void Coordinator::onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const QString& sha)
-{
-    auto stored = m_db->exec(QStringLiteral("INSERT INTO snapshots (job_id, version, last_seq, sha256, written_ms) "
-                                            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (job_id) DO UPDATE SET version = "
-                                            "excluded.version, last_seq = excluded.last_seq, sha256 = excluded.sha256, "
-                                            "written_ms = excluded.written_ms"),
-                             {jobId, version, lastSeq, sha, m_clock.nowMs()});
-    if (!stored) {
-        qCCritical(lcCoordinator) << "cannot record snapshot of job" << jobId << ":" << stored.error();
-        return;
-    }
-    if (JobState* job = findJob(jobId)) {
-        // The previous snapshot is superseded; its file goes the way of retired published weights.
-        if (!job->snapshotSha.isEmpty() && job->snapshotSha != sha)
-            job->retired.push_back(PublishedWeights{-1, job->snapshotSha, 0, 0});
-        job->snapshotSha = sha;
-    }
-    // The snapshot holds these updates now: their files are no longer needed for a replay.
-    auto files = m_db->exec(QStringLiteral("SELECT file FROM updates WHERE job_id = ? AND seq <= ? AND file != ''"),
-                            {jobId, lastSeq});
-    while (files && files->next())
-        QFile::remove(m_dir.root() + u'/' + files->value(0).toString());
-    (void)m_db->exec(QStringLiteral("UPDATE updates SET file = '' WHERE job_id = ? AND seq <= ?"), {jobId, lastSeq});
 }
 
 } // namespace gleaner::coordinator

@@ -1,5 +1,6 @@
 // Coordinator: the agents' work cycle (lease, progress, result) and the housekeeping tick.
 #include "aggregation/WeightsKeeper.h"
+#include "core/AgentStanding.h"
 #include "core/Coordinator.h"
 #include "core/Tokens.h"
 #include "crypto/SignedEnvelope.h"
@@ -12,8 +13,6 @@
 #include <QJsonDocument>
 #include <QLoggingCategory>
 
-#include <fcntl.h>
-#include <unistd.h>
 
 Q_DECLARE_LOGGING_CATEGORY(lcCoordinator)
 
@@ -22,20 +21,12 @@ namespace {
 
 constexpr int kMaxTasksPerLease = 16;
 
-// A rename is durable only once the directory that holds the new name is.
-void syncDirectory(const QString& path)
-{
-    const int fd = ::open(QFile::encodeName(path).constData(), O_RDONLY | O_DIRECTORY);
-    if (fd >= 0) {
-        ::fsync(fd);
-        ::close(fd);
-    }
-}
 constexpr int kRetryWhenIdleSeconds = 10;
 constexpr int kRetryWhenNoJobsSeconds = 30;
 // A job still being imported, or whose first weights are being written, has work in a moment: agents that ask
 // now come back soon instead of after the no-job wait, which is longer than a small job takes.
 constexpr int kRetryWhenStartingSeconds = 2;
+constexpr int kRetryWhenQuarantinedSeconds = 600;
 constexpr int kMaxFailureReasonLength = 2000;
 const char* const kFailureStages[] = {"verify", "download", "worker", "upload", "other"};
 
@@ -60,17 +51,6 @@ Lease* Coordinator::findLease(const QString& leaseId)
 {
     auto it = m_leases.find(leaseId);
     return it == m_leases.end() ? nullptr : &*it;
-}
-
-std::optional<TensorBundle> Coordinator::schemaForLease(const QString& leaseId) const
-{
-    auto lease = m_leases.constFind(leaseId);
-    if (lease == m_leases.cend())
-        return std::nullopt;
-    auto job = m_jobs.find(lease->jobId);
-    if (job == m_jobs.end() || job->second.schema.isEmpty())
-        return std::nullopt;
-    return job->second.schema;
 }
 
 void Coordinator::persistLease(const Lease& lease)
@@ -152,11 +132,35 @@ HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJson
 {
     touchAgent(agentId);
     expireLeases();
-    const int maxTasks =
-        std::clamp(int(request.value(QStringLiteral("max_tasks")).toInteger(1)), 1, kMaxTasksPerLease);
+    if (auto why = m_standing->quarantine(agentId)) {
+        // No work, and a reason the agent can log; it asks again rarely, until an admin lifts the quarantine.
+        QJsonObject reply;
+        reply.insert(QStringLiteral("tasks"), QJsonArray());
+        reply.insert(QStringLiteral("retry_after"), kRetryWhenQuarantinedSeconds);
+        reply.insert(QStringLiteral("quarantined"),
+                     QStringLiteral("this agent is quarantined: %1; the coordinator's admin can lift it "
+                                    "(gleaner-coordinator agent release ID)")
+                         .arg(*why));
+        return HttpResponse::json(200, reply);
+    }
+    const int asked =
+        int(std::clamp(request.value(QStringLiteral("max_tasks")).toInteger(1), qint64(1), qint64(kMaxTasksPerLease)));
     QSet<QString> cached;
     for (const auto& value : request.value(QStringLiteral("cached")).toArray())
         cached.insert(value.toString());
+
+    // However often it asks, an agent holds at most its share of the work (see CoordinatorConfig).
+    const int held = int(std::count_if(m_leases.cbegin(), m_leases.cend(), [&](const Lease& l) {
+        return l.agentId == agentId && l.state == Lease::State::Open;
+    }));
+    const int room = leaseCapFor(agentId) - held;
+    if (room <= 0) {
+        QJsonObject reply;
+        reply.insert(QStringLiteral("tasks"), QJsonArray());
+        reply.insert(QStringLiteral("retry_after"), kRetryWhenIdleSeconds);
+        return HttpResponse::json(200, reply);
+    }
+    const int maxTasks = std::min(asked, room);
 
     QJsonArray tasks;
     bool anyRunning = false;
@@ -213,6 +217,7 @@ HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJson
             lease.baseVersion = job.published.version;
             lease.weightsSha = job.published.sha256;
             lease.nonce = Tokens::randomId();
+            lease.lastMoveMs = now;
             chosen->state = Workunit::State::Leased;
             chosen->issued += 1;
             chosen->openLeases.append(lease.id);
@@ -221,7 +226,7 @@ HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJson
             persistLease(lease);
             m_leases.insert(lease.id, lease);
             m_nextDeadlineMs = std::min(m_nextDeadlineMs, lease.deadlineMs);
-            m_admission.setLease(lease.id, {agentId, job.maxUploadBytes, {}});
+            m_admission.setLease(lease.id, {agentId, job.maxUploadBytes, {}, leaseFiles(job, *chosen, lease)});
 
             QByteArray signature;
             const QByteArray manifest = signedManifest(job, *chosen, lease, &signature);
@@ -243,6 +248,23 @@ HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJson
                                                     : anyRunning ? kRetryWhenIdleSeconds
                                                                  : kRetryWhenNoJobsSeconds);
     return HttpResponse::json(200, reply);
+}
+
+QStringList Coordinator::leaseFiles(const JobState& job, const Workunit& unit, const Lease& lease) const
+{
+    QStringList files{job.files.model.sha256, lease.weightsSha};
+    if (unit.shard >= 0 && unit.shard < job.files.shards.size())
+        files << job.files.shards.at(unit.shard).sha256;
+    return files;
+}
+
+int Coordinator::leaseCapFor(const QString& agentId)
+{
+    int cores = 0;
+    auto row = m_db->exec(QStringLiteral("SELECT hardware FROM agents WHERE id = ?"), {agentId});
+    if (row && row->next())
+        cores = QJsonDocument::fromJson(row->value(0).toByteArray()).object().value(QStringLiteral("cores")).toInt();
+    return cores > 0 ? std::min(m_config.maxLeasesPerAgent, 2 * cores) : m_config.maxLeasesPerAgent;
 }
 
 HttpResponse Coordinator::leaseNotInMemory(const QString& agentId, const QString& leaseId) const
@@ -284,24 +306,32 @@ HttpResponse Coordinator::progress(const QString& agentId, const QString& leaseI
     if (lease->state == Lease::State::Expired && doneUnit != job->workunits.end() &&
         doneUnit->second.state == Workunit::State::Done)
         return abort(QStringLiteral("the lease expired and its workunit was completed by another agent"));
-    Q_UNUSED(report);
-    // A report extends the lease; one that arrives after the deadline revives it while its workunit is
-    // undone.
-    auto unit = job->workunits.find(lease->workunitId);
-    if (lease->state == Lease::State::Expired && unit != job->workunits.end() &&
-        unit->second.state != Workunit::State::Done) {
-        lease->state = Lease::State::Open;
-        unit->second.openLeases.append(lease->id);
-        if (unit->second.state == Workunit::State::Pending) {
-            unit->second.state = Workunit::State::Leased;
-            (void)m_db->exec(QStringLiteral("UPDATE workunits SET state = 'leased' WHERE id = ?"),
-                             {unit->second.id});
-        }
+    // An expired lease is not revived: its workunit may already be another agent's. A late result still counts
+    // once (see result()).
+    if (lease->state == Lease::State::Expired) {
+        reply.insert(QStringLiteral("abort"), false);
+        reply.insert(QStringLiteral("expired"), true);
+        reply.insert(QStringLiteral("deadline_ms"), lease->deadlineMs);
+        return HttpResponse::json(200, reply);
     }
-    lease->deadlineMs =
-        std::max(lease->deadlineMs, m_clock.nowMs() + qint64(job->spec.deadlineSeconds) * 1000);
-    m_nextDeadlineMs = std::min(m_nextDeadlineMs, lease->deadlineMs);
-    persistLease(*lease);
+    // Progress extends a lease, reports alone do not: a lease whose step stopped moving (an owner's pause, or an
+    // agent sitting on work) is kept one more deadline after it last moved, then expires. And no lease lives
+    // longer than lease_lifetime_deadlines deadlines in all, however it reports.
+    const QJsonValue stepValue = report.value(QStringLiteral("step"));
+    const qint64 step = stepValue.isDouble() ? stepValue.toInteger(-1) : -1;
+    const qint64 now = m_clock.nowMs();
+    if (step > lease->lastStep) {
+        lease->lastStep = step;
+        lease->lastMoveMs = now;
+    }
+    const qint64 deadlineMs = qint64(job->spec.deadlineSeconds) * 1000;
+    const qint64 wanted = std::min({now + deadlineMs, lease->lastMoveMs + 2 * deadlineMs,
+                                    lease->issuedMs + qint64(m_config.leaseLifetimeDeadlines) * deadlineMs});
+    if (wanted > lease->deadlineMs) {
+        lease->deadlineMs = wanted;
+        m_nextDeadlineMs = std::min(m_nextDeadlineMs, lease->deadlineMs);
+        persistLease(*lease);
+    }
     reply.insert(QStringLiteral("abort"), false);
     reply.insert(QStringLiteral("deadline_ms"), lease->deadlineMs);
     return HttpResponse::json(200, reply);
@@ -395,144 +425,6 @@ HttpResponse Coordinator::failLease(const QString& agentId, const QString& lease
     QJsonObject reply;
     reply.insert(QStringLiteral("released"), true);
     return HttpResponse::json(200, reply);
-}
-
-HttpResponse Coordinator::refuseResult(const QString& agentId, const QString& leaseId, const QString& reason)
-{
-    Lease* lease = findLease(leaseId);
-    if (lease && lease->agentId == agentId && lease->state != Lease::State::Completed) {
-        lease->state = Lease::State::Refused;
-        persistLease(*lease);
-        m_admission.closeLease(leaseId,
-                               QStringLiteral("lease %1 was closed after an invalid result").arg(leaseId));
-        if (JobState* job = findJob(lease->jobId)) {
-            auto unit = job->workunits.find(lease->workunitId);
-            if (unit != job->workunits.end()) {
-                unit->second.openLeases.removeAll(leaseId);
-                if (unit->second.state == Workunit::State::Leased && unit->second.openLeases.isEmpty()) {
-                    unit->second.state = Workunit::State::Pending;
-                    (void)m_db->exec(QStringLiteral("UPDATE workunits SET state = 'pending' WHERE id = ?"),
-                                     {unit->second.id});
-                }
-            }
-        }
-        recordAgentOutcome(agentId, "invalid");
-        m_leases.remove(leaseId);
-        qCWarning(lcCoordinator) << "refused the result of lease" << leaseId << "from agent" << agentId << ":"
-                                 << reason;
-    }
-    return HttpResponse::error(422, reason);
-}
-
-HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId, const QString& file,
-                                 ReceivedUpdate update)
-{
-    const auto refuse = [&](int status, const QString& message) {
-        QFile::remove(file);
-        return HttpResponse::error(status, message);
-    };
-    Lease* lease = findLease(leaseId);
-    if (!lease) {
-        QFile::remove(file);
-        return leaseNotInMemory(agentId, leaseId);
-    }
-    if (lease->agentId != agentId)
-        return refuse(409, QStringLiteral("lease %1 belongs to another agent").arg(leaseId));
-    if (lease->state == Lease::State::Completed)
-        return refuse(409,
-                      QStringLiteral("the result of lease %1 was already received; this copy is a duplicate")
-                          .arg(leaseId));
-    if (lease->state == Lease::State::Refused)
-        return refuse(409, QStringLiteral("lease %1 was closed after an invalid result").arg(leaseId));
-    JobState* job = findJob(lease->jobId);
-    if (!job || (job->status != JobStatus::Running && job->status != JobStatus::Paused))
-        return refuse(409, job ? QStringLiteral("job %1 is %2 and takes no more results")
-                                     .arg(job->id)
-                                     .arg(jobStatusName(job->status))
-                               : QStringLiteral("the job no longer exists"));
-    if (update.baseVersion != lease->baseVersion) {
-        QFile::remove(file);
-        return refuseResult(
-            agentId, leaseId,
-            QStringLiteral("the result says it trained from version %1 but lease %2 handed out version "
-                           "%3")
-                .arg(update.baseVersion)
-                .arg(leaseId)
-                .arg(lease->baseVersion));
-    }
-    auto unit = job->workunits.find(lease->workunitId);
-    if (unit == job->workunits.end())
-        return refuse(409, QStringLiteral("the workunit of lease %1 no longer exists").arg(leaseId));
-
-    // Durable before the answer: the file moves next to the database, then one row records it.
-    const QString relative = QStringLiteral("updates/%1/%2.safetensors").arg(job->id).arg(leaseId);
-    const QString stored = m_dir.root() + u'/' + relative;
-    QDir().mkpath(QFileInfo(stored).path());
-    QFile::remove(stored); // left by a crash between the move and the commit; the agent is sending it again
-    if (!QFile::rename(file, stored)) {
-        qCCritical(lcCoordinator) << "cannot move" << file << "to" << stored;
-        return refuse(500, QStringLiteral("the coordinator cannot store the upload; try again later"));
-    }
-    syncDirectory(QFileInfo(stored).path());
-    const qint64 now = m_clock.nowMs();
-    qint64 seq = -1;
-    const Status recorded = m_db->transaction([&]() -> Status {
-        auto r = m_db->exec(
-            QStringLiteral(
-                "INSERT INTO updates (job_id, lease_id, agent_id, epoch, base_version, file, "
-                "samples, loss, train_seconds, received_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
-            {job->id, leaseId, agentId, unit->second.epoch, update.baseVersion, relative, update.samples,
-             update.loss, update.trainSeconds, now});
-        if (!r)
-            return fail(r.error());
-        seq = m_db->lastInsertId();
-        Lease closed = *lease;
-        closed.state = Lease::State::Completed;
-        persistLease(closed);
-        if (unit->second.state != Workunit::State::Done) {
-            auto w = m_db->exec(QStringLiteral("UPDATE workunits SET state = 'done' WHERE id = ?"),
-                                {unit->second.id});
-            if (!w)
-                return fail(w.error());
-        }
-        return {};
-    });
-    if (!recorded) {
-        QFile::remove(stored);
-        qCCritical(lcCoordinator) << "cannot record the result of lease" << leaseId << ":"
-                                  << recorded.error();
-        return HttpResponse::error(
-            500, QStringLiteral("the coordinator cannot record the result; try again later"));
-    }
-    // Memory follows the database only once it committed.
-    lease->state = Lease::State::Completed;
-    unit->second.state = Workunit::State::Done;
-    unit->second.openLeases.removeAll(leaseId);
-    m_admission.closeLease(
-        leaseId,
-        QStringLiteral("the result of lease %1 was already received; this copy is a duplicate").arg(leaseId));
-    recordAgentOutcome(agentId, "done", update.samples, update.trainSeconds);
-    touchAgent(agentId);
-    job->updatesReceived += 1;
-    noteAccepted(*job, unit->second.epoch, seq, agentId, update.loss, now);
-    // A closed lease lives on in the database and, for the 409 its repeats get, in the admission cache;
-    // memory keeps only the leases that may still deliver.
-    m_leases.remove(leaseId);
-    lease = nullptr;
-
-    const int epoch = unit->second.epoch;
-    const qint64 staleness = job->updatesApplied - update.baseVersion;
-    m_weights->apply(job->id, seq, std::move(update.weights), UpdateContext{epoch, update.baseVersion, 0});
-    scheduleValidations(*job); // posted after the update: the validation sees it
-    if (m_config.validateEveryUpdates > 0 && job->updatesReceived % m_config.validateEveryUpdates == 0)
-        m_weights->validate(job->id, epoch, /*epochEnd=*/false); // an intermediate point, for the history
-    openNextEpochIfReady(*job);
-
-    QJsonObject reply;
-    reply.insert(QStringLiteral("accepted"), true);
-    reply.insert(QStringLiteral("seq"), seq);
-    reply.insert(QStringLiteral("staleness"), staleness);
-    return HttpResponse::json(202, reply);
 }
 
 void Coordinator::expireLeases()

@@ -2,6 +2,7 @@
 // The in-memory picture of a job that the state thread keeps: its spec, where it stands, its workunits and
 // leases. The database mirrors every change, so the picture is rebuilt from it after a restart.
 
+#include "aggregation/UpdateBound.h"
 #include "jobs/JobImporter.h"
 #include "spec/JobSpec.h"
 #include "tensor/TensorBundle.h"
@@ -28,6 +29,17 @@ struct Workunit
     State state = State::Pending;
     int issued = 0;           // times leased
     QStringList openLeases;   // leases that may still deliver
+    // The first result received, the one folded in. Later results of the workunit (replicas, a late result of
+    // an expired lease) are compared with it, not folded in.
+    struct FirstResult
+    {
+        qint64 seq = 0;
+        QString agentId;
+        qint64 baseVersion = -1;
+        double step = 0.0;
+        QString file; // relative to the data directory; empty once a snapshot made it unneeded
+    };
+    std::optional<FirstResult> first;
 };
 
 struct Lease
@@ -45,6 +57,9 @@ struct Lease
     qint64 baseVersion = 0;
     QString weightsSha;
     QString nonce; // signed into the manifest and stored with the lease
+    // Progress (memory only: a restart forgets the step, and the lease counts as having moved at the restart).
+    qint64 lastStep = -1;   // the highest step a progress report gave
+    qint64 lastMoveMs = 0;  // when that step arrived (issuedMs before the first)
 };
 QString leaseStateName(Lease::State state);
 
@@ -81,6 +96,8 @@ struct JobState
     std::map<qint64, Workunit> workunits; // by id
     qint64 updatesReceived = 0;
     qint64 updatesApplied = 0;   // = server weights version
+    qint64 updatesRefusedAtFold = 0; // received (202) but not folded in: WeightsKeeper refused the result
+    UpdateBound updateBound;     // how far an upload may move the weights from its base (learnt from accepted ones)
     PublishedWeights published;
     std::vector<PublishedWeights> retired; // earlier weights files, deleted once no open lease needs them
     QString snapshotSha;                   // the latest snapshot's blob, never deleted as a retired file

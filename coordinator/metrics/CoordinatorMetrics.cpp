@@ -103,6 +103,10 @@ CoordinatorMetrics::CoordinatorMetrics()
     : m_updatesAccepted(
           m_registry.counter("gleaner_updates_accepted_total",
                              "Result uploads accepted (answered 202) and queued for aggregation.")),
+      m_updatesNotFolded(
+          m_registry.counter("gleaner_updates_not_folded_total",
+                             "Accepted updates the aggregation refused to fold in: the blended weights were not "
+                             "finite or moved further than the job's bound.")),
       m_updatesRefused(registerRefusals(m_registry)),
       m_leasesIssued(m_registry.counter("gleaner_leases_issued_total", "Leases handed to agents.")),
       m_leasesExpired(m_registry.counter("gleaner_leases_expired_total",

@@ -64,6 +64,8 @@ public:
 
     // [state] An update was recorded (answered 202).
     void updateAccepted() { m_updatesAccepted.inc(); }
+    // [state] An accepted update whose fold the weights thread refused (not finite, or too long a step).
+    void updateNotFolded() { m_updatesNotFolded.inc(); }
     // [state]
     void leaseIssued() { m_leasesIssued.inc(); }
     void leaseExpired() { m_leasesExpired.inc(); }
@@ -82,6 +84,7 @@ private:
 
     MetricsRegistry m_registry;
     Counter& m_updatesAccepted;
+    Counter& m_updatesNotFolded;
     std::array<Counter*, size_t(RefusalReason::Count)> m_updatesRefused;
     Counter& m_leasesIssued;
     Counter& m_leasesExpired;

@@ -1,5 +1,7 @@
 #include "store/BlobStore.h"
 
+#include "util/Durability.h"
+
 #include "crypto/Sha256.h"
 
 #include <QDir>
@@ -41,6 +43,9 @@ Result<BlobInfo> BlobStore::put(const QByteArray& bytes)
     QSaveFile file(target);
     if (!file.open(QIODevice::WriteOnly) || file.write(bytes) != bytes.size() || !file.commit())
         return fail(QStringLiteral("%1: cannot write: %2").arg(target, file.errorString()));
+    // QSaveFile flushed the bytes before its rename; the name is durable once the folder is.
+    if (auto s = Durability::syncFolder(QFileInfo(target).path()); !s)
+        return fail(s.error());
     return BlobInfo{sha, bytes.size()};
 }
 
@@ -60,6 +65,8 @@ Result<BlobInfo> BlobStore::adoptFile(const QString& source)
         return fail(QStringLiteral("%1: cannot create the blob folder").arg(QFileInfo(target).path()));
     if (!QFile::rename(source, target))
         return fail(QStringLiteral("cannot move %1 into the blob store at %2").arg(source, target));
+    if (auto s = Durability::syncFolder(QFileInfo(target).path()); !s)
+        return fail(s.error());
     return BlobInfo{sha, bytes};
 }
 

@@ -5,7 +5,7 @@ namespace {
 
 // Bumped with every schema change, with an upgrade step from the previous version (kUpgrades) so that an
 // existing data directory keeps its jobs, agents and leases.
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 
 const char* const kSchema[] = {
     "CREATE TABLE admin_tokens (hash TEXT PRIMARY KEY, created_ms INTEGER NOT NULL)",
@@ -15,7 +15,8 @@ const char* const kSchema[] = {
     " platform TEXT NOT NULL, hardware TEXT NOT NULL, enrolled_ms INTEGER NOT NULL, last_seen_ms INTEGER NOT NULL,"
     " revoked INTEGER NOT NULL DEFAULT 0, done INTEGER NOT NULL DEFAULT 0, timed_out INTEGER NOT NULL DEFAULT 0,"
     " invalid INTEGER NOT NULL DEFAULT 0, samples INTEGER NOT NULL DEFAULT 0, train_seconds REAL NOT NULL DEFAULT 0,"
-    " failed INTEGER NOT NULL DEFAULT 0)",
+    " failed INTEGER NOT NULL DEFAULT 0, invalid_streak INTEGER NOT NULL DEFAULT 0, quarantined_ms INTEGER,"
+    " quarantine_reason TEXT NOT NULL DEFAULT '', disagreed INTEGER NOT NULL DEFAULT 0)",
     "CREATE TABLE jobs (id INTEGER PRIMARY KEY, name TEXT NOT NULL, spec TEXT NOT NULL, state TEXT NOT NULL,"
     " reason TEXT NOT NULL DEFAULT '', created_ms INTEGER NOT NULL, finished_ms INTEGER, epoch INTEGER NOT NULL"
     " DEFAULT 0, model_sha TEXT, initial_sha TEXT, test_sha TEXT, accuracy REAL, loss REAL)",
@@ -31,7 +32,7 @@ const char* const kSchema[] = {
     "CREATE TABLE updates (seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id INTEGER NOT NULL, lease_id TEXT NOT NULL"
     " UNIQUE, agent_id TEXT NOT NULL, epoch INTEGER NOT NULL, base_version INTEGER NOT NULL, file TEXT NOT NULL,"
     " samples INTEGER NOT NULL, loss REAL NOT NULL, train_seconds REAL NOT NULL, received_ms INTEGER NOT NULL,"
-    " applied_version INTEGER)",
+    " applied_version INTEGER, step REAL, fold_error TEXT NOT NULL DEFAULT '')",
     "CREATE TABLE snapshots (job_id INTEGER PRIMARY KEY, version INTEGER NOT NULL, last_seq INTEGER NOT NULL,"
     " sha256 TEXT NOT NULL, written_ms INTEGER NOT NULL)",
     "CREATE TABLE validations (job_id INTEGER NOT NULL, epoch INTEGER NOT NULL, epoch_end INTEGER NOT NULL,"
@@ -47,8 +48,22 @@ const char* const kUpgradeTo2[] = {
     "ALTER TABLE leases ADD COLUMN fail_reason TEXT NOT NULL DEFAULT ''",
 };
 
+// Version 3: hostile uploads. An agent's run of refused results, its quarantine and its results that disagreed
+// with another agent's result of the same workunit; each update's step (its
+// distance from the weights it trained from, which the job's bound is learnt from) and why it could not be
+// folded in, when it could not.
+const char* const kUpgradeTo3[] = {
+    "ALTER TABLE agents ADD COLUMN invalid_streak INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE agents ADD COLUMN quarantined_ms INTEGER",
+    "ALTER TABLE agents ADD COLUMN quarantine_reason TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE agents ADD COLUMN disagreed INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE updates ADD COLUMN step REAL",
+    "ALTER TABLE updates ADD COLUMN fold_error TEXT NOT NULL DEFAULT ''",
+};
+
 const SqliteUpgrade kUpgrades[] = {
     {1, kUpgradeTo2},
+    {2, kUpgradeTo3},
 };
 
 } // namespace
@@ -57,7 +72,8 @@ Result<std::unique_ptr<Database>> Database::open(const QString& path)
 {
     std::unique_ptr<Database> database(new Database);
     const SqliteSchema schema{QStringLiteral("the coordinator's database"), kSchemaVersion, kSchema,
-                              QStringLiteral("use the coordinator version that wrote it"), kUpgrades};
+                              QStringLiteral("use the coordinator version that wrote it"), kUpgrades,
+                              /*fullSync=*/true};
     if (auto s = database->openFile(path, schema); !s)
         return fail(s.error());
     return database;

@@ -6,9 +6,11 @@
 // The paper measured 870 ms per update in Redis and 1,290 ms in MySQL at 4,972,746 parameters.
 #include "aggregation/UpdateChecker.h"
 #include "aggregation/VcAsgd.h"
+#include "aggregation/WeightsKeeper.h"
 #include "format/SafeTensors.h"
 #include "ml/WeightMath.h"
 #include "store/Database.h"
+#include "util/Durability.h"
 
 #include "BenchSupport.h"
 
@@ -90,12 +92,41 @@ int main(int argc, char** argv)
     }
     TensorBundle server = makeWeights(params, 1);
     TensorBundle schema = server;
-    TensorBundle client = makeWeights(params, 2);
+    // A plausible local epoch: the base weights moved by a little noise (far moves are refused).
+    TensorBundle client = server;
+    {
+        const TensorBundle noise = makeWeights(params, 2);
+        for (const auto& entry : client.entries()) {
+            auto values = client.mutableValues<float>(entry);
+            const auto delta = noise.values<float>(*noise.find(entry.name));
+            for (size_t k = 0; k < values.size(); ++k)
+                values[k] += 0.01f * delta[k];
+        }
+    }
     client.setMetadata(QStringLiteral("gleaner.base_version"), QStringLiteral("0"));
     client.setMetadata(QStringLiteral("gleaner.samples"), QStringLiteral("1200"));
     const QByteArray upload = SafeTensors::serialize(client);
+    // The base weights as the checker thread keeps them (read once, then cached).
+    const QString basePath = scratch.filePath(QStringLiteral("base.safetensors"));
+    if (!SafeTensors::save(basePath, server)) {
+        QTextStream(stderr) << "bench_assimilate: cannot write " << basePath << "\n";
+        return 1;
+    }
+    BaseWeightsCache bases;
+    auto base = bases.get(QStringLiteral("base"), basePath);
+    if (!base) {
+        QTextStream(stderr) << "bench_assimilate: " << base.error() << "\n";
+        return 1;
+    }
+    UpdateExpectations expected;
+    expected.schema = schema;
+    expected.baseWeightsSha = QStringLiteral("base");
+    expected.baseWeightsPath = basePath;
+    expected.maxSamples = 1200;
+    expected.maxSteps = 38;
     AggregationSpec spec; // vc-asgd, alpha e/(e+1)
     VcAsgd rule(spec);
+    UpdateBound steps;
 
     std::vector<double> total, check, durable, record, blend, floor;
     for (int i = 0; i < updates; ++i) {
@@ -112,7 +143,7 @@ int main(int argc, char** argv)
         all.start();
         QElapsedTimer step;
         step.start();
-        auto received = UpdateChecker::check(file, schema);
+        auto received = UpdateChecker::check(file, expected, **base);
         if (!received) {
             QTextStream(stderr) << "bench_assimilate: " << received.error() << "\n";
             return 1;
@@ -126,6 +157,8 @@ int main(int argc, char** argv)
         }
         const QString stored = QDir(updatesDir).filePath(QStringLiteral("%1.safetensors").arg(i));
         QFile::rename(file, stored);
+        if (!Durability::syncFolder(updatesDir))
+            return 1;
         durable.push_back(ms(step));
         step.restart();
         auto row = (*db)->exec(QStringLiteral("INSERT INTO updates (job_id, lease_id, agent_id, epoch, base_version, "
@@ -136,8 +169,12 @@ int main(int argc, char** argv)
             return 1;
         record.push_back(ms(step));
         step.restart();
-        if (!rule.apply(server, received->weights, UpdateContext{1, 0, qint64(i)}))
+        if (auto folded = WeightsKeeper::fold(server, rule, steps, received->weights, UpdateContext{1, 0, qint64(i)},
+                                              /*checked=*/false);
+            !folded) {
+            QTextStream(stderr) << "bench_assimilate: " << folded.error() << "\n";
             return 1;
+        }
         blend.push_back(ms(step));
         total.push_back(ms(all));
         QFile::remove(stored);

@@ -1,7 +1,10 @@
 #include "CoordinatorFixture.h"
 
 #include "TestSupport.h"
+#include "crypto/SignedEnvelope.h"
 #include "format/SafeTensors.h"
+
+#include <QJsonArray>
 
 #include <QDir>
 #include <QJsonDocument>
@@ -111,6 +114,70 @@ qint64 CoordinatorFixture::submit(const QByteArray& spec)
         QTest::qWait(20);
     }
     return -1;
+}
+
+std::vector<LeasedTask> CoordinatorFixture::lease(const QString& agentId, int maxTasks, QJsonObject* reply)
+{
+    core->drain();
+    const QJsonObject answer =
+        call([&] { return core->lease(agentId, QJsonObject{{QStringLiteral("max_tasks"), maxTasks}}); });
+    if (reply)
+        *reply = answer;
+    std::vector<LeasedTask> tasks;
+    auto key = VerifyKey::fromPem(init.signingPublicKeyPem);
+    for (const auto& value : answer.value(QStringLiteral("tasks")).toArray()) {
+        const QJsonObject task = value.toObject();
+        auto envelope = SignedEnvelope::fromJson(task);
+        auto manifest = envelope ? SignedEnvelope::verify(*key, *envelope) : Result<QJsonObject>(fail(envelope.error()));
+        if (!manifest)
+            qWarning() << manifest.error();
+        tasks.push_back({task.value(QStringLiteral("lease_id")).toString(), manifest ? *manifest : QJsonObject()});
+    }
+    return tasks;
+}
+
+TensorBundle CoordinatorFixture::leaseBase(const QString& leaseId)
+{
+    auto expected = core->state().call([&] { return core->expectationsForLease(leaseId); });
+    if (!expected)
+        return {};
+    auto weights = SafeTensors::load(expected->baseWeightsPath);
+    return weights ? *weights : TensorBundle();
+}
+
+int CoordinatorFixture::upload(const QString& agentId, const QString& leaseId, const TensorBundle& weights,
+                               qint64 baseVersion, QString* error, qint64 samples, QJsonObject* reply)
+{
+    TensorBundle result = weights;
+    result.metadata().clear();
+    result.setMetadata(QStringLiteral("gleaner.base_version"), QString::number(baseVersion));
+    result.setMetadata(QStringLiteral("gleaner.samples"), QString::number(samples));
+    result.setMetadata(QStringLiteral("gleaner.loss"), QStringLiteral("0.5"));
+    const QString file = dir.uploadsDir() + QStringLiteral("/test-%1.safetensors").arg(++m_files);
+    if (!SafeTensors::save(file, result).ok())
+        return -1;
+    int status = 0;
+    const QJsonObject answer = call(
+        [&] {
+            auto expected = core->expectationsForLease(leaseId);
+            if (!expected)
+                return core->leaseNotInMemory(agentId, leaseId);
+            // The checker thread's steps, run here on the state thread: nothing else runs meanwhile.
+            auto base = m_bases.get(expected->baseWeightsSha, expected->baseWeightsPath);
+            if (!base)
+                return coordinator::HttpResponse::error(503, base.error());
+            auto update = coordinator::UpdateChecker::check(file, *expected, **base);
+            if (!update)
+                return core->refuseResult(agentId, leaseId, update.error());
+            return core->result(agentId, leaseId, file, std::move(*update));
+        },
+        &status);
+    if (error)
+        *error = answer.value(QStringLiteral("error")).toString();
+    if (reply)
+        *reply = answer;
+    core->drain();
+    return status;
 }
 
 } // namespace gleaner::test

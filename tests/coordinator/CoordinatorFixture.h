@@ -20,6 +20,13 @@ void writeSyntheticDataset(const QString& dir, qint64 trainCount = 256, qint64 t
 QByteArray tinyJobSpec(const QString& dir, int shards = 4, int maxEpochs = 3, double target = 0.99,
                        int deadlineSeconds = 60, const QString& extra = {});
 
+// A task of a lease reply, its manifest verified with the coordinator's key.
+struct LeasedTask
+{
+    QString leaseId;
+    QJsonObject manifest;
+};
+
 struct CoordinatorFixture
 {
     std::unique_ptr<QTemporaryDir> scratch;
@@ -36,6 +43,18 @@ struct CoordinatorFixture
     QJsonObject enroll(const QString& name = QStringLiteral("agent"));
     qint64 submit(const QByteArray& spec); // waits until the job runs
     QJsonObject call(const std::function<coordinator::HttpResponse()>& work, int* status = nullptr);
+    // Leases up to `maxTasks` tasks for the agent (after everything queued is done), as an agent would.
+    std::vector<LeasedTask> lease(const QString& agentId, int maxTasks = 1, QJsonObject* reply = nullptr);
+    // The weights a lease handed out (empty when the lease is unknown).
+    TensorBundle leaseBase(const QString& leaseId);
+    // An upload through the same steps as ApiHandler: expectations, UpdateChecker, result or refusal. `weights`
+    // get the protocol's metadata; returns the answer's status and its error text in `error`.
+    int upload(const QString& agentId, const QString& leaseId, const TensorBundle& weights, qint64 baseVersion,
+               QString* error = nullptr, qint64 samples = 10, QJsonObject* reply = nullptr);
+
+private:
+    coordinator::BaseWeightsCache m_bases;
+    int m_files = 0;
 };
 
 } // namespace gleaner::test

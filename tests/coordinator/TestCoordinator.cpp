@@ -22,11 +22,7 @@ using namespace gleaner::coordinator;
 
 namespace {
 
-struct Task
-{
-    QString leaseId;
-    QJsonObject manifest;
-};
+using Task = test::LeasedTask;
 
 QString fileOf(const QJsonObject& manifest, const char* role)
 {
@@ -70,7 +66,6 @@ private Q_SLOTS:
 
 private:
     std::vector<Task> lease(const QString& agentId, int maxTasks = 1);
-    QString writeResult(const TensorBundle& weights, qint64 baseVersion, qint64 samples = 10);
     int upload(const QString& agentId, const QString& leaseId, const TensorBundle& weights, qint64 baseVersion,
                QString* error = nullptr);
     TensorBundle serverWeights(qint64 jobId);
@@ -82,7 +77,6 @@ private:
 
     test::CoordinatorFixture f;
     QString m_dataset;
-    int m_files = 0;
 };
 
 void TestCoordinator::init()
@@ -99,54 +93,13 @@ void TestCoordinator::cleanup()
 
 std::vector<Task> TestCoordinator::lease(const QString& agentId, int maxTasks)
 {
-    f.core->drain();
-    const QJsonObject reply = f.call([&] {
-        return f.core->lease(agentId, QJsonObject{{QStringLiteral("max_tasks"), maxTasks}});
-    });
-    std::vector<Task> tasks;
-    auto key = VerifyKey::fromPem(f.init.signingPublicKeyPem);
-    for (const auto& value : reply.value(QStringLiteral("tasks")).toArray()) {
-        const QJsonObject task = value.toObject();
-        auto envelope = SignedEnvelope::fromJson(task);
-        auto manifest = SignedEnvelope::verify(*key, *envelope);
-        if (!manifest)
-            qWarning() << manifest.error();
-        tasks.push_back({task.value(QStringLiteral("lease_id")).toString(), manifest ? *manifest : QJsonObject()});
-    }
-    return tasks;
-}
-
-QString TestCoordinator::writeResult(const TensorBundle& weights, qint64 baseVersion, qint64 samples)
-{
-    TensorBundle result = weights;
-    result.metadata().clear();
-    result.setMetadata(QStringLiteral("gleaner.base_version"), QString::number(baseVersion));
-    result.setMetadata(QStringLiteral("gleaner.samples"), QString::number(samples));
-    result.setMetadata(QStringLiteral("gleaner.loss"), QStringLiteral("0.5"));
-    const QString path = f.dir.uploadsDir() + QStringLiteral("/test-%1.safetensors").arg(++m_files);
-    if (!SafeTensors::save(path, result).ok())
-        return {};
-    return path;
+    return f.lease(agentId, maxTasks);
 }
 
 int TestCoordinator::upload(const QString& agentId, const QString& leaseId, const TensorBundle& weights,
                             qint64 baseVersion, QString* error)
 {
-    const QString file = writeResult(weights, baseVersion);
-    int status = 0;
-    const QJsonObject reply = f.call([&] {
-        auto schema = f.core->schemaForLease(leaseId);
-        if (!schema)
-            return f.core->leaseNotInMemory(agentId, leaseId);
-        auto update = UpdateChecker::check(file, *schema);
-        if (!update)
-            return f.core->refuseResult(agentId, leaseId, update.error());
-        return f.core->result(agentId, leaseId, file, std::move(*update));
-    }, &status);
-    if (error)
-        *error = reply.value(QStringLiteral("error")).toString();
-    f.core->drain();
-    return status;
+    return f.upload(agentId, leaseId, weights, baseVersion, error);
 }
 
 TensorBundle TestCoordinator::serverWeights(qint64 jobId)
@@ -257,19 +210,21 @@ void TestCoordinator::resultIsFoldedInWithVcAsgd()
     auto tasks = lease(agent);
     QCOMPARE(tasks.size(), size_t(1));
 
+    // A plausible local epoch: every value moved by 0.01 (a far larger move is refused: hostileUpdatesAreRefused).
     TensorBundle client = before;
     for (const auto& entry : client.entries())
         for (float& v : client.mutableValues<float>(entry))
-            v = 1.0f;
+            v += 0.01f;
     QCOMPARE(upload(agent, tasks[0].leaseId, client, 0), 202);
 
-    // Epoch 1 with alpha "epoch": a = 1 / 2, so every value is (w + 1) / 2.
+    // Epoch 1 with alpha "epoch": a = 1 / 2, so every value is (w + c) / 2.
     const TensorBundle after = serverWeights(job);
     for (const auto& entry : before.entries()) {
         const auto w0 = before.values<float>(entry);
+        const auto c = client.values<float>(*client.find(entry.name));
         const auto w1 = after.values<float>(*after.find(entry.name));
         for (size_t i = 0; i < w0.size(); ++i)
-            QCOMPARE(w1[i], 0.5f * w0[i] + 0.5f * 1.0f);
+            QCOMPARE(w1[i], 0.5f * w0[i] + 0.5f * c[i]);
     }
     const QJsonObject status = f.call([&] { return f.core->jobStatus(job); });
     QCOMPARE(status.value(QStringLiteral("updates")).toInteger(), 1);
@@ -297,6 +252,8 @@ void TestCoordinator::missedDeadlineReissuesAndLateResultCountsOnce()
     QVERIFY2(error.contains(u"duplicate"), qPrintable(error));
     const qint64 base = second[0].manifest.value(QStringLiteral("base_version")).toInteger();
     QCOMPARE(upload(fast, second[0].leaseId, weights, base), 202);
+    // The workunit counts once: the second result is compared with the first, not folded in a second time.
+    QCOMPARE(f.call([&] { return f.core->jobStatus(job); }).value(QStringLiteral("updates")).toInteger(), 1);
 
     const QJsonObject agents = f.call([&] { return f.core->listAgents(); });
     for (const auto& a : agents.value(QStringLiteral("agents")).toArray()) {
@@ -376,7 +333,7 @@ void TestCoordinator::restartReplaysReceivedUpdates()
     TensorBundle client = serverWeights(job);
     for (const auto& entry : client.entries())
         for (float& v : client.mutableValues<float>(entry))
-            v = 2.0f;
+            v += 0.02f;
     for (const Task& task : lease(agent, 3))
         QCOMPARE(upload(agent, task.leaseId, client, 0), 202);
     const TensorBundle expected = serverWeights(job);
@@ -443,25 +400,28 @@ void TestCoordinator::batchNormBuffersAreBlendedAndCountersTakeTheMaximum()
     const TensorEntry* mean = before.find(u"stem_bn.running_mean");
     const TensorEntry* counter = before.find(u"stem_bn.num_batches_tracked");
     QVERIFY(mean && counter);
+    // A plausible local epoch over a shard of 128 samples in batches of 16: values moved a little, counters up
+    // by the 8 mini-batches it ran.
     TensorBundle client = before;
     for (const auto& entry : client.entries()) {
         if (entry.dtype == DType::F32)
             for (float& v : client.mutableValues<float>(entry))
-                v = 1.0f;
+                v += 0.01f;
         else
             for (qint64& v : client.mutableValues<qint64>(entry))
-                v = 5;
+                v += 8;
     }
     auto tasks = lease(agent);
     QCOMPARE(upload(agent, tasks[0].leaseId, client, 0), 202);
     const TensorBundle after = serverWeights(job);
     // Running statistics follow the parameters they describe: the same a = 1/2 in epoch 1.
     const auto m0 = before.values<float>(*mean);
+    const auto c = client.values<float>(*client.find(mean->name));
     const auto m1 = after.values<float>(*after.find(mean->name));
     for (size_t i = 0; i < m0.size(); ++i)
-        QCOMPARE(m1[i], 0.5f * m0[i] + 0.5f);
+        QCOMPARE(m1[i], 0.5f * m0[i] + 0.5f * c[i]);
     // A counter is not averaged: the larger count is kept.
-    QCOMPARE(after.values<qint64>(*after.find(counter->name))[0], qint64(5));
+    QCOMPARE(after.values<qint64>(*after.find(counter->name))[0], before.values<qint64>(*counter)[0] + 8);
 }
 
 void TestCoordinator::identicalJobsKeepTheirSharedWeightsFiles()
@@ -688,7 +648,11 @@ void TestCoordinator::databaseOfSchemaVersion1IsUpgraded()
         QVERIFY(old.open());
         QSqlQuery q(old);
         for (const char* sql :
-             {"ALTER TABLE agents DROP COLUMN failed", "ALTER TABLE leases DROP COLUMN fail_stage",
+             {"ALTER TABLE agents DROP COLUMN failed", "ALTER TABLE agents DROP COLUMN invalid_streak",
+              "ALTER TABLE agents DROP COLUMN quarantined_ms", "ALTER TABLE agents DROP COLUMN quarantine_reason",
+              "ALTER TABLE agents DROP COLUMN disagreed",
+              "ALTER TABLE updates DROP COLUMN step", "ALTER TABLE updates DROP COLUMN fold_error",
+              "ALTER TABLE leases DROP COLUMN fail_stage",
               "ALTER TABLE leases DROP COLUMN fail_reason",
               "UPDATE meta SET value = '1' WHERE key = 'schema_version'"})
             QVERIFY2(q.exec(QString::fromLatin1(sql)), sql);
@@ -703,7 +667,7 @@ void TestCoordinator::databaseOfSchemaVersion1IsUpgraded()
     QCOMPARE(failLease(agent, held[0].leaseId), 200); // the open lease, too
     QCOMPARE(agentRecord(agent).value(QStringLiteral("failed")).toInteger(), 1);
     f.core.reset();
-    QVERIFY(f.reopen()); // upgraded once: it opens as version 2 from now on
+    QVERIFY(f.reopen()); // upgraded once: it opens as the current version from now on
     QCOMPARE(lease(agent, 2).size(), size_t(2));
 }
 

@@ -47,10 +47,12 @@ private Q_SLOTS:
     void helpEverywhere();
     void initRefusesAnExistingDirectory();
     void killedServerLosesNoAcceptedUpdate();
+    void killAtEachDurabilityPointLosesNothing_data();
+    void killAtEachDurabilityPointLosesNothing();
     void commandErrorsSayWhatToDo();
 
 private:
-    bool startServer();
+    bool startServer(const QByteArray& faultPoint = {});
     void stopServer(int signal);
     QStringList dataDir() const { return {QStringLiteral("--data-dir"), m_dir}; }
 
@@ -83,9 +85,14 @@ void TestCoordinatorProcess::cleanup()
         stopServer(SIGKILL);
 }
 
-bool TestCoordinatorProcess::startServer()
+bool TestCoordinatorProcess::startServer(const QByteArray& faultPoint)
 {
     m_server = std::make_unique<QProcess>();
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.remove(QStringLiteral("GLEANER_FAULT_POINT"));
+    if (!faultPoint.isEmpty())
+        env.insert(QStringLiteral("GLEANER_FAULT_POINT"), QString::fromLatin1(faultPoint));
+    m_server->setProcessEnvironment(env);
     m_server->setProcessChannelMode(QProcess::SeparateChannels);
     m_server->start(QStringLiteral(GLEANER_COORDINATOR_BIN), QStringList{QStringLiteral("serve")} + dataDir());
     for (int i = 0; i < 100 && !m_server->canReadLine(); ++i)
@@ -112,7 +119,7 @@ void TestCoordinatorProcess::helpEverywhere_data()
     QTest::newRow("top") << QStringList{QStringLiteral("--help")};
     for (const char* command : {"init", "serve", "job submit", "job list", "job status", "job pause", "job resume",
                                 "job cancel", "job export", "token create", "token list", "token revoke", "agent list",
-                                "agent revoke", "job", "token", "agent"})
+                                "agent revoke", "agent release", "job", "token", "agent"})
         QTest::newRow(command) << QString::fromLatin1(command).split(u' ') + QStringList{QStringLiteral("--help")};
 }
 
@@ -238,6 +245,127 @@ void TestCoordinatorProcess::killedServerLosesNoAcceptedUpdate()
     QVERIFY2(model.ok(), qPrintable(model.error()));
     QCOMPARE(model->metadata().value(QStringLiteral("gleaner.version")), QStringLiteral("3"));
 
+    stopServer(SIGTERM);
+}
+
+void TestCoordinatorProcess::killAtEachDurabilityPointLosesNothing_data()
+{
+    // Each step where the order of durable writes matters (docs/architecture.md, "Durability"): the process ends
+    // there as a kill would, and after the restart every result the agent sent counts exactly once.
+    QTest::addColumn<QByteArray>("point");
+    QTest::newRow("upload moved beside the database") << QByteArray("result.stored:3");
+    QTest::newRow("update row committed, no answer yet") << QByteArray("result.recorded:3");
+    QTest::newRow("snapshot written, not recorded") << QByteArray("snapshot.written:2");
+    QTest::newRow("snapshot recorded, updates' files kept") << QByteArray("snapshot.recorded:2");
+    QTest::newRow("snapshot recorded, updates' files removed") << QByteArray("snapshot.cleaned:2");
+}
+
+void TestCoordinatorProcess::killAtEachDurabilityPointLosesNothing()
+{
+    QFETCH(QByteArray, point);
+    // A snapshot after every update, so the snapshot's steps are reached too.
+    const QString configPath = m_dir + QStringLiteral("/config.json");
+    QFile config(configPath);
+    QVERIFY(config.open(QIODevice::ReadOnly));
+    QJsonObject settings = QJsonDocument::fromJson(config.readAll()).object();
+    config.close();
+    settings.insert(QStringLiteral("snapshot_every_updates"), 1);
+    QVERIFY(config.open(QIODevice::WriteOnly | QIODevice::Truncate));
+    config.write(QJsonDocument(settings).toJson());
+    config.close();
+
+    QVERIFY(startServer(point));
+    const QString spec = m_scratch->filePath(QStringLiteral("job.json"));
+    QFile file(spec);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write(test::tinyJobSpec(m_dataset, 4, 3, 0.99, 600, QStringLiteral(R"(, "overlap_epochs": false)")));
+    file.close();
+    const Run submitted = cli(QStringList{QStringLiteral("job"), QStringLiteral("submit")} + dataDir()
+                              + QStringList{spec, QStringLiteral("--json")});
+    QCOMPARE(submitted.exitCode, 0);
+    const QString id = QString::number(submitted.json().value(QStringLiteral("id")).toInteger());
+    const auto status = [&] {
+        return cli(QStringList{QStringLiteral("job"), QStringLiteral("status")} + dataDir()
+                   + QStringList{id, QStringLiteral("--json")})
+            .json();
+    };
+    QTRY_COMPARE_WITH_TIMEOUT(status().value(QStringLiteral("state")).toString(), QStringLiteral("running"), 20'000);
+
+    const Run token = cli(QStringList{QStringLiteral("token"), QStringLiteral("create")} + dataDir()
+                          + QStringList{QStringLiteral("--json")});
+    QCOMPARE(token.exitCode, 0);
+    auto agent = std::make_unique<HttpsClient>(QStringLiteral("127.0.0.1"), m_port, m_dir + QStringLiteral("/tls/cert.pem"));
+    const QJsonObject enrollRequest{{QStringLiteral("name"), QStringLiteral("box")},
+                                    {QStringLiteral("enrollment_token"), token.json().value(QStringLiteral("token"))}};
+    auto enrolled = agent->request("POST", "/api/v1/agents/enroll", QJsonDocument(enrollRequest).toJson(),
+                                   "application/json");
+    QVERIFY(enrolled.ok());
+    const QByteArray agentToken =
+        QJsonDocument::fromJson(enrolled->body).object().value(QStringLiteral("agent_token")).toString().toLatin1();
+    auto leased = agent->request("POST", "/api/v1/work/lease", R"({"max_tasks": 4})", "application/json", {}, agentToken);
+    QVERIFY(leased.ok());
+    const QJsonArray tasks = QJsonDocument::fromJson(leased->body).object().value(QStringLiteral("tasks")).toArray();
+    QCOMPARE(tasks.size(), 4);
+
+    // The result of each task: the weights it was handed, unchanged (a step of 0 passes every bound).
+    QList<QByteArray> leases;
+    QList<QByteArray> bodies;
+    for (const auto& task : tasks) {
+        const QJsonObject manifest =
+            QJsonDocument::fromJson(task.toObject().value(QStringLiteral("manifest")).toString().toUtf8()).object();
+        QByteArray weightsSha;
+        for (const auto& f : manifest.value(QStringLiteral("files")).toArray())
+            if (f.toObject().value(QStringLiteral("role")).toString() == u"weights")
+                weightsSha = f.toObject().value(QStringLiteral("sha256")).toString().toLatin1();
+        auto weights = agent->request("GET", "/api/v1/files/" + weightsSha, {}, {}, {}, agentToken);
+        QVERIFY(weights.ok());
+        auto bundle = SafeTensors::parse(weights->body);
+        QVERIFY(bundle.ok());
+        bundle->metadata().clear();
+        bundle->setMetadata(QStringLiteral("gleaner.base_version"), QStringLiteral("0"));
+        bundle->setMetadata(QStringLiteral("gleaner.samples"), QStringLiteral("64"));
+        leases << task.toObject().value(QStringLiteral("lease_id")).toString().toLatin1();
+        bodies << SafeTensors::serialize(*bundle);
+    }
+    const auto send = [&](int i) {
+        return agent->request("PUT", "/api/v1/work/" + leases[i] + "/result", bodies[i], "application/octet-stream",
+                              {}, agentToken);
+    };
+
+    // Upload until the fault point ends the process (it may end after an answer, on the weights thread).
+    int answered = 0;
+    for (; answered < leases.size(); ++answered) {
+        auto uploaded = send(answered);
+        if (!uploaded.ok())
+            break;
+        QCOMPARE(uploaded->status, 202);
+        QTest::qWait(200);
+        if (m_server->state() != QProcess::Running)
+            break;
+    }
+    if (m_server->state() != QProcess::NotRunning && !m_server->waitForFinished(20'000))
+        QFAIL(qPrintable(QStringLiteral("the fault point was never reached; the server said:\n")
+                         + QString::fromUtf8(m_server->readAllStandardError().right(3000))));
+    QCOMPARE(m_server->exitCode(), 86);
+    m_server.reset();
+
+    // The agent sends again what it has no answer for: each result counts exactly once.
+    QVERIFY(startServer());
+    agent = std::make_unique<HttpsClient>(QStringLiteral("127.0.0.1"), m_port, m_dir + QStringLiteral("/tls/cert.pem"));
+    for (int i = answered; i < leases.size(); ++i) {
+        auto uploaded = send(i);
+        QVERIFY(uploaded.ok());
+        QVERIFY2(uploaded->status == 202 || (uploaded->status == 409 && uploaded->body.contains("duplicate")),
+                 uploaded->body.constData());
+    }
+    QTRY_COMPARE_WITH_TIMEOUT(status().value(QStringLiteral("updates")).toInteger(), qint64(4), 20'000);
+    const QJsonObject final = status();
+    QCOMPARE(final.value(QStringLiteral("updates_received")).toInteger(), qint64(4));
+    QCOMPARE(final.value(QStringLiteral("updates_not_folded")).toInteger(), qint64(0));
+    stopServer(SIGTERM);
+    // And once more from the snapshot the clean stop wrote: still four.
+    QVERIFY(startServer());
+    QCOMPARE(status().value(QStringLiteral("updates")).toInteger(), qint64(4));
     stopServer(SIGTERM);
 }
 

@@ -204,7 +204,9 @@ export class AgentsView {
       const current = (a.current || []).map((c) => h('div', {}, `job ${c.job} · epoch ${c.epoch} · shard ${c.shard}${c.state === 'expired' ? ' (late)' : ''}`));
       this.tbody.append(h('tr', { 'data-agent': a.id, class: a.revoked ? 'revoked' : '' },
         h('td', { 'data-label': 'Agent' }, h('b', {}, a.name), h('div', { class: 'muted' }, a.id)),
-        h('td', { 'data-label': 'Online' }, a.revoked ? h('span', { class: 'badge state-cancelled' }, 'revoked') : h('span', { class: `dot ${a.online ? 'on' : 'off'}`, 'data-online': String(a.online) }, a.online ? 'online' : 'offline')),
+        h('td', { 'data-label': 'Online' }, a.revoked ? h('span', { class: 'badge state-cancelled' }, 'revoked') : h('span', { class: `dot ${a.online ? 'on' : 'off'}`, 'data-online': String(a.online) }, a.online ? 'online' : 'offline'),
+          a.quarantined ? h('div', { class: 'badge state-failed', 'data-quarantined': 'true', title: a.quarantine_reason }, 'quarantined') : null,
+          a.quarantined ? h('div', { class: 'muted quarantine-reason' }, a.quarantine_reason) : null),
         h('td', { 'data-label': 'Platform' }, a.platform || '–'),
         h('td', { 'data-label': 'Cores' }, a.cores ?? '–'),
         h('td', { 'data-label': 'GPU' }, a.gpu === undefined || a.gpu === null || a.gpu === false ? '–' : String(a.gpu)),
@@ -215,7 +217,15 @@ export class AgentsView {
         h('td', { 'data-label': 'Failed' }, a.failed ?? 0),
         h('td', { 'data-label': 'Last seen', title: clock(a.last_seen_ms) }, ago(a.last_seen_ms, now)),
         h('td', { 'data-label': 'Current' }, current.length ? current : '–'),
-        h('td', { class: 'actions' }, a.revoked ? null : h('button', { class: 'danger', 'data-action': 'revoke', onclick: async () => {
+        h('td', { class: 'actions' }, a.quarantined && !a.revoked ? h('button', { 'data-action': 'release', onclick: async () => {
+          if (!confirm(`Lift the quarantine of agent ${a.name}? It gets work again.`)) return;
+          try {
+            await api('POST', `/api/v1/admin/agents/${a.id}/release`);
+            await this.refresh();
+          } catch (err) {
+            alert(err.message);
+          }
+        } }, 'lift quarantine') : null, a.revoked ? null : h('button', { class: 'danger', 'data-action': 'revoke', onclick: async () => {
           if (!confirm(`Revoke agent ${a.name}? Its next request will be refused; it must enroll again.`)) return;
           try {
             await api('POST', `/api/v1/admin/agents/${a.id}/revoke`);

@@ -1,0 +1,112 @@
+// Coordinator: what the weights thread reports back (folded, not folded, published, snapshotted).
+#include "aggregation/WeightsKeeper.h"
+#include "core/Coordinator.h"
+#include "store/Database.h"
+#include "util/Durability.h"
+
+#include <QFile>
+#include <QLoggingCategory>
+
+Q_DECLARE_LOGGING_CATEGORY(lcCoordinator)
+
+namespace gleaner::coordinator {
+
+void Coordinator::onApplied(qint64 jobId, qint64 seq, qint64 version)
+{
+    (void)m_db->exec(QStringLiteral("UPDATE updates SET applied_version = ? WHERE seq = ?"), {version, seq});
+    if (JobState* job = findJob(jobId))
+        job->updatesApplied = std::max(job->updatesApplied, version);
+    noteApplied(jobId, seq, version);
+}
+
+void Coordinator::onFoldRefused(qint64 jobId, qint64 seq, const QString& reason, bool agentsFault)
+{
+    auto row = m_db->exec(QStringLiteral("UPDATE updates SET fold_error = ? WHERE seq = ? AND fold_error = '' "
+                                         "RETURNING agent_id"),
+                          {reason, seq});
+    if (!row || !row->next()) {
+        qCCritical(lcCoordinator) << "cannot record that update" << seq << "was not folded in:"
+                                  << (row ? QStringLiteral("no such update") : row.error());
+        return;
+    }
+    const QString agentId = row->value(0).toString();
+    row->finish();
+    qCCritical(lcCoordinator).nospace() << "job " << jobId << ": update " << seq << " of agent " << agentId
+                                        << " was received but not folded in: " << reason;
+    if (JobState* job = findJob(jobId))
+        job->updatesRefusedAtFold += 1;
+    m_metrics.updateNotFolded();
+    if (agentsFault)
+        countRefusal(agentId, reason);
+}
+
+void Coordinator::onPublished(qint64 jobId, PublishedWeights published)
+{
+    JobState* job = findJob(jobId);
+    if (!job || published.version <= job->published.version)
+        return;
+    if (!job->published.sha256.isEmpty())
+        job->retired.push_back(job->published);
+    job->published = published;
+}
+
+void Coordinator::onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const QString& sha)
+{
+    auto stored = m_db->exec(QStringLiteral("INSERT INTO snapshots (job_id, version, last_seq, sha256, written_ms) "
+                                            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (job_id) DO UPDATE SET version = "
+                                            "excluded.version, last_seq = excluded.last_seq, sha256 = excluded.sha256, "
+                                            "written_ms = excluded.written_ms"),
+                             {jobId, version, lastSeq, sha, m_clock.nowMs()});
+    if (!stored) {
+        qCCritical(lcCoordinator) << "cannot record snapshot of job" << jobId << ":" << stored.error();
+        return;
+    }
+    if (JobState* job = findJob(jobId)) {
+        // The previous snapshot is superseded; its file goes the way of retired published weights.
+        if (!job->snapshotSha.isEmpty() && job->snapshotSha != sha)
+            job->retired.push_back(PublishedWeights{-1, job->snapshotSha, 0, 0});
+        job->snapshotSha = sha;
+    }
+    Durability::faultPoint("snapshot.recorded");
+    // The snapshot holds these updates now, durably: its file and folder were synced before it was posted here,
+    // and its row is committed with synchronous=FULL. Only now are the updates' files no longer needed for a
+    // replay.
+    // A first result whose workunit still has replicas out is kept until they are compared with it (a later
+    // snapshot removes it).
+    QSet<qint64> kept;
+    JobState* job = findJob(jobId);
+    if (job)
+        for (const auto& [id, unit] : job->workunits)
+            if (unit.first && !unit.openLeases.isEmpty())
+                kept.insert(unit.first->seq);
+    auto files = m_db->exec(QStringLiteral("SELECT seq, file FROM updates WHERE job_id = ? AND seq <= ? AND file != ''"),
+                            {jobId, lastSeq});
+    std::vector<std::pair<qint64, QString>> removed;
+    while (files && files->next())
+        if (!kept.contains(files->value(0).toLongLong()))
+            removed.emplace_back(files->value(0).toLongLong(), files->value(1).toString());
+    if (files)
+        files->finish();
+    const Status cleared = m_db->transaction([&]() -> Status {
+        for (const auto& [seq, file] : removed)
+            if (auto r = m_db->exec(QStringLiteral("UPDATE updates SET file = '' WHERE seq = ?"), {seq}); !r)
+                return fail(r.error());
+        return {};
+    });
+    if (!cleared) {
+        qCCritical(lcCoordinator) << "cannot record the removal of replayed updates' files:" << cleared.error();
+        return;
+    }
+    QSet<qint64> gone;
+    for (const auto& [seq, file] : removed) {
+        QFile::remove(m_dir.root() + u'/' + file);
+        gone.insert(seq);
+    }
+    if (job)
+        for (auto& [id, unit] : job->workunits)
+            if (unit.first && gone.contains(unit.first->seq))
+                unit.first->file.clear();
+    Durability::faultPoint("snapshot.cleaned");
+}
+
+} // namespace gleaner::coordinator

@@ -1,0 +1,402 @@
+// The coordinator's core against agents that are broken or hostile: finite but poisoned uploads (scaled, negated,
+// 3e38, impossible counters and sample counts), the bound that learns what honest steps look like, quarantine
+// after repeated refusals and its lifting, the cap on open leases per agent, leases that only progress extends,
+// replicas compared instead of folded in twice, and an accepted update the coordinator lost, shown to the admin.
+#include "CoordinatorFixture.h"
+#include "TestSupport.h"
+
+#include "aggregation/UpdateBound.h"
+#include "format/SafeTensors.h"
+#include "ml/WeightMath.h"
+
+#include <QDir>
+#include <QFile>
+#include <QJsonArray>
+#include <QSqlDatabase>
+#include <QSqlQuery>
+#include <QTest>
+
+#include <cmath>
+#include <limits>
+
+using namespace gleaner;
+using namespace gleaner::coordinator;
+
+namespace {
+
+// The weights moved by `delta` in every floating-point value: what a local epoch roughly does.
+TensorBundle moved(const TensorBundle& weights, float delta)
+{
+    TensorBundle out = weights;
+    for (const auto& entry : out.entries())
+        if (entry.dtype == DType::F32)
+            for (float& v : out.mutableValues<float>(entry))
+                v += delta;
+    return out;
+}
+
+QByteArray resnetSpec(const QString& dataset, int shards, const QString& extra = {})
+{
+    QByteArray spec = test::tinyJobSpec(dataset, shards, 3, 0.99, 60, QStringLiteral(R"(, "overlap_epochs": false)") + extra);
+    return spec.replace(R"("arch": "mlp")", R"("arch": "resnet")").replace(R"("hidden": [16])", R"("depth": 11, "width": 2)");
+}
+
+} // namespace
+
+class TestHostileUpdates : public QObject
+{
+    Q_OBJECT
+private Q_SLOTS:
+    void init();
+    void cleanup();
+    void poisonedUpdatesAreRefused_data();
+    void poisonedUpdatesAreRefused();
+    void boundFollowsTheJobsHonestSteps();
+    void repeatedRefusalsQuarantineTheAgentUntilReleased();
+    void openLeasesAreCappedPerAgent();
+    void onlyProgressExtendsALeaseAndExpiredOnesStayExpired();
+    void replicasAreComparedNotFoldedTwice();
+    void lostUpdateFileIsShownNotSkipped();
+
+private:
+    TensorBundle serverWeights(qint64 jobId);
+    QJsonObject agentRecord(const QString& agentId);
+    QJsonObject jobStatus(qint64 jobId) { return f.call([&] { return f.core->jobStatus(jobId); }); }
+
+    test::CoordinatorFixture f;
+    QString m_dataset;
+};
+
+void TestHostileUpdates::init()
+{
+    QVERIFY(f.setUp());
+    m_dataset = f.scratch->filePath(QStringLiteral("dataset"));
+    test::writeSyntheticDataset(m_dataset);
+}
+
+void TestHostileUpdates::cleanup()
+{
+    f.core.reset();
+}
+
+TensorBundle TestHostileUpdates::serverWeights(qint64 jobId)
+{
+    f.core->drain();
+    std::promise<HttpResponse> promise;
+    f.core->state().post([&] { f.core->exportWeights(jobId, [&](HttpResponse r) { promise.set_value(r); }); });
+    auto bundle = SafeTensors::load(promise.get_future().get().filePath);
+    return bundle ? *bundle : TensorBundle();
+}
+
+QJsonObject TestHostileUpdates::agentRecord(const QString& agentId)
+{
+    const QJsonObject agents = f.call([&] { return f.core->listAgents(); });
+    for (const auto& a : agents.value(QStringLiteral("agents")).toArray())
+        if (a.toObject().value(QStringLiteral("id")).toString() == agentId)
+            return a.toObject();
+    return {};
+}
+
+void TestHostileUpdates::poisonedUpdatesAreRefused_data()
+{
+    QTest::addColumn<QString>("kind");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("scaled x1e6") << "scaled" << "moves the weights by";
+    QTest::newRow("sign-flipped") << "negated" << "moves the weights by";
+    QTest::newRow("finite but huge (3e38)") << "huge" << "moves the weights by";
+    QTest::newRow("NaN") << "nan" << "NaN or infinite";
+    QTest::newRow("counter at INT64_MAX") << "counter" << "counters are impossible";
+    QTest::newRow("counter decreased") << "counter-down" << "counters are impossible";
+    QTest::newRow("more samples than the shard") << "samples" << "gleaner.samples is 1000000";
+}
+
+void TestHostileUpdates::poisonedUpdatesAreRefused()
+{
+    QFETCH(QString, kind);
+    QFETCH(QString, message);
+    const QString bad = f.enroll(QStringLiteral("bad")).value(QStringLiteral("agent_id")).toString();
+    const QString good = f.enroll(QStringLiteral("good")).value(QStringLiteral("agent_id")).toString();
+    const qint64 job = f.submit(resnetSpec(m_dataset, 2));
+    QVERIFY(job > 0);
+    const TensorBundle before = serverWeights(job);
+    const auto hostile = f.lease(bad);
+    const auto honest = f.lease(good);
+    QCOMPARE(hostile.size(), size_t(1));
+    QCOMPARE(honest.size(), size_t(1));
+
+    TensorBundle poison = moved(before, 0.001f);
+    qint64 samples = 10;
+    for (const auto& entry : poison.entries()) {
+        if (entry.dtype == DType::F32) {
+            for (float& v : poison.mutableValues<float>(entry)) {
+                if (kind == u"scaled")
+                    v *= 1e6f;
+                else if (kind == u"negated")
+                    v = -v;
+                else if (kind == u"huge")
+                    v = 3e38f;
+            }
+        } else if (kind == u"counter") {
+            poison.mutableValues<qint64>(entry)[0] = std::numeric_limits<qint64>::max();
+        } else if (kind == u"counter-down") {
+            poison.mutableValues<qint64>(entry)[0] = -1;
+        }
+    }
+    if (kind == u"nan")
+        poison.mutableValues<float>(poison.entries().first())[0] = std::numeric_limits<float>::quiet_NaN();
+    if (kind == u"samples")
+        samples = 1'000'000;
+
+    QString error;
+    QCOMPARE(f.upload(bad, hostile[0].leaseId, poison, 0, &error, samples), 422);
+    QVERIFY2(error.contains(message), qPrintable(error));
+    QCOMPARE(serverWeights(job).buffer(), before.buffer()); // nothing reached the server copy
+    QCOMPARE(agentRecord(bad).value(QStringLiteral("invalid")).toInteger(), 1);
+
+    // An honest update is still taken, and the server copy stays finite.
+    QCOMPARE(f.upload(good, honest[0].leaseId, moved(before, 0.01f), 0, &error), 202);
+    const TensorBundle after = serverWeights(job);
+    QVERIFY(ml::WeightMath::allFinite(after));
+    QCOMPARE(jobStatus(job).value(QStringLiteral("updates")).toInteger(), 1);
+}
+
+void TestHostileUpdates::boundFollowsTheJobsHonestSteps()
+{
+    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
+    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 16, 3, 0.99, 60, QStringLiteral(R"(, "overlap_epochs": false)")));
+    QVERIFY(job > 0);
+    // A step of a third of the weights' norm passes while nothing is known about the job ...
+    const TensorBundle start = serverWeights(job);
+    const double norm = ml::WeightMath::l2Norm(start);
+    const float third = float(norm / 3.0 / std::sqrt(double(start.parameterCount())));
+    auto first = f.lease(agent);
+    QCOMPARE(f.upload(agent, first[0].leaseId, moved(f.leaseBase(first[0].leaseId), third), 0), 202);
+    // ... honest steps then teach the bound (each about a hundredth of that) ...
+    for (int i = 0; i < UpdateBound::kMinHistory; ++i) {
+        auto task = f.lease(agent);
+        QCOMPARE(task.size(), size_t(1));
+        const qint64 base = task[0].manifest.value(QStringLiteral("base_version")).toInteger();
+        QCOMPARE(f.upload(agent, task[0].leaseId, moved(f.leaseBase(task[0].leaseId), third / 100), base), 202);
+    }
+    // ... and the same large step is refused now, naming the median it was measured against.
+    auto task = f.lease(agent);
+    const qint64 base = task[0].manifest.value(QStringLiteral("base_version")).toInteger();
+    QString error;
+    QCOMPARE(f.upload(agent, task[0].leaseId, moved(f.leaseBase(task[0].leaseId), third), base, &error), 422);
+    QVERIFY2(error.contains(u"median step of the job's last"), qPrintable(error));
+    // The bound is rebuilt from the database after a restart.
+    f.core.reset();
+    QVERIFY(f.reopen());
+    auto again = f.lease(agent);
+    QCOMPARE(again.size(), size_t(1));
+    const qint64 now = again[0].manifest.value(QStringLiteral("base_version")).toInteger();
+    QCOMPARE(f.upload(agent, again[0].leaseId, moved(f.leaseBase(again[0].leaseId), third), now, &error), 422);
+    QVERIFY2(error.contains(u"median step"), qPrintable(error));
+}
+
+void TestHostileUpdates::repeatedRefusalsQuarantineTheAgentUntilReleased()
+{
+    const QString bad = f.enroll(QStringLiteral("bad")).value(QStringLiteral("agent_id")).toString();
+    const QString good = f.enroll(QStringLiteral("good")).value(QStringLiteral("agent_id")).toString();
+    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 8, 3, 0.99, 60, QStringLiteral(R"(, "overlap_epochs": false)")));
+    const TensorBundle start = serverWeights(job);
+    TensorBundle scaled = start;
+    for (const auto& entry : scaled.entries())
+        for (float& v : scaled.mutableValues<float>(entry))
+            v *= 1e6f;
+    auto held = f.lease(bad, 4); // three to poison, one held when the quarantine comes
+    QCOMPARE(held.size(), size_t(4));
+    for (int i = 0; i < 3; ++i)
+        QCOMPARE(f.upload(bad, held[size_t(i)].leaseId, scaled, 0), 422);
+
+    const QJsonObject record = agentRecord(bad);
+    QVERIFY(record.value(QStringLiteral("quarantined")).toBool());
+    QVERIFY2(record.value(QStringLiteral("quarantine_reason")).toString().contains(u"3 results refused in a row"),
+             qPrintable(record.value(QStringLiteral("quarantine_reason")).toString()));
+    QJsonObject reply;
+    QVERIFY(f.lease(bad, 1, &reply).empty());
+    QVERIFY2(reply.value(QStringLiteral("quarantined")).toString().contains(u"agent release"),
+             qPrintable(reply.value(QStringLiteral("quarantined")).toString()));
+    QVERIFY(reply.value(QStringLiteral("retry_after")).toInt() >= 600);
+    // Its held work went back to the queue at once: the honest agent gets all four workunits (8 shards in all).
+    QCOMPARE(f.lease(good, 8).size(), size_t(8));
+    // Its late result of the held lease is not taken either.
+    QString error;
+    QCOMPARE(f.upload(bad, held[3].leaseId, start, 0, &error), 409);
+    QVERIFY2(error.contains(u"quarantined"), qPrintable(error));
+
+    // The quarantine survives a restart; the admin lifts it.
+    f.core.reset();
+    QVERIFY(f.reopen());
+    QVERIFY(f.lease(bad).empty());
+    int status = 0;
+    const QJsonObject released = f.call([&] { return f.core->releaseAgent(bad); }, &status);
+    QCOMPARE(status, 200);
+    QVERIFY(released.value(QStringLiteral("was_quarantined")).toBool());
+    QVERIFY(!agentRecord(bad).value(QStringLiteral("quarantined")).toBool());
+    f.call([&] { return f.core->releaseAgent(QStringLiteral("nobody")); }, &status);
+    QCOMPARE(status, 404);
+}
+
+void TestHostileUpdates::openLeasesAreCappedPerAgent()
+{
+    f.config.maxLeasesPerAgent = 3;
+    QVERIFY(f.reopen());
+    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 12, 3, 0.99, 60, QStringLiteral(R"(, "overlap_epochs": false)")));
+    QVERIFY(job > 0);
+    // An agent that declared one core holds two open leases at most, however often it asks.
+    const QJsonObject oneCore{{QStringLiteral("name"), QStringLiteral("small")},
+                              {QStringLiteral("hardware"), QJsonObject{{QStringLiteral("cores"), 1}}}};
+    const QString small = f.call([&] { return f.core->enroll(oneCore); }).value(QStringLiteral("agent_id")).toString();
+    QCOMPARE(f.lease(small, 16).size(), size_t(2));
+    QVERIFY(f.lease(small, 16).empty());
+    // The coordinator-wide cap holds for a large machine too.
+    const QJsonObject manyCores{{QStringLiteral("name"), QStringLiteral("big")},
+                                {QStringLiteral("hardware"), QJsonObject{{QStringLiteral("cores"), 64}}}};
+    const QString big = f.call([&] { return f.core->enroll(manyCores); }).value(QStringLiteral("agent_id")).toString();
+    auto held = f.lease(big, 16);
+    QCOMPARE(held.size(), size_t(3));
+    QVERIFY(f.lease(big, 16).empty());
+    // A result frees a place.
+    QCOMPARE(f.upload(big, held[0].leaseId, f.leaseBase(held[0].leaseId), 0), 202);
+    QCOMPARE(f.lease(big, 16).size(), size_t(1));
+}
+
+void TestHostileUpdates::onlyProgressExtendsALeaseAndExpiredOnesStayExpired()
+{
+    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
+    const QString other = f.enroll(QStringLiteral("other")).value(QStringLiteral("agent_id")).toString();
+    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 2, 3, 0.99, 60, QStringLiteral(R"(, "overlap_epochs": false)")));
+    QVERIFY(job > 0);
+    auto held = f.lease(agent, 2);
+    QCOMPARE(held.size(), size_t(2));
+    const qint64 issued = f.clock.nowMs();
+    const auto report = [&](const QString& leaseId, qint64 step) {
+        return f.call([&] { return f.core->progress(agent, leaseId, {{QStringLiteral("step"), step}}); })
+            .value(QStringLiteral("deadline_ms"))
+            .toInteger();
+    };
+    const QString stalled = held[0].leaseId;
+    const QString busy = held[1].leaseId;
+
+    // A step that moved: one more deadline from now.
+    f.clock.advance(50'000);
+    QCOMPARE(report(stalled, 1), issued + 50'000 + 60'000);
+    QCOMPARE(report(busy, 1), issued + 50'000 + 60'000);
+    // Reports that do not move (a paused owner) keep it for one more deadline after it last moved, no longer.
+    f.clock.advance(50'000);
+    QCOMPARE(report(stalled, 1), issued + 100'000 + 60'000);
+    f.clock.advance(50'000);
+    QCOMPARE(report(stalled, 1), issued + 50'000 + 2 * 60'000);
+    QCOMPARE(f.call([&] { return f.core->progress(agent, stalled, {}); }).value(QStringLiteral("deadline_ms")).toInteger(),
+             issued + 50'000 + 2 * 60'000);
+    // Steps that move extend the other, but never past 6 deadlines after it was issued.
+    qint64 step = 2;
+    for (int i = 0; i < 20; ++i) {
+        f.clock.advance(i == 0 ? 0 : 30'000);
+        report(busy, step++);
+    }
+    QCOMPARE(report(busy, step++), issued + 6 * 60'000);
+
+    // The stalled lease expired long ago and its workunit went to another agent; a report does not revive it.
+    f.core->state().call([&] { f.core->tick(); });
+    const QJsonObject late =
+        f.call([&] { return f.core->progress(agent, stalled, {{QStringLiteral("step"), 99}}); });
+    QCOMPARE(late.value(QStringLiteral("expired")).toBool(), true);
+    QCOMPARE(late.value(QStringLiteral("abort")).toBool(), false);
+    QCOMPARE(late.value(QStringLiteral("deadline_ms")).toInteger(), issued + 50'000 + 2 * 60'000);
+    QCOMPARE(f.lease(other).size(), size_t(1));
+}
+
+void TestHostileUpdates::replicasAreComparedNotFoldedTwice()
+{
+    const QString a = f.enroll(QStringLiteral("a")).value(QStringLiteral("agent_id")).toString();
+    const QString b = f.enroll(QStringLiteral("b")).value(QStringLiteral("agent_id")).toString();
+    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 2, 3, 0.99, 60,
+                                                  QStringLiteral(R"(, "overlap_epochs": false, "replication": 2)")));
+    QVERIFY(job > 0);
+    auto first = f.lease(a, 2);
+    QCOMPARE(first.size(), size_t(2));
+    auto replicas = f.lease(b, 2); // nothing pending: the idle agent gets replicas of both
+    QCOMPARE(replicas.size(), size_t(2));
+    const TensorBundle start = serverWeights(job);
+
+    // Workunit 1: the replica agrees with the first result; it counts once.
+    const auto byShard = [](const std::vector<test::LeasedTask>& tasks, int shard) {
+        for (const auto& t : tasks)
+            if (t.manifest.value(QStringLiteral("subtask")).toObject().value(QStringLiteral("shard")).toInt() == shard)
+                return t.leaseId;
+        return QString();
+    };
+    QCOMPARE(f.upload(a, byShard(first, 0), moved(start, 0.01f), 0), 202);
+    QJsonObject reply;
+    QCOMPARE(f.upload(b, byShard(replicas, 0), moved(start, 0.01f), 0, nullptr, 10, &reply), 202);
+    QCOMPARE(reply.value(QStringLiteral("folded")).toBool(), false);
+    QCOMPARE(reply.value(QStringLiteral("agrees")).toBool(), true);
+    QCOMPARE(jobStatus(job).value(QStringLiteral("updates")).toInteger(), 1);
+
+    // Workunit 2: the replica went the other way; both agents' records show the disagreement.
+    QCOMPARE(f.upload(a, byShard(first, 1), moved(start, 0.01f), 0), 202);
+    QCOMPARE(f.upload(b, byShard(replicas, 1), moved(start, -0.01f), 0, nullptr, 10, &reply), 202);
+    QCOMPARE(reply.value(QStringLiteral("agrees")).toBool(false), false);
+    QVERIFY(reply.value(QStringLiteral("agrees")).isBool());
+    QCOMPARE(jobStatus(job).value(QStringLiteral("updates")).toInteger(), 2);
+    QCOMPARE(agentRecord(a).value(QStringLiteral("disagreed")).toInteger(), 1);
+    QCOMPARE(agentRecord(b).value(QStringLiteral("disagreed")).toInteger(), 1);
+}
+
+void TestHostileUpdates::lostUpdateFileIsShownNotSkipped()
+{
+    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
+    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 4, 3, 0.99, 60, QStringLiteral(R"(, "overlap_epochs": false)")));
+    const TensorBundle start = serverWeights(job);
+    auto held = f.lease(agent, 2);
+    QCOMPARE(held.size(), size_t(2));
+    QCOMPARE(f.upload(agent, held[0].leaseId, moved(start, 0.01f), 0), 202);
+    QCOMPARE(f.upload(agent, held[1].leaseId, moved(start, 0.02f), 0), 202);
+    // A clean stop snapshots both. Take the coordinator back to a state a crash can leave: no snapshot, so both
+    // are replayed from their files, and the first file gone.
+    f.core.reset();
+    {
+        QSqlDatabase db = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), QStringLiteral("lost"));
+        db.setDatabaseName(f.dir.databasePath());
+        QVERIFY(db.open());
+        QSqlQuery q(db);
+        QVERIFY(q.exec(QStringLiteral("DELETE FROM snapshots")));
+        QVERIFY(q.exec(QStringLiteral("UPDATE updates SET file = 'updates/%1/gone.safetensors' WHERE lease_id = '%2'")
+                           .arg(job)
+                           .arg(held[0].leaseId)));
+        QVERIFY(q.exec(QStringLiteral("UPDATE updates SET file = 'updates/%1/kept.safetensors' WHERE lease_id = '%2'")
+                           .arg(job)
+                           .arg(held[1].leaseId)));
+        q = QSqlQuery();
+        db.close();
+    }
+    QSqlDatabase::removeDatabase(QStringLiteral("lost"));
+    TensorBundle kept = moved(start, 0.02f);
+    kept.setMetadata(QStringLiteral("gleaner.base_version"), QStringLiteral("0"));
+    QDir().mkpath(f.dir.root() + QStringLiteral("/updates/%1").arg(job));
+    QVERIFY(SafeTensors::save(f.dir.root() + QStringLiteral("/updates/%1/kept.safetensors").arg(job), kept).ok());
+    QVERIFY(f.reopen());
+    f.core->drain();
+    const QJsonObject status = jobStatus(job);
+    QCOMPARE(status.value(QStringLiteral("updates")).toInteger(), 1);
+    QCOMPARE(status.value(QStringLiteral("updates_received")).toInteger(), 2);
+    QCOMPARE(status.value(QStringLiteral("updates_not_folded")).toInteger(), 1);
+    const QJsonArray lost = status.value(QStringLiteral("not_folded")).toArray();
+    QCOMPARE(lost.size(), 1);
+    QCOMPARE(lost[0].toObject().value(QStringLiteral("lease")).toString(), held[0].leaseId);
+    QVERIFY2(lost[0].toObject().value(QStringLiteral("reason")).toString().contains(u"lost by the coordinator"),
+             qPrintable(lost[0].toObject().value(QStringLiteral("reason")).toString()));
+    // The coordinator lost it, not the agent: nothing is counted against the agent.
+    QCOMPARE(agentRecord(agent).value(QStringLiteral("invalid")).toInteger(), 0);
+    // And a second restart does not try it again.
+    f.core.reset();
+    QVERIFY(f.reopen());
+    f.core->drain();
+    QCOMPARE(jobStatus(job).value(QStringLiteral("updates")).toInteger(), 1);
+    QCOMPARE(jobStatus(job).value(QStringLiteral("updates_not_folded")).toInteger(), 1);
+}
+
+QTEST_GUILESS_MAIN(TestHostileUpdates)
+#include "TestHostileUpdates.moc"
