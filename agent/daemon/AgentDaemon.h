@@ -12,10 +12,12 @@
 // A subtask's path, each arrow persisted before the next step starts:
 //   leased --verify signature, pin files--> downloading --every file hashed--> verified --task folder-->
 //   training --worker exit 0--> uploading --202--> done
-// A check that fails (signature, a file's hash) is final: the subtask is reported failed to the coordinator
-// with the reason and nothing of it runs. A worker that crashes, fails or passes its memory cap is started
-// once more from its checkpoint; a second failure gives the subtask back. The coordinator being unreachable
-// is never final: the step is tried again later, with backoff.
+// A check that fails (signature, a manifest's age, a file's size or hash) is final: the subtask is reported
+// failed to the coordinator with the reason and nothing of it runs. A task whose lease id is not 32 hex
+// digits, or that this agent has had before, is only logged: nothing of it is recorded, reported or fetched,
+// and only a checked lease id (LeaseId) names a folder under DATA_DIR/tasks or a URL. A worker that crashes,
+// fails or passes its memory cap is started once more from its checkpoint; a second failure gives the subtask
+// back. The coordinator being unreachable is never final: the step is tried again later, with backoff.
 //
 // After a restart each unfinished subtask first asks the coordinator (a progress report) whether its lease is
 // still open; open ones resume from where they were (a worker from its checkpoint), the others are dropped.
