@@ -138,7 +138,7 @@ AgentDaemon::AgentDaemon(DaemonOptions options, AgentConfig config, VerifyKey ke
                 log(QStringLiteral("warning"),
                     QStringLiteral("the worker of lease %1 did not stop in time; killed (its last "
                                    "checkpoint is kept)")
-                        .arg(active->record.leaseId));
+                        .arg(active->record.leaseId.toString()));
                 active->worker->kill();
             }
         checkFinished();
@@ -228,10 +228,8 @@ void AgentDaemon::resumeUnfinished()
     }
     QSet<QString> keep;
     for (const Subtask& subtask : *unfinished) {
-        auto active = std::make_shared<Active>();
-        active->record = subtask;
-        m_active.insert(subtask.leaseId, active);
-        keep.insert(subtask.leaseId);
+        m_active.insert(subtask.leaseId, std::make_shared<Active>(subtask));
+        keep.insert(subtask.leaseId.toString());
     }
     for (const QString& owner : m_cache->pinOwners())
         if (!keep.contains(owner))
@@ -246,12 +244,12 @@ void AgentDaemon::resumeUnfinished()
         auto& active = *m_active.value(subtask.leaseId);
         active.manifest = *manifest;
         for (const ManifestFile& file : manifest->files)
-            (void)m_cache->pin(file.sha256, subtask.leaseId);
+            (void)m_cache->pin(file.sha256, subtask.leaseId.toString());
         // An upload asks the coordinator anyway; the other steps check the lease is still open first.
         active.needsLeaseCheck = subtask.state != SubtaskState::Uploading;
         log(QStringLiteral("info"),
             QStringLiteral("resuming lease %1 (job \"%2\", epoch %3, shard %4) from state %5")
-                .arg(subtask.leaseId, manifest->jobName)
+                .arg(subtask.leaseId.toString(), manifest->jobName)
                 .arg(manifest->epoch)
                 .arg(manifest->shard)
                 .arg(subtaskStateName(subtask.state)));
@@ -305,9 +303,21 @@ void AgentDaemon::requestLease()
                   }
                   m_leaseFailures = 0;
                   coordinatorReached();
+                  // A task refused here (malformed, an id that is not one, a lease sent again) counts as a
+                  // failure, so a coordinator that keeps sending such replies is not asked again at once.
+                  QString refusal;
+                  for (const QString& reason : reply->refused) {
+                      log(QStringLiteral("warning"), reason);
+                      refusal = reason;
+                  }
                   for (const LeasedTask& task : reply->tasks)
-                      accept(task);
-                  if (reply->tasks.isEmpty())
+                      if (auto taken = accept(task); !taken)
+                          refusal = taken.error();
+                  if (!refusal.isEmpty()) {
+                      m_lastFailure = refusal;
+                      ++m_failureStreak;
+                  }
+                  if (reply->tasks.isEmpty() && reply->refused.isEmpty())
                       scheduleLease(std::max<qint64>(1, reply->retryAfterSeconds) * 1000);
                   else
                       // Fill the remaining slots, if any; not at once after refusing work.
@@ -316,44 +326,73 @@ void AgentDaemon::requestLease()
               });
 }
 
-void AgentDaemon::accept(const LeasedTask& task)
+Status AgentDaemon::accept(const LeasedTask& task)
 {
-    Subtask record;
-    record.leaseId = task.leaseId;
+    // A lease this agent holds, or held once, is a reply sent again (by a broken front end, or by someone
+    // between the agent and its coordinator replaying what it saw): nothing of it is recorded, reported to
+    // the coordinator, fetched or run again. Its folder and its record belong to the first copy.
+    auto known = m_store->find(task.leaseId);
+    if (!known) {
+        log(QStringLiteral("error"), known.error());
+        return fail(known.error());
+    }
+    if (*known || m_active.contains(task.leaseId)) {
+        const QString reason =
+            QStringLiteral("lease %1 was refused: this agent has had it before (%2); a lease sent again is "
+                           "never run twice")
+                .arg(task.leaseId.toString(),
+                     *known ? subtaskStateName((*known)->state) : QStringLiteral("in progress"));
+        log(QStringLiteral("warning"), reason);
+        return fail(reason);
+    }
+    Subtask record{task.leaseId};
     record.manifest = task.manifest;
     record.signature = task.signature.toLatin1();
     record.deadlineMs = task.deadlineMs;
     record.state = SubtaskState::Leased;
     if (auto s = m_store->add(record); !s) {
         log(QStringLiteral("error"), s.error());
-        return;
+        return s;
     }
-    auto active = std::make_shared<Active>();
-    active->record = record;
+    auto active = std::make_shared<Active>(record);
     m_active.insert(record.leaseId, active);
     auto manifest = checkManifest(m_key, record.manifest, record.signature,
                                   {m_config.agentId, record.leaseId, m_config.coordinatorUrl});
-    if (!manifest)
-        return failSubtask(record.leaseId, QStringLiteral("verify"), manifest.error());
+    if (!manifest) {
+        failSubtask(record.leaseId, QStringLiteral("verify"), manifest.error());
+        return {};
+    }
+    // Only a new lease: a resumed one's deadline has moved on with its progress reports since it was signed.
+    if (auto fresh = checkManifestFresh(*manifest, nowMs()); !fresh) {
+        failSubtask(record.leaseId, QStringLiteral("verify"), fresh.error());
+        return {};
+    }
     active->manifest = *manifest;
     active->record.deadlineMs = manifest->deadlineMs;
     (void)m_store->setDeadline(record.leaseId, manifest->deadlineMs);
     log(QStringLiteral("info"),
         QStringLiteral("leased %1: job \"%2\" epoch %3 shard %4 (%5 samples, weights v%6)")
-            .arg(record.leaseId, manifest->jobName)
+            .arg(record.leaseId.toString(), manifest->jobName)
             .arg(manifest->epoch)
             .arg(manifest->shard)
             .arg(manifest->samples)
             .arg(manifest->baseVersion));
     publishSubtask(*active);
     continueSubtask(record.leaseId);
+    return {};
+}
+
+QString AgentDaemon::taskFolder(const LeaseId& leaseId) const
+{
+    // 32 hex digits by its type: always one folder directly under tasks/.
+    return m_options.dataDir + QStringLiteral("/tasks/") + leaseId.toString();
 }
 
 // ---- outcomes ---------------------------------------------------------------------------------------------
 
-void AgentDaemon::failSubtask(const QString& leaseId, const QString& stage, const QString& reason)
+void AgentDaemon::failSubtask(const LeaseId& leaseId, const QString& stage, const QString& reason)
 {
-    log(QStringLiteral("error"), QStringLiteral("lease %1 failed: %2").arg(leaseId, reason));
+    log(QStringLiteral("error"), QStringLiteral("lease %1 failed: %2").arg(leaseId.toString(), reason));
     const Status s = m_store->transaction([&]() -> Status {
         if (auto st = m_store->setState(leaseId, SubtaskState::Failed, reason); !st)
             return st;
@@ -377,16 +416,16 @@ void AgentDaemon::failSubtask(const QString& leaseId, const QString& stage, cons
                           log(QStringLiteral("warning"),
                               QStringLiteral("could not report the failure of lease %1 to the "
                                              "coordinator (%2); the lease will expire there")
-                                  .arg(leaseId, reported.error()));
+                                  .arg(leaseId.toString(), reported.error()));
                   });
     // A coordinator that keeps handing out work this agent refuses is not asked again at once.
     m_lastFailure = reason;
     release(leaseId, backoffMs(++m_failureStreak));
 }
 
-void AgentDaemon::dropSubtask(const QString& leaseId, const QString& reason)
+void AgentDaemon::dropSubtask(const LeaseId& leaseId, const QString& reason)
 {
-    log(QStringLiteral("info"), QStringLiteral("lease %1 dropped: %2").arg(leaseId, reason));
+    log(QStringLiteral("info"), QStringLiteral("lease %1 dropped: %2").arg(leaseId.toString(), reason));
     if (auto s = m_store->setState(leaseId, SubtaskState::Dropped, reason); !s)
         log(QStringLiteral("error"), s.error());
     if (auto active = m_active.value(leaseId)) {
@@ -396,7 +435,7 @@ void AgentDaemon::dropSubtask(const QString& leaseId, const QString& reason)
     release(leaseId);
 }
 
-void AgentDaemon::finishSubtask(const QString& leaseId)
+void AgentDaemon::finishSubtask(const LeaseId& leaseId)
 {
     m_failureStreak = 0;
     if (auto active = m_active.value(leaseId))
@@ -404,7 +443,7 @@ void AgentDaemon::finishSubtask(const QString& leaseId)
     release(leaseId);
 }
 
-void AgentDaemon::release(const QString& leaseId, qint64 leaseDelayMs)
+void AgentDaemon::release(const LeaseId& leaseId, qint64 leaseDelayMs)
 {
     auto active = m_active.take(leaseId);
     if (active && active->worker) {
@@ -412,8 +451,8 @@ void AgentDaemon::release(const QString& leaseId, qint64 leaseDelayMs)
         active->worker->kill();
         active->worker->deleteLater();
     }
-    (void)m_cache->releaseOwner(leaseId);
-    const QString dir = m_options.dataDir + QStringLiteral("/tasks/") + leaseId;
+    (void)m_cache->releaseOwner(leaseId.toString());
+    const QString dir = taskFolder(leaseId);
     if (QFileInfo::exists(dir))
         QDir(dir).removeRecursively();
     updateState();
@@ -421,7 +460,7 @@ void AgentDaemon::release(const QString& leaseId, qint64 leaseDelayMs)
     scheduleLease(leaseDelayMs);
 }
 
-bool AgentDaemon::setState(const QString& leaseId, SubtaskState state, const QString& error)
+bool AgentDaemon::setState(const LeaseId& leaseId, SubtaskState state, const QString& error)
 {
     auto active = m_active.value(leaseId);
     if (auto s = m_store->setState(leaseId, state, error); !s) {

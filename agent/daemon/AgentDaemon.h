@@ -12,10 +12,12 @@
 // A subtask's path, each arrow persisted before the next step starts:
 //   leased --verify signature, pin files--> downloading --every file hashed--> verified --task folder-->
 //   training --worker exit 0--> uploading --202--> done
-// A check that fails (signature, a file's hash) is final: the subtask is reported failed to the coordinator
-// with the reason and nothing of it runs. A worker that crashes, fails or passes its memory cap is started
-// once more from its checkpoint; a second failure gives the subtask back. The coordinator being unreachable
-// is never final: the step is tried again later, with backoff.
+// A check that fails (signature, a manifest's age, a file's size or hash) is final: the subtask is reported
+// failed to the coordinator with the reason and nothing of it runs. A task whose lease id is not 32 hex
+// digits, or that this agent has had before, is only logged: nothing of it is recorded, reported or fetched,
+// and only a checked lease id (LeaseId) names a folder under DATA_DIR/tasks or a URL. A worker that crashes,
+// fails or passes its memory cap is started once more from its checkpoint; a second failure gives the subtask
+// back. The coordinator being unreachable is never final: the step is tried again later, with backoff.
 //
 // After a restart each unfinished subtask first asks the coordinator (a progress report) whether its lease is
 // still open; open ones resume from where they were (a worker from its checkpoint), the others are dropped.
@@ -117,32 +119,36 @@ private:
     void resumeUnfinished();
     void scheduleLease(qint64 delayMs);
     void requestLease();
-    void accept(const LeasedTask& task);
-    void checkLeaseStillOpen(const QString& leaseId);
-    void continueSubtask(const QString& leaseId);
-    void download(const QString& leaseId);
-    void prepareTaskFolder(const QString& leaseId);
-    void startWorker(const QString& leaseId);
-    void onWorkerEvent(const QString& leaseId, const QJsonObject& event);
-    void onWorkerEnded(const QString& leaseId, const WorkerEnd& end);
-    void reportProgress(const QString& leaseId);
+    // Takes a leased task on: an error when it was refused before anything of it was recorded (a lease the
+    // agent has had before); a task recorded and then refused (its manifest) is failed and reported instead.
+    Status accept(const LeasedTask& task);
+    // DATA_DIR/tasks/<id>: the only place a subtask's files go, named by nothing but a checked id.
+    QString taskFolder(const LeaseId& leaseId) const;
+    void checkLeaseStillOpen(const LeaseId& leaseId);
+    void continueSubtask(const LeaseId& leaseId);
+    void download(const LeaseId& leaseId);
+    void prepareTaskFolder(const LeaseId& leaseId);
+    void startWorker(const LeaseId& leaseId);
+    void onWorkerEvent(const LeaseId& leaseId, const QJsonObject& event);
+    void onWorkerEnded(const LeaseId& leaseId, const WorkerEnd& end);
+    void reportProgress(const LeaseId& leaseId);
     void keepLeasesAlive();
-    void upload(const QString& leaseId);
-    void retryLater(const QString& leaseId, const QString& what, const QString& error);
+    void upload(const LeaseId& leaseId);
+    void retryLater(const LeaseId& leaseId, const QString& what, const QString& error);
     // A step's answer came back from the network thread: its subtask (no longer busy), or null when the
     // subtask is gone or the daemon is stopping.
-    std::shared_ptr<Active> stepReturned(const QString& leaseId);
+    std::shared_ptr<Active> stepReturned(const LeaseId& leaseId);
     // A step could not reach the coordinator: stop on refused credentials, otherwise try it again later.
-    void stepFailed(const QString& leaseId, const QString& what, const QString& error);
+    void stepFailed(const LeaseId& leaseId, const QString& what, const QString& error);
 
     // Final outcomes: each persists, releases the subtask's pinned files and folder, and tells the control
     // socket.
-    void failSubtask(const QString& leaseId, const QString& stage, const QString& reason);
-    void dropSubtask(const QString& leaseId, const QString& reason);
-    void finishSubtask(const QString& leaseId);
-    void release(const QString& leaseId, qint64 leaseDelayMs = 0);
+    void failSubtask(const LeaseId& leaseId, const QString& stage, const QString& reason);
+    void dropSubtask(const LeaseId& leaseId, const QString& reason);
+    void finishSubtask(const LeaseId& leaseId);
+    void release(const LeaseId& leaseId, qint64 leaseDelayMs = 0);
 
-    bool setState(const QString& leaseId, SubtaskState state, const QString& error = {});
+    bool setState(const LeaseId& leaseId, SubtaskState state, const QString& error = {});
     void coordinatorReached();
     void coordinatorUnreachable(const QString& error);
     void refuseCredentials(const QString& error);
@@ -187,7 +193,7 @@ private:
     std::unique_ptr<CoordinatorClient> m_client; // likewise
     std::unique_ptr<SerialExecutor> m_network;   // destroyed first (declared last)
 
-    QMap<QString, std::shared_ptr<Active>> m_active;
+    QMap<LeaseId, std::shared_ptr<Active>> m_active;
     QTimer m_leaseTimer;
     bool m_leaseInFlight = false;
     int m_leaseFailures = 0;

@@ -109,7 +109,7 @@ void AgentDaemon::updateState()
 void AgentDaemon::publishSubtask(const Active& active, const QString& error)
 {
     QJsonObject event{{QStringLiteral("event"), QStringLiteral("subtask")},
-                      {QStringLiteral("lease_id"), active.record.leaseId},
+                      {QStringLiteral("lease_id"), active.record.leaseId.toString()},
                       {QStringLiteral("state"), active.shownState()}};
     if (active.manifest) {
         event.insert(QStringLiteral("job"), QJsonObject{{QStringLiteral("id"), active.manifest->jobId},
@@ -127,7 +127,7 @@ QJsonObject AgentDaemon::status() const
     QJsonArray subtasks;
     const qint64 now = nowMs();
     for (const auto& active : std::as_const(m_active)) {
-        QJsonObject s{{QStringLiteral("lease_id"), active->record.leaseId},
+        QJsonObject s{{QStringLiteral("lease_id"), active->record.leaseId.toString()},
                       {QStringLiteral("state"), active->shownState()},
                       {QStringLiteral("step"), active->step},
                       {QStringLiteral("of"), active->of},

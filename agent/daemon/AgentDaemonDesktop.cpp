@@ -70,7 +70,7 @@ void AgentDaemon::syncWorkers()
     const bool allowed = computeAllowed();
     const bool gpuHeld = !m_options.dedicated && m_desktop->preferences().gpu() == Preferences::Gpu::Idle &&
                          !m_desktop->decision().gpuAllowed;
-    QStringList toStart;
+    QList<LeaseId> toStart;
     for (const auto& active : std::as_const(m_active)) {
         WorkerProcess* worker = active->worker;
         if (!worker) {
@@ -91,7 +91,7 @@ void AgentDaemon::syncWorkers()
         active->pauseSent = wantPaused;
         worker->send(wantPaused ? "pause" : "resume");
     }
-    for (const QString& leaseId : std::as_const(toStart))
+    for (const LeaseId& leaseId : std::as_const(toStart))
         if (m_active.contains(leaseId))
             startWorker(leaseId);
 }

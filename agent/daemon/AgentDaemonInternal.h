@@ -60,6 +60,8 @@ inline QString seconds(qint64 ms)
 
 struct AgentDaemon::Active
 {
+    explicit Active(Subtask subtask) : record(std::move(subtask)) {}
+
     // What the control socket shows: a worker that paused, or one not started because the computer is not
     // ours to use now, is "paused".
     QString shownState() const

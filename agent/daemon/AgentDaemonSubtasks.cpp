@@ -19,7 +19,7 @@ using namespace daemon_detail;
 
 // ---- one subtask's steps ----------------------------------------------------------------------------------
 
-void AgentDaemon::continueSubtask(const QString& leaseId)
+void AgentDaemon::continueSubtask(const LeaseId& leaseId)
 {
     auto found = m_active.value(leaseId);
     // A retry timer and "the coordinator answers again" may both ask: the step runs once, and never while the
@@ -32,7 +32,7 @@ void AgentDaemon::continueSubtask(const QString& leaseId)
     switch (active.record.state) {
     case SubtaskState::Leased:
         for (const ManifestFile& file : active.manifest->files)
-            if (auto s = m_cache->pin(file.sha256, leaseId); !s)
+            if (auto s = m_cache->pin(file.sha256, leaseId.toString()); !s)
                 return failSubtask(leaseId, QStringLiteral("download"), s.error());
         if (!setState(leaseId, SubtaskState::Downloading))
             return;
@@ -51,7 +51,7 @@ void AgentDaemon::continueSubtask(const QString& leaseId)
     }
 }
 
-void AgentDaemon::checkLeaseStillOpen(const QString& leaseId)
+void AgentDaemon::checkLeaseStillOpen(const LeaseId& leaseId)
 {
     auto active = m_active.value(leaseId);
     active->busy = true;
@@ -62,16 +62,16 @@ void AgentDaemon::checkLeaseStillOpen(const QString& leaseId)
                   if (!active)
                       return;
                   if (!reply) {
-                      return stepFailed(leaseId, QStringLiteral("checking lease %1").arg(leaseId),
+                      return stepFailed(leaseId, QStringLiteral("checking lease %1").arg(leaseId.toString()),
                                         reply.error());
                   }
                   coordinatorReached();
                   if (reply->leaseGone || reply->abort)
-                      return dropSubtask(
-                          leaseId,
-                          reply->reason.isEmpty()
-                              ? QStringLiteral("the coordinator no longer holds lease %1 open").arg(leaseId)
-                              : reply->reason);
+                      return dropSubtask(leaseId,
+                                         reply->reason.isEmpty()
+                                             ? QStringLiteral("the coordinator no longer holds lease %1 open")
+                                                   .arg(leaseId.toString())
+                                             : reply->reason);
                   active->needsLeaseCheck = false;
                   active->tries = 0;
                   active->record.deadlineMs = reply->deadlineMs;
@@ -80,7 +80,7 @@ void AgentDaemon::checkLeaseStillOpen(const QString& leaseId)
               });
 }
 
-std::shared_ptr<AgentDaemon::Active> AgentDaemon::stepReturned(const QString& leaseId)
+std::shared_ptr<AgentDaemon::Active> AgentDaemon::stepReturned(const LeaseId& leaseId)
 {
     auto active = m_active.value(leaseId);
     if (!active || m_stopping)
@@ -89,14 +89,14 @@ std::shared_ptr<AgentDaemon::Active> AgentDaemon::stepReturned(const QString& le
     return active;
 }
 
-void AgentDaemon::stepFailed(const QString& leaseId, const QString& what, const QString& error)
+void AgentDaemon::stepFailed(const LeaseId& leaseId, const QString& what, const QString& error)
 {
     if (CoordinatorClient::isCredentialRefusal(error))
         return refuseCredentials(error);
     retryLater(leaseId, what, error);
 }
 
-void AgentDaemon::retryLater(const QString& leaseId, const QString& what, const QString& error)
+void AgentDaemon::retryLater(const LeaseId& leaseId, const QString& what, const QString& error)
 {
     auto active = m_active.value(leaseId);
     if (!active)
@@ -109,7 +109,7 @@ void AgentDaemon::retryLater(const QString& leaseId, const QString& what, const 
     updateState();
 }
 
-void AgentDaemon::download(const QString& leaseId)
+void AgentDaemon::download(const LeaseId& leaseId)
 {
     auto active = m_active.value(leaseId);
     active->busy = true;
@@ -136,6 +136,12 @@ void AgentDaemon::download(const QString& leaseId)
                 Status got = m_client->download(file.sha256, w.partialPath(), file.size,
                                                 [stop](const TransferProgress&) { return !stop->stopped(); });
                 if (!got) {
+                    // More bytes than the signed size: the coordinator's copy is another file, as when its
+                    // hash differs. Final, and nothing of it is kept.
+                    if (CoordinatorClient::isOversizedDownload(got.error())) {
+                        (*writer)->discard();
+                        outcome.contentRefused = true;
+                    }
                     outcome.error = got.error();
                     return outcome;
                 }
@@ -145,7 +151,7 @@ void AgentDaemon::download(const QString& leaseId)
                     outcome.error =
                         QStringLiteral("the %1 file of lease %2 was refused: %3. The coordinator's copy "
                                        "differs from what its signed manifest promises; nothing was run")
-                            .arg(file.role, leaseId, committed.error());
+                            .arg(file.role, leaseId.toString(), committed.error());
                     return outcome;
                 }
                 if (committed->eviction.evicted.size() > 0)
@@ -164,7 +170,8 @@ void AgentDaemon::download(const QString& leaseId)
             if (!outcome.ok) {
                 if (active->tries + 1 >= kDownloadTriesBeforeFailing && m_reachable)
                     return failSubtask(leaseId, QStringLiteral("download"), outcome.error);
-                return stepFailed(leaseId, QStringLiteral("downloading the files of lease %1").arg(leaseId),
+                return stepFailed(leaseId,
+                                  QStringLiteral("downloading the files of lease %1").arg(leaseId.toString()),
                                   outcome.error);
             }
             coordinatorReached();
@@ -176,11 +183,12 @@ void AgentDaemon::download(const QString& leaseId)
         });
 }
 
-void AgentDaemon::prepareTaskFolder(const QString& leaseId)
+void AgentDaemon::prepareTaskFolder(const LeaseId& leaseId)
 {
     auto active = m_active.value(leaseId);
     active->busy = true;
-    const QString dir = m_options.dataDir + QStringLiteral("/tasks/") + leaseId;
+    // Only a verified manifest gets a folder, named by the lease id that was signed in it.
+    const QString dir = taskFolder(active->manifest->leaseId);
     const QByteArray manifestBytes = active->record.manifest;
     const QList<ManifestFile> files = active->manifest->files;
     // On the network thread, in order after any download of the same files: hashing is disk work that must
@@ -258,7 +266,7 @@ void AgentDaemon::prepareTaskFolder(const QString& leaseId)
         });
 }
 
-void AgentDaemon::startWorker(const QString& leaseId)
+void AgentDaemon::startWorker(const LeaseId& leaseId)
 {
     auto active = m_active.value(leaseId);
     // The stored manifest is checked again right before anything runs.
@@ -307,7 +315,7 @@ void AgentDaemon::startWorker(const QString& leaseId)
     updateState();
 }
 
-void AgentDaemon::onWorkerEvent(const QString& leaseId, const QJsonObject& event)
+void AgentDaemon::onWorkerEvent(const LeaseId& leaseId, const QJsonObject& event)
 {
     auto found = m_active.value(leaseId);
     if (!found)
@@ -323,7 +331,7 @@ void AgentDaemon::onWorkerEvent(const QString& leaseId, const QJsonObject& event
             if (event.value(QStringLiteral("resumed")).toBool())
                 log(QStringLiteral("info"),
                     QStringLiteral("lease %1: worker resumed from its checkpoint at step %2 of %3")
-                        .arg(leaseId)
+                        .arg(leaseId.toString())
                         .arg(active.step)
                         .arg(active.of));
         } else {
@@ -338,7 +346,7 @@ void AgentDaemon::onWorkerEvent(const QString& leaseId, const QJsonObject& event
         if (now - active.lastPublishMs >= kPublishProgressEveryMs || active.step >= active.of) {
             active.lastPublishMs = now;
             Q_EMIT controlEvent(QJsonObject{{QStringLiteral("event"), QStringLiteral("progress")},
-                                            {QStringLiteral("lease_id"), leaseId},
+                                            {QStringLiteral("lease_id"), leaseId.toString()},
                                             {QStringLiteral("step"), active.step},
                                             {QStringLiteral("of"), active.of},
                                             {QStringLiteral("loss"), active.loss},
@@ -359,7 +367,7 @@ void AgentDaemon::onWorkerEvent(const QString& leaseId, const QJsonObject& event
     }
 }
 
-void AgentDaemon::reportProgress(const QString& leaseId)
+void AgentDaemon::reportProgress(const LeaseId& leaseId)
 {
     auto active = m_active.value(leaseId);
     if (!active || active->reportInFlight || !active->cancelReason.isEmpty())
@@ -371,41 +379,41 @@ void AgentDaemon::reportProgress(const QString& leaseId)
     report.of = active->of;
     report.loss = active->loss;
     report.samplesPerSecond = active->samplesPerSecond;
-    onNetwork(
-        [this, leaseId, report] { return m_client->progress(leaseId, report); },
-        [this, leaseId](Result<ProgressReply> reply) {
-            auto active = m_active.value(leaseId);
-            if (!active)
-                return;
-            active->reportInFlight = false;
-            if (!reply) {
-                if (CoordinatorClient::isCredentialRefusal(reply.error()))
-                    return refuseCredentials(reply.error());
-                // The worker keeps training: the result may still be accepted late, once.
-                coordinatorUnreachable(reply.error());
-                updateState();
-                return;
-            }
-            coordinatorReached();
-            if (reply->abort || reply->leaseGone) {
-                active->cancelReason =
-                    reply->reason.isEmpty()
-                        ? QStringLiteral("the coordinator no longer holds lease %1 open").arg(leaseId)
-                        : reply->reason;
-                log(QStringLiteral("info"),
-                    QStringLiteral("lease %1: stopping its worker: %2").arg(leaseId, active->cancelReason));
-                if (active->worker && active->worker->running())
-                    active->worker->send("cancel");
-                else
-                    dropSubtask(leaseId, active->cancelReason);
-                return;
-            }
-            active->record.deadlineMs = reply->deadlineMs;
-            (void)m_store->setDeadline(leaseId, reply->deadlineMs);
-        });
+    onNetwork([this, leaseId, report] { return m_client->progress(leaseId, report); },
+              [this, leaseId](Result<ProgressReply> reply) {
+                  auto active = m_active.value(leaseId);
+                  if (!active)
+                      return;
+                  active->reportInFlight = false;
+                  if (!reply) {
+                      if (CoordinatorClient::isCredentialRefusal(reply.error()))
+                          return refuseCredentials(reply.error());
+                      // The worker keeps training: the result may still be accepted late, once.
+                      coordinatorUnreachable(reply.error());
+                      updateState();
+                      return;
+                  }
+                  coordinatorReached();
+                  if (reply->abort || reply->leaseGone) {
+                      active->cancelReason =
+                          reply->reason.isEmpty()
+                              ? QStringLiteral("the coordinator no longer holds lease %1 open")
+                                    .arg(leaseId.toString())
+                              : reply->reason;
+                      log(QStringLiteral("info"), QStringLiteral("lease %1: stopping its worker: %2")
+                                                      .arg(leaseId.toString(), active->cancelReason));
+                      if (active->worker && active->worker->running())
+                          active->worker->send("cancel");
+                      else
+                          dropSubtask(leaseId, active->cancelReason);
+                      return;
+                  }
+                  active->record.deadlineMs = reply->deadlineMs;
+                  (void)m_store->setDeadline(leaseId, reply->deadlineMs);
+              });
 }
 
-void AgentDaemon::onWorkerEnded(const QString& leaseId, const WorkerEnd& end)
+void AgentDaemon::onWorkerEnded(const LeaseId& leaseId, const WorkerEnd& end)
 {
     auto found = m_active.value(leaseId);
     if (!found)
@@ -444,7 +452,7 @@ void AgentDaemon::onWorkerEnded(const QString& leaseId, const WorkerEnd& end)
         if (++active.workerFailures < 2) {
             log(QStringLiteral("warning"),
                 QStringLiteral("lease %1: %2; starting it once more from its checkpoint")
-                    .arg(leaseId, reason));
+                    .arg(leaseId.toString(), reason));
             return startWorker(leaseId);
         }
         return failSubtask(leaseId, QStringLiteral("worker"),
@@ -453,11 +461,11 @@ void AgentDaemon::onWorkerEnded(const QString& leaseId, const WorkerEnd& end)
     }
 }
 
-void AgentDaemon::upload(const QString& leaseId)
+void AgentDaemon::upload(const LeaseId& leaseId)
 {
     auto active = m_active.value(leaseId);
     active->busy = true;
-    const QString result = active->record.taskDir + QStringLiteral("/result.safetensors");
+    const QString result = taskFolder(leaseId) + QStringLiteral("/result.safetensors");
     if (!QFileInfo::exists(result)) {
         active->busy = false;
         return failSubtask(leaseId, QStringLiteral("upload"),
@@ -474,7 +482,8 @@ void AgentDaemon::upload(const QString& leaseId)
             if (!active)
                 return;
             if (!reply) {
-                return stepFailed(leaseId, QStringLiteral("uploading the result of lease %1").arg(leaseId),
+                return stepFailed(leaseId,
+                                  QStringLiteral("uploading the result of lease %1").arg(leaseId.toString()),
                                   reply.error());
             }
             coordinatorReached();
@@ -497,7 +506,7 @@ void AgentDaemon::upload(const QString& leaseId)
                 active->record.state = SubtaskState::Done;
                 log(QStringLiteral("info"),
                     QStringLiteral("lease %1: result accepted (update %2, staleness %3)")
-                        .arg(leaseId)
+                        .arg(leaseId.toString())
                         .arg(reply->seq)
                         .arg(reply->staleness));
                 return finishSubtask(leaseId);

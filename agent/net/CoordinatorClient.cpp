@@ -108,11 +108,18 @@ namespace {
 // The words of the 401 and 403 messages, which isCredentialRefusal() recognises.
 const QString kCredentialsRefused = QStringLiteral("the coordinator refused the agent's credentials");
 const QString kAgentRefused = QStringLiteral("the coordinator refused this agent");
+// The words of an oversized download, which isOversizedDownload() recognises.
+const QString kOversized = QStringLiteral("sent more bytes than the signed manifest gives the file");
 } // namespace
 
 bool CoordinatorClient::isCredentialRefusal(const QString& message)
 {
     return message.contains(kCredentialsRefused) || message.contains(kAgentRefused);
+}
+
+bool CoordinatorClient::isOversizedDownload(const QString& message)
+{
+    return message.contains(kOversized);
 }
 
 Error CoordinatorClient::describe(const QString& what, const Exchange& exchange) const
@@ -163,6 +170,10 @@ Error CoordinatorClient::describe(const QString& what, const Exchange& exchange)
         break;
     case Failure::Protocol:
         message = QStringLiteral("unusable answer or request (%1)").arg(r.error);
+        break;
+    case Failure::Oversized:
+        message = QStringLiteral("the coordinator %1 (%2); its copy is not the file the manifest names")
+                      .arg(kOversized, r.error);
         break;
     }
     if (!exchange.stopped.isEmpty())
@@ -224,10 +235,10 @@ Result<LeaseReply> CoordinatorClient::lease(const QStringList& cachedHashes, int
     return reply;
 }
 
-Result<ProgressReply> CoordinatorClient::progress(const QString& leaseId, const ProgressReport& report)
+Result<ProgressReply> CoordinatorClient::progress(const LeaseId& leaseId, const ProgressReport& report)
 {
-    const QString what = QStringLiteral("reporting progress of lease %1").arg(leaseId);
-    TransportRequest r = request("POST", QStringLiteral("/api/v1/work/%1/progress").arg(leaseId), true);
+    const QString what = QStringLiteral("reporting progress of lease %1").arg(leaseId.toString());
+    TransportRequest r = request("POST", QStringLiteral("/api/v1/work/%1/progress").arg(leaseId.toString()), true);
     r.headers.emplaceBack("Content-Type", "application/json");
     r.body = CoordinatorMessages::progressBody(report);
     const Exchange e = exchange(what, r, RetryWhen::Retryable);
@@ -246,14 +257,14 @@ Result<ProgressReply> CoordinatorClient::progress(const QString& leaseId, const 
     return reply;
 }
 
-Result<bool> CoordinatorClient::reportFailure(const QString& leaseId, const QString& stage,
+Result<bool> CoordinatorClient::reportFailure(const LeaseId& leaseId, const QString& stage,
                                               const QString& reason)
 {
-    const QString what = QStringLiteral("reporting lease %1 as failed").arg(leaseId);
+    const QString what = QStringLiteral("reporting lease %1 as failed").arg(leaseId.toString());
     const auto body = CoordinatorMessages::failureBody(stage, reason);
     if (!body)
         return fail(what + QStringLiteral(": ") + body.error());
-    TransportRequest r = request("POST", QStringLiteral("/api/v1/work/%1/fail").arg(leaseId), true);
+    TransportRequest r = request("POST", QStringLiteral("/api/v1/work/%1/fail").arg(leaseId.toString()), true);
     r.headers.emplaceBack("Content-Type", "application/json");
     r.body = *body;
     const Exchange e = exchange(what, r, RetryWhen::Retryable);
@@ -272,13 +283,13 @@ Result<bool> CoordinatorClient::reportFailure(const QString& leaseId, const QStr
     return released;
 }
 
-Result<UploadReply> CoordinatorClient::uploadResult(const QString& leaseId, const QString& filePath,
+Result<UploadReply> CoordinatorClient::uploadResult(const LeaseId& leaseId, const QString& filePath,
                                                     const ProgressCallback& progress)
 {
-    const QString what = QStringLiteral("uploading the result of lease %1").arg(leaseId);
+    const QString what = QStringLiteral("uploading the result of lease %1").arg(leaseId.toString());
     if (!QFileInfo(filePath).isFile())
         return fail(QStringLiteral("%1: the result file %2 does not exist").arg(what, filePath));
-    TransportRequest r = request("PUT", QStringLiteral("/api/v1/work/%1/result").arg(leaseId), true);
+    TransportRequest r = request("PUT", QStringLiteral("/api/v1/work/%1/result").arg(leaseId.toString()), true);
     r.headers.emplaceBack("Content-Type", "application/octet-stream");
     r.uploadFile = filePath;
     r.maxSendBytesPerSecond = m_uploadCap;
@@ -341,6 +352,7 @@ Status CoordinatorClient::downloadOnce(const QString& sha256, const QString& tar
 
     TransportRequest r = request("GET", QStringLiteral("/api/v1/files/%1").arg(sha256), true);
     r.downloadFile = targetPath;
+    r.maxDownloadBytes = expectedSize; // the signed size: no more is written, however much is sent
     r.maxReceiveBytesPerSecond = m_downloadCap;
     const qsizetype fixedHeaders = r.headers.size();
     // Every try resumes from what the file holds by then: a broken transfer keeps the bytes it got.

@@ -40,13 +40,14 @@ public:
     Result<LeaseReply> lease(const QStringList& cachedHashes, int maxTasks, const QJsonObject& capabilities = {});
     // Fetches file `sha256` into `targetPath`, resuming from what the file already holds. Succeeds when the file
     // ends with exactly `expectedSize` bytes; checking its hash is the cache's job. A file of the wrong size is
-    // deleted so that the next try starts clean.
+    // deleted so that the next try starts clean; an answer longer than `expectedSize` is cut off as soon as it
+    // passes it (isOversizedDownload() recognises that error, which a retry would not mend).
     Status download(const QString& sha256, const QString& targetPath, qint64 expectedSize,
                     const ProgressCallback& progress = {});
-    Result<ProgressReply> progress(const QString& leaseId, const ProgressReport& report);
+    Result<ProgressReply> progress(const LeaseId& leaseId, const ProgressReport& report);
     // PUTs the result file. Every answer the protocol defines (202, 404, 409, 413, 422) is an outcome; errors are
     // failures to get one (after retries), and 401/403 (the agent's token is no longer accepted).
-    Result<UploadReply> uploadResult(const QString& leaseId, const QString& filePath,
+    Result<UploadReply> uploadResult(const LeaseId& leaseId, const QString& filePath,
                                      const ProgressCallback& progress = {});
     // Gives the lease back because the subtask cannot be run (protocol 6.7), so that its workunit goes to
     // another agent now instead of at the deadline. `stage`: verify, download, worker, upload or other;
@@ -54,11 +55,14 @@ public:
     // was nothing (left) to release: the lease is unknown, closed already (also by an earlier try whose
     // answer was lost), or another agent's. Errors: a bad stage or blank reason (nothing is sent), no answer
     // after retries, 401/403, a 400.
-    Result<bool> reportFailure(const QString& leaseId, const QString& stage, const QString& reason);
+    Result<bool> reportFailure(const LeaseId& leaseId, const QString& stage, const QString& reason);
 
     // Whether an error of this client says the coordinator no longer accepts the agent (401 / 403): retrying will
     // not help, an operator must act.
     static bool isCredentialRefusal(const QString& message);
+    // Whether an error of download() says the coordinator sent more than the file's signed size: its copy is
+    // not the file, so the subtask cannot be run from it.
+    static bool isOversizedDownload(const QString& message);
 
 private:
     enum class RetryWhen { Retryable, Unreachable };

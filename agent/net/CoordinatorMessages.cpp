@@ -1,7 +1,5 @@
 #include "CoordinatorMessages.h"
 
-#include "NetLogging.h"
-
 #include <QJsonArray>
 #include <QJsonDocument>
 
@@ -148,16 +146,24 @@ Result<LeaseReply> CoordinatorMessages::parseLease(const QByteArray& body)
     LeaseReply reply;
     for (const QJsonValue& value : tasks.toArray()) {
         const QJsonObject task = value.toObject();
-        const auto leaseId = string(task, "lease_id");
+        const auto leaseText = string(task, "lease_id");
         const auto manifest = string(task, "manifest");
         const auto signature = string(task, "signature");
         const auto deadline = integer(task, "deadline_ms");
         // A malformed task is dropped, not the reply: its lease simply expires on the coordinator, while the
-        // well-formed ones can still be worked on.
-        if (!leaseId || !manifest || !signature || !deadline) {
-            qCWarning(lcNet) << "dropping a malformed task of a lease reply:"
-                             << (!leaseId ? leaseId.error() : !manifest ? manifest.error()
-                                                        : !signature ? signature.error() : deadline.error());
+        // well-formed ones can still be worked on. Its lease id is never used, not even to report it: an id
+        // that is not one could name a path or another URL.
+        if (!leaseText || !manifest || !signature || !deadline) {
+            reply.refused.append(QStringLiteral("a task of the lease reply was refused: %1")
+                                     .arg(!leaseText ? leaseText.error()
+                                          : !manifest ? manifest.error()
+                                          : !signature ? signature.error()
+                                                       : deadline.error()));
+            continue;
+        }
+        auto leaseId = LeaseId::parse(*leaseText, u"the lease reply's lease_id");
+        if (!leaseId) {
+            reply.refused.append(leaseId.error());
             continue;
         }
         // The signed bytes are the UTF-8 encoding of the string's value (protocol 7.3), exactly.

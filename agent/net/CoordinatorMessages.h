@@ -5,6 +5,7 @@
 // bytes that were signed; verifying and parsing it is the caller's job (section 7.5), never done here.
 
 #include "Result.h"
+#include "util/LeaseId.h"
 
 #include <QByteArray>
 #include <QJsonObject>
@@ -40,7 +41,7 @@ struct Enrollment
 
 struct LeasedTask
 {
-    QString leaseId;        // unsigned convenience: the verified manifest's value is the one to use
+    LeaseId leaseId;        // checked to be 32 hex digits here; checkManifest() holds it to the signed value
     qint64 deadlineMs = 0;  // likewise
     QByteArray manifest;    // the exact signed bytes (UTF-8 of the JSON string's value)
     QString signature;      // base64, as sent: strict decoding is the verifier's job
@@ -49,6 +50,9 @@ struct LeasedTask
 struct LeaseReply
 {
     QList<LeasedTask> tasks;
+    // Why each task that was not well formed (a field missing or mistyped, a lease id that is not 32 hex
+    // digits) was left out: nothing of such a task is recorded, created, reported or asked for.
+    QStringList refused;
     qint64 retryAfterSeconds = 0; // when tasks is empty: when to ask again
 };
 

@@ -119,7 +119,10 @@ size_t CurlTransport::Impl::onWrite(char* data, size_t size, size_t count, void*
             curl_easy_getinfo(impl->handle, CURLINFO_RESPONSE_CODE, &status);
             const Result<bool> toFile = impl->sink->begin(int(status), impl->response->headers);
             if (!toFile)
-                return impl->stop(status == 206 ? Failure::Protocol : Failure::LocalFile, toFile.error(), 0);
+                return impl->stop(impl->sink->oversized() ? Failure::Oversized
+                                  : status == 206         ? Failure::Protocol
+                                                          : Failure::LocalFile,
+                                  toFile.error(), 0);
             impl->bodyToFile = *toFile;
         }
     }
@@ -127,7 +130,7 @@ size_t CurlTransport::Impl::onWrite(char* data, size_t size, size_t count, void*
     if (impl->bodyToFile) {
         const Status written = impl->sink->write(data, bytes);
         if (!written)
-            return impl->stop(Failure::LocalFile, written.error(), 0);
+            return impl->stop(impl->sink->oversized() ? Failure::Oversized : Failure::LocalFile, written.error(), 0);
     } else {
         if (impl->response->body.size() + bytes > kMaxMemoryBody)
             return impl->stop(Failure::Protocol,
@@ -331,7 +334,7 @@ TransportResponse CurlTransport::perform(const TransportRequest& request, const 
 
     QByteArray range;
     if (!request.downloadFile.isEmpty()) {
-        d.sink.emplace(request.downloadFile, request.resumeFrom);
+        d.sink.emplace(request.downloadFile, request.resumeFrom, request.maxDownloadBytes);
         if (request.resumeFrom > 0) {
             range = QByteArray::number(request.resumeFrom) + '-';
             curl_easy_setopt(h, CURLOPT_RANGE, range.constData());
@@ -372,7 +375,7 @@ TransportResponse CurlTransport::perform(const TransportRequest& request, const 
     response.status = int(status);
     // A 2xx download with an empty body never reached the write callback: the file must still be (re)made.
     if (!request.downloadFile.isEmpty() && !d.bodyDecided && (status == 200 || status == 206)) {
-        DownloadSink empty(request.downloadFile, request.resumeFrom);
+        DownloadSink empty(request.downloadFile, request.resumeFrom, request.maxDownloadBytes);
         const Result<bool> begun = empty.begin(int(status), response.headers);
         const Status done = begun ? empty.finish() : Status(fail(begun.error()));
         if (!done)

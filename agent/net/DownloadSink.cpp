@@ -20,12 +20,38 @@ qint64 contentRangeStart(const QByteArray& value)
 
 } // namespace
 
-DownloadSink::DownloadSink(QString path, qint64 resumeFrom) : m_file(std::move(path)), m_resumeFrom(resumeFrom) {}
+DownloadSink::DownloadSink(QString path, qint64 resumeFrom, qint64 maxBytes)
+    : m_file(std::move(path)), m_resumeFrom(resumeFrom), m_maxBytes(maxBytes)
+{
+}
+
+Status DownloadSink::refuseOversized(qint64 bytes)
+{
+    m_oversized = true;
+    m_file.close();
+    QFile::remove(m_file.fileName());
+    return fail(QStringLiteral("the server sent more than the %1 bytes the file may have (at least %2); the partial "
+                               "file %3 was deleted")
+                    .arg(m_maxBytes)
+                    .arg(bytes)
+                    .arg(m_file.fileName()));
+}
 
 Result<bool> DownloadSink::begin(int status, const HttpHeaderList& headers)
 {
     if (status != 200 && status != 206)
         return false;
+    m_position = status == 206 ? m_resumeFrom : 0;
+    // An honest Content-Length over the limit is refused before a byte is written; a body without one, or
+    // with a false one, meets the same limit in write().
+    if (m_maxBytes >= 0) {
+        for (const auto& [key, value] : headers) {
+            bool ok = false;
+            const qint64 length = value.trimmed().toLongLong(&ok);
+            if (key.compare("Content-Length", Qt::CaseInsensitive) == 0 && ok && length > m_maxBytes - m_position)
+                return fail(refuseOversized(m_position + length).error());
+        }
+    }
     if (status == 206) {
         QByteArray range;
         for (const auto& [key, value] : headers)
@@ -58,8 +84,11 @@ Result<bool> DownloadSink::begin(int status, const HttpHeaderList& headers)
 
 Status DownloadSink::write(const char* data, qint64 size)
 {
+    if (m_maxBytes >= 0 && size > m_maxBytes - m_position)
+        return refuseOversized(m_position + size);
     if (m_file.write(data, size) != size)
         return fail(QStringLiteral("cannot write %1: %2").arg(m_file.fileName(), m_file.errorString()));
+    m_position += size;
     return {};
 }
 

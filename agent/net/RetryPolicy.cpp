@@ -35,6 +35,7 @@ bool RetryPolicy::isRetryable(const TransportResponse& response)
     case Failure::Cancelled:
     case Failure::LocalFile:
     case Failure::Protocol:
+    case Failure::Oversized:
         return false;
     }
     return false;

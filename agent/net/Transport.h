@@ -31,6 +31,10 @@ struct TransportRequest
     // replaces the file from its first byte (the server ignored or refused the range).
     QString downloadFile;
     qint64 resumeFrom = 0; // > 0 with downloadFile: sends "Range: bytes=<resumeFrom>-"
+    // >= 0 with downloadFile: the most bytes the file may hold once the body is in (the size its signed manifest
+    // gives). A body that would take it further ends the exchange at once as Failure::Oversized and the file is
+    // deleted: a broken or hostile server cannot fill the disk by sending more than it promised.
+    qint64 maxDownloadBytes = -1;
 
     // Rate caps from the owner's policy, bytes per second; 0 = no cap.
     qint64 maxSendBytesPerSecond = 0;
@@ -54,6 +58,7 @@ struct TransportResponse
         Cancelled,  // the progress callback asked to stop
         LocalFile,  // the upload or download file could not be read or written
         Protocol,   // a malformed answer, a 206 for another range, or a request the transport refuses
+        Oversized,  // a download's body went past maxDownloadBytes: the server sent another file; never retried
     };
 
     Failure failure = Failure::None;

@@ -72,68 +72,66 @@ Result<std::unique_ptr<SubtaskStore>> SubtaskStore::open(const QString& path)
 
 Status SubtaskStore::add(const Subtask& subtask)
 {
-    if (subtask.leaseId.isEmpty())
-        return fail(QStringLiteral("a subtask needs its lease id"));
     auto found = find(subtask.leaseId);
     if (!found)
         return fail(found.error());
     if (*found)
         return fail(QStringLiteral("lease %1 is already recorded (state %2); a coordinator never repeats a lease id")
-                        .arg(subtask.leaseId, subtaskStateName((*found)->state)));
+                        .arg(subtask.leaseId.toString(), subtaskStateName((*found)->state)));
     const qint64 now = m_now();
     auto r = exec(QStringLiteral("INSERT INTO subtasks (lease_id, manifest, signature, deadline_ms, state, task_dir, "
                                  "created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"),
-                  {subtask.leaseId, subtask.manifest, QString::fromLatin1(subtask.signature), subtask.deadlineMs,
+                  {subtask.leaseId.toString(), subtask.manifest, QString::fromLatin1(subtask.signature), subtask.deadlineMs,
                    subtaskStateName(subtask.state), subtask.taskDir, now, now});
     return r ? Status() : fail(r.error());
 }
 
-Status SubtaskStore::setState(const QString& leaseId, SubtaskState state, const QString& error)
+Status SubtaskStore::setState(const LeaseId& leaseId, SubtaskState state, const QString& error)
 {
     auto found = find(leaseId);
     if (!found)
         return fail(found.error());
     if (!*found)
-        return fail(QStringLiteral("lease %1 is not recorded").arg(leaseId));
+        return fail(QStringLiteral("lease %1 is not recorded").arg(leaseId.toString()));
     const SubtaskState from = (*found)->state;
     const bool restartWorker = from == SubtaskState::Training && state == SubtaskState::Verified;
     if (isFinal(from) || (!isFinal(state) && order(state) < order(from) && !restartWorker))
         return fail(QStringLiteral("lease %1 cannot go from %2 to %3")
-                        .arg(leaseId, subtaskStateName(from), subtaskStateName(state)));
+                        .arg(leaseId.toString(), subtaskStateName(from), subtaskStateName(state)));
     auto r = exec(QStringLiteral("UPDATE subtasks SET state = ?, error = ?, updated_ms = ? WHERE lease_id = ?"),
-                  {subtaskStateName(state), error, m_now(), leaseId});
+                  {subtaskStateName(state), error, m_now(), leaseId.toString()});
     return r ? Status() : fail(r.error());
 }
 
-Status SubtaskStore::setDeadline(const QString& leaseId, qint64 deadlineMs)
+Status SubtaskStore::setDeadline(const LeaseId& leaseId, qint64 deadlineMs)
 {
     auto r = exec(QStringLiteral("UPDATE subtasks SET deadline_ms = ?, updated_ms = ? WHERE lease_id = ?"),
-                  {deadlineMs, m_now(), leaseId});
+                  {deadlineMs, m_now(), leaseId.toString()});
     if (!r)
         return fail(r.error());
-    return r->numRowsAffected() == 1 ? Status() : fail(QStringLiteral("lease %1 is not recorded").arg(leaseId));
+    return r->numRowsAffected() == 1 ? Status() : fail(QStringLiteral("lease %1 is not recorded").arg(leaseId.toString()));
 }
 
-Status SubtaskStore::setTaskDir(const QString& leaseId, const QString& taskDir)
+Status SubtaskStore::setTaskDir(const LeaseId& leaseId, const QString& taskDir)
 {
     auto r = exec(QStringLiteral("UPDATE subtasks SET task_dir = ?, updated_ms = ? WHERE lease_id = ?"),
-                  {taskDir, m_now(), leaseId});
+                  {taskDir, m_now(), leaseId.toString()});
     if (!r)
         return fail(r.error());
-    return r->numRowsAffected() == 1 ? Status() : fail(QStringLiteral("lease %1 is not recorded").arg(leaseId));
+    return r->numRowsAffected() == 1 ? Status() : fail(QStringLiteral("lease %1 is not recorded").arg(leaseId.toString()));
 }
 
-Result<int> SubtaskStore::countWorkerStart(const QString& leaseId)
+Result<int> SubtaskStore::countWorkerStart(const LeaseId& leaseId)
 {
     auto r = exec(QStringLiteral("UPDATE subtasks SET worker_starts = worker_starts + 1, updated_ms = ? WHERE lease_id = ?"),
-                  {m_now(), leaseId});
+                  {m_now(), leaseId.toString()});
     if (!r)
         return fail(r.error());
     if (r->numRowsAffected() != 1)
-        return fail(QStringLiteral("lease %1 is not recorded").arg(leaseId));
+        return fail(QStringLiteral("lease %1 is not recorded").arg(leaseId.toString()));
     auto found = find(leaseId);
     if (!found || !*found)
-        return fail(QStringLiteral("lease %1 is not recorded").arg(leaseId));
+        return fail(QStringLiteral("lease %1 is not recorded").arg(leaseId.toString()));
     return (*found)->workerStarts;
 }
 
@@ -147,14 +145,20 @@ Result<QList<Subtask>> SubtaskStore::select(const QString& where, const QVariant
         return fail(r.error());
     QList<Subtask> out;
     while (r->next()) {
-        Subtask s;
-        s.leaseId = r->value(0).toString();
+        // The rows name task folders: an id that is not one (a store written by something else, or altered)
+        // stops the read rather than reaching a path.
+        const QString idText = r->value(0).toString();
+        auto id = LeaseId::parse(idText, QStringLiteral("%1: the stored lease_id").arg(path()));
+        if (!id)
+            return fail(id.error() + QStringLiteral("; remove the store (its subtasks are given up; their leases "
+                                                    "expire on the coordinator)"));
+        Subtask s{*id};
         s.manifest = r->value(1).toByteArray();
         s.signature = r->value(2).toString().toLatin1();
         s.deadlineMs = r->value(3).toLongLong();
         const auto state = subtaskStateFromName(r->value(4).toString());
         if (!state)
-            return fail(QStringLiteral("%1: lease %2 has an unknown state \"%3\"").arg(path(), s.leaseId, r->value(4).toString()));
+            return fail(QStringLiteral("%1: lease %2 has an unknown state \"%3\"").arg(path(), idText, r->value(4).toString()));
         s.state = *state;
         s.taskDir = r->value(5).toString();
         s.workerStarts = r->value(6).toInt();
@@ -165,9 +169,9 @@ Result<QList<Subtask>> SubtaskStore::select(const QString& where, const QVariant
     return out;
 }
 
-Result<std::optional<Subtask>> SubtaskStore::find(const QString& leaseId)
+Result<std::optional<Subtask>> SubtaskStore::find(const LeaseId& leaseId)
 {
-    auto rows = select(QStringLiteral("WHERE lease_id = ?"), {leaseId});
+    auto rows = select(QStringLiteral("WHERE lease_id = ?"), {leaseId.toString()});
     if (!rows)
         return fail(rows.error());
     if (rows->isEmpty())

@@ -11,6 +11,7 @@
 
 #include "Result.h"
 #include "store/SqliteDatabase.h"
+#include "util/LeaseId.h"
 
 #include <QList>
 #include <QString>
@@ -30,7 +31,9 @@ bool isFinal(SubtaskState state);
 
 struct Subtask
 {
-    QString leaseId;
+    explicit Subtask(LeaseId id) : leaseId(std::move(id)) {}
+
+    LeaseId leaseId;      // checked when the lease reply was read, and again when a row is read back
     QByteArray manifest;  // the exact signed bytes
     QByteArray signature; // base64, as leased
     qint64 deadlineMs = 0;
@@ -60,13 +63,13 @@ public:
     // Moves a subtask to `state` (with `error` for Failed / Dropped). Moving out of a final state, or backwards
     // past Verified (Training may return to Verified when its worker is restarted), is refused: that would be a
     // bug in the runner, and the message says which transition it tried.
-    Status setState(const QString& leaseId, SubtaskState state, const QString& error = {});
-    Status setDeadline(const QString& leaseId, qint64 deadlineMs);
-    Status setTaskDir(const QString& leaseId, const QString& taskDir);
+    Status setState(const LeaseId& leaseId, SubtaskState state, const QString& error = {});
+    Status setDeadline(const LeaseId& leaseId, qint64 deadlineMs);
+    Status setTaskDir(const LeaseId& leaseId, const QString& taskDir);
     // Counts a worker start and returns the new count.
-    Result<int> countWorkerStart(const QString& leaseId);
+    Result<int> countWorkerStart(const LeaseId& leaseId);
 
-    Result<std::optional<Subtask>> find(const QString& leaseId);
+    Result<std::optional<Subtask>> find(const LeaseId& leaseId);
     // Subtasks not in a final state, oldest first: what the runner resumes after a restart.
     Result<QList<Subtask>> unfinished();
     // Removes final subtasks last updated before `beforeMs` (history kept for a while for `status`).

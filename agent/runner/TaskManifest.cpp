@@ -38,7 +38,7 @@ const ManifestFile* TaskManifest::file(QStringView role) const
 Result<TaskManifest> checkManifest(const VerifyKey& pinnedKey, const QByteArray& manifest,
                                    const QByteArray& signature, const ManifestExpectation& expected)
 {
-    const QString lease = expected.leaseId;
+    const QString lease = expected.leaseId.toString();
     auto object = SignedEnvelope::verify(pinnedKey, SignedEnvelope{manifest, signature});
     if (!object)
         return fail(QStringLiteral(
@@ -48,11 +48,11 @@ Result<TaskManifest> checkManifest(const VerifyKey& pinnedKey, const QByteArray&
                         .arg(lease, object.error()));
 
     JsonFields fields(*object, QStringLiteral("manifest"));
-    TaskManifest task;
-    QString format, agentId, coordinator;
+    TaskManifest task{expected.leaseId};
+    QString format, agentId, coordinator, signedLease;
     fields.readString(u"format", format, Need::Required);
     fields.readString(u"agent_id", agentId, Need::Required);
-    fields.readString(u"lease_id", task.leaseId, Need::Required);
+    fields.readString(u"lease_id", signedLease, Need::Required);
     fields.readString(u"coordinator", coordinator, Need::Required);
     fields.readInt64(u"base_version", task.baseVersion, IntRange{0, kMaxInt53}, Need::Required);
     fields.readInt64(u"issued_ms", task.issuedMs, IntRange{0, kMaxInt53}, Need::Required);
@@ -121,14 +121,44 @@ Result<TaskManifest> checkManifest(const VerifyKey& pinnedKey, const QByteArray&
         return fail(
             QStringLiteral("the manifest of lease %1 was issued to agent %2, not to this agent (%3); refused")
                 .arg(lease, agentId, expected.agentId));
-    if (task.leaseId != expected.leaseId)
-        return fail(
-            QStringLiteral("the manifest of lease %1 names lease %2; refused").arg(lease, task.leaseId));
+    // The lease's folder and URLs are built from the expected id: it must be the one that was signed.
+    if (signedLease != lease)
+        return fail(QStringLiteral("the manifest of lease %1 names lease \"%2\"; refused")
+                        .arg(lease, signedLease.left(64)));
     if (normalisedUrl(coordinator) != normalisedUrl(expected.coordinatorUrl))
         return fail(QStringLiteral(
                         "the manifest of lease %1 names coordinator %2, but this agent works for %3; refused")
                         .arg(lease, coordinator, expected.coordinatorUrl));
     return task;
+}
+
+Status checkManifestFresh(const TaskManifest& manifest, qint64 nowMs)
+{
+    const QString lease = manifest.leaseId.toString();
+    const qint64 lifetime = manifest.deadlineMs - manifest.issuedMs;
+    if (lifetime <= 0 || lifetime > kManifestMaxLeaseMs)
+        return fail(
+            QStringLiteral("the manifest of lease %1 gives it %2 ms from issue to deadline, outside the "
+                           "protocol's 1 ms to 7 days; refused")
+                .arg(lease)
+                .arg(lifetime));
+    if (manifest.deadlineMs + kManifestClockSlackMs < nowMs)
+        return fail(
+            QStringLiteral("the manifest of lease %1 expired %2 s ago (deadline_ms %3): an old manifest "
+                           "sent again, or this machine's clock is wrong; refused, nothing of it was run. "
+                           "If this repeats, check the clock (timedatectl)")
+                .arg(lease)
+                .arg((nowMs - manifest.deadlineMs) / 1000)
+                .arg(manifest.deadlineMs));
+    if (manifest.issuedMs - kManifestClockSlackMs > nowMs)
+        return fail(
+            QStringLiteral("the manifest of lease %1 was issued %2 s in the future (issued_ms %3): this "
+                           "machine's clock or the coordinator's is wrong; refused. Check the clock "
+                           "(timedatectl)")
+                .arg(lease)
+                .arg((manifest.issuedMs - nowMs) / 1000)
+                .arg(manifest.issuedMs));
+    return {};
 }
 
 } // namespace gleaner::agent

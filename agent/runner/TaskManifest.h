@@ -8,6 +8,7 @@
 
 #include "Result.h"
 #include "crypto/Ed25519.h"
+#include "util/LeaseId.h"
 
 #include <QByteArray>
 #include <QList>
@@ -24,7 +25,9 @@ struct ManifestFile
 
 struct TaskManifest
 {
-    QString leaseId;
+    explicit TaskManifest(LeaseId id) : leaseId(std::move(id)) {}
+
+    LeaseId leaseId; // the expected id, which the signed lease_id equals
     qint64 jobId = 0;
     QString jobName;
     qint64 workunitId = 0;
@@ -42,12 +45,24 @@ struct TaskManifest
 struct ManifestExpectation
 {
     QString agentId;
-    QString leaseId;
+    LeaseId leaseId;
     QString coordinatorUrl; // https://host:port, as in agent.json
 };
 
 // `signature` is the base64 text as leased. Every error says which step failed and names the lease.
 Result<TaskManifest> checkManifest(const VerifyKey& pinnedKey, const QByteArray& manifest,
                                    const QByteArray& signature, const ManifestExpectation& expected);
+
+// How far the coordinator's clock may be from this machine's before a new manifest's times are refused.
+inline constexpr qint64 kManifestClockSlackMs = 5 * 60 * 1000;
+// The longest first lease the protocol allows (a job's deadline_seconds is at most 604 800).
+inline constexpr qint64 kManifestMaxLeaseMs = 604'800LL * 1000;
+
+// For a manifest that has just been leased (not one resumed after a restart: progress reports have moved its
+// lease's deadline since): refuses one whose deadline has passed or that was issued in the future, each
+// beyond kManifestClockSlackMs, and one whose deadline is not within kManifestMaxLeaseMs after its issue. So
+// an old signed manifest replayed by someone between the agent and its coordinator is not run again; the
+// SubtaskStore refuses a lease id it already holds in any state.
+Status checkManifestFresh(const TaskManifest& manifest, qint64 nowMs);
 
 } // namespace gleaner::agent

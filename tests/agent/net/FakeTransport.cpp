@@ -42,12 +42,16 @@ FakeTransport::Handler FakeTransport::answer(int status, QByteArray body, HttpHe
         r.bytesReceived = body.size();
         // A download's file is left alone by an error answer, as CurlTransport does.
         if (!request.downloadFile.isEmpty() && (status == 200 || status == 206)) {
-            DownloadSink sink(request.downloadFile, request.resumeFrom);
+            DownloadSink sink(request.downloadFile, request.resumeFrom, request.maxDownloadBytes);
             const Result<bool> toFile = sink.begin(status, headers);
             if (toFile && *toFile) {
-                (void)sink.write(body.constData(), body.size());
+                const Status written = sink.write(body.constData(), body.size());
                 (void)sink.finish();
                 r.body.clear();
+                if (!written) {
+                    r.failure = sink.oversized() ? Failure::Oversized : Failure::LocalFile;
+                    r.error = written.error();
+                }
             }
         }
         return r;
@@ -82,11 +86,11 @@ FakeTransport::Handler FakeTransport::serveFile(QByteArray content, qint64 cutAf
             r.headers.emplaceBack("Content-Range", QByteArray("bytes " + QByteArray::number(from) + '-'
                                                               + QByteArray::number(size - 1) + '/'
                                                               + QByteArray::number(size)));
-        DownloadSink sink(request.downloadFile, request.resumeFrom);
+        DownloadSink sink(request.downloadFile, request.resumeFrom, request.maxDownloadBytes);
         const Result<bool> toFile = sink.begin(r.status, r.headers);
         if (!toFile || !*toFile) {
             r = TransportResponse{};
-            r.failure = Failure::LocalFile;
+            r.failure = sink.oversized() ? Failure::Oversized : Failure::LocalFile;
             r.error = toFile ? QStringLiteral("not a download") : toFile.error();
             return r;
         }
@@ -94,7 +98,15 @@ FakeTransport::Handler FakeTransport::serveFile(QByteArray content, qint64 cutAf
         const qint64 end = cutAfter >= 0 ? qMin<qint64>(cutAfter, body.size()) : body.size();
         for (qint64 at = 0; at < end; at += chunk) {
             const qint64 n = qMin(chunk, end - at);
-            (void)sink.write(body.constData() + at, n);
+            // As CurlTransport does: a write the sink refuses ends the exchange there.
+            if (const Status written = sink.write(body.constData() + at, n); !written) {
+                const qint64 received = r.bytesReceived;
+                r = TransportResponse{};
+                r.failure = sink.oversized() ? Failure::Oversized : Failure::LocalFile;
+                r.error = written.error();
+                r.bytesReceived = received;
+                return r;
+            }
             r.bytesReceived += n;
             if (progress && !progress(TransferProgress{r.bytesReceived, body.size(), 0, 0})) {
                 (void)sink.finish();

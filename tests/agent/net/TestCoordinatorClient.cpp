@@ -21,6 +21,12 @@ namespace {
 const QString kBase = QStringLiteral("https://coordinator.test:8443");
 const QString kSha = QString(64, u'a');
 
+// A lease id as the coordinator issues them (32 hex digits), named by one letter for the test's reading.
+LeaseId lease(char letter)
+{
+    return *LeaseId::parse(QString(LeaseId::kLength, QLatin1Char(letter)));
+}
+
 QByteArray pattern(qint64 size)
 {
     QByteArray bytes(size, '\0');
@@ -50,6 +56,8 @@ private Q_SLOTS:
     void serverIgnoringTheRangeRestartsTheFile();
     void refusedRangeRestartsFromZero();
     void downloadOfWrongSizeIsDeleted();
+    void oversizedDownloadStopsAtTheSignedSize_data();
+    void oversizedDownloadStopsAtTheSignedSize();
     void missingFileIsFinal();
     void badHashIsRefusedBeforeAnyRequest();
     void uploadOutcomes_data();
@@ -61,6 +69,8 @@ private Q_SLOTS:
     void failureReportIsRetriedLikeProgress();
     void failureReportIsCheckedBeforeItIsSent();
     void leaseKeepsTheExactManifestBytes();
+    void leaseRefusesIdsThatAreNotLeaseIds_data();
+    void leaseRefusesIdsThatAreNotLeaseIds();
 
 private:
     CoordinatorClient client(RetryOptions options = {});
@@ -149,7 +159,7 @@ void TestCoordinatorClient::tooManyRequestsHonoursRetryAfter()
     m_transport.push(FakeTransport::answer(503, R"({"error": "busy", "retry_after": 17})"));
     m_transport.push(FakeTransport::answer(200, R"({"abort": false, "deadline_ms": 1700000060000})"));
     auto c = client();
-    const auto reply = c.progress(QStringLiteral("lease1"), ProgressReport{3, 10, 0.5, 100});
+    const auto reply = c.progress(lease('1'), ProgressReport{3, 10, 0.5, 100});
     QVERIFY2(reply.ok(), qPrintable(reply.error()));
     QVERIFY(!reply->abort);
     QCOMPARE(reply->deadlineMs, 1700000060000);
@@ -165,7 +175,7 @@ void TestCoordinatorClient::hangEndsAsATimeoutError()
     RetryOptions options;
     options.maxAttempts = 3;
     auto c = client(options);
-    const auto reply = c.progress(QStringLiteral("lease1"), ProgressReport{});
+    const auto reply = c.progress(lease('1'), ProgressReport{});
     QVERIFY(!reply.ok());
     QCOMPARE(m_transport.requests().size(), 3);
     QVERIFY2(reply.error().contains(u"did not answer in time"), qPrintable(reply.error()));
@@ -331,6 +341,33 @@ void TestCoordinatorClient::downloadOfWrongSizeIsDeleted()
     QVERIFY(!QFile::exists(target));
 }
 
+void TestCoordinatorClient::oversizedDownloadStopsAtTheSignedSize_data()
+{
+    QTest::addColumn<qint64>("held"); // bytes of the partial file before the download: a resume from there
+    QTest::newRow("from zero") << qint64(0);
+    QTest::newRow("resumed") << qint64(600);
+}
+
+void TestCoordinatorClient::oversizedDownloadStopsAtTheSignedSize()
+{
+    // A server that sends far more than the signed size (a hostile one could send without end): the body is
+    // cut off at the size, not after it all arrived, the partial file is deleted, and it is not asked again.
+    QFETCH(qint64, held);
+    const QString target = m_dir->filePath(QStringLiteral("f"));
+    const QByteArray content = pattern(1'000'000);
+    if (held > 0)
+        QVERIFY(gleaner::test::writeFile(target, content.left(held)));
+    m_transport.push(FakeTransport::serveFile(content, -1, true, 100));
+    auto c = client();
+    const Status done = c.download(kSha, target, 1000);
+    QVERIFY(!done.ok());
+    QVERIFY2(CoordinatorClient::isOversizedDownload(done.error()), qPrintable(done.error()));
+    QVERIFY2(done.error().contains(u"1000"), qPrintable(done.error()));
+    QCOMPARE(m_transport.requests().size(), 1);
+    QCOMPARE(m_transport.requests().first().maxDownloadBytes, 1000);
+    QVERIFY(!QFile::exists(target));
+}
+
 void TestCoordinatorClient::missingFileIsFinal()
 {
     m_transport.push(FakeTransport::answer(404, R"({"error": "no such file"})"));
@@ -380,11 +417,11 @@ void TestCoordinatorClient::uploadOutcomes()
     m_transport.push(FakeTransport::answer(status, body));
     auto c = client();
     c.setRateLimits(5000, 0);
-    const auto reply = c.uploadResult(QStringLiteral("lease9"), file);
+    const auto reply = c.uploadResult(lease('9'), file);
     QCOMPARE(m_transport.requests().first().maxSendBytesPerSecond, 5000); // the owner's upload cap
     QCOMPARE(m_transport.requests().size(), 1);
     QCOMPARE(m_transport.requests().first().method, QByteArray("PUT"));
-    QCOMPARE(m_transport.requests().first().url, kBase + QStringLiteral("/api/v1/work/lease9/result"));
+    QCOMPARE(m_transport.requests().first().url, kBase + QStringLiteral("/api/v1/work/%1/result").arg(lease('9').toString()));
     QCOMPARE(m_transport.requests().first().uploadFile, file);
     if (outcome < 0) {
         QVERIFY(!reply.ok());
@@ -416,7 +453,7 @@ void TestCoordinatorClient::uploadAfterALostAnswerCountsOnce()
     m_transport.push(FakeTransport::answer(
         409, R"({"error": "the result of lease L was already received; this copy is a duplicate"})"));
     auto c = client();
-    const auto reply = c.uploadResult(QStringLiteral("L"), file);
+    const auto reply = c.uploadResult(lease('c'), file);
     QVERIFY2(reply.ok(), qPrintable(reply.error()));
     QCOMPARE(reply->outcome, UploadOutcome::Closed);
     QVERIFY(reply->message.contains(u"duplicate"));
@@ -428,11 +465,11 @@ void TestCoordinatorClient::progressOfAGoneLeaseAborts()
     m_transport.push(FakeTransport::answer(409, R"({"error": "lease X is closed: its result was already received"})"));
     m_transport.push(FakeTransport::answer(200, R"({"abort": true, "reason": "job 1 is cancelled"})"));
     auto c = client();
-    const auto gone = c.progress(QStringLiteral("X"), ProgressReport{});
+    const auto gone = c.progress(lease('d'), ProgressReport{});
     QVERIFY2(gone.ok(), qPrintable(gone.error()));
     QVERIFY(gone->abort && gone->leaseGone);
     QVERIFY(gone->reason.contains(u"closed"));
-    const auto cancelled = c.progress(QStringLiteral("X"), ProgressReport{1, 2, std::nan(""), 3});
+    const auto cancelled = c.progress(lease('d'), ProgressReport{1, 2, std::nan(""), 3});
     QVERIFY(cancelled.ok());
     QVERIFY(cancelled->abort && !cancelled->leaseGone);
     QCOMPARE(cancelled->reason, QStringLiteral("job 1 is cancelled"));
@@ -474,12 +511,12 @@ void TestCoordinatorClient::failureReportOutcomes()
     m_transport.push(FakeTransport::answer(status, body));
     auto c = client();
     const auto reply =
-        c.reportFailure(QStringLiteral("L"), QStringLiteral("worker"), QStringLiteral("out of memory"));
+        c.reportFailure(lease('c'), QStringLiteral("worker"), QStringLiteral("out of memory"));
     QCOMPARE(m_transport.requests().size(), 1);
     if (released < 0) {
         QVERIFY(!reply.ok());
         QVERIFY2(reply.error().contains(message) && reply.error().contains(kBase), qPrintable(reply.error()));
-        QVERIFY2(reply.error().contains(u"lease L"), qPrintable(reply.error()));
+        QVERIFY2(reply.error().contains(QStringLiteral("lease ") + lease('c').toString()), qPrintable(reply.error()));
         return;
     }
     QVERIFY2(reply.ok(), qPrintable(reply.error()));
@@ -492,7 +529,7 @@ void TestCoordinatorClient::failureReportIsRetriedLikeProgress()
     m_transport.push(FakeTransport::answer(503, R"({"error": "busy", "retry_after": 7})"));
     m_transport.push(FakeTransport::answer(200, R"({"released": true})"));
     auto c = client();
-    const auto reply = c.reportFailure(QStringLiteral("lease7"), QStringLiteral("download"),
+    const auto reply = c.reportFailure(lease('7'), QStringLiteral("download"),
                                        QStringLiteral("  shard 1: SHA-256 mismatch\n"));
     QVERIFY2(reply.ok(), qPrintable(reply.error()));
     QVERIFY(*reply);
@@ -500,7 +537,7 @@ void TestCoordinatorClient::failureReportIsRetriedLikeProgress()
     QCOMPARE(m_transport.requests().size(), 3);
     const TransportRequest& sent = m_transport.requests().last();
     QCOMPARE(sent.method, QByteArray("POST"));
-    QCOMPARE(sent.url, kBase + QStringLiteral("/api/v1/work/lease7/fail"));
+    QCOMPARE(sent.url, kBase + QStringLiteral("/api/v1/work/%1/fail").arg(lease('7').toString()));
     QVERIFY(sent.headers.contains({"Authorization", "Bearer gag_test"}));
     QVERIFY(sent.headers.contains({"Content-Type", "application/json"}));
     QCOMPARE(QJsonDocument::fromJson(sent.body).object(),
@@ -513,14 +550,14 @@ void TestCoordinatorClient::failureReportIsRetriedLikeProgress()
     m_transport.push(
         FakeTransport::answer(409, R"({"error": "lease lease7 is closed: the agent reported it failed"})"));
     const auto repeat =
-        c.reportFailure(QStringLiteral("lease7"), QStringLiteral("download"), QStringLiteral("again"));
+        c.reportFailure(lease('7'), QStringLiteral("download"), QStringLiteral("again"));
     QVERIFY2(repeat.ok(), qPrintable(repeat.error()));
     QVERIFY(!*repeat);
 
     m_transport.setFallback(
         FakeTransport::failure(Failure::Connect, QStringLiteral("Couldn't connect to server")));
     const auto unreachable =
-        c.reportFailure(QStringLiteral("lease7"), QStringLiteral("other"), QStringLiteral("x"));
+        c.reportFailure(lease('7'), QStringLiteral("other"), QStringLiteral("x"));
     QVERIFY(!unreachable.ok());
     QVERIFY2(unreachable.error().contains(u"cannot reach the coordinator"), qPrintable(unreachable.error()));
 }
@@ -529,12 +566,12 @@ void TestCoordinatorClient::failureReportIsCheckedBeforeItIsSent()
 {
     auto c = client();
     const auto badStage =
-        c.reportFailure(QStringLiteral("L"), QStringLiteral("training"), QStringLiteral("oom"));
+        c.reportFailure(lease('c'), QStringLiteral("training"), QStringLiteral("oom"));
     QVERIFY(!badStage.ok());
     QVERIFY2(badStage.error().contains(u"\"training\"") &&
                  badStage.error().contains(u"verify, download, worker"),
              qPrintable(badStage.error()));
-    const auto blank = c.reportFailure(QStringLiteral("L"), QStringLiteral("worker"), QStringLiteral(" \n "));
+    const auto blank = c.reportFailure(lease('c'), QStringLiteral("worker"), QStringLiteral(" \n "));
     QVERIFY(!blank.ok());
     QVERIFY2(blank.error().contains(u"reason"), qPrintable(blank.error()));
     QCOMPARE(m_transport.requests().size(), 0);
@@ -543,7 +580,7 @@ void TestCoordinatorClient::failureReportIsCheckedBeforeItIsSent()
     // in the middle of a character.
     m_transport.push(FakeTransport::answer(200, R"({"released": true})"));
     const QString longReason = QString(1999, u'x') + QStringLiteral("\U0001F525") + QString(3000, u'y');
-    QVERIFY(c.reportFailure(QStringLiteral("L"), QStringLiteral("worker"), longReason).ok());
+    QVERIFY(c.reportFailure(lease('c'), QStringLiteral("worker"), longReason).ok());
     const QString sent = QJsonDocument::fromJson(m_transport.requests().last().body)
                              .object()
                              .value(QStringLiteral("reason"))
@@ -556,7 +593,7 @@ void TestCoordinatorClient::leaseKeepsTheExactManifestBytes()
 {
     // Escapes, a slash and non-ASCII text: the signed bytes are the string's UTF-8, not a re-serialisation.
     const QString manifest = QStringLiteral(R"({"job":{"name":"fashion \"ü\" /x"},"lease_id":"L1"})");
-    QJsonObject task{{QStringLiteral("lease_id"), QStringLiteral("L1")},
+    QJsonObject task{{QStringLiteral("lease_id"), lease('e').toString()},
                      {QStringLiteral("deadline_ms"), 1795295711026.0},
                      {QStringLiteral("manifest"), manifest},
                      {QStringLiteral("signature"), QStringLiteral("c2ln")}};
@@ -567,6 +604,8 @@ void TestCoordinatorClient::leaseKeepsTheExactManifestBytes()
     const auto leased = c.lease({}, 2);
     QVERIFY2(leased.ok(), qPrintable(leased.error()));
     QCOMPARE(leased->tasks.size(), 1); // the malformed task is dropped, the good one kept
+    QCOMPARE(leased->refused.size(), 1);
+    QCOMPARE(leased->tasks.first().leaseId.toString(), lease('e').toString());
     QCOMPARE(leased->tasks.first().manifest, manifest.toUtf8());
     QCOMPARE(leased->tasks.first().deadlineMs, 1795295711026);
     QCOMPARE(leased->tasks.first().signature, QStringLiteral("c2ln"));
@@ -575,6 +614,41 @@ void TestCoordinatorClient::leaseKeepsTheExactManifestBytes()
     const auto portal = c.lease({}, 1);
     QVERIFY(!portal.ok());
     QVERIFY2(portal.error().contains(u"not JSON") && portal.error().contains(kBase), qPrintable(portal.error()));
+}
+
+void TestCoordinatorClient::leaseRefusesIdsThatAreNotLeaseIds_data()
+{
+    // Each would become a folder name under DATA_DIR/tasks/ and a URL path: only 32 lowercase hex digits pass.
+    QTest::addColumn<QString>("id");
+    QTest::newRow("parent folders") << QStringLiteral("../../victim");
+    QTest::newRow("absolute path") << QStringLiteral("/home/someone/.ssh");
+    QTest::newRow("31 hex digits") << QString(31, u'a');
+    QTest::newRow("33 hex digits") << QString(33, u'a');
+    QTest::newRow("upper case") << QString(32, u'A');
+    QTest::newRow("dots and hex") << QStringLiteral("..") + QString(30, u'a');
+    QTest::newRow("slash in hex") << QString(15, u'a') + u'/' + QString(16, u'a');
+    QTest::newRow("query") << QString(28, u'a') + QStringLiteral("?x=1");
+    QTest::newRow("empty") << QString();
+}
+
+void TestCoordinatorClient::leaseRefusesIdsThatAreNotLeaseIds()
+{
+    QFETCH(QString, id);
+    const auto task = [](const QString& leaseId) {
+        return QJsonObject{{QStringLiteral("lease_id"), leaseId},
+                           {QStringLiteral("deadline_ms"), 1795295711026.0},
+                           {QStringLiteral("manifest"), QStringLiteral("{}")},
+                           {QStringLiteral("signature"), QStringLiteral("c2ln")}};
+    };
+    const QJsonObject reply{{QStringLiteral("tasks"), QJsonArray{task(id), task(lease('f').toString())}}};
+    m_transport.push(FakeTransport::answer(200, QJsonDocument(reply).toJson()));
+    auto c = client();
+    const auto leased = c.lease({}, 2);
+    QVERIFY2(leased.ok(), qPrintable(leased.error()));
+    QCOMPARE(leased->tasks.size(), 1); // the well-formed task of the same reply is kept
+    QCOMPARE(leased->tasks.first().leaseId.toString(), lease('f').toString());
+    QCOMPARE(leased->refused.size(), 1);
+    QVERIFY2(leased->refused.first().contains(u"not a lease id"), qPrintable(leased->refused.first()));
 }
 
 QTEST_GUILESS_MAIN(TestCoordinatorClient)

@@ -36,7 +36,7 @@ private:
     QString url() const { return QStringLiteral("https://127.0.0.1:%1").arg(m_server->port()); }
     std::unique_ptr<CoordinatorClient> makeClient(Transport& transport);
     // Enrolls, submits the tiny job and leases one task; returns its verified manifest.
-    QJsonObject leaseOne(CoordinatorClient& client, LeasedTask* task);
+    QJsonObject leaseOne(CoordinatorClient& client, std::optional<LeasedTask>* task);
 
     test::CoordinatorFixture f;
     std::unique_ptr<coordinator::ApiHandler> m_handler;
@@ -76,7 +76,7 @@ std::unique_ptr<CoordinatorClient> TestCoordinatorClientHttps::makeClient(Transp
     return std::make_unique<CoordinatorClient>(transport, url(), f.clock, RetryPolicy(options), RetryPolicy::threadSleeper());
 }
 
-QJsonObject TestCoordinatorClientHttps::leaseOne(CoordinatorClient& client, LeasedTask* task)
+QJsonObject TestCoordinatorClientHttps::leaseOne(CoordinatorClient& client, std::optional<LeasedTask>* task)
 {
     const auto info = client.info();
     if (!info) {
@@ -102,8 +102,8 @@ QJsonObject TestCoordinatorClientHttps::leaseOne(CoordinatorClient& client, Leas
     *task = leased->tasks.first();
     // The manifest bytes the client kept verify with the key it pinned at enrollment.
     const auto key = VerifyKey::fromPem(enrolled->signingPublicKeyPem);
-    const auto envelope = SignedEnvelope::fromJson(QJsonObject{{QStringLiteral("manifest"), QString::fromUtf8(task->manifest)},
-                                                               {QStringLiteral("signature"), task->signature}});
+    const auto envelope = SignedEnvelope::fromJson(QJsonObject{{QStringLiteral("manifest"), QString::fromUtf8((*task)->manifest)},
+                                                               {QStringLiteral("signature"), (*task)->signature}});
     if (!key || !envelope)
         return {};
     auto manifest = SignedEnvelope::verify(*key, *envelope);
@@ -118,10 +118,10 @@ void TestCoordinatorClientHttps::agentCycle()
 {
     CurlTransport transport(f.dir.certificatePath());
     auto client = makeClient(transport);
-    LeasedTask task;
+    std::optional<LeasedTask> task;
     const QJsonObject manifest = leaseOne(*client, &task);
     QVERIFY(!manifest.isEmpty());
-    QCOMPARE(manifest.value(QStringLiteral("lease_id")).toString(), task.leaseId);
+    QCOMPARE(manifest.value(QStringLiteral("lease_id")).toString(), task->leaseId.toString());
 
     // Every file of the manifest lands in the cache folder with its size and hash.
     const auto scratch = test::scratchDir();
@@ -146,10 +146,10 @@ void TestCoordinatorClientHttps::agentCycle()
     }
     QVERIFY(!weightsPath.isEmpty());
 
-    const auto progress = client->progress(task.leaseId, ProgressReport{1, 4, 1.2, 300});
+    const auto progress = client->progress(task->leaseId, ProgressReport{1, 4, 1.2, 300});
     QVERIFY2(progress.ok(), qPrintable(progress.error()));
     QVERIFY(!progress->abort);
-    QVERIFY(progress->deadlineMs >= task.deadlineMs);
+    QVERIFY(progress->deadlineMs >= task->deadlineMs);
 
     // The result: the base weights with the metadata the coordinator checks (protocol 10.2).
     auto weights = SafeTensors::load(weightsPath);
@@ -164,19 +164,19 @@ void TestCoordinatorClientHttps::agentCycle()
     const QString resultPath = scratch->filePath(QStringLiteral("result.safetensors"));
     QVERIFY(SafeTensors::save(resultPath, result).ok());
 
-    const auto uploaded = client->uploadResult(task.leaseId, resultPath);
+    const auto uploaded = client->uploadResult(task->leaseId, resultPath);
     QVERIFY2(uploaded.ok(), qPrintable(uploaded.error()));
     QCOMPARE(uploaded->outcome, UploadOutcome::Accepted);
     QVERIFY(uploaded->seq >= 1);
     // All of it over one kept-alive connection.
     QCOMPARE(transport.connectionsOpened(), 1);
 
-    const auto again = client->uploadResult(task.leaseId, resultPath);
+    const auto again = client->uploadResult(task->leaseId, resultPath);
     QVERIFY2(again.ok(), qPrintable(again.error()));
     QCOMPARE(again->outcome, UploadOutcome::Closed);
     QVERIFY2(again->message.contains(u"duplicate"), qPrintable(again->message));
 
-    const auto gone = client->progress(task.leaseId, ProgressReport{});
+    const auto gone = client->progress(task->leaseId, ProgressReport{});
     QVERIFY(gone.ok());
     QVERIFY(gone->abort && gone->leaseGone);
 }
@@ -185,7 +185,7 @@ void TestCoordinatorClientHttps::resumesAPartialDownload()
 {
     CurlTransport transport(f.dir.certificatePath());
     auto client = makeClient(transport);
-    LeasedTask task;
+    std::optional<LeasedTask> task;
     const QJsonObject manifest = leaseOne(*client, &task);
     QVERIFY(!manifest.isEmpty());
     const QJsonObject weights = manifest.value(QStringLiteral("files")).toArray().at(1).toObject();
@@ -232,22 +232,22 @@ void TestCoordinatorClientHttps::failureReportReleasesTheLease()
 {
     CurlTransport transport(f.dir.certificatePath());
     auto client = makeClient(transport);
-    LeasedTask task;
+    std::optional<LeasedTask> task;
     const QJsonObject manifest = leaseOne(*client, &task);
     QVERIFY(!manifest.isEmpty());
 
-    const auto released = client->reportFailure(task.leaseId, QStringLiteral("worker"),
+    const auto released = client->reportFailure(task->leaseId, QStringLiteral("worker"),
                                                 QStringLiteral("the worker crashed twice (signal 9)"));
     QVERIFY2(released.ok(), qPrintable(released.error()));
     QVERIFY(*released);
-    const auto again = client->reportFailure(task.leaseId, QStringLiteral("worker"), QStringLiteral("again"));
+    const auto again = client->reportFailure(task->leaseId, QStringLiteral("worker"), QStringLiteral("again"));
     QVERIFY2(again.ok(), qPrintable(again.error()));
     QVERIFY(!*again); // 409: nothing left to release
     const auto unknown =
-        client->reportFailure(QString(32, u'0'), QStringLiteral("other"), QStringLiteral("x"));
+        client->reportFailure(*LeaseId::parse(QString(32, u'0')), QStringLiteral("other"), QStringLiteral("x"));
     QVERIFY2(unknown.ok() && !*unknown, qPrintable(unknown.error())); // 404
 
-    const auto gone = client->progress(task.leaseId, ProgressReport{});
+    const auto gone = client->progress(task->leaseId, ProgressReport{});
     QVERIFY(gone.ok());
     QVERIFY(gone->abort && gone->leaseGone);
     QVERIFY2(gone->reason.contains(u"reported it failed"), qPrintable(gone->reason));

@@ -2,6 +2,8 @@
 
 #include "TestSupport.h"
 
+#include <QSqlDatabase>
+#include <QSqlQuery>
 #include <QTest>
 
 using namespace gleaner;
@@ -11,11 +13,16 @@ Q_DECLARE_METATYPE(gleaner::agent::SubtaskState)
 
 namespace {
 
-Subtask leased(const QString& id)
+// A lease id (32 hex digits) made from a short name, so that the tests read "a", "old", "running".
+LeaseId id(const char* name)
 {
-    Subtask s;
-    s.leaseId = id;
-    s.manifest = QByteArrayLiteral("{\"lease_id\":\"") + id.toLatin1() + "\"}";
+    return *LeaseId::parse(QString::fromLatin1(QByteArray(name).toHex()).leftJustified(LeaseId::kLength, u'0'));
+}
+
+Subtask leased(const LeaseId& id)
+{
+    Subtask s{id};
+    s.manifest = QByteArrayLiteral("{\"lease_id\":\"") + id.toString().toLatin1() + "\"}";
     s.signature = "c2lnbmF0dXJl";
     s.deadlineMs = 1000;
     return s;
@@ -34,23 +41,24 @@ private Q_SLOTS:
     void workerStartsAreCounted();
     void repeatedLeaseIsRefused();
     void pruneKeepsRecentHistory();
+    void storedIdThatIsNotALeaseIdIsRefused();
 };
 
 void TestSubtaskStore::survivesAReopenWithExactManifestBytes()
 {
     const auto dir = test::scratchDir();
     const QString path = dir->filePath(QStringLiteral("subtasks.db"));
-    Subtask s = leased(QStringLiteral("a"));
+    Subtask s = leased(id("a"));
     s.manifest = QByteArray("{\"x\": \"caf\xc3\xa9\",\r\n \"y\":1.50}"); // signed bytes survive exactly
     {
         auto store = SubtaskStore::open(path);
         QVERIFY2(store.ok(), qPrintable(store.error()));
         QVERIFY((*store)->add(s).ok());
-        QVERIFY((*store)->setState(QStringLiteral("a"), SubtaskState::Downloading).ok());
+        QVERIFY((*store)->setState(id("a"), SubtaskState::Downloading).ok());
     }
     auto store = SubtaskStore::open(path);
     QVERIFY(store.ok());
-    auto found = (*store)->find(QStringLiteral("a"));
+    auto found = (*store)->find(id("a"));
     QVERIFY(found.ok() && found->has_value());
     QCOMPARE((*found)->manifest, s.manifest);
     QCOMPARE((*found)->signature, s.signature);
@@ -79,10 +87,10 @@ void TestSubtaskStore::transitions()
     const auto dir = test::scratchDir();
     auto store = SubtaskStore::open(dir->filePath(QStringLiteral("s.db")));
     QVERIFY(store.ok());
-    QVERIFY((*store)->add(leased(QStringLiteral("l"))).ok());
+    QVERIFY((*store)->add(leased(id("l"))).ok());
     for (qsizetype i = 0; i + 1 < path.size(); ++i)
-        QVERIFY((*store)->setState(QStringLiteral("l"), path[i]).ok());
-    const Status last = (*store)->setState(QStringLiteral("l"), path.last(), QStringLiteral("why"));
+        QVERIFY((*store)->setState(id("l"), path[i]).ok());
+    const Status last = (*store)->setState(id("l"), path.last(), QStringLiteral("why"));
     QCOMPARE(last.ok(), lastAllowed);
     if (!lastAllowed)
         QVERIFY2(last.error().contains(u"cannot go from"), qPrintable(last.error()));
@@ -93,37 +101,37 @@ void TestSubtaskStore::unfinishedIsWhatARestartResumes()
     const auto dir = test::scratchDir();
     auto store = SubtaskStore::open(dir->filePath(QStringLiteral("s.db")));
     QVERIFY(store.ok());
-    for (const char* id : {"a", "b", "c"})
-        QVERIFY((*store)->add(leased(QString::fromLatin1(id))).ok());
-    QVERIFY((*store)->setState(QStringLiteral("b"), SubtaskState::Failed, QStringLiteral("hash mismatch")).ok());
+    for (const char* name : {"a", "b", "c"})
+        QVERIFY((*store)->add(leased(id(name))).ok());
+    QVERIFY((*store)->setState(id("b"), SubtaskState::Failed, QStringLiteral("hash mismatch")).ok());
     auto open = (*store)->unfinished();
     QVERIFY(open.ok());
     QCOMPARE(open->size(), 2);
-    QCOMPARE(open->at(0).leaseId, QStringLiteral("a"));
-    QCOMPARE(open->at(1).leaseId, QStringLiteral("c"));
-    QCOMPARE((*(*store)->find(QStringLiteral("b")))->error, QStringLiteral("hash mismatch"));
+    QCOMPARE(open->at(0).leaseId.toString(), id("a").toString());
+    QCOMPARE(open->at(1).leaseId.toString(), id("c").toString());
+    QCOMPARE((*(*store)->find(id("b")))->error, QStringLiteral("hash mismatch"));
 }
 
 void TestSubtaskStore::workerStartsAreCounted()
 {
     const auto dir = test::scratchDir();
     auto store = SubtaskStore::open(dir->filePath(QStringLiteral("s.db")));
-    QVERIFY((*store)->add(leased(QStringLiteral("a"))).ok());
-    QCOMPARE(*(*store)->countWorkerStart(QStringLiteral("a")), 1);
-    QCOMPARE(*(*store)->countWorkerStart(QStringLiteral("a")), 2);
-    QVERIFY(!(*store)->countWorkerStart(QStringLiteral("nope")).ok());
-    QVERIFY((*store)->setDeadline(QStringLiteral("a"), 5000).ok());
-    QVERIFY((*store)->setTaskDir(QStringLiteral("a"), QStringLiteral("/tmp/x")).ok());
-    QCOMPARE((*(*store)->find(QStringLiteral("a")))->deadlineMs, 5000);
-    QVERIFY(!(*store)->setDeadline(QStringLiteral("nope"), 1).ok());
+    QVERIFY((*store)->add(leased(id("a"))).ok());
+    QCOMPARE(*(*store)->countWorkerStart(id("a")), 1);
+    QCOMPARE(*(*store)->countWorkerStart(id("a")), 2);
+    QVERIFY(!(*store)->countWorkerStart(id("nope")).ok());
+    QVERIFY((*store)->setDeadline(id("a"), 5000).ok());
+    QVERIFY((*store)->setTaskDir(id("a"), QStringLiteral("/tmp/x")).ok());
+    QCOMPARE((*(*store)->find(id("a")))->deadlineMs, 5000);
+    QVERIFY(!(*store)->setDeadline(id("nope"), 1).ok());
 }
 
 void TestSubtaskStore::repeatedLeaseIsRefused()
 {
     const auto dir = test::scratchDir();
     auto store = SubtaskStore::open(dir->filePath(QStringLiteral("s.db")));
-    QVERIFY((*store)->add(leased(QStringLiteral("a"))).ok());
-    const Status again = (*store)->add(leased(QStringLiteral("a")));
+    QVERIFY((*store)->add(leased(id("a"))).ok());
+    const Status again = (*store)->add(leased(id("a")));
     QVERIFY(!again.ok());
     QVERIFY(again.error().contains(u"already recorded"));
 }
@@ -134,17 +142,44 @@ void TestSubtaskStore::pruneKeepsRecentHistory()
     auto store = SubtaskStore::open(dir->filePath(QStringLiteral("s.db")));
     qint64 now = 1000;
     (*store)->setNow([&] { return now; });
-    QVERIFY((*store)->add(leased(QStringLiteral("old"))).ok());
-    QVERIFY((*store)->setState(QStringLiteral("old"), SubtaskState::Dropped).ok());
+    QVERIFY((*store)->add(leased(id("old"))).ok());
+    QVERIFY((*store)->setState(id("old"), SubtaskState::Dropped).ok());
     now = 5000;
-    QVERIFY((*store)->add(leased(QStringLiteral("new"))).ok());
-    QVERIFY((*store)->setState(QStringLiteral("new"), SubtaskState::Failed).ok());
-    QVERIFY((*store)->add(leased(QStringLiteral("running"))).ok());
+    QVERIFY((*store)->add(leased(id("new"))).ok());
+    QVERIFY((*store)->setState(id("new"), SubtaskState::Failed).ok());
+    QVERIFY((*store)->add(leased(id("running"))).ok());
     QCOMPARE(*(*store)->prune(3000), 1);
-    QVERIFY(!(*(*store)->find(QStringLiteral("old"))).has_value());
-    QVERIFY((*(*store)->find(QStringLiteral("new"))).has_value());
+    QVERIFY(!(*(*store)->find(id("old"))).has_value());
+    QVERIFY((*(*store)->find(id("new"))).has_value());
     QCOMPARE(*(*store)->prune(1'000'000), 1); // the running one is never pruned
-    QVERIFY((*(*store)->find(QStringLiteral("running"))).has_value());
+    QVERIFY((*(*store)->find(id("running"))).has_value());
+}
+
+void TestSubtaskStore::storedIdThatIsNotALeaseIdIsRefused()
+{
+    // A row altered on disk (or written by something else) names the folder the daemon would build and
+    // remove: it is refused when read, never handed on as an id.
+    const auto dir = test::scratchDir();
+    const QString path = dir->filePath(QStringLiteral("s.db"));
+    {
+        auto store = SubtaskStore::open(path);
+        QVERIFY(store.ok());
+        QVERIFY((*store)->add(leased(id("a"))).ok());
+    }
+    {
+        QSqlDatabase db = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), QStringLiteral("alter"));
+        db.setDatabaseName(path);
+        QVERIFY(db.open());
+        QSqlQuery q(db);
+        QVERIFY(q.exec(QStringLiteral("UPDATE subtasks SET lease_id = '../../victim'")));
+        db.close();
+    }
+    QSqlDatabase::removeDatabase(QStringLiteral("alter"));
+    auto store = SubtaskStore::open(path);
+    QVERIFY(store.ok());
+    const auto open = (*store)->unfinished();
+    QVERIFY(!open.ok());
+    QVERIFY2(open.error().contains(u"not a lease id") && open.error().contains(path), qPrintable(open.error()));
 }
 
 QTEST_GUILESS_MAIN(TestSubtaskStore)

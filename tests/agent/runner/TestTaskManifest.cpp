@@ -14,7 +14,7 @@ using namespace gleaner::agent;
 namespace {
 
 const QString kAgent = QStringLiteral("5d5b2290c70b5e9b263be48386cb5c43");
-const QString kLease = QStringLiteral("7b3c102bd7aaa0f6f236ef8f745fe280");
+const LeaseId kLease = *LeaseId::parse(u"7b3c102bd7aaa0f6f236ef8f745fe280");
 const QString kUrl = QStringLiteral("https://localhost:18443");
 
 QJsonObject manifest()
@@ -27,7 +27,7 @@ QJsonObject manifest()
     return QJsonObject{
         {QStringLiteral("format"), QStringLiteral("gleaner-manifest/1")},
         {QStringLiteral("agent_id"), kAgent},
-        {QStringLiteral("lease_id"), kLease},
+        {QStringLiteral("lease_id"), kLease.toString()},
         {QStringLiteral("coordinator"), kUrl},
         {QStringLiteral("nonce"), QStringLiteral("f9e7ba5c922dfa993b0564ddb94c1748")},
         {QStringLiteral("base_version"), 3},
@@ -64,6 +64,8 @@ private Q_SLOTS:
     void refusesWhatIsNotForThisAgent_data();
     void refusesWhatIsNotForThisAgent();
     void loopbackNamesAreOneCoordinator();
+    void freshness_data();
+    void freshness();
 
 private:
     Result<TaskManifest> check(const QJsonObject& object,
@@ -89,7 +91,7 @@ void TestTaskManifest::acceptsAGoodManifest()
 {
     auto task = check(manifest());
     QVERIFY2(task, qPrintable(task.error()));
-    QCOMPARE(task->leaseId, kLease);
+    QCOMPARE(task->leaseId.toString(), kLease.toString());
     QCOMPARE(task->jobId, 1);
     QCOMPARE(task->jobName, QStringLiteral("fashion"));
     QCOMPARE(task->epoch, 2);
@@ -110,7 +112,7 @@ void TestTaskManifest::refusesAnAlteredManifest()
     QVERIFY(altered != envelope.manifest);
     auto task = checkManifest(m_key->publicKey(), altered, envelope.signature, {kAgent, kLease, kUrl});
     QVERIFY(!task);
-    QVERIFY2(task.error().contains(u"was refused") && task.error().contains(kLease),
+    QVERIFY2(task.error().contains(u"was refused") && task.error().contains(kLease.toString()),
              qPrintable(task.error()));
 }
 
@@ -153,7 +155,9 @@ void TestTaskManifest::refusesWhatIsNotForThisAgent_data()
     QTest::newRow("other agent") << with("agent_id", QStringLiteral("0000"))
                                  << QStringLiteral("not to this agent");
     QTest::newRow("other lease") << with("lease_id", QStringLiteral("1111"))
-                                 << QStringLiteral("names lease 1111");
+                                 << QStringLiteral("names lease \"1111\"");
+    QTest::newRow("signed lease id is a path") << with("lease_id", QStringLiteral("../../victim"))
+                                               << QStringLiteral("names lease \"../../victim\"");
     QTest::newRow("other coordinator") << with("coordinator", QStringLiteral("https://evil.example:18443"))
                                        << QStringLiteral("names coordinator https://evil.example:18443");
     QTest::newRow("other port") << with("coordinator", QStringLiteral("https://localhost:9"))
@@ -193,6 +197,52 @@ void TestTaskManifest::loopbackNamesAreOneCoordinator()
     QVERIFY(check(manifest(), {kAgent, kLease, QStringLiteral("https://127.0.0.1:18443")}));
     QVERIFY(check(manifest(), {kAgent, kLease, QStringLiteral("https://LOCALHOST:18443/")}));
     QVERIFY(!check(manifest(), {kAgent, kLease, QStringLiteral("https://127.0.0.1:18444")}));
+}
+
+void TestTaskManifest::freshness_data()
+{
+    // A manifest issued at 1000 ms with its deadline at 61000 ms, checked when it is leased at `now`.
+    QTest::addColumn<qint64>("issued");
+    QTest::addColumn<qint64>("deadline");
+    QTest::addColumn<qint64>("now");
+    QTest::addColumn<QString>("refusal"); // empty: accepted
+    const qint64 slack = kManifestClockSlackMs;
+    QTest::newRow("fresh") << qint64(1000) << qint64(61000) << qint64(2000) << QString();
+    QTest::newRow("past its deadline within the clock slack")
+        << qint64(1000) << qint64(61000) << 61000 + slack << QString();
+    QTest::newRow("expired: a replayed old manifest")
+        << qint64(1000) << qint64(61000) << 61000 + slack + 1 << QStringLiteral("expired");
+    QTest::newRow("a year old") << qint64(1000) << qint64(61000) << qint64(365) * 24 * 3600 * 1000
+                                << QStringLiteral("expired");
+    QTest::newRow("issued in the future within the slack")
+        << slack + 1000 << slack + 61000 << qint64(1000) << QString();
+    QTest::newRow("issued in the future") << slack + 1001 << slack + 61001 << qint64(0)
+                                          << QStringLiteral("in the future");
+    QTest::newRow("deadline before issue") << qint64(61000) << qint64(1000) << qint64(2000)
+                                           << QStringLiteral("outside the protocol's");
+    QTest::newRow("a lease longer than the protocol allows")
+        << qint64(1000) << 1000 + kManifestMaxLeaseMs + 1 << qint64(2000) << QStringLiteral("outside the protocol's");
+}
+
+void TestTaskManifest::freshness()
+{
+    QFETCH(qint64, issued);
+    QFETCH(qint64, deadline);
+    QFETCH(qint64, now);
+    QFETCH(QString, refusal);
+    QJsonObject object = manifest();
+    object.insert(QStringLiteral("issued_ms"), issued);
+    object.insert(QStringLiteral("deadline_ms"), deadline);
+    auto task = check(object); // signed: the signature alone does not make an old manifest good
+    QVERIFY2(task, qPrintable(task.error()));
+    const Status fresh = checkManifestFresh(*task, now);
+    if (refusal.isEmpty()) {
+        QVERIFY2(fresh.ok(), qPrintable(fresh.error()));
+    } else {
+        QVERIFY(!fresh.ok());
+        QVERIFY2(fresh.error().contains(refusal) && fresh.error().contains(kLease.toString()),
+                 qPrintable(fresh.error()));
+    }
 }
 
 QTEST_GUILESS_MAIN(TestTaskManifest)

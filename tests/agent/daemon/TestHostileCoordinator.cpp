@@ -1,0 +1,499 @@
+// The real agent daemon against a hostile coordinator: a TLS server on a loopback port whose certificate the
+// agent pins (as a man in the middle of an agent enrolled without --ca would hold a trusted one), answering
+// lease requests with ids that are paths, files that never end, and old or repeated manifests. The manifests
+// are signed with the key the agent pinned, so the signature check passes and each later check is what must
+// refuse them. After each the agent has touched nothing outside its data folder (a sentinel folder beside it
+// survives) and still asks for work.
+#include "TestSupport.h"
+
+#include "config/AgentConfig.h"
+#include "crypto/Ed25519.h"
+#include "crypto/Sha256.h"
+#include "crypto/SignedEnvelope.h"
+#include "crypto/TlsCertificate.h"
+#include "daemon/AgentDaemon.h"
+#include "http/HttpServer.h"
+
+#include <QDateTime>
+#include <QDir>
+#include <QDirIterator>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QMutex>
+#include <QSqlDatabase>
+#include <QSqlQuery>
+#include <QTest>
+#include <QUuid>
+
+#include <atomic>
+#include <deque>
+#include <optional>
+
+using namespace gleaner;
+using namespace gleaner::agent;
+
+namespace {
+
+const QString kAgentId = QStringLiteral("5d5b2290c70b5e9b263be48386cb5c43");
+constexpr qint64 kFileSize = 100; // each file of the manifests, as signed
+constexpr qint64 kStreamCap =
+    64LL * 1024 * 1024; // an "endless" answer ends here, so a broken agent fills no disk
+
+QString freshLeaseId()
+{
+    return QUuid::createUuid().toString(QUuid::Id128);
+}
+
+qint64 nowMs()
+{
+    return QDateTime::currentMSecsSinceEpoch();
+}
+
+// A file body that goes on (up to kStreamCap) whatever size the manifest gave: chunked, no Content-Length.
+class EndlessFile final : public coordinator::ResponseStream
+{
+public:
+    explicit EndlessFile(std::atomic<qint64>* streamed) : m_streamed(streamed) {}
+    void start(std::function<void()>) override {}
+    Chunk next() override
+    {
+        if (m_sent >= kStreamCap)
+            return {QByteArray(), true};
+        const QByteArray chunk(64 * 1024, 'x');
+        m_sent += chunk.size();
+        *m_streamed += chunk.size();
+        return {chunk, false};
+    }
+    void finish() override {}
+
+private:
+    std::atomic<qint64>* m_streamed;
+    qint64 m_sent = 0;
+};
+
+// Answers lease requests from a queue (then "no work, ask again in 1 s"), files as the test says, failure
+// reports and progress with what a coordinator would; records every request.
+class HostileCoordinator final : public coordinator::RequestHandler
+{
+public:
+    enum class Files
+    {
+        Missing,
+        Endless
+    };
+
+    void reset(Files files)
+    {
+        const QMutexLocker lock(&m_mutex);
+        m_files = files;
+        m_leases.clear();
+        m_paths.clear();
+        m_failures.clear();
+        m_leaseRequests = 0;
+        m_fileRequests = 0;
+        m_streamed = 0;
+    }
+    void queueLease(const QJsonArray& tasks)
+    {
+        const QMutexLocker lock(&m_mutex);
+        m_leases.push_back(QJsonDocument(QJsonObject{{QStringLiteral("tasks"), tasks}}).toJson());
+    }
+    int leaseRequests() const { return m_leaseRequests; }
+    int fileRequests() const { return m_fileRequests; }
+    qint64 streamed() const { return m_streamed; }
+    QStringList paths() const
+    {
+        const QMutexLocker lock(&m_mutex);
+        return m_paths;
+    }
+    // The failure reports for `leaseId`: their bodies.
+    QList<QJsonObject> failures(const QString& leaseId) const
+    {
+        const QMutexLocker lock(&m_mutex);
+        return m_failures.values(leaseId);
+    }
+
+    std::variant<coordinator::BodyPolicy, coordinator::HttpResponse>
+    admit(const coordinator::RequestHead&) override
+    {
+        return coordinator::BodyPolicy{1 << 20, false};
+    }
+
+    void handle(coordinator::HttpRequest request, coordinator::Responder respond) override
+    {
+        const QString path = QString::fromUtf8(request.head.path());
+        QMutexLocker lock(&m_mutex);
+        m_paths.append(path);
+        if (path == u"/api/v1/work/lease") {
+            ++m_leaseRequests;
+            QByteArray body = R"({"retry_after": 1, "tasks": []})";
+            if (!m_leases.empty()) {
+                body = m_leases.front();
+                m_leases.pop_front();
+            }
+            coordinator::HttpResponse r;
+            r.body = body;
+            lock.unlock();
+            return respond(r);
+        }
+        if (path.startsWith(u"/api/v1/files/")) {
+            ++m_fileRequests;
+            if (m_files == Files::Missing) {
+                lock.unlock();
+                return respond(coordinator::HttpResponse::error(404, QStringLiteral("no such file")));
+            }
+            coordinator::HttpResponse r;
+            r.contentType = "application/octet-stream";
+            r.stream = std::make_shared<EndlessFile>(&m_streamed);
+            lock.unlock();
+            return respond(r);
+        }
+        const QStringList parts = path.split(u'/');
+        if (parts.size() == 6 && parts[4].size() > 0 && parts[5] == u"fail") {
+            m_failures.insert(parts[4], QJsonDocument::fromJson(request.body).object());
+            lock.unlock();
+            return respond(coordinator::HttpResponse::json(200, {{QStringLiteral("released"), true}}));
+        }
+        if (parts.size() == 6 && parts[5] == u"progress") {
+            lock.unlock();
+            return respond(coordinator::HttpResponse::json(
+                200, {{QStringLiteral("abort"), false}, {QStringLiteral("deadline_ms"), nowMs() + 600'000}}));
+        }
+        lock.unlock();
+        respond(coordinator::HttpResponse::error(404, QStringLiteral("no such endpoint")));
+    }
+
+private:
+    mutable QMutex m_mutex;
+    Files m_files = Files::Missing;
+    std::deque<QByteArray> m_leases;
+    QStringList m_paths;
+    QMultiMap<QString, QJsonObject> m_failures;
+    std::atomic<int> m_leaseRequests{0};
+    std::atomic<int> m_fileRequests{0};
+    std::atomic<qint64> m_streamed{0};
+};
+
+// The rows of the agent's subtask store, read after the daemon is gone: lease id -> state.
+QMap<QString, QString> storedSubtasks(const QString& dataDir)
+{
+    QMap<QString, QString> rows;
+    const QString connection = QStringLiteral("inspect-") + freshLeaseId();
+    {
+        QSqlDatabase db = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), connection);
+        db.setDatabaseName(dataDir + QStringLiteral("/subtasks.db"));
+        if (db.open()) {
+            QSqlQuery q(db);
+            if (q.exec(QStringLiteral("SELECT lease_id, state FROM subtasks")))
+                while (q.next())
+                    rows.insert(q.value(0).toString(), q.value(1).toString());
+        }
+    }
+    QSqlDatabase::removeDatabase(connection);
+    return rows;
+}
+
+// Every file under `dir`, relative to it.
+QStringList filesUnder(const QString& dir)
+{
+    QStringList files;
+    QDirIterator it(dir, QDir::Files | QDir::Hidden | QDir::NoDotAndDotDot, QDirIterator::Subdirectories);
+    while (it.hasNext())
+        files << QDir(dir).relativeFilePath(it.next());
+    return files;
+}
+
+} // namespace
+
+class TestHostileCoordinator : public QObject
+{
+    Q_OBJECT
+private Q_SLOTS:
+    void initTestCase();
+    void init();
+    void cleanup();
+    void cleanupTestCase();
+    void leaseIdsThatAreNotLeaseIdsTouchNothing_data();
+    void leaseIdsThatAreNotLeaseIdsTouchNothing();
+    void downloadLongerThanSignedIsCutOff();
+    void expiredManifestIsRefused();
+    void leaseSentAgainIsNotRunAgain();
+
+private:
+    QString url() const { return QStringLiteral("https://127.0.0.1:%1").arg(m_server->port()); }
+    // A signed task of a lease reply. `agentId` other than this agent's makes the manifest one the agent
+    // refuses at once (it is for another agent); `signer` null signs with the pinned key.
+    QJsonObject task(const QString& leaseId, qint64 issuedMs, qint64 deadlineMs,
+                     const QString& agentId = kAgentId, const SigningKey* signer = nullptr) const;
+    QJsonObject freshTask(const QString& leaseId) const { return task(leaseId, nowMs(), nowMs() + 600'000); }
+    void startDaemon();
+    // Waits for `count` more lease requests than were made so far: the agent took the reply and keeps going.
+    bool waitForLeases(int count, int timeoutMs);
+    void stopDaemon();
+    bool logSays(const QString& words) const;
+    // Nothing beside the data folder changed, and the data folder holds no task folder.
+    void checkNothingOutsideTouched();
+
+    std::unique_ptr<QTemporaryDir> m_dir;
+    HostileCoordinator m_handler;
+    std::unique_ptr<coordinator::HttpServer> m_server;
+    QString m_certificate;
+    std::optional<SigningKey> m_key;
+    std::optional<SigningKey> m_otherKey;
+
+    std::unique_ptr<QTemporaryDir> m_run; // per test: data/ and the sentinel victim/ beside it
+    QString m_dataDir;
+    QString m_victim;
+    std::unique_ptr<AgentDaemon> m_daemon;
+    QStringList m_log;
+};
+
+void TestHostileCoordinator::initTestCase()
+{
+    m_dir = test::scratchDir();
+    const auto identity =
+        TlsCertificate::generateSelfSigned({QStringLiteral("127.0.0.1"), QStringLiteral("localhost")});
+    QVERIFY(identity.ok());
+    m_certificate = m_dir->filePath(QStringLiteral("cert.pem"));
+    const QString keyPath = m_dir->filePath(QStringLiteral("key.pem"));
+    QVERIFY(TlsCertificate::save(*identity, m_certificate, keyPath).ok());
+    coordinator::HttpServerOptions options;
+    options.certificatePath = m_certificate;
+    options.privateKeyPath = keyPath;
+    options.uploadDir = m_dir->path();
+    m_server = std::make_unique<coordinator::HttpServer>(options, m_handler);
+    const Status started = m_server->start();
+    QVERIFY2(started.ok(), qPrintable(started.error()));
+    auto key = SigningKey::generate();
+    auto other = SigningKey::generate();
+    QVERIFY(key && other);
+    m_key.emplace(std::move(*key));
+    m_otherKey.emplace(std::move(*other));
+}
+
+void TestHostileCoordinator::init()
+{
+    m_handler.reset(HostileCoordinator::Files::Missing);
+    m_run = test::scratchDir();
+    m_dataDir = m_run->filePath(QStringLiteral("data"));
+    m_victim = m_run->filePath(QStringLiteral("victim"));
+    m_log.clear();
+    QVERIFY(QDir().mkpath(m_dataDir));
+    QVERIFY(QDir().mkpath(m_victim + QStringLiteral("/inner")));
+    QVERIFY(test::writeFile(m_victim + QStringLiteral("/inner/keep.txt"), "the owner's file"));
+}
+
+void TestHostileCoordinator::cleanup()
+{
+    stopDaemon();
+}
+
+void TestHostileCoordinator::cleanupTestCase()
+{
+    if (m_server)
+        m_server->stop();
+}
+
+QJsonObject TestHostileCoordinator::task(const QString& leaseId, qint64 issuedMs, qint64 deadlineMs,
+                                         const QString& agentId, const SigningKey* signer) const
+{
+    QJsonArray files;
+    for (const char* role : {"model", "weights", "shard"})
+        files.append(QJsonObject{{QStringLiteral("role"), QString::fromLatin1(role)},
+                                 {QStringLiteral("sha256"), Sha256::toHex(Sha256::hash(QByteArray(role)))},
+                                 {QStringLiteral("size"), kFileSize}});
+    const QJsonObject manifest{
+        {QStringLiteral("format"), QStringLiteral("gleaner-manifest/1")},
+        {QStringLiteral("agent_id"), agentId},
+        {QStringLiteral("lease_id"), leaseId},
+        {QStringLiteral("coordinator"), url()},
+        {QStringLiteral("nonce"), freshLeaseId()},
+        {QStringLiteral("base_version"), 0},
+        {QStringLiteral("issued_ms"), issuedMs},
+        {QStringLiteral("deadline_ms"), deadlineMs},
+        {QStringLiteral("job"),
+         QJsonObject{{QStringLiteral("id"), 1}, {QStringLiteral("name"), QStringLiteral("j")}}},
+        {QStringLiteral("subtask"), QJsonObject{{QStringLiteral("workunit_id"), 1},
+                                                {QStringLiteral("epoch"), 1},
+                                                {QStringLiteral("shard"), 0},
+                                                {QStringLiteral("samples"), 10}}},
+        {QStringLiteral("files"), files},
+        {QStringLiteral("model"), QJsonObject{{QStringLiteral("arch"), QStringLiteral("mlp")}}},
+    };
+    const SignedEnvelope envelope = SignedEnvelope::sign(
+        signer ? *signer : *m_key, QJsonDocument(manifest).toJson(QJsonDocument::Compact));
+    return QJsonObject{{QStringLiteral("lease_id"), leaseId},
+                       {QStringLiteral("deadline_ms"), deadlineMs},
+                       {QStringLiteral("manifest"), QString::fromUtf8(envelope.manifest)},
+                       {QStringLiteral("signature"), QString::fromLatin1(envelope.signature)}};
+}
+
+void TestHostileCoordinator::startDaemon()
+{
+    AgentConfig config;
+    config.coordinatorUrl = url();
+    config.agentId = kAgentId;
+    config.name = QStringLiteral("target");
+    config.enrolledMs = nowMs();
+    QVERIFY(config.save(m_dataDir).ok());
+    QVERIFY(test::writeFile(AgentConfig::tokenPath(m_dataDir), "gag_token"));
+    QVERIFY(test::writeFile(AgentConfig::signingKeyPath(m_dataDir), m_key->publicKey().toPem()));
+    QVERIFY(QFile::copy(m_certificate, AgentConfig::caPath(m_dataDir)));
+
+    DaemonOptions options;
+    options.dataDir = m_dataDir;
+    options.dedicated = true;
+    options.maxTasks = 1;
+    options.threads = 1;
+    options.workerProgram = QStringLiteral("/bin/true"); // never started: nothing here may get that far
+    options.maxBackoffMs = 100;
+    options.policyFile = m_run->filePath(QStringLiteral("no-policy.json"));
+    auto daemon = AgentDaemon::create(options);
+    QVERIFY2(daemon.ok(), qPrintable(daemon.error()));
+    m_daemon = std::move(*daemon);
+    connect(m_daemon.get(), &AgentDaemon::controlEvent, this, [this](const QJsonObject& event) {
+        if (event.value(QStringLiteral("event")).toString() == u"log")
+            m_log.append(event.value(QStringLiteral("message")).toString());
+    });
+    m_daemon->start();
+}
+
+bool TestHostileCoordinator::waitForLeases(int count, int timeoutMs)
+{
+    const int target = m_handler.leaseRequests() + count;
+    QElapsedTimer timer;
+    timer.start();
+    while (m_handler.leaseRequests() < target && timer.elapsed() < timeoutMs)
+        QTest::qWait(20);
+    return m_handler.leaseRequests() >= target;
+}
+
+void TestHostileCoordinator::stopDaemon()
+{
+    m_daemon.reset();
+}
+
+bool TestHostileCoordinator::logSays(const QString& words) const
+{
+    for (const QString& line : m_log)
+        if (line.contains(words))
+            return true;
+    return false;
+}
+
+void TestHostileCoordinator::checkNothingOutsideTouched()
+{
+    QCOMPARE(test::readFile(m_victim + QStringLiteral("/inner/keep.txt")), QByteArray("the owner's file"));
+    QCOMPARE(QDir(m_run->path()).entryList(QDir::AllEntries | QDir::NoDotAndDotDot),
+             (QStringList{QStringLiteral("data"), QStringLiteral("victim")}));
+    QCOMPARE(QDir(m_dataDir + QStringLiteral("/tasks")).entryList(QDir::AllEntries | QDir::NoDotAndDotDot),
+             QStringList());
+    QCOMPARE(filesUnder(m_dataDir + QStringLiteral("/cache/partial")), QStringList());
+}
+
+void TestHostileCoordinator::leaseIdsThatAreNotLeaseIdsTouchNothing_data()
+{
+    QTest::addColumn<QString>("leaseId"); // "ABSOLUTE": the victim folder's absolute path
+    QTest::addColumn<bool>("signedForThisAgent");
+    // Signed for this agent, the id inside the manifest equal to the reply's: as a coordinator whose own key
+    // signed the id would send it. Signed by another key: a man in the middle without the key.
+    QTest::newRow("parent folders, signed") << QStringLiteral("../../victim") << true;
+    QTest::newRow("parent folders, not signed") << QStringLiteral("../../victim") << false;
+    QTest::newRow("absolute path, signed") << QStringLiteral("ABSOLUTE") << true;
+    QTest::newRow("absolute path, not signed") << QStringLiteral("ABSOLUTE") << false;
+    QTest::newRow("31 hex digits") << QString(31, u'a') << true;
+    QTest::newRow("33 hex digits") << QString(33, u'a') << true;
+    QTest::newRow("32 hex digits ending in a slash") << QString(31, u'a') + u'/' << true;
+}
+
+void TestHostileCoordinator::leaseIdsThatAreNotLeaseIdsTouchNothing()
+{
+    QFETCH(QString, leaseId);
+    QFETCH(bool, signedForThisAgent);
+    if (leaseId == u"ABSOLUTE")
+        leaseId = m_victim;
+    m_handler.queueLease(QJsonArray{signedForThisAgent
+                                        ? freshTask(leaseId)
+                                        : task(leaseId, nowMs(), nowMs() + 600'000, kAgentId, &*m_otherKey)});
+    startDaemon();
+    // The hostile reply, then more requests: the agent refused it and keeps asking for work.
+    QVERIFY2(waitForLeases(3, 20'000), qPrintable(m_handler.paths().join(u' ')));
+    QVERIFY2(logSays(QStringLiteral("is not a lease id")), qPrintable(m_log.join(u'\n')));
+    QCOMPARE(m_handler.fileRequests(), 0);
+    // Nothing was reported either: the id would have gone into the URL.
+    for (const QString& path : m_handler.paths())
+        QVERIFY2(path == u"/api/v1/work/lease", qPrintable(path));
+    QVERIFY(m_daemon->status().value(QStringLiteral("subtasks")).toArray().isEmpty());
+    stopDaemon();
+    QCOMPARE(storedSubtasks(m_dataDir), (QMap<QString, QString>()));
+    checkNothingOutsideTouched();
+}
+
+void TestHostileCoordinator::downloadLongerThanSignedIsCutOff()
+{
+    m_handler.reset(HostileCoordinator::Files::Endless);
+    const QString lease = freshLeaseId();
+    m_handler.queueLease(QJsonArray{freshTask(lease)});
+    startDaemon();
+    // Refused as soon as the body passes the signed size, reported at once (not tried again: the copy is
+    // another file), and the agent goes on asking for work.
+    QTRY_VERIFY_WITH_TIMEOUT(!m_handler.failures(lease).isEmpty(), 30'000);
+    const QJsonObject report = m_handler.failures(lease).first();
+    QCOMPARE(report.value(QStringLiteral("stage")).toString(), QStringLiteral("download"));
+    QVERIFY2(
+        report.value(QStringLiteral("reason")).toString().contains(u"more bytes than the signed manifest"),
+        qPrintable(report.value(QStringLiteral("reason")).toString()));
+    QCOMPARE(m_handler.fileRequests(), 1);
+    // What the server pushed before the agent hung up is what the socket buffers hold, not the whole stream.
+    qInfo("the server pushed %lld bytes before the agent hung up", m_handler.streamed());
+    QVERIFY2(m_handler.streamed() < kStreamCap / 2, qPrintable(QString::number(m_handler.streamed())));
+    QVERIFY(waitForLeases(2, 20'000));
+    stopDaemon();
+    QCOMPARE(storedSubtasks(m_dataDir).value(lease), QStringLiteral("failed"));
+    checkNothingOutsideTouched();
+}
+
+void TestHostileCoordinator::expiredManifestIsRefused()
+{
+    // Signed, for this agent, but its lease ended two hours ago: an old manifest sent again.
+    const QString lease = freshLeaseId();
+    const qint64 issued = nowMs() - 2 * 3600 * 1000;
+    m_handler.queueLease(QJsonArray{task(lease, issued, issued + 600'000)});
+    startDaemon();
+    QTRY_VERIFY_WITH_TIMEOUT(!m_handler.failures(lease).isEmpty(), 20'000);
+    const QJsonObject report = m_handler.failures(lease).first();
+    QCOMPARE(report.value(QStringLiteral("stage")).toString(), QStringLiteral("verify"));
+    QVERIFY2(report.value(QStringLiteral("reason")).toString().contains(u"expired"),
+             qPrintable(report.value(QStringLiteral("reason")).toString()));
+    QVERIFY(waitForLeases(2, 20'000));
+    QCOMPARE(m_handler.fileRequests(), 0); // nothing of it was fetched
+    stopDaemon();
+    QCOMPARE(storedSubtasks(m_dataDir).value(lease), QStringLiteral("failed"));
+    checkNothingOutsideTouched();
+}
+
+void TestHostileCoordinator::leaseSentAgainIsNotRunAgain()
+{
+    // A lease the agent refused and reported (its manifest is another agent's), then the same lease id again
+    // with a manifest this agent would take, and the first reply once more byte for byte: neither is run.
+    const QString lease = freshLeaseId();
+    const QJsonObject first =
+        task(lease, nowMs(), nowMs() + 600'000, QStringLiteral("0123456789abcdef0123456789abcdef"));
+    m_handler.queueLease(QJsonArray{first});
+    startDaemon();
+    QTRY_VERIFY_WITH_TIMEOUT(!m_handler.failures(lease).isEmpty(), 20'000);
+    m_handler.queueLease(QJsonArray{freshTask(lease)});
+    m_handler.queueLease(QJsonArray{first});
+    QVERIFY(waitForLeases(4, 20'000));
+    QCOMPARE(m_handler.failures(lease).size(), 1);
+    QCOMPARE(m_handler.fileRequests(), 0);
+    QVERIFY(m_daemon->status().value(QStringLiteral("subtasks")).toArray().isEmpty());
+    stopDaemon();
+    QCOMPARE(storedSubtasks(m_dataDir), (QMap<QString, QString>{{lease, QStringLiteral("failed")}}));
+    checkNothingOutsideTouched();
+}
+
+QTEST_GUILESS_MAIN(TestHostileCoordinator)
+#include "TestHostileCoordinator.moc"
