@@ -202,7 +202,9 @@ SandboxRules SandboxRules::forWorker(const QString& taskDir, bool gpu)
     rules.readWrite << taskDir;
     // Libraries, and what they read lazily: ld.so's cache for a later dlopen, the time zone, glibc's and ICU's data.
     rules.readOnly << QStringLiteral("/usr") << QStringLiteral("/lib") << QStringLiteral("/lib64")
-                   << QStringLiteral("/etc/ld.so.cache") << QStringLiteral("/etc/localtime");
+                   << QStringLiteral("/etc/ld.so.cache") << QStringLiteral("/etc/localtime")
+                   // OpenSSL (the checkpoint's hashes) reads its configuration on first use.
+                   << QStringLiteral("/etc/ssl/openssl.cnf");
 #ifdef __linux__
     // A libtorch or Qt outside /usr (/opt/libtorch, a build tree): the folders of what is loaded now.
     QStringList loaded;

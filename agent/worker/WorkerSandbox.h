@@ -57,8 +57,8 @@ struct SandboxReport
 class WorkerSandbox
 {
 public:
-    // Enough for libtorch, OpenMP and Qt with a few dozen threads (the worker holds about 15 open files while it
-    // trains), small enough that a runaway model cannot hold the user's descriptors.
+    // Far more than the worker needs (it holds 6 open files while it trains, with 1 or 16 threads, and 1 or 2
+    // more while it writes a checkpoint), small enough that a runaway model cannot exhaust the user's descriptors.
     static constexpr int kMaxOpenFiles = 256;
 
     // Applies every step the kernel supports, in order; never fails. Irreversible for this process.
