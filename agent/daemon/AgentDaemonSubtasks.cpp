@@ -309,6 +309,12 @@ void AgentDaemon::startWorker(const QString& leaseId)
 
 void AgentDaemon::onWorkerEvent(const QString& leaseId, const QJsonObject& event)
 {
+    if (event.value(QStringLiteral("event")).toString() == u"sandbox") {
+        // The same for every worker of this machine: logged when it changes, not per subtask.
+        if (const QString line = m_sandbox.observe(event); !line.isEmpty())
+            log(m_sandbox.unconfined() ? QStringLiteral("warning") : QStringLiteral("info"), line);
+        return;
+    }
     auto found = m_active.value(leaseId);
     if (!found)
         return;
