@@ -27,6 +27,7 @@
 #include "control/ControlHandler.h"
 #include "crypto/Ed25519.h"
 #include "daemon/DesktopPolicy.h"
+#include "runner/SandboxStatus.h"
 #include "runner/SubtaskStore.h"
 #include "runner/TaskManifest.h"
 #include "runner/WorkerProcess.h"
@@ -212,6 +213,7 @@ private:
     QString m_reasonCode;
     QString m_loggedReason;         // what the log last said of the reason (updateState)
     QList<QJsonObject> m_recentLog; // the last kRecentLogLines log events, for a client that connects later
+    SandboxStatus m_sandbox; // what the workers' "sandbox" events said, shown once in the status
     std::unique_ptr<DesktopPolicy> m_desktop;
     qint64 m_snoozeUntilMs = 0;
     QTimer m_snoozeTimer;

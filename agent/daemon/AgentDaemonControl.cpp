@@ -179,6 +179,7 @@ QJsonObject AgentDaemon::status() const
         {QStringLiteral("subtasks"), subtasks},
         {QStringLiteral("totals"), totals},
         {QStringLiteral("policy"), policy},
+        {QStringLiteral("sandbox"), m_sandbox.toJson()},
         {QStringLiteral("log"), recentLog},
     };
 }

@@ -317,6 +317,12 @@ void AgentDaemon::startWorker(const LeaseId& leaseId)
 
 void AgentDaemon::onWorkerEvent(const LeaseId& leaseId, const QJsonObject& event)
 {
+    if (event.value(QStringLiteral("event")).toString() == u"sandbox") {
+        // The same for every worker of this machine: logged when it changes, not per subtask.
+        if (const QString line = m_sandbox.observe(event); !line.isEmpty())
+            log(m_sandbox.unconfined() ? QStringLiteral("warning") : QStringLiteral("info"), line);
+        return;
+    }
     auto found = m_active.value(leaseId);
     if (!found)
         return;

@@ -4,7 +4,8 @@
 // mini-batches, hold the CPU-time share by sleeping in proportion after each mini-batch, and report JSON
 // events.
 //
-// Events (one JSON object per line on the worker's stdout; docs/worker-protocol.md):
+// Events (one JSON object per line on the worker's stdout; docs/worker-protocol.md), after main.cpp's
+// {"event": "sandbox", ...} (WorkerSandbox.h):
 //   {"event": "started", "step": S, "of": N, "resumed": bool, "problems": [...]}
 //   {"event": "progress", "step", "of", "epoch", "loss", "samples_per_s", "seconds"}
 //   {"event": "checkpoint", "step", "path"}

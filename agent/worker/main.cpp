@@ -1,6 +1,7 @@
 // gleaner-worker: trains one subtask in a task folder for the agent that started it. See worker/WorkerRun.h.
 #include "worker/ProcessPriority.h"
 #include "worker/WorkerRun.h"
+#include "worker/WorkerSandbox.h"
 
 #include <QCommandLineParser>
 #include <QCoreApplication>
@@ -74,6 +75,12 @@ int main(int argc, char** argv)
     if (!problems.isEmpty())
         QTextStream(stderr) << "gleaner-worker: could not lower its priority fully: " << problems.join(QStringLiteral("; "))
                             << "\n";
+
+    // Confined before it reads anything from the task folder and before it starts a thread (Landlock holds for
+    // the calling thread and those it starts); the agent learns from the first event how far.
+    const bool gpu = options.device.startsWith(u"cuda") || options.device == u"auto";
+    const SandboxReport sandbox = WorkerSandbox::apply(SandboxRules::forWorker(options.taskDir, gpu));
+    emit(sandbox.toEvent());
 
     WorkerControl control;
     // Commands arrive on stdin; its end means the agent is gone, and the work is checkpointed for the next one.

@@ -17,6 +17,10 @@
 #include <QRegularExpression>
 #include <QTest>
 
+#include <linux/landlock.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 using namespace gleaner;
 using namespace gleaner::e2e;
 
@@ -495,6 +499,13 @@ void TestEndToEnd::pausedAgentKeepsItsLease()
     QCOMPARE(agents.size(), 1);
     const int agent = agents[0];
     QVERIFY2(waitForTrainingStep(agent, 90'000), "the agent's worker never reported a training step");
+    // The worker's sandbox reached the status; whether Landlock confines it is the kernel's to say.
+    const long landlockAbi = ::syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
+    const QJsonObject sandbox = m_cluster->agentCli(agent, QStringLiteral("status"), {QStringLiteral("--json")})
+                                    .json()
+                                    .value(QStringLiteral("sandbox"))
+                                    .toObject();
+    QCOMPARE(sandbox.value(QStringLiteral("landlock")), QJsonValue(landlockAbi > 0));
 
     const CliRun paused = m_cluster->agentCli(agent, QStringLiteral("pause"));
     QVERIFY2(paused.exitCode == 0, qPrintable(paused.describe()));

@@ -8,13 +8,18 @@
 
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
 #include <QTest>
 
+#include <linux/landlock.h>
 #include <random>
 #include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 using namespace gleaner;
 
@@ -101,6 +106,22 @@ struct Worker
     }
 };
 
+QJsonObject firstNamed(const QList<QJsonObject>& events, const QString& name)
+{
+    for (const QJsonObject& event : events)
+        if (event.value(QStringLiteral("event")).toString() == name)
+            return event;
+    return {};
+}
+
+// The kernel's Landlock ABI, asked directly rather than through the worker, so a worker that does not confine
+// itself fails these tests instead of skipping them; 0 when this kernel has none.
+int kernelLandlockAbi()
+{
+    const long abi = ::syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
+    return abi > 0 ? int(abi) : 0;
+}
+
 QByteArray tensorsOf(const QString& path)
 {
     auto bundle = SafeTensors::load(path);
@@ -124,6 +145,8 @@ private Q_SLOTS:
     void cancelKeepsNothing();
     void runsAtTheLowestPriority();
     void badTaskFolderIsReported();
+    void sandboxIsTheFirstEvent();
+    void symlinkToTheAgentsTokenIsRefused();
 };
 
 void TestWorker::trainsAndWritesTheResult()
@@ -167,8 +190,9 @@ void TestWorker::stoppedThenResumedEqualsUninterrupted()
     Worker second;
     second.start(dir->path());
     QCOMPARE(second.finish(), 0);
-    QCOMPARE(second.events.first().value(QStringLiteral("resumed")).toBool(), true);
-    QVERIFY(second.events.first().value(QStringLiteral("step")).toInteger() > 0); // it did not restart at zero
+    const QJsonObject started = firstNamed(second.events, QStringLiteral("started"));
+    QCOMPARE(started.value(QStringLiteral("resumed")).toBool(), true);
+    QVERIFY(started.value(QStringLiteral("step")).toInteger() > 0); // it did not restart at zero
     QCOMPARE(tensorsOf(dir->filePath(QStringLiteral("result.safetensors"))),
              tensorsOf(straight->filePath(QStringLiteral("result.safetensors"))));
 }
@@ -220,6 +244,54 @@ void TestWorker::badTaskFolderIsReported()
     QCOMPARE(w.finish(), 1);
     QCOMPARE(w.events.last().value(QStringLiteral("event")).toString(), QStringLiteral("error"));
     QVERIFY(w.events.last().value(QStringLiteral("message")).toString().contains(u"manifest.json"));
+}
+
+void TestWorker::sandboxIsTheFirstEvent()
+{
+    const auto dir = test::scratchDir();
+    writeTask(dir->path(), 1);
+    Worker w;
+    w.start(dir->path());
+    QCOMPARE(w.finish(), 0);
+    QVERIFY(!w.events.isEmpty());
+    const QJsonObject sandbox = w.events.first();
+    QCOMPARE(sandbox.value(QStringLiteral("event")).toString(), QStringLiteral("sandbox"));
+    QVERIFY(sandbox.value(QStringLiteral("no_new_privs")).toBool());
+    QVERIFY(sandbox.value(QStringLiteral("no_core_dumps")).toBool());
+    if (kernelLandlockAbi() == 0) {
+        QCOMPARE(sandbox.value(QStringLiteral("landlock")), QJsonValue(false));
+        QSKIP(qPrintable(QStringLiteral("no Landlock here: %1").arg(sandbox.value(QStringLiteral("reason")).toString())));
+    }
+    QCOMPARE(sandbox.value(QStringLiteral("landlock")), QJsonValue(true));
+    QCOMPARE(sandbox.value(QStringLiteral("landlock_abi")).toInt(), kernelLandlockAbi());
+    QVERIFY2(sandbox.value(QStringLiteral("problems")).toArray().isEmpty(),
+             QJsonDocument(sandbox).toJson().constData());
+    QCOMPARE(sandbox.value(QStringLiteral("read_write")).toArray(),
+             QJsonArray{QFileInfo(dir->path()).canonicalFilePath()});
+}
+
+// The agent's credentials are files of the same user: a task folder whose manifest leads to them (a symbolic link
+// here; a model that opens files, later) must not get them. Landlock judges the file the link resolves to.
+void TestWorker::symlinkToTheAgentsTokenIsRefused()
+{
+    const auto scratch = test::scratchDir();
+    const QString task = scratch->filePath(QStringLiteral("task"));
+    writeTask(task, 1);
+    const QString agent = scratch->filePath(QStringLiteral("agent"));
+    QVERIFY(QDir().mkpath(agent));
+    const QString token = agent + QStringLiteral("/agent.json");
+    QVERIFY(test::writeFile(token, R"({"token": "secret"})"));
+    QVERIFY(QFile::setPermissions(token, QFileDevice::ReadOwner | QFileDevice::WriteOwner));
+    QVERIFY(QFile::remove(task + QStringLiteral("/manifest.json")));
+    QVERIFY(QFile::link(token, task + QStringLiteral("/manifest.json")));
+
+    if (kernelLandlockAbi() == 0)
+        QSKIP("this kernel has no Landlock: the worker can read what its user can read");
+    Worker w;
+    w.start(task);
+    QCOMPARE(w.finish(), 1);
+    const QString message = firstNamed(w.events, QStringLiteral("error")).value(QStringLiteral("message")).toString();
+    QVERIFY2(message.contains(u"manifest.json") && message.contains(u"Permission denied"), qPrintable(message));
 }
 
 QTEST_GUILESS_MAIN(TestWorker)
