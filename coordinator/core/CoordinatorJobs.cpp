@@ -95,8 +95,14 @@ Status Coordinator::loadState()
             startImport(id);
             continue;
         }
-        if (job.status != JobStatus::Running && job.status != JobStatus::Paused)
+        if (job.status != JobStatus::Running && job.status != JobStatus::Paused) {
+            // A finished job's weights are its last snapshot, written when it ended: `job status` and `job list`
+            // show that version after a restart as they did before it.
+            auto snapshot = m_db->exec(QStringLiteral("SELECT version FROM snapshots WHERE job_id = ?"), {id});
+            if (snapshot && snapshot->next())
+                job.updatesApplied = snapshot->value(0).toLongLong();
             continue;
+        }
 
         auto shards = m_db->exec(QStringLiteral("SELECT idx, sha256, bytes, samples FROM shards WHERE job_id = ? ORDER "
                                                 "BY idx"),
@@ -389,6 +395,14 @@ void Coordinator::onValidated(qint64 jobId, int epoch, bool epochEnd, qint64 ver
     JobState* job = findJob(jobId);
     if (!job)
         return;
+    if (job->status != JobStatus::Running && job->status != JobStatus::Paused) {
+        // A validation still running when the job ended (its target reached at another epoch's end): the job's
+        // result is what ended it, so a later point must not replace its reported accuracy.
+        job->validating.erase(epoch);
+        qCInfo(lcCoordinator).nospace() << "job " << jobId << " epoch " << epoch << ": accuracy " << accuracy
+                                        << " (version " << version << ") came after the job ended; not recorded";
+        return;
+    }
     const ValidationPoint point{epoch, epochEnd, version, job->updatesApplied, accuracy, loss, m_clock.nowMs()};
     job->history.push_back(point);
     noteValidated(jobId, point);
@@ -404,10 +418,6 @@ void Coordinator::onValidated(qint64 jobId, int epoch, bool epochEnd, qint64 ver
                      {jobId, epoch, epochEnd ? 1 : 0, version, point.updates, accuracy, loss, point.atMs});
     qCInfo(lcCoordinator).nospace() << "job " << jobId << " epoch " << epoch << (epochEnd ? "" : " (intermediate)")
                                     << ": accuracy " << accuracy << ", loss " << loss << " (version " << version << ")";
-    if (job->status != JobStatus::Running && job->status != JobStatus::Paused) {
-        (void)persistJob(*job);
-        return;
-    }
     if (accuracy >= job->spec.targetAccuracy) {
         finishJob(*job, JobStatus::Completed,
                   QStringLiteral("reached the target accuracy %1 at epoch %2 (%3)")

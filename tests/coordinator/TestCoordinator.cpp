@@ -324,6 +324,12 @@ void TestCoordinator::jobCompletesAtTargetAccuracy()
     QCOMPARE(status.value(QStringLiteral("history")).toArray().size(), 1);
     QVERIFY(status.value(QStringLiteral("reason")).toString().contains(u"target accuracy"));
     QVERIFY(lease(agent).empty());
+    // A restart shows the finished job as it was: its weights' version is its last snapshot's.
+    f.core.reset();
+    QVERIFY(f.reopen());
+    const QJsonObject after = f.call([&] { return f.core->jobStatus(job); });
+    QCOMPARE(after.value(QStringLiteral("updates")).toInteger(), 2);
+    QCOMPARE(after.value(QStringLiteral("accuracy")).toDouble(), status.value(QStringLiteral("accuracy")).toDouble());
 }
 
 void TestCoordinator::restartReplaysReceivedUpdates()
