@@ -29,8 +29,9 @@ Result<std::pair<int, int>> range(const QString& option, const QString& text)
     const int min = parts.value(0).toInt(&okMin);
     const int max = parts.value(1).toInt(&okMax);
     if (parts.size() != 2 || !okMin || !okMax || min < 0 || max < min)
-        return fail(QStringLiteral("%1 \"%2\": expected MIN:MAX in milliseconds, 0 <= MIN <= MAX (e.g. 3000:15000)")
-                        .arg(option, text));
+        return fail(
+            QStringLiteral("%1 \"%2\": expected MIN:MAX in milliseconds, 0 <= MIN <= MAX (e.g. 3000:15000)")
+                .arg(option, text));
     return std::pair{min, max};
 }
 
@@ -39,7 +40,10 @@ Result<qint64> integer(const QString& option, const QString& text, qint64 min, q
     bool ok = false;
     const qint64 value = text.toLongLong(&ok);
     if (!ok || value < min || value > max)
-        return fail(QStringLiteral("%1 \"%2\": expected a whole number from %3 to %4").arg(option, text).arg(min).arg(max));
+        return fail(QStringLiteral("%1 \"%2\": expected a whole number from %3 to %4")
+                        .arg(option, text)
+                        .arg(min)
+                        .arg(max));
     return value;
 }
 
@@ -65,15 +69,23 @@ QJsonObject ChaosOptions::defaultJob()
 QString ChaosOptions::usage()
 {
     return QStringLiteral(
-        "usage: chaos_soak [--seconds D] [--agents N] [--seed S] [--kill-interval-ms MIN:MAX] [--down-ms MIN:MAX]\n"
-        "                  [--coordinator-kill-probability P] [--min-agent-kills A] [--min-coordinator-kills C]\n"
+        "usage: chaos_soak [--seconds D] [--agents N] [--seed S] [--kill-interval-ms MIN:MAX] [--down-ms "
+        "MIN:MAX]\n"
+        "                  [--coordinator-kill-probability P] [--min-agent-kills A] [--min-coordinator-kills "
+        "C]\n"
         "                  [--snapshot-every-updates U] [--finish-timeout S] [--job FILE] [--keep] [--json]\n"
-        "Runs a real gleaner-coordinator and N gleaner-agents on 127.0.0.1 and, for D seconds (default 600), SIGKILLs\n"
-        "one of them every MIN..MAX ms (default 3000:15000; the coordinator with probability P, default 0.25) and\n"
-        "starts it again after MIN..MAX ms (default 200:12000). Jobs (FILE, or a small Fashion-MNIST job) run in\n"
-        "rounds; after the chaos the last one runs to its end. Then it checks that every update answered 202 was\n"
-        "folded in exactly once, that no workunit was lost or done twice and that every job reached its target,\n"
-        "and prints its figures. Exit status: 0 when every invariant held, 1 when one broke (the scratch folder\n"
+        "Runs a real gleaner-coordinator and N gleaner-agents on 127.0.0.1 and, for D seconds (default 600), "
+        "SIGKILLs\n"
+        "one of them every MIN..MAX ms (default 3000:15000; the coordinator with probability P, default "
+        "0.25) and\n"
+        "starts it again after MIN..MAX ms (default 200:12000). Jobs (FILE, or a small Fashion-MNIST job) "
+        "run in\n"
+        "rounds; after the chaos the last one runs to its end. Then it checks that every update answered 202 "
+        "was\n"
+        "folded in exactly once, that no workunit was lost or done twice and that every job reached its "
+        "target,\n"
+        "and prints its figures. Exit status: 0 when every invariant held, 1 when one broke (the scratch "
+        "folder\n"
         "is kept), 2 for a usage error.\n");
 }
 
@@ -125,14 +137,16 @@ Result<ChaosOptions> ChaosOptions::parse(const QStringList& arguments)
             bool ok = false;
             o.coordinatorKillProbability = value.toDouble(&ok);
             if (!ok || o.coordinatorKillProbability < 0 || o.coordinatorKillProbability > 1)
-                return fail(QStringLiteral("%1 \"%2\": expected a probability from 0 to 1").arg(option, value));
+                return fail(
+                    QStringLiteral("%1 \"%2\": expected a probability from 0 to 1").arg(option, value));
         } else if (option == u"--job") {
             const QByteArray text = test::readFile(value);
             QJsonParseError error{};
             const QJsonDocument doc = QJsonDocument::fromJson(text, &error);
             if (text.isEmpty() || !doc.isObject())
                 return fail(QStringLiteral("--job %1: cannot read a job spec (a JSON object) from it: %2")
-                                .arg(value, text.isEmpty() ? QStringLiteral("empty or unreadable") : error.errorString()));
+                                .arg(value, text.isEmpty() ? QStringLiteral("empty or unreadable")
+                                                           : error.errorString()));
             o.job = doc.object();
         } else {
             return fail(QStringLiteral("%1: unknown option; see --help").arg(option));
@@ -141,7 +155,8 @@ Result<ChaosOptions> ChaosOptions::parse(const QStringList& arguments)
             return fail(s.error());
     }
     if (o.killIntervalMinMs < 500)
-        return fail(QStringLiteral("--kill-interval-ms: MIN must be at least 500 ms, so that restarts finish"));
+        return fail(
+            QStringLiteral("--kill-interval-ms: MIN must be at least 500 ms, so that restarts finish"));
     return o;
 }
 
@@ -154,8 +169,8 @@ ChaosSoak::~ChaosSoak() = default;
 
 void ChaosSoak::note(const QString& line) const
 {
-    QTextStream(stderr) << QStringLiteral("[%1 s] ").arg(double(m_clock.elapsed()) / 1000.0, 6, 'f', 1) << line
-                        << "\n";
+    QTextStream(stderr) << QStringLiteral("[%1 s] ").arg(double(m_clock.elapsed()) / 1000.0, 6, 'f', 1)
+                        << line << "\n";
 }
 
 int ChaosSoak::uniform(int min, int max)
@@ -211,9 +226,10 @@ Status ChaosSoak::setUp()
 Status ChaosSoak::submitRound()
 {
     QJsonObject spec = m_options.job;
-    spec.insert(QStringLiteral("name"), QStringLiteral("%1-round%2")
-                                            .arg(spec.value(QStringLiteral("name")).toString(QStringLiteral("chaos")))
-                                            .arg(m_jobs.size() + 1));
+    spec.insert(QStringLiteral("name"),
+                QStringLiteral("%1-round%2")
+                    .arg(spec.value(QStringLiteral("name")).toString(QStringLiteral("chaos")))
+                    .arg(m_jobs.size() + 1));
     auto job = m_cluster->submitJob(spec);
     if (!job)
         return fail(job.error());
@@ -232,7 +248,8 @@ Status ChaosSoak::watch(int ms, bool nextRounds)
             const QJsonObject status = m_cluster->jobStatus(m_jobs.last());
             const QString state = status.value(QStringLiteral("state")).toString();
             if (state == u"failed" || state == u"cancelled")
-                return fail(QStringLiteral("job %1 ended %2: %3").arg(m_jobs.last()).arg(state, compact(status)));
+                return fail(
+                    QStringLiteral("job %1 ended %2: %3").arg(m_jobs.last()).arg(state, compact(status)));
             if (state == u"completed") {
                 m_lastSecondsToTarget = double(m_clock.elapsed() - m_roundSubmittedMs) / 1000.0;
                 m_currentCompleted = true;
@@ -257,7 +274,9 @@ Status ChaosSoak::restartCoordinator()
         started = m_cluster->startCoordinator(60'000);
         if (started)
             return {};
-        note(QStringLiteral("the coordinator did not start (attempt %1): %2").arg(attempt).arg(started.error()));
+        note(QStringLiteral("the coordinator did not start (attempt %1): %2")
+                 .arg(attempt)
+                 .arg(started.error()));
         m_cluster->stopCoordinator(SIGKILL);
         QTest::qWait(1'000);
     }
@@ -283,7 +302,9 @@ Status ChaosSoak::killAndRestart()
     const int agent = uniform(0, m_cluster->agentCount() - 1);
     const qint64 pid = m_cluster->agentPid(agent);
     if (!m_cluster->stopAgent(agent, SIGKILL))
-        return fail(QStringLiteral("agent %1 (pid %2) still runs after SIGKILL").arg(m_cluster->agent(agent).name).arg(pid));
+        return fail(QStringLiteral("agent %1 (pid %2) still runs after SIGKILL")
+                        .arg(m_cluster->agent(agent).name)
+                        .arg(pid));
     ++m_agentKills;
     note(QStringLiteral("SIGKILL agent %1 (pid %2, kill %3); down %4 ms")
              .arg(m_cluster->agent(agent).name)
@@ -300,8 +321,8 @@ Status ChaosSoak::chaos()
     const qint64 until = qint64(m_options.seconds) * 1000;
     for (;;) {
         const qint64 now = m_clock.elapsed();
-        const bool minima = m_agentKills >= m_options.minAgentKills &&
-                            m_coordinatorKills >= m_options.minCoordinatorKills;
+        const bool minima =
+            m_agentKills >= m_options.minAgentKills && m_coordinatorKills >= m_options.minCoordinatorKills;
         if (now >= until && minima)
             break;
         if (now >= until + kMaxOvertimeMs)
@@ -348,16 +369,26 @@ QJsonObject ChaosSoak::audit()
             m_cluster->stopAgent(i, SIGKILL);
     const auto readJobs = [&](QHash<qint64, QJsonObject>& into, bool exportWeights) {
         for (const qint64 id : std::as_const(m_jobs)) {
-            into.insert(id, m_cluster->jobStatus(id));
+            // On a loaded machine one CLI call may time out; an empty status would read as version -1.
+            QJsonObject status;
+            for (int attempt = 0; attempt < 3 && status.isEmpty(); ++attempt)
+                status = m_cluster->jobStatus(id);
+            if (status.isEmpty())
+                m_errors << QStringLiteral("`job status %1` did not answer three times").arg(id);
+            else
+                into.insert(id, status);
             if (!exportWeights)
                 continue;
             const QString file = m_root + QStringLiteral("/export-%1.safetensors").arg(id);
-            const CliRun exported = m_cluster->coordinator(
-                {QStringLiteral("job"), QStringLiteral("export"), QString::number(id), QStringLiteral("--out"), file});
+            const CliRun exported =
+                m_cluster->coordinator({QStringLiteral("job"), QStringLiteral("export"), QString::number(id),
+                                        QStringLiteral("--out"), file});
             auto weights = SafeTensors::load(file);
             input.exportedVersion.insert(
                 id, exported.exitCode == 0 && weights
-                        ? weights->metadata().value(QStringLiteral("gleaner.version"), QStringLiteral("-1")).toLongLong()
+                        ? weights->metadata()
+                              .value(QStringLiteral("gleaner.version"), QStringLiteral("-1"))
+                              .toLongLong()
                         : -1);
         }
     };

@@ -1,6 +1,7 @@
 // chaos_soak: a chaos soak (ChaosSoak) from the command line; tests/e2e/chaos-soak.sh runs it from a build.
 // Prints its figures (JSON with --json, else one line each) and exits 0 when every invariant held, 1 when one
-// broke (the scratch folder with every log and the coordinator's data is kept and named), 2 for a usage error.
+// broke (the scratch folder with every log and the coordinator's data is kept and named), 2 for a usage
+// error.
 #include "ChaosSoak.h"
 #include "TestSupport.h"
 

@@ -62,7 +62,7 @@ struct Tables
     QHash<QString, LeaseRow> leases;
     std::map<qint64, WorkunitRow> workunits;
     std::map<qint64, JobRow> jobs;
-    QHash<qint64, QPair<qint64, qint64>> snapshots; // job -> (version, last_seq)
+    QHash<qint64, QPair<qint64, qint64>> snapshots;    // job -> (version, last_seq)
     QHash<qint64, QMap<int, int>> epochEndValidations; // job -> epoch -> rows
 };
 
@@ -101,15 +101,17 @@ QString readTables(const QString& path, Tables& t)
             const auto run = [&](const char* sql) {
                 QSqlQuery q(db);
                 if (!q.exec(QString::fromLatin1(sql)) && error.isEmpty())
-                    error = QStringLiteral("%1: %2: %3").arg(path, QString::fromLatin1(sql), q.lastError().text());
+                    error = QStringLiteral("%1: %2: %3")
+                                .arg(path, QString::fromLatin1(sql), q.lastError().text());
                 return q;
             };
-            QSqlQuery u = run("SELECT seq, job_id, lease_id, agent_id, epoch, applied_version FROM updates ORDER BY seq");
+            QSqlQuery u = run(
+                "SELECT seq, job_id, lease_id, agent_id, epoch, applied_version FROM updates ORDER BY seq");
             while (u.next())
-                t.updates.push_back({u.value(0).toLongLong(), u.value(1).toLongLong(), u.value(2).toString(),
-                                     u.value(3).toString(), u.value(4).toInt(),
-                                     u.value(5).isNull() ? std::nullopt
-                                                         : std::optional<qint64>(u.value(5).toLongLong())});
+                t.updates.push_back(
+                    {u.value(0).toLongLong(), u.value(1).toLongLong(), u.value(2).toString(),
+                     u.value(3).toString(), u.value(4).toInt(),
+                     u.value(5).isNull() ? std::nullopt : std::optional<qint64>(u.value(5).toLongLong())});
             QSqlQuery l = run("SELECT id, workunit_id, agent_id, state FROM leases");
             while (l.next())
                 t.leases.insert(l.value(0).toString(), {l.value(0).toString(), l.value(1).toLongLong(),
@@ -117,8 +119,8 @@ QString readTables(const QString& path, Tables& t)
             QSqlQuery w = run("SELECT id, job_id, epoch, shard, state, issued FROM workunits");
             while (w.next())
                 t.workunits[w.value(0).toLongLong()] = {w.value(0).toLongLong(), w.value(1).toLongLong(),
-                                                        w.value(2).toInt(), w.value(3).toInt(),
-                                                        w.value(4).toString(), w.value(5).toInt()};
+                                                        w.value(2).toInt(),      w.value(3).toInt(),
+                                                        w.value(4).toString(),   w.value(5).toInt()};
             QSqlQuery j = run("SELECT id, state, reason, accuracy, spec FROM jobs");
             while (j.next()) {
                 const QJsonObject spec = QJsonDocument::fromJson(j.value(4).toByteArray()).object();
@@ -129,7 +131,8 @@ QString readTables(const QString& path, Tables& t)
             }
             QSqlQuery s = run("SELECT job_id, version, last_seq FROM snapshots");
             while (s.next())
-                t.snapshots.insert(s.value(0).toLongLong(), {s.value(1).toLongLong(), s.value(2).toLongLong()});
+                t.snapshots.insert(s.value(0).toLongLong(),
+                                   {s.value(1).toLongLong(), s.value(2).toLongLong()});
             QSqlQuery v = run("SELECT job_id, epoch FROM validations WHERE epoch_end = 1");
             while (v.next())
                 t.epochEndValidations[v.value(0).toLongLong()][v.value(1).toInt()] += 1;
@@ -148,15 +151,17 @@ void checkAcknowledged(const AcknowledgedResults& acked, const QHash<QString, co
         const QString& lease = it.key();
         const UpdateRow* row = byLease.value(lease);
         if (!row) {
-            missing.add(QStringLiteral("lease %1: agent %2 logged 202 for its result, but the coordinator has no "
-                                       "row of it in updates (an acknowledged update was lost)")
-                            .arg(lease, acked.agentOf.value(lease)));
+            missing.add(
+                QStringLiteral("lease %1: agent %2 logged 202 for its result, but the coordinator has no "
+                               "row of it in updates (an acknowledged update was lost)")
+                    .arg(lease, acked.agentOf.value(lease)));
             continue;
         }
         if (it.value() > 1)
-            missing.add(QStringLiteral("lease %1: agent %2 logged %3 answers 202 for one result (taken twice?)")
-                            .arg(lease, acked.agentOf.value(lease))
-                            .arg(it.value()));
+            missing.add(
+                QStringLiteral("lease %1: agent %2 logged %3 answers 202 for one result (taken twice?)")
+                    .arg(lease, acked.agentOf.value(lease))
+                    .arg(it.value()));
         const qint64 told = acked.announcedSeq.value(lease, -1);
         if (told >= 0 && told != row->seq)
             missing.add(QStringLiteral("lease %1: the 202 named update %2, but its row is seq %3")
@@ -167,27 +172,29 @@ void checkAcknowledged(const AcknowledgedResults& acked, const QHash<QString, co
 }
 
 // (1) A job's rows were folded once each, in order, and the final weights are version N wherever one looks.
-void checkFolding(qint64 jobId, const std::vector<const UpdateRow*>& rows, const Tables& t, const AuditInput& in,
-                  QStringList& violations)
+void checkFolding(qint64 jobId, const std::vector<const UpdateRow*>& rows, const Tables& t,
+                  const AuditInput& in, QStringList& violations)
 {
     Findings folded(violations);
     const qint64 n = qint64(rows.size());
     for (qint64 i = 0; i < n; ++i) {
         const UpdateRow& r = *rows[size_t(i)];
         if (!r.appliedVersion)
-            folded.add(QStringLiteral("job %1: update seq %2 (lease %3) was never folded in (applied_version is "
-                                      "NULL)")
-                           .arg(jobId)
-                           .arg(r.seq)
-                           .arg(r.leaseId));
+            folded.add(
+                QStringLiteral("job %1: update seq %2 (lease %3) was never folded in (applied_version is "
+                               "NULL)")
+                    .arg(jobId)
+                    .arg(r.seq)
+                    .arg(r.leaseId));
         else if (*r.appliedVersion != i + 1)
-            folded.add(QStringLiteral("job %1: update seq %2 (lease %3) is the %4th by seq but was folded in as "
-                                      "version %5 (versions must run 1..N in seq order, each once)")
-                           .arg(jobId)
-                           .arg(r.seq)
-                           .arg(r.leaseId)
-                           .arg(i + 1)
-                           .arg(*r.appliedVersion));
+            folded.add(
+                QStringLiteral("job %1: update seq %2 (lease %3) is the %4th by seq but was folded in as "
+                               "version %5 (versions must run 1..N in seq order, each once)")
+                    .arg(jobId)
+                    .arg(r.seq)
+                    .arg(r.leaseId)
+                    .arg(i + 1)
+                    .arg(*r.appliedVersion));
     }
     const auto versionIs = [&](const QString& where, qint64 version) {
         if (version != n)
@@ -233,14 +240,16 @@ void checkWorkunits(const Tables& t, const QHash<QString, const UpdateRow*>& byL
         }
         resultsOf[lease->workunitId] += 1;
         if (lease->state != u"completed" || lease->agentId != r.agentId)
-            found.add(QStringLiteral("update seq %1: its lease %2 is '%3' of agent %4, not a completed lease of the "
-                                     "uploading agent %5")
+            found.add(QStringLiteral(
+                          "update seq %1: its lease %2 is '%3' of agent %4, not a completed lease of the "
+                          "uploading agent %5")
                           .arg(r.seq)
                           .arg(r.leaseId, lease->state, lease->agentId, r.agentId));
         const auto unit = t.workunits.find(lease->workunitId);
         if (unit == t.workunits.end() || unit->second.jobId != r.jobId || unit->second.epoch != r.epoch)
-            found.add(QStringLiteral("update seq %1 (lease %2): job %3 epoch %4, but its workunit %5 is not of that "
-                                     "job and epoch")
+            found.add(QStringLiteral(
+                          "update seq %1 (lease %2): job %3 epoch %4, but its workunit %5 is not of that "
+                          "job and epoch")
                           .arg(r.seq)
                           .arg(r.leaseId)
                           .arg(r.jobId)
@@ -249,10 +258,11 @@ void checkWorkunits(const Tables& t, const QHash<QString, const UpdateRow*>& byL
     }
     for (const LeaseRow& lease : t.leases)
         if (lease.state == u"completed" && !byLease.contains(lease.id))
-            found.add(QStringLiteral("lease %1 (workunit %2, agent %3) is completed but has no row in updates")
-                          .arg(lease.id)
-                          .arg(lease.workunitId)
-                          .arg(lease.agentId));
+            found.add(
+                QStringLiteral("lease %1 (workunit %2, agent %3) is completed but has no row in updates")
+                    .arg(lease.id)
+                    .arg(lease.workunitId)
+                    .arg(lease.agentId));
     for (const auto& [id, unit] : t.workunits) {
         const int results = resultsOf.value(id);
         if (unit.state == u"done" && results == 0)
@@ -281,13 +291,14 @@ void checkWorkunits(const Tables& t, const QHash<QString, const UpdateRow*>& byL
             lateResults += results - 1;
         // An epoch that was validated as ended had every workunit done.
         if (unit.state != u"done" && t.epochEndValidations.value(unit.jobId).contains(unit.epoch))
-            found.add(QStringLiteral("workunit %1 (job %2 epoch %3 shard %4) is '%5', but epoch %3 was validated "
-                                     "as complete (lost)")
-                          .arg(id)
-                          .arg(unit.jobId)
-                          .arg(unit.epoch)
-                          .arg(unit.shard)
-                          .arg(unit.state));
+            found.add(
+                QStringLiteral("workunit %1 (job %2 epoch %3 shard %4) is '%5', but epoch %3 was validated "
+                               "as complete (lost)")
+                    .arg(id)
+                    .arg(unit.jobId)
+                    .arg(unit.epoch)
+                    .arg(unit.shard)
+                    .arg(unit.state));
     }
     for (auto job = t.epochEndValidations.cbegin(); job != t.epochEndValidations.cend(); ++job)
         for (auto epoch = job->cbegin(); epoch != job->cend(); ++epoch)
@@ -307,25 +318,28 @@ QJsonArray checkTargets(const Tables& t, std::map<qint64, std::vector<const Upda
     for (const auto& [id, job] : t.jobs) {
         const bool reached = job.state == u"completed" && job.accuracy && *job.accuracy >= job.target;
         if (!reached)
-            targets.add(QStringLiteral("job %1 is '%2' at accuracy %3, target %4: %5")
-                            .arg(id)
-                            .arg(job.state)
-                            .arg(job.accuracy ? QString::number(*job.accuracy, 'f', 4) : QStringLiteral("none"))
-                            .arg(job.target)
-                            .arg(job.reason));
+            targets.add(
+                QStringLiteral("job %1 is '%2' at accuracy %3, target %4: %5")
+                    .arg(id)
+                    .arg(job.state)
+                    .arg(job.accuracy ? QString::number(*job.accuracy, 'f', 4) : QStringLiteral("none"))
+                    .arg(job.target)
+                    .arg(job.reason));
         const QJsonObject before = in.statusBefore.value(id);
         const QJsonObject after = in.statusAfterRestart.value(id);
-        if (!after.isEmpty() && (after.value(QStringLiteral("state")) != before.value(QStringLiteral("state")) ||
-                                 after.value(QStringLiteral("accuracy")) != before.value(QStringLiteral("accuracy"))))
+        if (!before.isEmpty() && !after.isEmpty() &&
+            (after.value(QStringLiteral("state")) != before.value(QStringLiteral("state")) ||
+             after.value(QStringLiteral("accuracy")) != before.value(QStringLiteral("accuracy"))))
             targets.add(QStringLiteral("job %1: `job status` says %2 before a restart and %3 after it")
                             .arg(id)
                             .arg(QString::fromUtf8(QJsonDocument(before).toJson(QJsonDocument::Compact)),
                                  QString::fromUtf8(QJsonDocument(after).toJson(QJsonDocument::Compact))));
-        jobs.append(QJsonObject{{QStringLiteral("id"), id},
-                                {QStringLiteral("state"), job.state},
-                                {QStringLiteral("accuracy"), job.accuracy ? QJsonValue(*job.accuracy) : QJsonValue()},
-                                {QStringLiteral("updates"), qint64(byJob[id].size())},
-                                {QStringLiteral("reached_target"), reached}});
+        jobs.append(
+            QJsonObject{{QStringLiteral("id"), id},
+                        {QStringLiteral("state"), job.state},
+                        {QStringLiteral("accuracy"), job.accuracy ? QJsonValue(*job.accuracy) : QJsonValue()},
+                        {QStringLiteral("updates"), qint64(byJob[id].size())},
+                        {QStringLiteral("reached_target"), reached}});
     }
 
     return jobs;
@@ -380,7 +394,8 @@ AuditReport auditSoak(const AuditInput& in)
         leases.insert(lease.state, leases.value(lease.state).toInt() + 1);
     report.figures.insert(QStringLiteral("updates"), qint64(t.updates.size()));
     report.figures.insert(QStringLiteral("updates_acknowledged_202"), acknowledged);
-    // Rows whose 202 no agent logged: the answer was lost to a kill; the agent's retry got 409 "already received".
+    // Rows whose 202 no agent logged: the answer was lost to a kill; the agent's retry got 409 "already
+    // received".
     report.figures.insert(QStringLiteral("updates_answer_lost"), qint64(t.updates.size()) - acknowledged);
     report.figures.insert(QStringLiteral("late_results"), lateResults);
     report.figures.insert(QStringLiteral("leases"), leases);

@@ -3,7 +3,8 @@
 // stopped: the coordinator's database (read only), the agents' logs, and what `job status` and `job export`
 // showed. Each broken invariant is one line naming the job, the lease, the sequence number or the workunit,
 // so that a failure is evidence, not a count:
-//   (1) every result an agent logged as answered 202 is one row of `updates` (the seq the agent was told), and
+//   (1) every result an agent logged as answered 202 is one row of `updates` (the seq the agent was told),
+//   and
 //       a job's rows were folded in once each, in order: applied versions 1..N by seq, and the final weights
 //       (the snapshot, the exported file, `job status`, also after a restart) are version N;
 //   (2) no workunit is lost or done twice: every workunit of a validated epoch is done, a done workunit has a

@@ -32,19 +32,21 @@ void TestChaosSoak::initTestCase()
 void TestChaosSoak::shortSoakKeepsEveryUpdateOnce()
 {
     auto options = ChaosOptions::parse(
-        {QStringLiteral("chaos_soak"), QStringLiteral("--seconds"), QStringLiteral("75"), QStringLiteral("--agents"),
-         QStringLiteral("3"), QStringLiteral("--seed"), QStringLiteral("20261125"), QStringLiteral("--kill-interval-ms"),
-         QStringLiteral("4000:10000"), QStringLiteral("--down-ms"), QStringLiteral("200:12000"),
-         QStringLiteral("--coordinator-kill-probability"), QStringLiteral("0.3"), QStringLiteral("--min-agent-kills"),
-         QStringLiteral("3"), QStringLiteral("--min-coordinator-kills"), QStringLiteral("1"),
-         QStringLiteral("--finish-timeout"), QStringLiteral("600")});
+        {QStringLiteral("chaos_soak"), QStringLiteral("--seconds"), QStringLiteral("75"),
+         QStringLiteral("--agents"), QStringLiteral("3"), QStringLiteral("--seed"),
+         QStringLiteral("20261125"), QStringLiteral("--kill-interval-ms"), QStringLiteral("4000:10000"),
+         QStringLiteral("--down-ms"), QStringLiteral("200:12000"),
+         QStringLiteral("--coordinator-kill-probability"), QStringLiteral("0.3"),
+         QStringLiteral("--min-agent-kills"), QStringLiteral("3"), QStringLiteral("--min-coordinator-kills"),
+         QStringLiteral("1"), QStringLiteral("--finish-timeout"), QStringLiteral("600")});
     QVERIFY2(options, qPrintable(options.error()));
     auto scratch = test::scratchDir();
     ChaosSoak soak(*options, scratch->path());
     const QJsonObject figures = soak.run();
     const QByteArray text = QJsonDocument(figures).toJson(QJsonDocument::Indented);
     qInfo().noquote() << text;
-    if (!figures.value(QStringLiteral("ok")).toBool() && qEnvironmentVariableIsSet("GLEANER_KEEP_TEST_DATA")) {
+    if (!figures.value(QStringLiteral("ok")).toBool() &&
+        qEnvironmentVariableIsSet("GLEANER_KEEP_TEST_DATA")) {
         scratch->setAutoRemove(false);
         qWarning().noquote() << "logs and data kept in" << scratch->path();
     }
@@ -56,8 +58,12 @@ void TestChaosSoak::shortSoakKeepsEveryUpdateOnce()
     QVERIFY2(figures.value(QStringLiteral("coordinator_kills")).toInt() >= 1, text.constData());
     QVERIFY2(figures.value(QStringLiteral("target_reached")).toBool(), text.constData());
     QVERIFY2(figures.value(QStringLiteral("updates_accepted")).toInteger() > 0, text.constData());
-    QCOMPARE(figures.value(QStringLiteral("final_version")).toInteger(),
-             figures.value(QStringLiteral("jobs")).toArray().last().toObject().value(QStringLiteral("updates")).toInteger());
+    QCOMPARE(figures.value(QStringLiteral("final_version")).toInteger(), figures.value(QStringLiteral("jobs"))
+                                                                             .toArray()
+                                                                             .last()
+                                                                             .toObject()
+                                                                             .value(QStringLiteral("updates"))
+                                                                             .toInteger());
 }
 
 QTEST_GUILESS_MAIN(TestChaosSoak)
