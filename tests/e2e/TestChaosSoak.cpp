@@ -5,6 +5,7 @@
 #include "ChaosSoak.h"
 #include "TestSupport.h"
 
+#include <QCoreApplication>
 #include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -66,5 +67,13 @@ void TestChaosSoak::shortSoakKeepsEveryUpdateOnce()
                                                                              .toInteger());
 }
 
-QTEST_GUILESS_MAIN(TestChaosSoak)
+int main(int argc, char** argv)
+{
+    // On a loaded machine the soak and its last job outlast QtTest's 5-minute watchdog, which would abort it
+    // in the middle of the audit; ctest's TIMEOUT bounds it instead.
+    qputenv("QTEST_FUNCTION_TIMEOUT", "1200000");
+    QCoreApplication app(argc, argv);
+    TestChaosSoak test;
+    return QTest::qExec(&test, argc, argv);
+}
 #include "TestChaosSoak.moc"
