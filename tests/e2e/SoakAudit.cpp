@@ -142,14 +142,31 @@ QString readTables(const QString& path, Tables& t)
     return error;
 }
 
-// (1) What was acknowledged is recorded once, with the seq the agent was told.
+// The workunits that have a result folded in (a row in updates).
+QSet<qint64> workunitsWithResult(const Tables& t)
+{
+    QSet<qint64> units;
+    for (const UpdateRow& r : t.updates)
+        if (const auto lease = t.leases.constFind(r.leaseId); lease != t.leases.cend())
+            units.insert(lease->workunitId);
+    return units;
+}
+
+// (1) What was acknowledged is recorded once, with the seq the agent was told. A 202 for a later result of a
+// workunit that already had one (the late result of an expired lease) is compared with the first, not recorded
+// as an update: its lease is completed and its workunit has its one row.
 void checkAcknowledged(const AcknowledgedResults& acked, const QHash<QString, const UpdateRow*>& byLease,
-                       QStringList& violations)
+                       const Tables& t, QStringList& violations)
 {
     Findings missing(violations);
+    const QSet<qint64> withResult = workunitsWithResult(t);
     for (auto it = acked.answered202.cbegin(); it != acked.answered202.cend(); ++it) {
         const QString& lease = it.key();
         const UpdateRow* row = byLease.value(lease);
+        const auto leaseRow = t.leases.constFind(lease);
+        if (!row && leaseRow != t.leases.cend() && leaseRow->state == u"completed"
+            && withResult.contains(leaseRow->workunitId))
+            continue;
         if (!row) {
             missing.add(
                 QStringLiteral("lease %1: agent %2 logged 202 for its result, but the coordinator has no "
@@ -256,13 +273,19 @@ void checkWorkunits(const Tables& t, const QHash<QString, const UpdateRow*>& byL
                           .arg(r.epoch)
                           .arg(lease->workunitId));
     }
-    for (const LeaseRow& lease : t.leases)
-        if (lease.state == u"completed" && !byLease.contains(lease.id))
+    const QSet<qint64> withResult = workunitsWithResult(t);
+    for (const LeaseRow& lease : t.leases) {
+        if (lease.state != u"completed" || byLease.contains(lease.id))
+            continue;
+        if (withResult.contains(lease.workunitId))
+            lateResults += 1; // a later result of the workunit, compared with its first and not folded in
+        else
             found.add(
                 QStringLiteral("lease %1 (workunit %2, agent %3) is completed but has no row in updates")
                     .arg(lease.id)
                     .arg(lease.workunitId)
                     .arg(lease.agentId));
+    }
     for (const auto& [id, unit] : t.workunits) {
         const int results = resultsOf.value(id);
         if (unit.state == u"done" && results == 0)
@@ -279,16 +302,14 @@ void checkWorkunits(const Tables& t, const QHash<QString, const UpdateRow*>& byL
                           .arg(unit.shard)
                           .arg(results)
                           .arg(unit.state));
-        if (results > unit.issued)
-            found.add(QStringLiteral("workunit %1 (job %2 epoch %3 shard %4) has %5 results from %6 lease(s)")
+        // Only a workunit's first result is folded in: a shard never counts twice.
+        if (results > 1)
+            found.add(QStringLiteral("workunit %1 (job %2 epoch %3 shard %4) was folded in %5 times")
                           .arg(id)
                           .arg(unit.jobId)
                           .arg(unit.epoch)
                           .arg(unit.shard)
-                          .arg(results)
-                          .arg(unit.issued));
-        if (results > 1)
-            lateResults += results - 1;
+                          .arg(results));
         // An epoch that was validated as ended had every workunit done.
         if (unit.state != u"done" && t.epochEndValidations.value(unit.jobId).contains(unit.epoch))
             found.add(
@@ -379,7 +400,7 @@ AuditReport auditSoak(const AuditInput& in)
         byJob[r.jobId].push_back(&r);
     }
 
-    checkAcknowledged(in.acknowledged, byLease, report.violations);
+    checkAcknowledged(in.acknowledged, byLease, t, report.violations);
     for (const auto& [id, job] : t.jobs)
         checkFolding(id, byJob[id], t, in, report.violations);
     int lateResults = 0;

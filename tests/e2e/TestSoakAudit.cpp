@@ -149,9 +149,9 @@ void TestSoakAudit::eachFaultIsReported_data()
     QTest::newRow("workunit of a validated epoch lost")
         << QStringLiteral("UPDATE workunits SET state = 'pending' WHERE id = 2") << none << qint64(2)
         << QStringLiteral("but epoch 1 was validated as complete (lost)");
-    QTest::newRow("more results than leases")
-        << QStringLiteral("UPDATE workunits SET issued = 0 WHERE id = 1") << none << qint64(2)
-        << QStringLiteral("has 1 results from 0 lease(s)");
+    QTest::newRow("a workunit folded in twice")
+        << QStringLiteral("UPDATE leases SET workunit_id = 1 WHERE id = '%1'").arg(kLeaseB) << none << qint64(2)
+        << QStringLiteral("was folded in 2 times");
     QTest::newRow("result of an open lease")
         << QStringLiteral("UPDATE leases SET state = 'open' WHERE workunit_id = 1") << none << qint64(2)
         << QStringLiteral("not a completed lease");
