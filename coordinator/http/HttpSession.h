@@ -8,6 +8,7 @@
 // (slow-client floor), hand it to the handler, wait for the answer (handler timeout), write the answer, and
 // either wait for the next request or close.
 
+#include "http/HttpLimitedBody.h"
 #include "http/HttpMessages.h"
 #include "http/HttpServerState.h"
 
@@ -59,8 +60,8 @@ private:
     };
     using Stream = boost::beast::ssl_stream<boost::beast::tcp_stream>;
     using HeadParser = boost::beast::http::request_parser<boost::beast::http::empty_body>;
-    using StringParser = boost::beast::http::request_parser<boost::beast::http::string_body>;
-    using FileParser = boost::beast::http::request_parser<boost::beast::http::file_body>;
+    using StringParser = boost::beast::http::request_parser<LimitedBody<boost::beast::http::string_body>>;
+    using FileParser = boost::beast::http::request_parser<LimitedBody<boost::beast::http::file_body>>;
 
     void onHandshake(boost::beast::error_code ec);
     void waitForRequest();
