@@ -27,6 +27,7 @@ QJsonObject CoordinatorConfig::toJson() const
     json.insert(QStringLiteral("hosts"), QJsonArray::fromStringList(hosts));
     json.insert(QStringLiteral("open_enrollment"), openEnrollment);
     json.insert(QStringLiteral("http_threads"), httpThreads);
+    json.insert(QStringLiteral("max_connections_per_address"), maxConnectionsPerAddress);
     json.insert(QStringLiteral("snapshot_every_updates"), snapshotEveryUpdates);
     json.insert(QStringLiteral("snapshot_every_seconds"), snapshotEverySeconds);
     json.insert(QStringLiteral("publish_interval_ms"), publishIntervalMs);
@@ -44,7 +45,8 @@ Result<CoordinatorConfig> CoordinatorConfig::fromJson(const QJsonObject& json)
     // The same field checks as a job spec: a typo in config.json is refused by name, never silently defaulted.
     JsonFields fields(json, QStringLiteral("config"));
     fields.allowOnly({QStringLiteral("listen"), QStringLiteral("hosts"), QStringLiteral("open_enrollment"),
-                      QStringLiteral("http_threads"), QStringLiteral("snapshot_every_updates"),
+                      QStringLiteral("http_threads"), QStringLiteral("max_connections_per_address"),
+                      QStringLiteral("snapshot_every_updates"),
                       QStringLiteral("snapshot_every_seconds"), QStringLiteral("publish_interval_ms"),
                       QStringLiteral("validate_every_updates"), QStringLiteral("metrics_access"),
                       QStringLiteral("agent_online_seconds"), QStringLiteral("session_idle_seconds"),
@@ -74,6 +76,7 @@ Result<CoordinatorConfig> CoordinatorConfig::fromJson(const QJsonObject& json)
     }
     fields.readBool(u"open_enrollment", config.openEnrollment);
     fields.readInt(u"http_threads", config.httpThreads, IntRange{1, 256});
+    fields.readInt(u"max_connections_per_address", config.maxConnectionsPerAddress, IntRange{1, 100'000});
     fields.readInt(u"snapshot_every_updates", config.snapshotEveryUpdates, IntRange{1, 1'000'000});
     fields.readInt(u"snapshot_every_seconds", config.snapshotEverySeconds, IntRange{1, 86'400});
     fields.readInt(u"publish_interval_ms", config.publishIntervalMs, IntRange{0, 3'600'000});

@@ -1,6 +1,7 @@
 #include "http/HttpSession.h"
 
 #include "http/HttpLogging.h"
+#include "http/HttpRemoteAddress.h"
 #include "http/HttpResponseSlot.h"
 
 #include <boost/asio/dispatch.hpp>
@@ -57,23 +58,15 @@ std::chrono::steady_clock::duration secondsFor(double bytes, double bytesPerSeco
         std::chrono::duration<double>(bytes / bytesPerSecond));
 }
 
-QString remoteAddressOf(const net::ip::tcp::socket& socket)
-{
-    beast::error_code ec;
-    net::ip::address address = socket.remote_endpoint(ec).address();
-    if (ec)
-        return QStringLiteral("unknown");
-    if (address.is_v6() && address.to_v6().is_v4_mapped())
-        address = net::ip::make_address_v4(net::ip::v4_mapped, address.to_v6());
-    return QString::fromStdString(address.to_string());
-}
-
 } // namespace
 
 HttpSession::HttpSession(net::ip::tcp::socket&& socket, std::shared_ptr<HttpServerState> server)
     : m_server(std::move(server)), m_stream(std::move(socket), m_server->tls),
-      m_handlerTimer(m_stream.get_executor()), m_remoteAddress(remoteAddressOf(tcp().socket()))
+      m_handlerTimer(m_stream.get_executor())
 {
+    const RemoteAddress remote = RemoteAddress::of(tcp().socket());
+    m_remoteAddress = remote.address;
+    m_remoteKey = remote.key;
 }
 
 HttpSession::~HttpSession()
@@ -212,6 +205,7 @@ void HttpSession::onHead(beast::error_code ec)
         return;
     }
     m_head = std::move(*head);
+    m_head.remoteKey = m_remoteKey;
     m_context = RequestContext::from(m_head, message.version(), m_headParser->keep_alive());
     admit();
 }

@@ -35,6 +35,10 @@ public:
     HttpSession(boost::asio::ip::tcp::socket&& socket, std::shared_ptr<HttpServerState> server);
     ~HttpSession();
 
+    // The IPv4 address, or the IPv6 /64, that per-client limits count this connection against.
+    const QString& remoteKey() const { return m_remoteKey; }
+    const QString& remoteAddress() const { return m_remoteAddress; }
+
     // Any thread: start the TLS handshake.
     void start();
     // Any thread (stop()): close now when no request is under way, otherwise after its answer.
@@ -104,6 +108,7 @@ private:
     boost::beast::flat_buffer m_buffer;
     boost::asio::steady_timer m_handlerTimer;
     QString m_remoteAddress;
+    QString m_remoteKey;
     Phase m_phase = Phase::Handshake;
     bool m_draining = false;
 

@@ -75,6 +75,7 @@ int main(int argc, char** argv)
     options.privateKeyPath = dir.tlsKeyPath();
     options.uploadDir = dir.uploadsDir();
     options.threads = std::max(2, QThread::idealThreadCount());
+    options.maxConnectionsPerAddress = std::max(options.maxConnectionsPerAddress, clients + 8); // all from 127.0.0.1
     HttpServer server(options, handler);
     if (auto s = server.start(); !s)
         return bench::failBench("bench_lease", s.error());

@@ -23,6 +23,7 @@
 #include <optional>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 using namespace gleaner;
 using namespace gleaner::coordinator;
@@ -52,6 +53,7 @@ private Q_SLOTS:
     void startErrorsNameTheCause();
     void connectionRefusedSaysWhatToCheck();
     void connectionsAboveTheCapAreClosed();
+    void oneClientCannotTakeEveryConnection();
     void stopLetsARequestInFlightFinish();
     void stopClosesWhatOutlastsTheDrain();
 
@@ -452,6 +454,47 @@ void TestHttpServerLimits::connectionsAboveTheCapAreClosed()
     QVERIFY(!second.request("GET", "/").ok());
     first.reset();
     QTRY_VERIFY_WITH_TIMEOUT(second.request("GET", "/").ok(), 3000);
+}
+
+void TestHttpServerLimits::oneClientCannotTakeEveryConnection()
+{
+    constexpr int kCap = 3;
+    FakeHandler handler;
+    auto server = start(handler, [](HttpServerOptions& options) { options.maxConnectionsPerAddress = kCap; });
+    QVERIFY(server);
+    std::vector<std::unique_ptr<RawTlsClient>> held;
+    for (int i = 0; i < kCap; ++i) {
+        held.push_back(std::make_unique<RawTlsClient>());
+        QCOMPARE(held.back()->connect(server->port(), ca()), QString());
+    }
+    // The fourth and fifth from the same address are closed before their handshake completes.
+    for (int i = 0; i < 2; ++i) {
+        RawTlsClient extra;
+        QVERIFY(!extra.connect(server->port(), ca()).isEmpty());
+    }
+    QCOMPARE(server->refusals().addressFull, quint64(2));
+    QCOMPARE(server->refusals().serverFull, quint64(0));
+
+    // Another client is served meanwhile.
+    RawTlsClient other;
+    QCOMPARE(other.connect(server->port(), ca(), 0, QStringLiteral("127.0.0.2")), QString());
+    QVERIFY(other.send("GET /other HTTP/1.1\r\nHost: x\r\n\r\n"));
+    const RawResponse served = other.readResponse(3000);
+    QCOMPARE(served.status, 200);
+    QVERIFY(served.body.contains("127.0.0.2"));
+
+    // The held connections still work; once one closes, the first client may open another.
+    QVERIFY(held.front()->send("GET /held HTTP/1.1\r\nHost: x\r\n\r\n"));
+    QCOMPARE(held.front()->readResponse(3000).status, 200);
+    held.pop_back();
+    std::unique_ptr<RawTlsClient> again;
+    QTRY_VERIFY_WITH_TIMEOUT((again = std::make_unique<RawTlsClient>())->connect(server->port(), ca()).isEmpty(),
+                             3000);
+    QVERIFY(again->send("GET /again HTTP/1.1\r\nHost: x\r\n\r\n"));
+    QCOMPARE(again->readResponse(3000).status, 200);
+    qInfo("connections closed at accept: %llu from the client at its cap, %llu at the server's cap",
+          static_cast<unsigned long long>(server->refusals().addressFull),
+          static_cast<unsigned long long>(server->refusals().serverFull));
 }
 
 void TestHttpServerLimits::stopLetsARequestInFlightFinish()
