@@ -28,6 +28,8 @@ QJsonObject CoordinatorConfig::toJson() const
     json.insert(QStringLiteral("open_enrollment"), openEnrollment);
     json.insert(QStringLiteral("http_threads"), httpThreads);
     json.insert(QStringLiteral("max_connections_per_address"), maxConnectionsPerAddress);
+    json.insert(QStringLiteral("enroll_per_minute"), enrollPerMinute);
+    json.insert(QStringLiteral("enroll_burst"), enrollBurst);
     json.insert(QStringLiteral("snapshot_every_updates"), snapshotEveryUpdates);
     json.insert(QStringLiteral("snapshot_every_seconds"), snapshotEverySeconds);
     json.insert(QStringLiteral("publish_interval_ms"), publishIntervalMs);
@@ -46,6 +48,7 @@ Result<CoordinatorConfig> CoordinatorConfig::fromJson(const QJsonObject& json)
     JsonFields fields(json, QStringLiteral("config"));
     fields.allowOnly({QStringLiteral("listen"), QStringLiteral("hosts"), QStringLiteral("open_enrollment"),
                       QStringLiteral("http_threads"), QStringLiteral("max_connections_per_address"),
+                      QStringLiteral("enroll_per_minute"), QStringLiteral("enroll_burst"),
                       QStringLiteral("snapshot_every_updates"),
                       QStringLiteral("snapshot_every_seconds"), QStringLiteral("publish_interval_ms"),
                       QStringLiteral("validate_every_updates"), QStringLiteral("metrics_access"),
@@ -77,6 +80,8 @@ Result<CoordinatorConfig> CoordinatorConfig::fromJson(const QJsonObject& json)
     fields.readBool(u"open_enrollment", config.openEnrollment);
     fields.readInt(u"http_threads", config.httpThreads, IntRange{1, 256});
     fields.readInt(u"max_connections_per_address", config.maxConnectionsPerAddress, IntRange{1, 100'000});
+    fields.readInt(u"enroll_per_minute", config.enrollPerMinute, IntRange{1, 100'000});
+    fields.readInt(u"enroll_burst", config.enrollBurst, IntRange{1, 100'000});
     fields.readInt(u"snapshot_every_updates", config.snapshotEveryUpdates, IntRange{1, 1'000'000});
     fields.readInt(u"snapshot_every_seconds", config.snapshotEverySeconds, IntRange{1, 86'400});
     fields.readInt(u"publish_interval_ms", config.publishIntervalMs, IntRange{0, 3'600'000});
