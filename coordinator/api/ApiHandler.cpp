@@ -1,6 +1,7 @@
 #include "api/ApiHandler.h"
 
 #include "aggregation/UpdateChecker.h"
+#include "core/EnrollmentTokenTerms.h"
 #include "core/Tokens.h"
 #include "crypto/Sha256.h"
 
@@ -56,7 +57,12 @@ bool isApi(const QList<QByteArray>& parts)
 
 } // namespace
 
-ApiHandler::ApiHandler(Coordinator& coordinator) : m_coordinator(coordinator), m_dashboard(coordinator) {}
+ApiHandler::ApiHandler(Coordinator& coordinator)
+    : m_coordinator(coordinator), m_dashboard(coordinator),
+      m_enrollLimit(ClientRateLimit::Policy{coordinator.config().enrollPerMinute, coordinator.config().enrollBurst},
+                    coordinator.clock())
+{
+}
 
 ApiHandler::~ApiHandler()
 {
@@ -101,9 +107,13 @@ std::variant<BodyPolicy, HttpResponse> ApiHandler::admit(const RequestHead& head
     if (area == "info" && parts.size() == 3)
         return method == "GET" ? std::variant<BodyPolicy, HttpResponse>(BodyPolicy{0, false})
                                : wrongMethod("GET");
-    if (area == "agents" && parts.value(3) == "enroll" && parts.size() == 4)
-        return method == "POST" ? std::variant<BodyPolicy, HttpResponse>(BodyPolicy{kSmallBody, false})
-                                : wrongMethod("POST");
+    if (area == "agents" && parts.value(3) == "enroll" && parts.size() == 4) {
+        if (method != "POST")
+            return wrongMethod("POST");
+        if (auto refusal = limitEnrollment(head))
+            return *refusal;
+        return BodyPolicy{kSmallBody, false};
+    }
 
     if (area == "admin")
         return m_dashboard.admitAdmin(head, parts); // the admin token, or a dashboard session
@@ -148,6 +158,28 @@ std::variant<BodyPolicy, HttpResponse> ApiHandler::admit(const RequestHead& head
     }
     return HttpResponse::error(404, QStringLiteral("no such endpoint: %1 %2")
                                         .arg(QString::fromLatin1(method), QString::fromUtf8(head.path())));
+}
+
+std::optional<HttpResponse> ApiHandler::limitEnrollment(const RequestHead& head)
+{
+    const QString client = head.remoteKey.isEmpty() ? head.remoteAddress : head.remoteKey;
+    const ClientRateLimit::Decision decision = m_enrollLimit.take(client);
+    if (decision.allowed)
+        return std::nullopt;
+    const ClientRateLimit::Policy& policy = m_enrollLimit.policy();
+    const QString why =
+        decision.tooManyClients
+            ? QStringLiteral("too many clients are enrolling at once; try again in %1 s").arg(decision.retryAfterSeconds)
+            : QStringLiteral("too many enrollment requests from %1: this coordinator takes %2 a minute from one "
+                             "address, in bursts of up to %3; try again in %4 s")
+                  .arg(client)
+                  .arg(policy.perMinute)
+                  .arg(policy.burst)
+                  .arg(decision.retryAfterSeconds);
+    HttpResponse response = HttpResponse::json(
+        429, QJsonObject{{QStringLiteral("error"), why}, {QStringLiteral("retry_after"), decision.retryAfterSeconds}});
+    response.headers.append(HttpHeader{"Retry-After", QByteArray::number(decision.retryAfterSeconds)});
+    return response;
 }
 
 HttpResponse ApiHandler::info() const
@@ -312,7 +344,13 @@ void ApiHandler::handleAdmin(const QList<QByteArray>& parts, HttpRequest request
         auto body = jsonBody(request.body);
         if (!body)
             return respond(badJson());
-        return (void)c.state().post([&c, body = *body, respond] { respond(c.createEnrollmentToken(body)); });
+        // Checked here, into terms whose lifetime cannot overflow the expiry time, with the default lifetime
+        // filled in; the coordinator stores what it is given.
+        const auto terms = EnrollmentTokenTerms::fromJson(*body);
+        if (!terms)
+            return respond(HttpResponse::error(422, terms.error()));
+        return (void)c.state().post(
+            [&c, body = terms->toJson(), respond] { respond(c.createEnrollmentToken(body)); });
     }
     if (what == "tokens" && parts.size() == 6 && idOk && parts[5] == "revoke" && method == "POST")
         return (void)c.state().post([&c, id, respond] { respond(c.revokeEnrollmentToken(id)); });

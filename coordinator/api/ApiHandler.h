@@ -5,6 +5,7 @@
 // thread, and an upload's checks run on the HTTP thread that received it.
 
 #include "aggregation/UpdateChecker.h"
+#include "api/ClientRateLimit.h"
 #include "core/Coordinator.h"
 #include "core/SerialExecutor.h"
 #include "dashboard/DashboardApi.h"
@@ -37,9 +38,13 @@ private:
     void handleResult(const QString& agentId, const QString& leaseId, HttpRequest request, Responder respond);
     void handleAdmin(const QList<QByteArray>& parts, HttpRequest request, Responder respond);
     HttpResponse info() const;
+    // 429 when the client enrolls faster than the configured rate; nullopt when it may go on.
+    std::optional<HttpResponse> limitEnrollment(const RequestHead& head);
 
     Coordinator& m_coordinator;
     dashboard::DashboardApi m_dashboard; // the page, /metrics, sessions, and who may use the admin area
+    // Enrollment is open to anyone who can reach the server; each costs a database row and a token.
+    ClientRateLimit m_enrollLimit;
     // Checks of uploaded results (parse, shapes, finite values, fsync): milliseconds each, kept off both the
     // HTTP threads (which must not block) and the state thread.
     BaseWeightsCache m_bases; // checker thread only

@@ -2,6 +2,7 @@
 // data directory, over HTTPS verified against the data directory's certificate.
 #include "cli/Cli.h"
 #include "config/DataDirectory.h"
+#include "core/EnrollmentTokenTerms.h"
 #include "http/HttpsClient.h"
 
 #include <QCommandLineParser>
@@ -194,26 +195,20 @@ int runToken(const Command& cmd, AdminConnection& server)
 {
     QTextStream out(stdout);
     if (cmd.name == u"create") {
-        QJsonObject request;
+        EnrollmentTokenTerms terms;
         if (cmd.parser->isSet(QStringLiteral("uses"))) {
-            bool ok = false;
-            const qint64 uses = cmd.parser->value(QStringLiteral("uses")).toLongLong(&ok);
-            if (!ok || uses < 1)
-                return usageError(QStringLiteral("--uses: expected a positive number, got \"%1\"")
-                                      .arg(cmd.parser->value(QStringLiteral("uses"))),
-                                  QStringLiteral("token"));
-            request.insert(QStringLiteral("uses"), uses);
+            const auto uses = EnrollmentTokenTerms::parseUses(cmd.parser->value(QStringLiteral("uses")));
+            if (!uses)
+                return usageError(QStringLiteral("--uses: %1").arg(uses.error()), QStringLiteral("token create"));
+            terms.uses = *uses;
         }
         if (cmd.parser->isSet(QStringLiteral("expires"))) {
-            const QString text = cmd.parser->value(QStringLiteral("expires"));
-            static const QHash<QChar, qint64> units{{u's', 1}, {u'm', 60}, {u'h', 3600}, {u'd', 86400}};
-            bool ok = false;
-            const qint64 count = text.left(text.size() - 1).toLongLong(&ok);
-            if (text.isEmpty() || !units.contains(text.back()) || !ok || count <= 0)
-                return usageError(QStringLiteral("--expires: expected a duration such as 30m, 12h or 7d, got \"%1\"").arg(text),
-                                  QStringLiteral("token"));
-            request.insert(QStringLiteral("expires_seconds"), count * units.value(text.back()));
+            const auto lifetime = EnrollmentTokenTerms::parseLifetime(cmd.parser->value(QStringLiteral("expires")));
+            if (!lifetime)
+                return usageError(QStringLiteral("--expires: %1").arg(lifetime.error()), QStringLiteral("token create"));
+            terms.lifetimeSeconds = *lifetime;
         }
+        const QJsonObject request = terms.toJson();
         auto reply = server.call("POST", "/api/v1/admin/tokens", QJsonDocument(request).toJson(QJsonDocument::Compact));
         if (!reply)
             return failure(reply.error());
@@ -347,9 +342,13 @@ int dispatch(const QString& group, const QStringList& arguments, std::initialize
     if (group == u"job" && name == u"export")
         parser.addOption({QStringLiteral("out"), QStringLiteral("Where to write the weights (.safetensors)."), QStringLiteral("FILE")});
     if (group == u"token" && name == u"create") {
-        parser.addOption({QStringLiteral("uses"), QStringLiteral("How many agents may enroll with it (default: unlimited)."),
+        parser.addOption({QStringLiteral("uses"),
+                          QStringLiteral("How many agents may enroll with it, 1 to 1000000 (default: any number "
+                                         "until it expires)."),
                           QStringLiteral("N")});
-        parser.addOption({QStringLiteral("expires"), QStringLiteral("Lifetime such as 30m, 12h, 7d (default: none)."),
+        parser.addOption({QStringLiteral("expires"),
+                          QStringLiteral("Lifetime such as 30m, 12h or 30d, at most 3650d (default: 7d); \"never\" "
+                                         "makes a token that works until it is revoked."),
                           QStringLiteral("DURATION")});
     }
     const QString command = group + u' ' + name;
@@ -396,7 +395,9 @@ int jobCommand(const QStringList& arguments)
 int tokenCommand(const QStringList& arguments)
 {
     return dispatch(QStringLiteral("token"), arguments,
-                    {{"create", 0, "[--uses N] [--expires DURATION]", "Creates an enrollment token and prints it once."},
+                    {{"create", 0, "[--uses N] [--expires DURATION|never]",
+                      "Creates an enrollment token that lives 7 days unless --expires says otherwise, and prints it "
+                      "once."},
                      {"list", 0, "", "Lists enrollment tokens (not their secret values)."},
                      {"revoke", 1, "ID", "Revokes an enrollment token; agents enrolled with it keep working."}},
                     runToken);

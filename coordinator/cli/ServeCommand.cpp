@@ -4,6 +4,7 @@
 #include "config/DataDirectory.h"
 #include "core/Coordinator.h"
 #include "http/HttpServer.h"
+#include "http/OpenFileLimit.h"
 #include "util/Clock.h"
 
 #include <QCommandLineParser>
@@ -15,6 +16,35 @@
 #include <ctime>
 
 namespace gleaner::coordinator::cli {
+namespace {
+
+// Raises the open-file limit as far as the system lets an unprivileged process, and holds the server to the
+// connections that fit in it: past the limit, accept() would fail with EMFILE for every client alike.
+void fitConnectionsToOpenFiles(HttpServerOptions& options)
+{
+    QTextStream err(stderr);
+    const Result<OpenFileLimit> limit = raiseOpenFileLimit();
+    if (!limit) {
+        err << "gleaner-coordinator: " << limit.error() << "; keeping the limit the system gave\n";
+        return;
+    }
+    err << "gleaner-coordinator: open-file limit " << limit->soft;
+    if (limit->previous != limit->soft)
+        err << " (raised from " << limit->previous << ")";
+    err << "\n";
+    const int fit = connectionsThatFit(limit->soft, options.maxConnections);
+    if (fit < options.maxConnections) {
+        err << "gleaner-coordinator: the open-file limit " << limit->soft << " leaves room for " << fit
+            << " connections, not the " << options.maxConnections << " the server may hold; serving at most " << fit
+            << ". To allow all of them, raise the hard limit to at least "
+            << quint64(options.maxConnections) * 2 + kFilesBesidesConnections
+            << " (LimitNOFILE= in the service unit, or `ulimit -Hn` in the shell that starts serve)\n";
+        options.maxConnections = fit;
+    }
+    options.maxConnectionsPerAddress = qMin(options.maxConnectionsPerAddress, options.maxConnections);
+}
+
+} // namespace
 
 int serveCommand(const QStringList& arguments)
 {
@@ -66,6 +96,8 @@ int serveCommand(const QStringList& arguments)
         options.privateKeyPath = dir.tlsKeyPath();
         options.uploadDir = dir.uploadsDir();
         options.threads = config->httpThreads;
+        options.maxConnectionsPerAddress = config->maxConnectionsPerAddress;
+        fitConnectionsToOpenFiles(options);
         HttpServer server(options, handler);
         if (auto s = server.start(); !s) {
             (*coordinator)->shutdown();

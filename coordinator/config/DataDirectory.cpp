@@ -27,6 +27,9 @@ QJsonObject CoordinatorConfig::toJson() const
     json.insert(QStringLiteral("hosts"), QJsonArray::fromStringList(hosts));
     json.insert(QStringLiteral("open_enrollment"), openEnrollment);
     json.insert(QStringLiteral("http_threads"), httpThreads);
+    json.insert(QStringLiteral("max_connections_per_address"), maxConnectionsPerAddress);
+    json.insert(QStringLiteral("enroll_per_minute"), enrollPerMinute);
+    json.insert(QStringLiteral("enroll_burst"), enrollBurst);
     json.insert(QStringLiteral("snapshot_every_updates"), snapshotEveryUpdates);
     json.insert(QStringLiteral("snapshot_every_seconds"), snapshotEverySeconds);
     json.insert(QStringLiteral("publish_interval_ms"), publishIntervalMs);
@@ -46,7 +49,9 @@ Result<CoordinatorConfig> CoordinatorConfig::fromJson(const QJsonObject& json)
     // The same field checks as a job spec: a typo in config.json is refused by name, never silently defaulted.
     JsonFields fields(json, QStringLiteral("config"));
     fields.allowOnly({QStringLiteral("listen"), QStringLiteral("hosts"), QStringLiteral("open_enrollment"),
-                      QStringLiteral("http_threads"), QStringLiteral("snapshot_every_updates"),
+                      QStringLiteral("http_threads"), QStringLiteral("max_connections_per_address"),
+                      QStringLiteral("enroll_per_minute"), QStringLiteral("enroll_burst"),
+                      QStringLiteral("snapshot_every_updates"),
                       QStringLiteral("snapshot_every_seconds"), QStringLiteral("publish_interval_ms"),
                       QStringLiteral("validate_every_updates"), QStringLiteral("metrics_access"),
                       QStringLiteral("agent_online_seconds"), QStringLiteral("session_idle_seconds"),
@@ -77,6 +82,9 @@ Result<CoordinatorConfig> CoordinatorConfig::fromJson(const QJsonObject& json)
     }
     fields.readBool(u"open_enrollment", config.openEnrollment);
     fields.readInt(u"http_threads", config.httpThreads, IntRange{1, 256});
+    fields.readInt(u"max_connections_per_address", config.maxConnectionsPerAddress, IntRange{1, 100'000});
+    fields.readInt(u"enroll_per_minute", config.enrollPerMinute, IntRange{1, 100'000});
+    fields.readInt(u"enroll_burst", config.enrollBurst, IntRange{1, 100'000});
     fields.readInt(u"snapshot_every_updates", config.snapshotEveryUpdates, IntRange{1, 1'000'000});
     fields.readInt(u"snapshot_every_seconds", config.snapshotEverySeconds, IntRange{1, 86'400});
     fields.readInt(u"publish_interval_ms", config.publishIntervalMs, IntRange{0, 3'600'000});

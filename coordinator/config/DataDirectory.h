@@ -28,6 +28,11 @@ struct CoordinatorConfig
     QStringList hosts{QStringLiteral("localhost"), QStringLiteral("127.0.0.1")}; // names in the certificate
     bool openEnrollment = false;      // agents may enroll without a token
     int httpThreads = 2;
+    // One client (an IPv4 address or an IPv6 /64) holds at most this many connections; more are closed at once.
+    int maxConnectionsPerAddress = 64;
+    // Enrollment requests per client: a burst of enrollBurst, then enrollPerMinute (answered 429 beyond).
+    int enrollPerMinute = 10;
+    int enrollBurst = 10;
     int snapshotEveryUpdates = 50;    // server weights are written to disk this often ...
     int snapshotEverySeconds = 60;    // ... or this often, whichever comes first
     int publishIntervalMs = 1000;     // a new weights file is published for leases at most this often

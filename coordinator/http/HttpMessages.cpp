@@ -5,6 +5,8 @@
 
 #include <QFile>
 
+#include <limits>
+
 namespace gleaner::coordinator::http_detail {
 
 namespace beast = boost::beast;
@@ -189,9 +191,17 @@ OutgoingResponse fileResponse(const HttpResponse& response, const RequestContext
 
 } // namespace
 
-RequestHead toRequestHead(const http::request<http::empty_body>& message, const QString& remoteAddress,
-                          boost::optional<std::uint64_t> contentLength)
+Result<RequestHead> toRequestHead(const http::request<http::empty_body>& message, const QString& remoteAddress,
+                                  boost::optional<std::uint64_t> contentLength)
 {
+    constexpr auto kLargestLength = std::uint64_t(std::numeric_limits<qint64>::max());
+    if (contentLength && *contentLength > kLargestLength)
+        return fail(QStringLiteral("the Content-Length %1 of %2 %3 exceeds any body this server takes (at most "
+                                   "%4 bytes)")
+                        .arg(*contentLength)
+                        .arg(QString::fromLatin1(bytes(message.method_string())),
+                             QString::fromLatin1(bytes(message.target()).left(200)))
+                        .arg(kLargestLength));
     RequestHead head;
     head.method = bytes(message.method_string());
     head.target = bytes(message.target());

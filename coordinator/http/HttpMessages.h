@@ -5,6 +5,8 @@
 #include "http/HttpFileBody.h"
 #include "http/HttpTypes.h"
 
+#include "Result.h"
+
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
@@ -17,8 +19,10 @@ namespace gleaner::coordinator::http_detail {
 
 namespace http = boost::beast::http;
 
-RequestHead toRequestHead(const http::request<http::empty_body>& message, const QString& remoteAddress,
-                          boost::optional<std::uint64_t> contentLength);
+// Fails for a Content-Length that no qint64 holds (2^63 bytes or more): such a length is refused, never
+// wrapped into a negative one that every "larger than the limit" check would let through.
+Result<RequestHead> toRequestHead(const http::request<http::empty_body>& message, const QString& remoteAddress,
+                                  boost::optional<std::uint64_t> contentLength);
 
 // What an answer depends on besides the handler's response.
 struct RequestContext

@@ -20,6 +20,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
+#include <atomic>
 #include <optional>
 #include <thread>
 
@@ -53,10 +54,11 @@ Status checkReadable(const QString& path, const QString& what)
 Status validate(const HttpServerOptions& options)
 {
     if (options.threads < 1 || options.headerLimitBytes < 1024 || options.headerTimeoutSeconds < 1 ||
-        options.idleTimeoutSeconds < 1 || options.maxConnections < 1 || options.handlerTimeoutSeconds < 1)
-        return fail(
-            QStringLiteral("invalid HTTP server options: threads, maxConnections and every timeout must be "
-                           "at least 1, headerLimitBytes at least 1024"));
+        options.idleTimeoutSeconds < 1 || options.maxConnections < 1 || options.maxConnectionsPerAddress < 1 ||
+        options.handlerTimeoutSeconds < 1)
+        return fail(QStringLiteral("invalid HTTP server options: threads, maxConnections, "
+                                   "maxConnectionsPerAddress and every timeout must be at least 1, "
+                                   "headerLimitBytes at least 1024"));
     return {};
 }
 
@@ -73,7 +75,8 @@ struct HttpServer::Impl
     Status listen();
     void accept();
     void onAccept(beast::error_code ec, tcp::socket socket);
-    void refuse(tcp::socket& socket);
+    void noteRefusal(HttpServerState::Admission why, const HttpSession& session);
+    void logRefusals();
 
     HttpServerOptions options;
     RequestHandler& handler;
@@ -87,9 +90,14 @@ struct HttpServer::Impl
     quint16 port = 0;
     bool started = false;
     bool stopped = false;
-    // Refusals at maxConnections are logged at most every few seconds: a flood must not also fill the log.
+    // Refusals are logged at most every few seconds: a flood must not also fill the log. Accept strand only.
     QElapsedTimer refusalLog;
-    quint64 refusedSinceLog = 0;
+    quint64 serverFullSinceLog = 0;
+    quint64 addressFullSinceLog = 0;
+    QString lastFullAddress;
+    // Read by refusals() from any thread.
+    std::atomic<quint64> serverFullTotal{0};
+    std::atomic<quint64> addressFullTotal{0};
 };
 
 Status HttpServer::Impl::loadCredentials(ssl::context& tls) const
@@ -194,17 +202,46 @@ void HttpServer::Impl::onAccept(beast::error_code ec, tcp::socket socket)
         return;
     }
     auto session = std::make_shared<HttpSession>(std::move(socket), state);
-    if (state->addSession(session))
+    const HttpServerState::Admission admission = state->addSession(session, session->remoteKey());
+    if (admission == HttpServerState::Admission::Admitted)
         session->start();
-    else if (!state->stopping())
-        ++refusedSinceLog;
-    if (refusedSinceLog > 0 && (!refusalLog.isValid() || refusalLog.elapsed() > 10'000)) {
-        qCWarning(lcHttp, "closed %llu new connections: %d connections are open (maxConnections)",
-                  static_cast<unsigned long long>(refusedSinceLog), options.maxConnections);
-        refusedSinceLog = 0;
-        refusalLog.start();
-    }
+    else
+        noteRefusal(admission, *session);
+    // A refused session dies here, which closes its socket: the client sees the close at once.
+    session.reset();
+    logRefusals();
     accept();
+}
+
+void HttpServer::Impl::noteRefusal(HttpServerState::Admission why, const HttpSession& session)
+{
+    if (why == HttpServerState::Admission::ServerFull) {
+        ++serverFullTotal;
+        ++serverFullSinceLog;
+    } else if (why == HttpServerState::Admission::AddressFull) {
+        ++addressFullTotal;
+        ++addressFullSinceLog;
+        lastFullAddress = session.remoteKey();
+    }
+}
+
+void HttpServer::Impl::logRefusals()
+{
+    if (serverFullSinceLog + addressFullSinceLog == 0 ||
+        (refusalLog.isValid() && refusalLog.elapsed() <= 10'000))
+        return;
+    if (serverFullSinceLog > 0)
+        qCWarning(lcHttp, "closed %llu new connections: %d connections are open (maxConnections)",
+                  static_cast<unsigned long long>(serverFullSinceLog), options.maxConnections);
+    if (addressFullSinceLog > 0)
+        qCWarning(lcHttp,
+                  "closed %llu new connections from clients that held %d connections already "
+                  "(maxConnectionsPerAddress), the last from %s",
+                  static_cast<unsigned long long>(addressFullSinceLog), options.maxConnectionsPerAddress,
+                  qPrintable(lastFullAddress));
+    serverFullSinceLog = 0;
+    addressFullSinceLog = 0;
+    refusalLog.start();
 }
 
 HttpServer::HttpServer(HttpServerOptions options, RequestHandler& handler)
@@ -260,6 +297,11 @@ Status HttpServer::start()
 quint16 HttpServer::port() const
 {
     return m_impl->port;
+}
+
+HttpServerRefusals HttpServer::refusals() const
+{
+    return HttpServerRefusals{m_impl->serverFullTotal.load(), m_impl->addressFullTotal.load()};
 }
 
 void HttpServer::stop(int drainMs)

@@ -40,9 +40,19 @@ struct HttpServerOptions
     // client that announces 10 GB and then stalls is cut off after the grace, not after hours.
     double minBodyBytesPerSecond = 32 * 1024;
     int maxConnections = 2048; // further connections are accepted and closed at once
+    // The same from one client (an IPv4 address, or an IPv6 /64), so that one client cannot take every
+    // connection the server has: a kept-alive agent holds one or two, a browser on the dashboard about six.
+    int maxConnectionsPerAddress = 64;
     // A handler that has not answered within this time gets 500 on its behalf, so a lost Responder cannot
     // hold a connection forever. A Responder dropped without being called answers 500 at once.
     int handlerTimeoutSeconds = 600;
+};
+
+// Connections closed at accept, since the server started.
+struct HttpServerRefusals
+{
+    quint64 serverFull = 0;  // maxConnections were open
+    quint64 addressFull = 0; // maxConnectionsPerAddress were open from the client's address
 };
 
 class HttpServer
@@ -59,6 +69,8 @@ public:
     Status start();
     // The bound port (the ephemeral one when options.port was 0); 0 before start().
     quint16 port() const;
+    // Thread-safe.
+    HttpServerRefusals refusals() const;
     // Stops accepting, lets requests in flight finish for up to drainMs, closes every connection and joins
     // the threads. Idempotent; must not be called from a handler (it joins the threads that run handlers).
     void stop(int drainMs = 5000);

@@ -13,20 +13,33 @@ void HttpServerState::beginStop()
     m_stopping = true;
 }
 
-bool HttpServerState::addSession(const std::shared_ptr<HttpSession>& session)
+HttpServerState::Admission HttpServerState::addSession(const std::shared_ptr<HttpSession>& session,
+                                                       const QString& remoteKey)
 {
     std::lock_guard lock(m_mutex);
-    if (m_stopping || m_sessions.size() >= std::size_t(qMax(1, options.maxConnections)))
-        return false;
-    m_sessions.emplace(session.get(), session);
-    return true;
+    if (m_stopping)
+        return Admission::Stopping;
+    if (m_sessions.size() >= std::size_t(qMax(1, options.maxConnections)))
+        return Admission::ServerFull;
+    int& fromAddress = m_perAddress[remoteKey];
+    if (fromAddress >= qMax(1, options.maxConnectionsPerAddress))
+        return Admission::AddressFull;
+    ++fromAddress;
+    m_sessions.emplace(session.get(), Entry{session, remoteKey});
+    return Admission::Admitted;
 }
 
 void HttpServerState::removeSession(HttpSession* session)
 {
     {
         std::lock_guard lock(m_mutex);
-        m_sessions.erase(session);
+        const auto found = m_sessions.find(session);
+        if (found == m_sessions.end())
+            return; // refused at accept: never counted
+        const auto address = m_perAddress.find(found->second.remoteKey);
+        if (address != m_perAddress.end() && --address.value() <= 0)
+            m_perAddress.erase(address);
+        m_sessions.erase(found);
     }
     m_changed.notify_all();
 }
@@ -37,7 +50,7 @@ std::vector<std::shared_ptr<HttpSession>> HttpServerState::sessions() const
     std::vector<std::shared_ptr<HttpSession>> alive;
     alive.reserve(m_sessions.size());
     for (const auto& entry : m_sessions) {
-        if (std::shared_ptr<HttpSession> session = entry.second.lock())
+        if (std::shared_ptr<HttpSession> session = entry.second.session.lock())
             alive.push_back(std::move(session));
     }
     return alive;

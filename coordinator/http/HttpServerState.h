@@ -6,6 +6,9 @@
 
 #include <boost/asio/ssl/context.hpp>
 
+#include <QHash>
+#include <QString>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -40,8 +43,16 @@ public:
     // Sets stopping under the registry lock, so no connection registers after stop() took its snapshot.
     void beginStop();
 
-    // False when the server is stopping or already holds maxConnections connections.
-    bool addSession(const std::shared_ptr<HttpSession>& session);
+    enum class Admission
+    {
+        Admitted,
+        Stopping,
+        ServerFull,  // maxConnections are open
+        AddressFull, // maxConnectionsPerAddress are open from the session's remoteKey
+    };
+    // Registers a new connection from `remoteKey` (see RequestHead::remoteKey) unless one of the caps is reached.
+    Admission addSession(const std::shared_ptr<HttpSession>& session, const QString& remoteKey);
+    // Any session, registered or not (a refused one is destroyed without having been added).
     void removeSession(HttpSession* session);
     std::vector<std::shared_ptr<HttpSession>> sessions() const;
     // True when every connection is gone before `deadline`.
@@ -51,7 +62,13 @@ private:
     std::atomic<bool> m_stopping{false};
     mutable std::mutex m_mutex;
     std::condition_variable m_changed;
-    std::unordered_map<HttpSession*, std::weak_ptr<HttpSession>> m_sessions;
+    struct Entry
+    {
+        std::weak_ptr<HttpSession> session;
+        QString remoteKey;
+    };
+    std::unordered_map<HttpSession*, Entry> m_sessions;
+    QHash<QString, int> m_perAddress; // open connections by remote key; a key leaves with its last connection
 };
 
 } // namespace gleaner::coordinator::http_detail

@@ -1,6 +1,7 @@
 #include "http/HttpSession.h"
 
 #include "http/HttpLogging.h"
+#include "http/HttpRemoteAddress.h"
 #include "http/HttpResponseSlot.h"
 
 #include <boost/asio/dispatch.hpp>
@@ -57,23 +58,15 @@ std::chrono::steady_clock::duration secondsFor(double bytes, double bytesPerSeco
         std::chrono::duration<double>(bytes / bytesPerSecond));
 }
 
-QString remoteAddressOf(const net::ip::tcp::socket& socket)
-{
-    beast::error_code ec;
-    net::ip::address address = socket.remote_endpoint(ec).address();
-    if (ec)
-        return QStringLiteral("unknown");
-    if (address.is_v6() && address.to_v6().is_v4_mapped())
-        address = net::ip::make_address_v4(net::ip::v4_mapped, address.to_v6());
-    return QString::fromStdString(address.to_string());
-}
-
 } // namespace
 
 HttpSession::HttpSession(net::ip::tcp::socket&& socket, std::shared_ptr<HttpServerState> server)
     : m_server(std::move(server)), m_stream(std::move(socket), m_server->tls),
-      m_handlerTimer(m_stream.get_executor()), m_remoteAddress(remoteAddressOf(tcp().socket()))
+      m_handlerTimer(m_stream.get_executor())
 {
+    const RemoteAddress remote = RemoteAddress::of(tcp().socket());
+    m_remoteAddress = remote.address;
+    m_remoteKey = remote.key;
 }
 
 HttpSession::~HttpSession()
@@ -206,7 +199,13 @@ void HttpSession::onHead(beast::error_code ec)
         return;
     }
     const auto& message = m_headParser->get();
-    m_head = toRequestHead(message, m_remoteAddress, m_headParser->content_length());
+    Result<RequestHead> head = toRequestHead(message, m_remoteAddress, m_headParser->content_length());
+    if (!head) {
+        sendError(413, head.error());
+        return;
+    }
+    m_head = std::move(*head);
+    m_head.remoteKey = m_remoteKey;
     m_context = RequestContext::from(m_head, message.version(), m_headParser->keep_alive());
     admit();
 }
@@ -272,6 +271,7 @@ Status HttpSession::prepareBody(const BodyPolicy& policy)
         m_stringParser.emplace(std::move(*m_headParser));
         m_headParser.reset();
         m_stringParser->body_limit(limit);
+        m_stringParser->get().body().limit = limit;
         return {};
     }
     // mkostemp creates the file 0600 with a name no other request can hold: uploads are not world-readable
@@ -289,10 +289,11 @@ Status HttpSession::prepareBody(const BodyPolicy& policy)
     m_fileParser.emplace(std::move(*m_headParser));
     m_headParser.reset();
     m_fileParser->body_limit(limit);
+    m_fileParser->get().body().limit = limit;
     beast::file file;
     file.native_handle(fd);
     beast::error_code ec;
-    m_fileParser->get().body().reset(std::move(file), ec);
+    m_fileParser->get().body().inner.reset(std::move(file), ec);
     if (ec) {
         removeUploadFile();
         return fail(
@@ -374,12 +375,12 @@ void HttpSession::dispatchRequest()
     HttpRequest request;
     request.head = m_head;
     if (m_stringParser) {
-        const std::string& body = m_stringParser->get().body();
+        const std::string& body = m_stringParser->get().body().inner;
         request.body = QByteArray(body.data(), qsizetype(body.size()));
         request.bodyBytes = request.body.size();
         m_stringParser.reset();
     } else if (m_fileParser) {
-        auto& body = m_fileParser->get().body();
+        auto& body = m_fileParser->get().body().inner;
         beast::error_code ec;
         request.bodyBytes = qint64(body.file().size(ec));
         body.close(); // flushed and closed before the handler opens it

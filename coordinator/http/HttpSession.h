@@ -8,6 +8,7 @@
 // (slow-client floor), hand it to the handler, wait for the answer (handler timeout), write the answer, and
 // either wait for the next request or close.
 
+#include "http/HttpLimitedBody.h"
 #include "http/HttpMessages.h"
 #include "http/HttpServerState.h"
 
@@ -34,6 +35,10 @@ public:
     HttpSession(boost::asio::ip::tcp::socket&& socket, std::shared_ptr<HttpServerState> server);
     ~HttpSession();
 
+    // The IPv4 address, or the IPv6 /64, that per-client limits count this connection against.
+    const QString& remoteKey() const { return m_remoteKey; }
+    const QString& remoteAddress() const { return m_remoteAddress; }
+
     // Any thread: start the TLS handshake.
     void start();
     // Any thread (stop()): close now when no request is under way, otherwise after its answer.
@@ -59,8 +64,8 @@ private:
     };
     using Stream = boost::beast::ssl_stream<boost::beast::tcp_stream>;
     using HeadParser = boost::beast::http::request_parser<boost::beast::http::empty_body>;
-    using StringParser = boost::beast::http::request_parser<boost::beast::http::string_body>;
-    using FileParser = boost::beast::http::request_parser<boost::beast::http::file_body>;
+    using StringParser = boost::beast::http::request_parser<LimitedBody<boost::beast::http::string_body>>;
+    using FileParser = boost::beast::http::request_parser<LimitedBody<boost::beast::http::file_body>>;
 
     void onHandshake(boost::beast::error_code ec);
     void waitForRequest();
@@ -103,6 +108,7 @@ private:
     boost::beast::flat_buffer m_buffer;
     boost::asio::steady_timer m_handlerTimer;
     QString m_remoteAddress;
+    QString m_remoteKey;
     Phase m_phase = Phase::Handshake;
     bool m_draining = false;
 

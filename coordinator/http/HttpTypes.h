@@ -34,6 +34,9 @@ struct RequestHead
     QByteArray target; // path and query as received: "/api/v1/files/ab12...?x=1"
     QList<HttpHeader> headers;
     QString remoteAddress; // "127.0.0.1"
+    // What per-client limits count against: remoteAddress for IPv4, its /64 prefix for IPv6 ("2001:db8::/64"),
+    // since one subscriber usually holds a whole /64.
+    QString remoteKey;
     std::optional<qint64> contentLength;
 
     QByteArray path() const;                      // target without the query

@@ -50,6 +50,8 @@ int main(int argc, char** argv)
     const DataDirectory dir(scratch.filePath(QStringLiteral("data")));
     CoordinatorConfig config;
     config.openEnrollment = true;
+    // Every simulated agent enrolls from 127.0.0.1 at once: lift the per-address enrollment rate.
+    config.enrollBurst = std::max(config.enrollBurst, clients);
     config.listenPort = 0;
     auto created = initializeDataDirectory(dir, config);
     if (!created)
@@ -75,6 +77,7 @@ int main(int argc, char** argv)
     options.privateKeyPath = dir.tlsKeyPath();
     options.uploadDir = dir.uploadsDir();
     options.threads = std::max(2, QThread::idealThreadCount());
+    options.maxConnectionsPerAddress = std::max(options.maxConnectionsPerAddress, clients + 8); // all from 127.0.0.1
     HttpServer server(options, handler);
     if (auto s = server.start(); !s)
         return bench::failBench("bench_lease", s.error());

@@ -70,8 +70,10 @@ public:
     RawTlsClient& operator=(const RawTlsClient&) = delete;
 
     // Connects to 127.0.0.1:port and verifies the server against `caPath`. `maxVersion` (TLS1_1_VERSION ...)
-    // caps the protocol; 0 leaves it open. Returns an error text, empty on success.
-    QString connect(quint16 port, const QString& caPath, int maxVersion = 0);
+    // caps the protocol; 0 leaves it open. `from` is the local address to connect from (another loopback
+    // address such as "127.0.0.2" is another client to the server); empty lets the system choose. Returns an
+    // error text, empty on success.
+    QString connect(quint16 port, const QString& caPath, int maxVersion = 0, const QString& from = {});
     bool send(QByteArrayView data);
     // Reads one response (head, and a body of Content-Length bytes); status 0 when none arrived in time.
     RawResponse readResponse(int timeoutMs = 5000);

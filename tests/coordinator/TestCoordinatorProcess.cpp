@@ -6,6 +6,7 @@
 #include "format/SafeTensors.h"
 #include "http/HttpsClient.h"
 
+#include <QDateTime>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QProcess>
@@ -400,6 +401,28 @@ void TestCoordinatorProcess::commandErrorsSayWhatToDo()
                                 + QStringList{QStringLiteral("--expires"), QStringLiteral("soon")});
     QCOMPARE(badDuration.exitCode, 2);
     QVERIFY(badDuration.err.contains("30m, 12h or 7d"));
+    // Days that overflow the expiry time are refused by name, before anything reaches the server.
+    const Run hugeDuration = cli(QStringList{QStringLiteral("token"), QStringLiteral("create")} + dataDir()
+                                 + QStringList{QStringLiteral("--expires"), QStringLiteral("9999999999999d")});
+    QCOMPARE(hugeDuration.exitCode, 2);
+    QVERIFY2(hugeDuration.err.contains("\"9999999999999d\" is longer than a token may live"), hugeDuration.err.constData());
+    // Without --expires a token lives 7 days; "never" is asked for by name.
+    const qint64 before = QDateTime::currentMSecsSinceEpoch();
+    QCOMPARE(cli(QStringList{QStringLiteral("token"), QStringLiteral("create")} + dataDir()).exitCode, 0);
+    QCOMPARE(cli(QStringList{QStringLiteral("token"), QStringLiteral("create")} + dataDir()
+                 + QStringList{QStringLiteral("--expires"), QStringLiteral("never")})
+                 .exitCode,
+             0);
+    const QJsonArray tokens = cli(QStringList{QStringLiteral("token"), QStringLiteral("list")} + dataDir()
+                                  + QStringList{QStringLiteral("--json")})
+                                  .json()
+                                  .value(QStringLiteral("tokens"))
+                                  .toArray();
+    QVERIFY(tokens.size() >= 2);
+    const qint64 expiresMs = tokens[tokens.size() - 2].toObject().value(QStringLiteral("expires_ms")).toInteger();
+    QVERIFY2(expiresMs >= before + 7 * 86'400'000LL && expiresMs <= QDateTime::currentMSecsSinceEpoch() + 7 * 86'400'000LL,
+             qPrintable(QString::number(expiresMs - before)));
+    QVERIFY(tokens.last().toObject().value(QStringLiteral("expires_ms")).isNull());
     const Run wrongDir = cli({QStringLiteral("job"), QStringLiteral("list"), QStringLiteral("--data-dir"), QStringLiteral("/nonexistent")});
     QCOMPARE(wrongDir.exitCode, 1);
     QVERIFY(wrongDir.err.contains("gleaner-coordinator init"));

@@ -1,6 +1,7 @@
-// The HTTPS server's defences and its edges: malformed and oversized heads, slow and idle clients, handlers
-// that never answer or throw, TLS trust and versions, start errors, the connection cap, and stop() with
-// requests in flight. Every timeout here is one or two seconds, so the suite stays short.
+// The HTTPS server's defences and its edges: malformed and oversized heads, lengths no body may have, slow and
+// idle clients, handlers that never answer or throw, TLS trust and versions, start errors, the connection caps
+// (all clients, one client), and stop() with requests in flight. Every timeout here is one or two seconds, so
+// the suite stays short.
 
 #include "HttpTestSupport.h"
 #include "TestSupport.h"
@@ -9,6 +10,7 @@
 
 #include <QDir>
 #include <QElapsedTimer>
+#include <QFileInfo>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QTest>
@@ -21,6 +23,7 @@
 #include <optional>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 using namespace gleaner;
 using namespace gleaner::coordinator;
@@ -36,6 +39,8 @@ private Q_SLOTS:
     void headerTooLargeIs431();
     void malformedRequestIs400_data();
     void malformedRequestIs400();
+    void contentLengthBeyondAnyBodyIsRefused_data();
+    void contentLengthBeyondAnyBodyIsRefused();
     void slowBodyIsCutOff();
     void slowHeadIsCutOff();
     void idleConnectionIsClosedAndTheClientReconnects();
@@ -48,6 +53,7 @@ private Q_SLOTS:
     void startErrorsNameTheCause();
     void connectionRefusedSaysWhatToCheck();
     void connectionsAboveTheCapAreClosed();
+    void oneClientCannotTakeEveryConnection();
     void stopLetsARequestInFlightFinish();
     void stopClosesWhatOutlastsTheDrain();
 
@@ -134,6 +140,60 @@ void TestHttpServerLimits::malformedRequestIs400()
     // The server shrugs it off.
     HttpsClient https(QStringLiteral("127.0.0.1"), server->port(), ca());
     const auto healthy = https.request("GET", "/still-there");
+    QVERIFY2(healthy.ok(), qPrintable(healthy.error()));
+    QCOMPARE(healthy->status, 200);
+}
+
+void TestHttpServerLimits::contentLengthBeyondAnyBodyIsRefused_data()
+{
+    QTest::addColumn<QByteArray>("length");
+    QTest::addColumn<int>("status");
+    // 2^63 and 2^64 - 1 fit Beast's uint64 but no qint64: they once wrapped to negative lengths that passed
+    // every "larger than the limit" check, and the body streamed to disk without a limit.
+    QTest::newRow("2^63") << QByteArray("9223372036854775808") << 413;
+    QTest::newRow("2^64 - 1") << QByteArray("18446744073709551615") << 413;
+    QTest::newRow("2^64") << QByteArray("18446744073709551616") << 400; // Beast: not a number it can hold
+}
+
+void TestHttpServerLimits::contentLengthBeyondAnyBodyIsRefused()
+{
+    QFETCH(QByteArray, length);
+    QFETCH(int, status);
+    constexpr qint64 kLimit = 1000;
+    FakeHandler handler;
+    handler.onAdmit = [](const RequestHead&) -> std::variant<BodyPolicy, HttpResponse> {
+        return BodyPolicy{kLimit, true}; // into a file in the upload folder, like a result upload
+    };
+    auto server = start(handler);
+    QVERIFY(server);
+    const QDir uploads(m_uploads->path());
+    const auto largestUpload = [&uploads] {
+        qint64 largest = 0;
+        for (const QFileInfo& file : uploads.entryInfoList(QDir::Files))
+            largest = qMax(largest, file.size());
+        return largest;
+    };
+
+    RawTlsClient raw;
+    QCOMPARE(raw.connect(server->port(), ca()), QString());
+    const QByteArray head = "PUT /upload HTTP/1.1\r\nHost: x\r\nContent-Length: " + length + "\r\n\r\n";
+    QVERIFY(raw.send(head));
+    // 256 KiB of body, far past the limit; the server may stop reading once it answered.
+    qint64 largestSeen = 0;
+    for (int i = 0; i < 16 && raw.send(QByteArray(16 * 1024, 'b')); ++i)
+        largestSeen = qMax(largestSeen, largestUpload());
+    const RawResponse response = raw.readResponse(3000);
+    QCOMPARE(response.status, status);
+    if (status == 413)
+        QVERIFY2(errorOf(response.body).contains(QString::fromLatin1(length)), response.body.constData());
+    QVERIFY(raw.waitClosed(7000)); // after lingering over what was still on its way
+    largestSeen = qMax(largestSeen, largestUpload());
+    QVERIFY2(largestSeen <= kLimit, qPrintable(QString::number(largestSeen)));
+    QCOMPARE(handler.handled.load(), 0);
+    QTRY_VERIFY_WITH_TIMEOUT(uploads.entryList(QDir::Files).isEmpty(), 2000);
+
+    HttpsClient https(QStringLiteral("127.0.0.1"), server->port(), ca());
+    const auto healthy = https.request("PUT", "/upload", QByteArray(500, 'u'), "application/octet-stream");
     QVERIFY2(healthy.ok(), qPrintable(healthy.error()));
     QCOMPARE(healthy->status, 200);
 }
@@ -394,6 +454,47 @@ void TestHttpServerLimits::connectionsAboveTheCapAreClosed()
     QVERIFY(!second.request("GET", "/").ok());
     first.reset();
     QTRY_VERIFY_WITH_TIMEOUT(second.request("GET", "/").ok(), 3000);
+}
+
+void TestHttpServerLimits::oneClientCannotTakeEveryConnection()
+{
+    constexpr int kCap = 3;
+    FakeHandler handler;
+    auto server = start(handler, [](HttpServerOptions& options) { options.maxConnectionsPerAddress = kCap; });
+    QVERIFY(server);
+    std::vector<std::unique_ptr<RawTlsClient>> held;
+    for (int i = 0; i < kCap; ++i) {
+        held.push_back(std::make_unique<RawTlsClient>());
+        QCOMPARE(held.back()->connect(server->port(), ca()), QString());
+    }
+    // The fourth and fifth from the same address are closed before their handshake completes.
+    for (int i = 0; i < 2; ++i) {
+        RawTlsClient extra;
+        QVERIFY(!extra.connect(server->port(), ca()).isEmpty());
+    }
+    QCOMPARE(server->refusals().addressFull, quint64(2));
+    QCOMPARE(server->refusals().serverFull, quint64(0));
+
+    // Another client is served meanwhile.
+    RawTlsClient other;
+    QCOMPARE(other.connect(server->port(), ca(), 0, QStringLiteral("127.0.0.2")), QString());
+    QVERIFY(other.send("GET /other HTTP/1.1\r\nHost: x\r\n\r\n"));
+    const RawResponse served = other.readResponse(3000);
+    QCOMPARE(served.status, 200);
+    QVERIFY(served.body.contains("127.0.0.2"));
+
+    // The held connections still work; once one closes, the first client may open another.
+    QVERIFY(held.front()->send("GET /held HTTP/1.1\r\nHost: x\r\n\r\n"));
+    QCOMPARE(held.front()->readResponse(3000).status, 200);
+    held.pop_back();
+    std::unique_ptr<RawTlsClient> again;
+    QTRY_VERIFY_WITH_TIMEOUT((again = std::make_unique<RawTlsClient>())->connect(server->port(), ca()).isEmpty(),
+                             3000);
+    QVERIFY(again->send("GET /again HTTP/1.1\r\nHost: x\r\n\r\n"));
+    QCOMPARE(again->readResponse(3000).status, 200);
+    qInfo("connections closed at accept: %llu from the client at its cap, %llu at the server's cap",
+          static_cast<unsigned long long>(server->refusals().addressFull),
+          static_cast<unsigned long long>(server->refusals().serverFull));
 }
 
 void TestHttpServerLimits::stopLetsARequestInFlightFinish()

@@ -253,7 +253,7 @@ export class TokensView {
     this.root = root;
     this.tbody = h('tbody');
     const uses = h('input', { type: 'number', min: 1, id: 'uses', placeholder: 'unlimited' });
-    const hours = h('input', { type: 'number', min: 1, id: 'hours', placeholder: 'never' });
+    const hours = h('input', { type: 'number', min: 1, id: 'hours', placeholder: '168 (7 days)' });
     const made = h('div', { class: 'made', 'aria-live': 'polite' });
     const error = h('p', { class: 'field-error', role: 'alert' });
     const form = h('form', { class: 'row', onsubmit: async (e) => {
