@@ -7,6 +7,7 @@
 
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/message.hpp>
+#include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/optional.hpp>
 
@@ -16,6 +17,13 @@
 namespace gleaner::coordinator::http_detail {
 
 namespace http = boost::beast::http;
+
+using HeadParser = http::request_parser<http::empty_body>;
+
+// Sets up `parser` to read a request head as the server does: heads over `headerLimitBytes` fail with
+// http::error::header_limit, and a Content-Length over what a qint64 holds (RequestHead::contentLength) fails
+// with http::error::body_limit. The handler's own body limit comes after admit().
+void configureHeadParser(HeadParser& parser, int headerLimitBytes);
 
 RequestHead toRequestHead(const http::request<http::empty_body>& message, const QString& remoteAddress,
                           boost::optional<std::uint64_t> contentLength);

@@ -36,6 +36,8 @@ private Q_SLOTS:
     void headerTooLargeIs431();
     void malformedRequestIs400_data();
     void malformedRequestIs400();
+    void contentLengthBeyondQint64Is413_data();
+    void contentLengthBeyondQint64Is413();
     void slowBodyIsCutOff();
     void slowHeadIsCutOff();
     void idleConnectionIsClosedAndTheClientReconnects();
@@ -136,6 +138,37 @@ void TestHttpServerLimits::malformedRequestIs400()
     const auto healthy = https.request("GET", "/still-there");
     QVERIFY2(healthy.ok(), qPrintable(healthy.error()));
     QCOMPARE(healthy->status, 200);
+}
+
+void TestHttpServerLimits::contentLengthBeyondQint64Is413_data()
+{
+    QTest::addColumn<QByteArray>("length");
+    QTest::newRow("2^63") << QByteArray("9223372036854775808");
+    QTest::newRow("2^64 - 1") << QByteArray("18446744073709551615");
+    // The length tests/fuzz/fuzz_http_request found: it became a negative RequestHead::contentLength, which
+    // passed the handler's limit, and the upload was then read without any limit.
+    QTest::newRow("found by fuzzing") << QByteArray("18446744070593751616");
+}
+
+void TestHttpServerLimits::contentLengthBeyondQint64Is413()
+{
+    QFETCH(QByteArray, length);
+    FakeHandler handler;
+    handler.onAdmit = [](const RequestHead&) -> std::variant<BodyPolicy, HttpResponse> {
+        return BodyPolicy{1 << 20, true};
+    };
+    auto server = start(handler);
+    QVERIFY(server);
+    RawTlsClient raw;
+    QCOMPARE(raw.connect(server->port(), ca()), QString());
+    const QByteArray head = "PUT /upload HTTP/1.1\r\nHost: x\r\nContent-Length: " + length + "\r\n\r\n";
+    QVERIFY(raw.send(head));
+    QVERIFY(raw.send(QByteArray(4096, 'x')));
+    const RawResponse response = raw.readResponse(3000);
+    QCOMPARE(response.status, 413);
+    QVERIFY2(errorOf(response.body).contains(QStringLiteral("Content-Length")), response.body.constData());
+    QCOMPARE(handler.admitted.load(), 0);
+    QVERIFY(QDir(m_uploads->path()).entryList(QDir::Files).isEmpty());
 }
 
 void TestHttpServerLimits::slowBodyIsCutOff()
