@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
-# Installs the Debian packages of installers/debian-packages.txt that are missing, with apt-get (through sudo
-# when not root). Safe to run again: it does nothing when everything is present.
+# Installs the Debian packages of a list that are missing, with apt-get (through sudo when not root). Safe to
+# run again: it does nothing when everything is present.
+#
+#   install-deps.sh            the packages that building and testing Gleaner needs (debian-packages.txt)
+#   install-deps.sh LIST       those of another list, e.g. installers/fuzz-packages.txt for the fuzz targets
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-list="$here/debian-packages.txt"
+list="${1:-$here/debian-packages.txt}"
+if [[ ! -r "$list" ]]; then
+    echo "install-deps: cannot read the package list $list" >&2
+    exit 1
+fi
 
 if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
     echo "install-deps: this script needs Debian 12 (dpkg and apt-get); install the packages of $list by hand" >&2
@@ -25,7 +32,7 @@ for pkg in "${wanted[@]}"; do
 done
 
 if [[ ${#missing[@]} -eq 0 ]]; then
-    echo "install-deps: all ${#wanted[@]} build packages are installed"
+    echo "install-deps: all ${#wanted[@]} packages of $(basename "$list") are installed"
     exit 0
 fi
 

@@ -53,7 +53,11 @@ std::optional<QByteArray> ControlLineBuffer::takeLine()
         if (newline < 0) {
             m_scanned = m_buffer.size();
             // A partial line already past the limit can never become acceptable: refuse it before it grows.
-            if (m_buffer.size() > m_maxLineBytes)
+            // A last CR may be the first half of a CRLF whose LF is still on its way, and a complete line's
+            // CR does not count: counting it here would refuse a line of exactly the limit or not depending
+            // on where the reads cut the stream.
+            const qsizetype pending = m_buffer.size() - (m_buffer.endsWith('\r') ? 1 : 0);
+            if (pending > m_maxLineBytes)
                 setOverflowed();
             return std::nullopt;
         }

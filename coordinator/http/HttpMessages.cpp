@@ -191,6 +191,18 @@ OutgoingResponse fileResponse(const HttpResponse& response, const RequestContext
 
 } // namespace
 
+void configureHeadParser(HeadParser& parser, int headerLimitBytes)
+{
+    parser.header_limit(std::uint32_t(headerLimitBytes));
+    // The body limit is the handler's to decide, after admit(); the default 1 MB would refuse here first.
+    // Not boost::none: Beast 1.74 compares the Content-Length with the optional, and any value exceeds none.
+    // Not the largest std::uint64_t either: Beast checks a Content-Length against the body limit only here,
+    // in the head, never while the body arrives, so admit()'s comparison of RequestHead::contentLength (a
+    // qint64) with the handler's limit is the only one. A length of 2^63 or more would turn negative there,
+    // pass that comparison, and let an upload to a file grow without end.
+    parser.body_limit(std::uint64_t(std::numeric_limits<qint64>::max()));
+}
+
 Result<RequestHead> toRequestHead(const http::request<http::empty_body>& message, const QString& remoteAddress,
                                   boost::optional<std::uint64_t> contentLength)
 {

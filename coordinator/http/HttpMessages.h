@@ -9,6 +9,7 @@
 
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/message.hpp>
+#include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/optional.hpp>
 
@@ -18,6 +19,13 @@
 namespace gleaner::coordinator::http_detail {
 
 namespace http = boost::beast::http;
+
+using HeadParser = http::request_parser<http::empty_body>;
+
+// Sets up `parser` to read a request head as the server does: heads over `headerLimitBytes` fail with
+// http::error::header_limit, and a Content-Length over what a qint64 holds (RequestHead::contentLength) fails
+// with http::error::body_limit. The handler's own body limit comes after admit().
+void configureHeadParser(HeadParser& parser, int headerLimitBytes);
 
 // Fails for a Content-Length that no qint64 holds (2^63 bytes or more): such a length is refused, never
 // wrapped into a negative one that every "larger than the limit" check would let through.

@@ -173,10 +173,7 @@ void HttpSession::readHead()
     m_bodyBytesRead = 0;
     m_requestComplete = false;
     m_headParser.emplace();
-    m_headParser->header_limit(std::uint32_t(m_server->options.headerLimitBytes));
-    // The body limit is the handler's to decide, after admit(); the default 1 MB would refuse here first.
-    // Not boost::none: Beast 1.74 compares the Content-Length with the optional, and any value exceeds none.
-    m_headParser->body_limit(std::numeric_limits<std::uint64_t>::max());
+    configureHeadParser(*m_headParser, m_server->options.headerLimitBytes);
     tcp().expires_after(std::chrono::seconds(m_server->options.headerTimeoutSeconds));
     http::async_read_header(
         m_stream, m_buffer, *m_headParser,
@@ -188,6 +185,12 @@ void HttpSession::onHead(beast::error_code ec)
     if (ec == http::error::header_limit) {
         sendError(431, QStringLiteral("the request head exceeds the limit of %1 bytes")
                            .arg(m_server->options.headerLimitBytes));
+        return;
+    }
+    if (ec == http::error::body_limit) {
+        sendError(413, QStringLiteral("the request's Content-Length is over %1 bytes, more than any body "
+                                      "can hold; the client sent a broken length")
+                           .arg(std::numeric_limits<qint64>::max()));
         return;
     }
     if (ec && isDisconnect(ec)) {

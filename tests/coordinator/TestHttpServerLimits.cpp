@@ -153,6 +153,8 @@ void TestHttpServerLimits::contentLengthBeyondAnyBodyIsRefused_data()
     QTest::newRow("2^63") << QByteArray("9223372036854775808") << 413;
     QTest::newRow("2^64 - 1") << QByteArray("18446744073709551615") << 413;
     QTest::newRow("2^64") << QByteArray("18446744073709551616") << 400; // Beast: not a number it can hold
+    // The length tests/fuzz/fuzz_http_request found, independently of the review.
+    QTest::newRow("found by fuzzing") << QByteArray("18446744070593751616") << 413;
 }
 
 void TestHttpServerLimits::contentLengthBeyondAnyBodyIsRefused()

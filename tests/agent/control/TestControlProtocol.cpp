@@ -35,6 +35,11 @@ void TestControlProtocol::lineBuffer_data()
     QTest::newRow("exactly the limit") << L{QByteArray(16, 'x') + '\n'} << L{QByteArray(16, 'x')} << false;
     QTest::newRow("one over, complete") << L{"ok\n", QByteArray(17, 'x') + "\nlater\n"} << L{"ok"} << true;
     QTest::newRow("one over, no newline yet") << L{QByteArray(10, 'x'), QByteArray(7, 'x')} << L{} << true;
+    // Found by tests/fuzz/fuzz_control: the CR of a line of exactly the limit arrived in one read and its LF
+    // in the next, and the line was refused although it is accepted when both arrive together.
+    QTest::newRow("exactly the limit, CR and LF in two reads")
+        << L{QByteArray(16, 'x') + '\r', "\nnext\n"} << L{QByteArray(16, 'x'), "next"} << false;
+    QTest::newRow("one over with a CR, no newline yet") << L{QByteArray(17, 'x') + '\r'} << L{} << true;
     QTest::newRow("nothing after overflow") << L{QByteArray(17, 'x'), "\nb\n"} << L{} << true;
 }
 

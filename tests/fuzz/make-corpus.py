@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the fuzz targets, tests/fuzz/corpus/<target>/, deterministically.
+
+A handful of small inputs per target, valid ones (so libFuzzer starts past the first checks) and typical
+invalid ones. The files are checked in; run this again after changing it and commit what changed. Reproducers of
+fixed findings live next to the seeds as crash-*/regress-* files and are not written here.
+
+The envelope seeds are signed with the fuzz targets' fixed key (RFC 8032's first test vector, FuzzKeys.h),
+through the openssl command.
+"""
+import base64
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORPUS = os.path.join(HERE, "corpus")
+
+SEED_HEX = "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60"
+AGENT_ID = "0123456789abcdef0123456789abcdef"
+LEASE_ID = "fedcba9876543210fedcba9876543210"
+COORDINATOR = "https://localhost:8443"
+
+
+def write(target, name, data):
+    folder = os.path.join(CORPUS, target)
+    os.makedirs(folder, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    with open(os.path.join(folder, name), "wb") as out:
+        out.write(data)
+
+
+def compact(obj):
+    return json.dumps(obj, separators=(",", ":"))
+
+
+# ---- safetensors ---------------------------------------------------------------------------------------------
+
+def safetensors(header, data=b""):
+    text = header if isinstance(header, bytes) else compact(header).encode()
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def safetensors_seeds():
+    two = {"__metadata__": {"format": "pt"},
+           "w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+           "b": {"dtype": "U8", "shape": [3], "data_offsets": [8, 11]}}
+    write("safetensors", "valid-two-tensors", safetensors(two, struct.pack("<ff", 1.5, -2.0) + b"\x01\x02\x03"))
+    write("safetensors", "valid-empty", safetensors({}))
+    write("safetensors", "valid-scalar-bf16",
+          safetensors({"s": {"dtype": "BF16", "shape": [], "data_offsets": [0, 2]}}, b"\x80\x3f"))
+    write("safetensors", "valid-escaped-name",
+          safetensors(b'{"t\\u00e9\\"x":{"dtype":"I64","shape":[1,1],"data_offsets":[0,8]}}', bytes(8)))
+    write("safetensors", "invalid-overlap",
+          safetensors({"a": {"dtype": "U8", "shape": [2], "data_offsets": [0, 2]},
+                       "b": {"dtype": "U8", "shape": [2], "data_offsets": [1, 3]}}, bytes(3)))
+    write("safetensors", "invalid-header-length", struct.pack("<Q", 1 << 40) + b"{}")
+    write("safetensors", "invalid-truncated", safetensors(two)[:30])
+    write("safetensors", "invalid-duplicate-key",
+          safetensors(b'{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},'
+                      b'"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}', bytes(2)))
+
+
+# ---- manifest and envelope -----------------------------------------------------------------------------------
+
+def manifest(**changes):
+    files = [{"role": role, "sha256": digit * 64, "size": size}
+             for role, digit, size in (("model", "a", 120), ("weights", "b", 4096), ("shard", "c", 65536))]
+    obj = {"format": "gleaner-manifest/1", "coordinator": COORDINATOR, "agent_id": AGENT_ID,
+           "lease_id": LEASE_ID, "nonce": "00" * 16, "job": {"id": 1, "name": "fashion-mnist-cnn"},
+           "subtask": {"workunit_id": 7, "epoch": 1, "shard": 3, "samples": 1200}, "base_version": 0,
+           "files": files, "model": {"arch": "mlp", "input_shape": [1, 28, 28], "num_classes": 10},
+           "hyperparameters": {"local_epochs": 1, "batch_size": 32, "optimizer": {"name": "adam", "lr": 0.001},
+                               "seed": 42},
+           "issued_ms": 1764000000000, "deadline_ms": 1764000600000}
+    obj.update(changes)
+    return compact(obj).encode()
+
+
+def sign(message):
+    der = bytes.fromhex("302e020100300506032b657004220420" + SEED_HEX)
+    pem = b"-----BEGIN PRIVATE KEY-----\n" + base64.b64encode(der) + b"\n-----END PRIVATE KEY-----\n"
+    with tempfile.TemporaryDirectory() as tmp:
+        key, msg = os.path.join(tmp, "key.pem"), os.path.join(tmp, "msg")
+        with open(key, "wb") as out:
+            out.write(pem)
+        with open(msg, "wb") as out:
+            out.write(message)
+        signature = subprocess.run(["openssl", "pkeyutl", "-sign", "-rawin", "-inkey", key, "-in", msg],
+                                   check=True, capture_output=True).stdout
+    assert len(signature) == 64
+    return base64.b64encode(signature).decode()
+
+
+def manifest_seeds():
+    write("manifest", "valid", manifest())
+    write("manifest", "valid-loopback-name", manifest(coordinator="https://127.0.0.1:8443/"))
+    write("manifest", "invalid-other-agent", manifest(agent_id="f" * 32))
+    write("manifest", "invalid-file-order", manifest(files=[{"role": "weights", "sha256": "b" * 64, "size": 1}] * 3))
+    write("manifest", "invalid-epoch", manifest(subtask={"workunit_id": 7, "epoch": 0, "shard": 3, "samples": 1}))
+    write("manifest", "invalid-format", manifest(format="gleaner-manifest/2"))
+    write("manifest", "invalid-array", b"[1,2,3]")
+
+
+def envelope_seeds():
+    good = manifest()
+    signature = sign(good)
+    write("envelope", "valid", compact({"manifest": good.decode(), "signature": signature}))
+    write("envelope", "valid-other-lease",
+          compact({"manifest": manifest(lease_id="1" * 32).decode(), "signature": sign(manifest(lease_id="1" * 32))}))
+    write("envelope", "invalid-unpadded-signature",
+          compact({"manifest": good.decode(), "signature": signature.rstrip("=")}))
+    write("envelope", "invalid-altered-manifest",
+          compact({"manifest": good.decode().replace('"epoch":1', '"epoch":2'), "signature": signature}))
+    write("envelope", "invalid-no-signature", compact({"manifest": good.decode()}))
+
+
+# ---- job spec ------------------------------------------------------------------------------------------------
+
+def jobspec_seeds():
+    with open(os.path.join(HERE, "..", "..", "resources", "jobs", "fashion-mnist-cnn.json"), "rb") as demo:
+        write("jobspec", "valid-demo-job", demo.read())
+    write("jobspec", "valid-mlp-idx", compact({
+        "name": "mlp", "dataset": {"format": "idx", "train_images": "a", "train_labels": "b", "test_images": "c",
+                                   "test_labels": "d"},
+        "limit_train": 1000, "model": {"arch": "mlp", "input_shape": [784], "num_classes": 10, "hidden": [64, 32]},
+        "shards": 4, "optimizer": {"name": "sgd", "lr": 0.05, "momentum": 0.9, "nesterov": True},
+        "aggregation": {"rule": "vc-asgd", "alpha": 0.5}, "target_accuracy": 1, "overlap_epochs": False,
+        "seed": 9007199254740992}))
+    write("jobspec", "valid-resnet-model", compact({"arch": "resnet", "input_shape": [3, 32, 32], "num_classes": 10,
+                                                    "depth": 29, "width": 16}))
+    write("jobspec", "valid-safetensors-dataset", compact({"format": "safetensors", "train": "t", "test": "v"}))
+    write("jobspec", "invalid-typo", compact({"name": "x", "batchsize": 3}))
+    write("jobspec", "invalid-cnn-shape", compact({"arch": "cnn", "input_shape": [1, 30, 30], "num_classes": 10}))
+    write("jobspec", "invalid-syntax", b'{"name": "x",')
+
+
+# ---- HTTP ----------------------------------------------------------------------------------------------------
+
+def http_seeds():
+    # The first byte is the number of bytes per read, minus one.
+    def req(chunk, text):
+        return bytes([chunk - 1]) + text.replace("\n", "\r\n").encode()
+
+    write("http_request", "valid-get-range", req(256,
+          "GET /api/v1/files/ab12?x=1 HTTP/1.1\nHost: localhost\nRange: bytes=10-99\nIf-Range: \"v1\"\n"
+          "Authorization: Bearer abc.def\n\n"))
+    write("http_request", "valid-head-etag", req(7, "HEAD /f HTTP/1.1\nHost: h\nIf-None-Match: W/\"v1\", \"v2\"\n\n"))
+    write("http_request", "valid-post-json", req(16,
+          "POST /api/v1/lease HTTP/1.1\nHost: h\nContent-Type: application/json\nContent-Length: 13\n"
+          "Expect: 100-continue\n\n{\"agent\": 1}\n"))
+    write("http_request", "valid-chunked", req(5,
+          "PUT /api/v1/upload HTTP/1.1\nHost: h\nTransfer-Encoding: chunked\n\n4\nWiki\n0\n\n"))
+    write("http_request", "valid-http10-suffix", req(1, "GET / HTTP/1.0\nRange: bytes=-5\n\n"))
+    write("http_request", "invalid-huge-length", req(64,
+          "POST / HTTP/1.1\nContent-Length: 18446744073709551616\n\n"))
+    write("http_request", "invalid-bad-field", req(64, "GET / HTTP/1.1\nBad Field: x\n\n"))
+
+    for name, size, header in (("valid-first-last", 1000, b"bytes=0-99"), ("valid-suffix", 1000, b"bytes=-5"),
+                               ("valid-open", 10, b"bytes=5-"), ("valid-multi", 10, b"bytes=1-2,4-5"),
+                               ("invalid-reversed", 10, b"bytes=9-3"), ("invalid-past-end", 10, b"bytes=10-"),
+                               ("valid-etag-list", 10, b'W/"v1", "v2"'), ("valid-zero-size", 0, b"bytes=-0")):
+        write("http_range", name, struct.pack("<Q", size) + header)
+
+
+# ---- control protocol ----------------------------------------------------------------------------------------
+
+def control_seeds():
+    # The first byte is the number of bytes per read, minus one (modulo 64).
+    def stream(chunk, *lines, end="\n"):
+        return bytes([chunk - 1]) + "".join(line + end for line in lines).encode()
+
+    write("control", "valid-requests", stream(64, '{"id":1,"cmd":"status"}', '{"id":2,"cmd":"pause","args":{"for":60}}'))
+    write("control", "valid-replies", stream(3, '{"id":1,"ok":true,"result":{"state":"idle"}}',
+                                             '{"id":null,"ok":false,"error":"bad"}', '{"event":"hello","protocol":1}'))
+    write("control", "valid-crlf", stream(5, '{"id":3,"cmd":"resume"}', "", end="\r\n"))
+    write("control", "invalid-ids", stream(7, '{"id":1.5,"cmd":"x"}', '{"cmd":"x"}', '{"id":1,"cmd":""}',
+                                           '{"id":9007199254740993,"cmd":"x"}', "[1]", "not json"))
+    write("control", "invalid-long-line", stream(10, '{"id":1,"cmd":"' + "x" * 40 + '"}'))
+
+
+def main():
+    safetensors_seeds()
+    manifest_seeds()
+    envelope_seeds()
+    jobspec_seeds()
+    http_seeds()
+    control_seeds()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
