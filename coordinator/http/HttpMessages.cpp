@@ -196,11 +196,9 @@ void configureHeadParser(HeadParser& parser, int headerLimitBytes)
     parser.header_limit(std::uint32_t(headerLimitBytes));
     // The body limit is the handler's to decide, after admit(); the default 1 MB would refuse here first.
     // Not boost::none: Beast 1.74 compares the Content-Length with the optional, and any value exceeds none.
-    // Not the largest std::uint64_t either: Beast checks a Content-Length against the body limit only here,
-    // in the head, never while the body arrives, so admit()'s comparison of RequestHead::contentLength (a
-    // qint64) with the handler's limit is the only one. A length of 2^63 or more would turn negative there,
-    // pass that comparison, and let an upload to a file grow without end.
-    parser.body_limit(std::uint64_t(std::numeric_limits<qint64>::max()));
+    // A length that no qint64 holds is refused by toRequestHead (413, naming it), and every body counts its own
+    // bytes against the handler's limit (HttpLimitedBody): the head parser needs no cap of its own.
+    parser.body_limit(std::numeric_limits<std::uint64_t>::max());
 }
 
 Result<RequestHead> toRequestHead(const http::request<http::empty_body>& message, const QString& remoteAddress,
