@@ -34,10 +34,12 @@ function(gleaner_add_test name)
   else()
     add_test(NAME ${name} COMMAND ${name})
   endif()
+  # QtTest's own watchdog (5 minutes) must not end a long test before ctest's TIMEOUT does.
+  math(EXPR watchdog_ms "${ARG_TIMEOUT} * 1000")
   set_tests_properties(${name} PROPERTIES
     LABELS "${ARG_LABELS}"
     TIMEOUT ${ARG_TIMEOUT}
-    ENVIRONMENT "QT_QPA_PLATFORM=offscreen;HOME=${sandbox};XDG_CONFIG_HOME=${sandbox}/config;XDG_CACHE_HOME=${sandbox}/cache;XDG_DATA_HOME=${sandbox}/data;XDG_RUNTIME_DIR=${sandbox}/run;GLEANER_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+    ENVIRONMENT "QTEST_FUNCTION_TIMEOUT=${watchdog_ms};QT_QPA_PLATFORM=offscreen;HOME=${sandbox};XDG_CONFIG_HOME=${sandbox}/config;XDG_CACHE_HOME=${sandbox}/cache;XDG_DATA_HOME=${sandbox}/data;XDG_RUNTIME_DIR=${sandbox}/run;GLEANER_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
 endfunction()
 
 # gleaner_add_benchmark(Name SOURCES a.cpp ... [LIBS lib ...])

@@ -24,9 +24,10 @@ public:
     // Accepted steps the median is taken over, and how many it needs before it is trusted.
     static constexpr int kWindow = 64;
     static constexpr int kMinHistory = 8;
-    // Until then a step may not be longer than the weights it starts from: an honest local epoch moves far less,
-    // a negated or rescaled model moves at least that far.
-    static constexpr double kStartFraction = 1.0;
+    // Until then a step may be at most four times as long as the weights it starts from: a first local epoch
+    // from random weights can move them further than their own norm (1.4 x seen on Fashion-MNIST), a rescaled
+    // or 3e38 model moves far more. A negated model (2 x) passes this and is caught once the median is known.
+    static constexpr double kStartFraction = 4.0;
     // Whatever the median says, a step of 1% of the weights' norm is always allowed: a run of tiny (or zero)
     // steps cannot shut honest agents out.
     static constexpr double kFloorFraction = 0.01;
