@@ -414,4 +414,56 @@ HttpResponse Coordinator::metricsText(const std::function<void(metrics::MetricsR
     return response;
 }
 
+QJsonObject Coordinator::jobJson(const JobState& job) const
+{
+    QJsonObject json;
+    json.insert(QStringLiteral("id"), job.id);
+    json.insert(QStringLiteral("name"), job.spec.name);
+    json.insert(QStringLiteral("state"), jobStatusName(job.status));
+    json.insert(QStringLiteral("reason"), job.reason);
+    json.insert(QStringLiteral("epoch"), job.epoch);
+    json.insert(QStringLiteral("max_epochs"), job.spec.maxEpochs);
+    json.insert(QStringLiteral("target_accuracy"), job.spec.targetAccuracy);
+    json.insert(QStringLiteral("accuracy"), job.history.empty() ? QJsonValue() : job.history.back().accuracy);
+    json.insert(QStringLiteral("loss"), job.history.empty() ? QJsonValue() : job.history.back().loss);
+    json.insert(QStringLiteral("updates"), job.updatesApplied);
+    json.insert(QStringLiteral("updates_received"), job.updatesReceived);
+    json.insert(QStringLiteral("updates_not_folded"), job.updatesRefusedAtFold);
+    json.insert(QStringLiteral("version"), job.updatesApplied);
+    json.insert(QStringLiteral("shards"), job.spec.shards);
+    json.insert(QStringLiteral("created_ms"), job.createdMs);
+    int pending = 0, leased = 0, done = 0;
+    QSet<QString> agents;
+    for (const auto& [id, unit] : job.workunits) {
+        if (unit.epoch != job.epoch)
+            continue;
+        pending += unit.state == Workunit::State::Pending;
+        leased += unit.state == Workunit::State::Leased;
+        done += unit.state == Workunit::State::Done;
+    }
+    for (const Lease& lease : std::as_const(m_leases))
+        if (lease.jobId == job.id && lease.state == Lease::State::Open)
+            agents.insert(lease.agentId);
+    QJsonObject units;
+    units.insert(QStringLiteral("pending"), pending);
+    units.insert(QStringLiteral("leased"), leased);
+    units.insert(QStringLiteral("done"), done);
+    json.insert(QStringLiteral("workunits"), units);
+    json.insert(QStringLiteral("agents"), int(agents.size()));
+    QJsonArray history;
+    for (const ValidationPoint& point : job.history) {
+        QJsonObject p;
+        p.insert(QStringLiteral("epoch"), point.epoch);
+        p.insert(QStringLiteral("epoch_end"), point.epochEnd);
+        p.insert(QStringLiteral("version"), point.version);
+        p.insert(QStringLiteral("updates"), point.updates);
+        p.insert(QStringLiteral("accuracy"), point.accuracy);
+        p.insert(QStringLiteral("loss"), point.loss);
+        p.insert(QStringLiteral("at_ms"), point.atMs);
+        history.append(p);
+    }
+    json.insert(QStringLiteral("history"), history);
+    return json;
+}
+
 } // namespace gleaner::coordinator
