@@ -23,8 +23,13 @@ inline const SigningKey& coordinatorKey()
 
 inline agent::ManifestExpectation expectation()
 {
-    return {QStringLiteral("0123456789abcdef0123456789abcdef"),
-            QStringLiteral("fedcba9876543210fedcba9876543210"), QStringLiteral("https://localhost:8443")};
+    static const LeaseId lease = [] {
+        auto parsed = LeaseId::parse(u"fedcba9876543210fedcba9876543210");
+        if (!parsed)
+            std::abort();
+        return *parsed;
+    }();
+    return {QStringLiteral("0123456789abcdef0123456789abcdef"), lease, QStringLiteral("https://localhost:8443")};
 }
 
 } // namespace gleaner::fuzz
