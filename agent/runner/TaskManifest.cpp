@@ -54,6 +54,7 @@ Result<TaskManifest> checkManifest(const VerifyKey& pinnedKey, const QByteArray&
     fields.readString(u"agent_id", agentId, Need::Required);
     fields.readString(u"lease_id", signedLease, Need::Required);
     fields.readString(u"coordinator", coordinator, Need::Required);
+    fields.readString(u"nonce", task.nonce, Need::Required, 32);
     fields.readInt64(u"base_version", task.baseVersion, IntRange{0, kMaxInt53}, Need::Required);
     fields.readInt64(u"issued_ms", task.issuedMs, IntRange{0, kMaxInt53}, Need::Required);
     fields.readInt64(u"deadline_ms", task.deadlineMs, IntRange{0, kMaxInt53}, Need::Required);
@@ -117,6 +118,11 @@ Result<TaskManifest> checkManifest(const VerifyKey& pinnedKey, const QByteArray&
         task.files.append(entry);
     }
 
+    // The same form as a lease id: 32 lowercase hex digits. The worker copies it into the result.
+    if (!LeaseId::isValid(task.nonce))
+        return fail(QStringLiteral("the manifest of lease %1 is signed but malformed: manifest.nonce is not 32 "
+                                   "lowercase hex digits")
+                        .arg(lease));
     if (agentId != expected.agentId)
         return fail(
             QStringLiteral("the manifest of lease %1 was issued to agent %2, not to this agent (%3); refused")

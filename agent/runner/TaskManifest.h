@@ -37,6 +37,7 @@ struct TaskManifest
     qint64 baseVersion = 0;
     qint64 issuedMs = 0;
     qint64 deadlineMs = 0;     // the first deadline; progress reports move the lease's deadline later
+    QString nonce;             // fresh per lease; the result carries it back (gleaner.nonce)
     QList<ManifestFile> files; // model, weights, shard, in that order
 
     const ManifestFile* file(QStringView role) const;

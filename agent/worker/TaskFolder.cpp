@@ -44,6 +44,9 @@ Result<TaskFolder> TaskFolder::open(const QString& dir)
     if (task.baseVersion < 0)
         return fail(where("base_version") + QStringLiteral(": missing"));
     task.leaseId = manifest.value(QStringLiteral("lease_id")).toString();
+    task.nonce = manifest.value(QStringLiteral("nonce")).toString();
+    if (task.nonce.isEmpty())
+        return fail(where("nonce") + QStringLiteral(": missing"));
     for (const QString& needed : {task.weightsPath(), task.shardPath()})
         if (!QFile::exists(needed))
             return fail(QStringLiteral("%1 is missing; the agent prepares it before starting a worker").arg(needed));

@@ -26,6 +26,7 @@ struct TaskFolder
     quint64 seed = 0;
     qint64 baseVersion = 0;
     QString leaseId;
+    QString nonce; // the manifest's, copied into the result so that the coordinator can tell which lease it is for
 
     QString manifestPath() const;
     QString weightsPath() const;

@@ -264,6 +264,7 @@ int runWorker(const WorkerOptions& options, WorkerControl& control,
     result.setMetadata(QStringLiteral("gleaner.samples"), QString::number(outcome->samples));
     result.setMetadata(QStringLiteral("gleaner.loss"), QString::number(outcome->meanLoss, 'g', 17));
     result.setMetadata(QStringLiteral("gleaner.train_seconds"), QString::number(outcome->seconds, 'g', 6));
+    result.setMetadata(QStringLiteral("gleaner.nonce"), task->nonce);
     if (!task->leaseId.isEmpty())
         result.setMetadata(QStringLiteral("gleaner.lease_id"), task->leaseId);
     if (auto saved = SafeTensors::save(task->resultPath(), result); !saved)

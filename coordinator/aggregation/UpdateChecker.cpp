@@ -110,6 +110,13 @@ Result<ReceivedUpdate> check(const QString& path, const UpdateExpectations& expe
     update.baseVersion = meta.value(QStringLiteral("gleaner.base_version")).toLongLong(&ok);
     if (!ok || update.baseVersion < 0)
         return fail(QStringLiteral("the result's metadata lacks gleaner.base_version (the version it trained from)"));
+    const QString nonce = meta.value(QStringLiteral("gleaner.nonce"));
+    if (nonce.isEmpty())
+        return fail(QStringLiteral("the result's metadata lacks gleaner.nonce (the nonce of its lease's manifest); "
+                                   "the agent is older than this coordinator and must be updated"));
+    if (nonce != expected.nonce)
+        return fail(QStringLiteral("the result's gleaner.nonce is not its lease's: the file was made for another "
+                                   "lease"));
     update.samples = meta.value(QStringLiteral("gleaner.samples")).toLongLong(&ok);
     if (!ok || update.samples <= 0)
         return fail(QStringLiteral("the result's metadata lacks a positive gleaner.samples"));

@@ -10,6 +10,7 @@
 // Result metadata (safetensors "__metadata__", all strings):
 //   gleaner.base_version   the server version the agent trained from (must match the lease's)
 //   gleaner.samples        samples trained
+//   gleaner.nonce          the nonce of the lease's signed manifest: binds the file to the lease it was made for
 //   gleaner.loss           mean training loss (optional)
 //   gleaner.train_seconds  training time (optional)
 
@@ -26,6 +27,7 @@ struct UpdateExpectations
     TensorBundle schema;     // names, shapes and dtypes
     QString baseWeightsSha;  // the weights file the lease handed out ...
     QString baseWeightsPath; // ... and where it lies
+    QString nonce;           // the nonce signed into the lease's manifest, which the result must carry
     qint64 maxSamples = 0;   // the shard's samples x local epochs
     qint64 maxSteps = 0;     // mini-batches the subtask runs: ceil(samples / batch size) x local epochs
     // The workunit's first result, when one was received from the same base version and its file is still kept:

@@ -137,7 +137,7 @@ Status Coordinator::loadState()
                                                            firsts->value(4).toString()};
         }
         auto leases = m_db->exec(QStringLiteral("SELECT l.id, l.workunit_id, l.agent_id, l.issued_ms, l.deadline_ms, "
-                                                "l.state, l.base_version, l.weights_sha FROM leases l JOIN workunits w "
+                                                "l.state, l.base_version, l.weights_sha, l.nonce FROM leases l JOIN workunits w "
                                                 "ON w.id = l.workunit_id WHERE w.job_id = ? AND l.state IN "
                                                 "('open', 'expired')"),
                                  {id});
@@ -152,6 +152,7 @@ Status Coordinator::loadState()
             lease.state = leases->value(5).toString() == u"open" ? Lease::State::Open : Lease::State::Expired;
             lease.baseVersion = leases->value(6).toLongLong();
             lease.weightsSha = leases->value(7).toString();
+            lease.nonce = leases->value(8).toString(); // a result must carry it back, restart or not
             lease.lastMoveMs = m_clock.nowMs(); // the step is not stored: a restart counts as a move
             auto unit = job.workunits.find(lease.workunitId);
             if (unit != job.workunits.end() && lease.state == Lease::State::Open) {

@@ -39,6 +39,7 @@ std::optional<UpdateExpectations> Coordinator::expectationsForLease(const QStrin
     expected.schema = job->second.schema;
     expected.baseWeightsSha = lease->weightsSha;
     expected.baseWeightsPath = m_blobs.path(lease->weightsSha);
+    expected.nonce = lease->nonce;
     expected.maxSamples = samples * spec.localEpochs;
     expected.maxSteps = (samples + spec.batchSize - 1) / spec.batchSize * spec.localEpochs;
     const auto& first = unit->second.first;

@@ -104,6 +104,7 @@ int main(int argc, char** argv)
         }
     }
     client.setMetadata(QStringLiteral("gleaner.base_version"), QStringLiteral("0"));
+    client.setMetadata(QStringLiteral("gleaner.nonce"), QStringLiteral("0123456789abcdef0123456789abcdef"));
     client.setMetadata(QStringLiteral("gleaner.samples"), QStringLiteral("1200"));
     const QByteArray upload = SafeTensors::serialize(client);
     // The base weights as the checker thread keeps them (read once, then cached).
@@ -122,6 +123,7 @@ int main(int argc, char** argv)
     expected.schema = schema;
     expected.baseWeightsSha = QStringLiteral("base");
     expected.baseWeightsPath = basePath;
+    expected.nonce = QStringLiteral("0123456789abcdef0123456789abcdef");
     expected.maxSamples = 1200;
     expected.maxSteps = 38;
     AggregationSpec spec; // vc-asgd, alpha e/(e+1)

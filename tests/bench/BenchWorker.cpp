@@ -76,7 +76,9 @@ int main(int argc, char** argv)
     QFile manifest(task.filePath(QStringLiteral("manifest.json")));
     if (!manifest.open(QIODevice::WriteOnly))
         return bench::failBench("bench_worker", QStringLiteral("cannot write the manifest"));
-    manifest.write(QJsonDocument(QJsonObject{{QStringLiteral("base_version"), 0}, {QStringLiteral("model"), model.toJson()},
+    manifest.write(QJsonDocument(QJsonObject{{QStringLiteral("base_version"), 0},
+                                             {QStringLiteral("nonce"), QStringLiteral("0123456789abcdef0123456789abcdef")},
+                                             {QStringLiteral("model"), model.toJson()},
                                              {QStringLiteral("hyperparameters"), hyper}})
                        .toJson());
     manifest.close();

@@ -136,6 +136,12 @@ std::vector<LeasedTask> CoordinatorFixture::lease(const QString& agentId, int ma
     return tasks;
 }
 
+QString CoordinatorFixture::leaseNonce(const QString& leaseId)
+{
+    auto expected = core->state().call([&] { return core->expectationsForLease(leaseId); });
+    return expected ? expected->nonce : QString();
+}
+
 TensorBundle CoordinatorFixture::leaseBase(const QString& leaseId)
 {
     auto expected = core->state().call([&] { return core->expectationsForLease(leaseId); });
@@ -149,7 +155,10 @@ int CoordinatorFixture::upload(const QString& agentId, const QString& leaseId, c
                                qint64 baseVersion, QString* error, qint64 samples, QJsonObject* reply)
 {
     TensorBundle result = weights;
+    // A nonce the caller set (a test of a wrong one) stays; otherwise the lease's, as the worker copies it.
+    const QString nonce = weights.metadata().value(QStringLiteral("gleaner.nonce"), leaseNonce(leaseId));
     result.metadata().clear();
+    result.setMetadata(QStringLiteral("gleaner.nonce"), nonce);
     result.setMetadata(QStringLiteral("gleaner.base_version"), QString::number(baseVersion));
     result.setMetadata(QStringLiteral("gleaner.samples"), QString::number(samples));
     result.setMetadata(QStringLiteral("gleaner.loss"), QStringLiteral("0.5"));

@@ -47,6 +47,8 @@ struct CoordinatorFixture
     std::vector<LeasedTask> lease(const QString& agentId, int maxTasks = 1, QJsonObject* reply = nullptr);
     // The weights a lease handed out (empty when the lease is unknown).
     TensorBundle leaseBase(const QString& leaseId);
+    // The nonce signed into the lease's manifest, which a result must carry back (empty for an unknown lease).
+    QString leaseNonce(const QString& leaseId);
     // An upload through the same steps as ApiHandler: expectations, UpdateChecker, result or refusal. `weights`
     // get the protocol's metadata; returns the answer's status and its error text in `error`.
     int upload(const QString& agentId, const QString& leaseId, const TensorBundle& weights, qint64 baseVersion,

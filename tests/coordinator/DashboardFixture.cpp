@@ -163,6 +163,7 @@ ClientResponse DashboardFixture::upload(const QByteArray& agentToken, const QByt
     // The weights the lease handed out, moved a little (as a local epoch would): far moves are refused.
     TensorBundle result = f.leaseBase(QString::fromLatin1(leaseId));
     result.metadata().clear();
+    result.setMetadata(QStringLiteral("gleaner.nonce"), f.leaseNonce(QString::fromLatin1(leaseId)));
     for (const auto& entry : result.entries())
         if (entry.dtype == DType::F32)
             for (float& v : result.mutableValues<float>(entry))

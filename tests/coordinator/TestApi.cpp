@@ -46,7 +46,7 @@ private:
                         const QByteArray& body = {}, const QByteArray& type = "application/json");
     QByteArray enrollAgent(QString* agentId = nullptr);
     qint64 submitTinyJob(const QString& extra = QStringLiteral(R"(, "overlap_epochs": false)"));
-    QByteArray resultBody(const TensorBundle& weights, qint64 baseVersion);
+    QByteArray resultBody(const TensorBundle& weights, qint64 baseVersion, const QString& nonce);
     TensorBundle exportWeights(qint64 job);
 
     test::CoordinatorFixture f;
@@ -124,10 +124,11 @@ qint64 TestApi::submitTinyJob(const QString& extra)
     return -1;
 }
 
-QByteArray TestApi::resultBody(const TensorBundle& weights, qint64 baseVersion)
+QByteArray TestApi::resultBody(const TensorBundle& weights, qint64 baseVersion, const QString& nonce)
 {
     TensorBundle result = weights;
     result.metadata().clear();
+    result.setMetadata(QStringLiteral("gleaner.nonce"), nonce);
     result.setMetadata(QStringLiteral("gleaner.base_version"), QString::number(baseVersion));
     result.setMetadata(QStringLiteral("gleaner.samples"), QStringLiteral("64"));
     result.setMetadata(QStringLiteral("gleaner.loss"), QStringLiteral("0.25"));
@@ -186,11 +187,12 @@ void TestApi::agentCycleOverHttps()
     for (const auto& entry : client.entries())
         for (float& v : client.mutableValues<float>(entry))
             v -= 0.03f; // a plausible local epoch: a far move is refused (TestHostileUpdates)
+    const QString nonce = manifest->value(QStringLiteral("nonce")).toString();
     const ClientResponse uploaded = send("PUT", "/api/v1/work/" + leaseId + "/result", agentToken,
-                                         resultBody(client, 0), "application/octet-stream");
+                                         resultBody(client, 0, nonce), "application/octet-stream");
     QCOMPARE(uploaded.status, 202);
     const ClientResponse again = send("PUT", "/api/v1/work/" + leaseId + "/result", agentToken,
-                                      resultBody(client, 0), "application/octet-stream");
+                                      resultBody(client, 0, nonce), "application/octet-stream");
     QCOMPARE(again.status, 409); // the lease is closed: never folded in twice, and refused before its body
     QVERIFY(json(again).value(QStringLiteral("error")).toString().contains(u"duplicate"));
 
@@ -343,7 +345,7 @@ void TestApi::failureReportGivesTheLeaseBack()
     r = send("POST", "/api/v1/work/" + leaseId + "/progress", sick, "{}");
     QCOMPARE(r.status, 409);
     QCOMPARE(error(r), closed);
-    r = send("PUT", "/api/v1/work/" + leaseId + "/result", sick, resultBody(exportWeights(job), 0),
+    r = send("PUT", "/api/v1/work/" + leaseId + "/result", sick, resultBody(exportWeights(job), 0, {}),
              "application/octet-stream");
     QCOMPARE(r.status, 409);
     QCOMPARE(error(r), closed);

@@ -192,6 +192,7 @@ void TestCoordinatorProcess::killedServerLosesNoAcceptedUpdate()
         auto bundle = SafeTensors::parse(weights->body);
         QVERIFY(bundle.ok());
         bundle->metadata().clear();
+        bundle->setMetadata(QStringLiteral("gleaner.nonce"), manifest.value(QStringLiteral("nonce")).toString());
         bundle->setMetadata(QStringLiteral("gleaner.base_version"), QStringLiteral("0"));
         bundle->setMetadata(QStringLiteral("gleaner.samples"), QStringLiteral("64"));
         const QByteArray leaseId = task.toObject().value(QStringLiteral("lease_id")).toString().toLatin1();
@@ -323,6 +324,7 @@ void TestCoordinatorProcess::killAtEachDurabilityPointLosesNothing()
         auto bundle = SafeTensors::parse(weights->body);
         QVERIFY(bundle.ok());
         bundle->metadata().clear();
+        bundle->setMetadata(QStringLiteral("gleaner.nonce"), manifest.value(QStringLiteral("nonce")).toString());
         bundle->setMetadata(QStringLiteral("gleaner.base_version"), QStringLiteral("0"));
         bundle->setMetadata(QStringLiteral("gleaner.samples"), QStringLiteral("64"));
         leases << task.toObject().value(QStringLiteral("lease_id")).toString().toLatin1();

@@ -107,6 +107,8 @@ void TestHostileUpdates::poisonedUpdatesAreRefused_data()
     QTest::newRow("counter at INT64_MAX") << "counter" << "counters are impossible";
     QTest::newRow("counter decreased") << "counter-down" << "counters are impossible";
     QTest::newRow("more samples than the shard") << "samples" << "gleaner.samples is 1000000";
+    QTest::newRow("nonce of another lease") << "other-nonce" << "made for another lease";
+    QTest::newRow("no nonce") << "no-nonce" << "lacks gleaner.nonce";
 }
 
 void TestHostileUpdates::poisonedUpdatesAreRefused()
@@ -145,6 +147,11 @@ void TestHostileUpdates::poisonedUpdatesAreRefused()
         poison.mutableValues<float>(poison.entries().first())[0] = std::numeric_limits<float>::quiet_NaN();
     if (kind == u"samples")
         samples = 1'000'000;
+    // The fixture copies the lease's nonce in unless the file already carries one (an empty one reads as none).
+    if (kind == u"other-nonce")
+        poison.setMetadata(QStringLiteral("gleaner.nonce"), f.leaseNonce(honest[0].leaseId));
+    if (kind == u"no-nonce")
+        poison.setMetadata(QStringLiteral("gleaner.nonce"), QString());
 
     QString error;
     QCOMPARE(f.upload(bad, hostile[0].leaseId, poison, 0, &error, samples), 422);

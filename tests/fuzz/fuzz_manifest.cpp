@@ -41,6 +41,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     fuzz::check(task->files.size() == 3 && task->files[0].role == u"model" &&
                     task->files[1].role == u"weights" && task->files[2].role == u"shard",
                 "an accepted manifest lists model, weights and shard");
+    fuzz::check(task->nonce.size() == 32, "an accepted manifest has a 32-digit nonce", task->nonce);
     for (const agent::ManifestFile& file : task->files) {
         fuzz::check(file.size >= 0 && file.sha256.size() == 64, "a file has a size and a SHA-256", file.role);
         for (const QChar c : file.sha256)

@@ -460,9 +460,12 @@ def make_dataset(path, n, seed):
     return blob
 
 
-def result_file(weights, base_version, delta, samples, overrides=None, total_size=None, metadata=None):
-    """A result with the weights' tensors, every float value moved by delta, as a local epoch would move it a little
-    (section 12.2: far moves are refused); overrides: name -> (dtype, shape, raw)."""
+def result_file(weights, manifest, delta, samples, overrides=None, total_size=None, metadata=None, base_version=None):
+    """A result for the lease of manifest with the weights' tensors, every float value moved by delta, as a local epoch
+    would move it a little (section 12.2: far moves are refused); overrides: name -> (dtype, shape, raw). It carries
+    the manifest's base_version (unless base_version says otherwise) and nonce."""
+    if base_version is None:
+        base_version = manifest["base_version"]
     tensors = []
     for name in weights.names():
         dtype, shape, raw = weights.tensors[name]
@@ -472,7 +475,7 @@ def result_file(weights, base_version, delta, samples, overrides=None, total_siz
             raw = to_bytes("F32", [f32(v + delta) for v in weights.values(name)])
         tensors.append((name, dtype, shape, raw))
     meta = {"gleaner.base_version": str(base_version), "gleaner.samples": str(samples),
-            "gleaner.loss": "0.6931", "gleaner.train_seconds": "0.25"}
+            "gleaner.nonce": manifest["nonce"], "gleaner.loss": "0.6931", "gleaner.train_seconds": "0.25"}
     if metadata is not None:
         meta = metadata
     return st_write(tensors, metadata=meta, total_size=total_size)
@@ -710,7 +713,7 @@ def steps(c, args, workdir, data_dir, server):
     c.check(r.status == 200 and r.json().get("abort") is False and r.json().get("deadline_ms", 0) >= m1["deadline_ms"],
             "progress on an open lease: 200 abort false", r)
 
-    body1 = result_file(weights0, m1["base_version"], 0.01, 64)
+    body1 = result_file(weights0, m1, 0.01, 64)
     r = cl.raw_put("/api/v1/work/%s/result" % lease1, body1, token=a_tok)
     c.require(r.status == 202, "result upload (Expect: 100-continue): 202", r)
     c.check(r.got_continue, "server sent 100 Continue before the body")
@@ -758,15 +761,14 @@ def steps(c, args, workdir, data_dir, server):
     # --- error cases on fresh leases (agent A, shard 1) ----------------------------------------------------------
     task2, m2 = lease(a_tok, "agent A (wrong shape)")
     c.check(m2["subtask"]["shard"] != m1["subtask"]["shard"], "second lease is the other shard")
-    bv = m2["base_version"]
-    bad_shape = result_file(weights0, bv, 0.01, 64,
+    bad_shape = result_file(weights0, m2, 0.01, 64,
                             overrides={"classifier.bias": ("F32", [5], to_bytes("F32", [1.0] * 5))})
     r = cl.raw_put("/api/v1/work/%s/result" % m2["lease_id"], bad_shape, token=a_tok)
     c.check(r.status == 422 and "does not match the model" in r.body.decode(errors="replace"),
             "result with a wrong tensor shape: 422", r)
     r = cl.request("POST", "/api/v1/work/%s/progress" % m2["lease_id"], token=a_tok, json_body={})
     c.check(r.status == 409, "progress after a 422: 409 (lease closed)", r)
-    r = cl.raw_put("/api/v1/work/%s/result" % m2["lease_id"], result_file(weights0, bv, 0.01, 64), token=a_tok)
+    r = cl.raw_put("/api/v1/work/%s/result" % m2["lease_id"], result_file(weights0, m2, 0.01, 64), token=a_tok)
     c.check(r.status == 409 and not r.got_continue, "valid upload after a 422: 409 without 100 Continue", r)
 
     task3, m3 = lease(a_tok, "agent A (NaN)")
@@ -774,13 +776,13 @@ def steps(c, args, workdir, data_dir, server):
             "the refused workunit is handed out again")
     nan_bias = to_bytes("F32", [1.0, float("nan"), 1.0, 1.0, 1.0, 1.0, 1.0, 1.0])
     r = cl.raw_put("/api/v1/work/%s/result" % m3["lease_id"],
-                   result_file(weights0, m3["base_version"], 0.01, 64, overrides={"fc0.bias": ("F32", [8], nan_bias)}),
+                   result_file(weights0, m3, 0.01, 64, overrides={"fc0.bias": ("F32", [8], nan_bias)}),
                    token=a_tok)
     c.check(r.status == 422 and "NaN" in r.body.decode(errors="replace"), "result with a NaN: 422", r)
 
     task4, m4 = lease(a_tok, "agent A (wrong base_version)")
     r = cl.raw_put("/api/v1/work/%s/result" % m4["lease_id"],
-                   result_file(weights0, m4["base_version"] + 7, 0.01, 64), token=a_tok)
+                   result_file(weights0, m4, 0.01, 64, base_version=m4["base_version"] + 7), token=a_tok)
     c.check(r.status == 422 and "version" in r.body.decode(errors="replace"), "result with a wrong base_version: 422", r)
 
     # --- three refusals in a row quarantine agent A (section 6.6); the admin lifts it (section 13.3) -----------
@@ -829,7 +831,7 @@ def steps(c, args, workdir, data_dir, server):
     c.check(r.status == 409 and r.json().get("error") == failed_closed, "second fail for the lease: 409 (closed)", r)
     r = cl.request("POST", "/api/v1/work/%s/progress" % lease4f, token=a_tok, json_body={})
     c.check(r.status == 409 and r.json().get("error") == failed_closed, "progress after a fail: 409 (closed)", r)
-    r = cl.raw_put("/api/v1/work/%s/result" % lease4f, result_file(weights0, m4f["base_version"], 0.01, 64), token=a_tok)
+    r = cl.raw_put("/api/v1/work/%s/result" % lease4f, result_file(weights0, m4f, 0.01, 64), token=a_tok)
     c.check(r.status == 409 and not r.got_continue and r.json().get("error") == failed_closed,
             "upload after a fail: 409 (closed) without 100 Continue", r)
 
@@ -838,7 +840,7 @@ def steps(c, args, workdir, data_dir, server):
             "the workunit given back is handed to the next agent at once (before its deadline)")
     lease5 = m5["lease_id"]
     path5 = "/api/v1/work/%s/result" % lease5
-    good5 = result_file(weights0, m5["base_version"], 0.02, 64, total_size=limit)
+    good5 = result_file(weights0, m5, 0.02, 64, total_size=limit)
     c.check(len(good5) == limit, "a valid result padded to exactly the size limit (%d bytes)" % limit)
     r = cl.raw_put(path5, good5, token=a_tok)
     c.check(r.status == 409 and "another agent" in r.body.decode(errors="replace") and not r.got_continue,
@@ -910,7 +912,7 @@ def steps(c, args, workdir, data_dir, server):
                     "VC-ASGD second epoch-1 update: server = 1/2 old + 1/2 client")
     r = cl.request("POST", "/api/v1/work/%s/progress" % m6["lease_id"], token=a_tok, json_body={})
     c.check(r.status == 200 and r.json().get("abort") is False, "an open lease survives the restart (progress 200)", r)
-    r = cl.raw_put("/api/v1/work/%s/result" % m6["lease_id"], result_file(weights0, m6["base_version"], 0.01, 64),
+    r = cl.raw_put("/api/v1/work/%s/result" % m6["lease_id"], result_file(weights0, m6, 0.01, 64),
                    token=a_tok)
     c.check(r.status == 202 and r.json().get("seq") == 3, "upload on the open lease after the restart: 202 seq 3", r)
     r = cl.raw_put(path5, good5, token=b_tok)

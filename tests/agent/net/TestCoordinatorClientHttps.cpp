@@ -156,6 +156,7 @@ void TestCoordinatorClientHttps::agentCycle()
     QVERIFY2(weights.ok(), qPrintable(weights.error()));
     TensorBundle result = *weights;
     result.metadata().clear();
+    result.setMetadata(QStringLiteral("gleaner.nonce"), manifest.value(QStringLiteral("nonce")).toString());
     result.setMetadata(QStringLiteral("gleaner.base_version"),
                        QString::number(manifest.value(QStringLiteral("base_version")).toInteger()));
     result.setMetadata(QStringLiteral("gleaner.samples"), QStringLiteral("64"));

@@ -162,6 +162,9 @@ void TestTaskManifest::refusesWhatIsNotForThisAgent_data()
                                        << QStringLiteral("names coordinator https://evil.example:18443");
     QTest::newRow("other port") << with("coordinator", QStringLiteral("https://localhost:9"))
                                 << QStringLiteral("names coordinator");
+    QTest::newRow("no nonce") << with("nonce", QJsonValue::Undefined) << QStringLiteral("manifest.nonce");
+    QTest::newRow("nonce not hex") << with("nonce", QStringLiteral("F9E7BA5C922DFA993B0564DDB94C1748"))
+                                   << QStringLiteral("manifest.nonce is not 32 lowercase hex digits");
     QTest::newRow("format") << with("format", QStringLiteral("gleaner-manifest/2"))
                             << QStringLiteral("update the agent");
     QTest::newRow("no files") << with("files", QJsonValue::Undefined) << QStringLiteral("manifest.files");

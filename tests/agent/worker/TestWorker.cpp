@@ -52,6 +52,7 @@ void writeTask(const QString& dir, int localEpochs = 30)
                                                                 {QStringLiteral("lr"), 0.01}}},
                       {QStringLiteral("seed"), 99}};
     QJsonObject manifest{{QStringLiteral("lease_id"), QStringLiteral("abc")},
+                         {QStringLiteral("nonce"), QStringLiteral("f9e7ba5c922dfa993b0564ddb94c1748")},
                          {QStringLiteral("base_version"), 7},
                          {QStringLiteral("model"), model.toJson()},
                          {QStringLiteral("hyperparameters"), hyper}};
@@ -166,6 +167,7 @@ void TestWorker::trainsAndWritesTheResult()
     QVERIFY2(result.ok(), qPrintable(result.error()));
     QCOMPARE(result->metadata().value(QStringLiteral("gleaner.base_version")), QStringLiteral("7"));
     QCOMPARE(result->metadata().value(QStringLiteral("gleaner.samples")), QStringLiteral("1024"));
+    QCOMPARE(result->metadata().value(QStringLiteral("gleaner.nonce")), QStringLiteral("f9e7ba5c922dfa993b0564ddb94c1748"));
     QVERIFY(result->metadata().value(QStringLiteral("gleaner.loss")).toDouble() > 0);
     QVERIFY(!QFile::exists(dir->filePath(QStringLiteral("checkpoint.safetensors"))));
 }
