@@ -1,5 +1,6 @@
 #include "config/Enroller.h"
 
+#include "config/PinnedKeys.h"
 #include "crypto/Ed25519.h"
 #include "crypto/SecureFile.h"
 #include "crypto/TlsCertificate.h"
@@ -79,6 +80,8 @@ Result<AgentConfig> enrollAgent(const EnrollOptions& options)
     if (auto s = SecureFile::write(AgentConfig::signingKeyPath(dir), enrolled->signingPublicKeyPem, 0644,
                                    QStringLiteral("coordinator signing key"));
         !s)
+        return fail(s.error());
+    if (auto s = PinnedKeys::resetHistory(dir); !s)
         return fail(s.error());
     if (!caPem.isEmpty())
         if (auto s = SecureFile::write(AgentConfig::caPath(dir), caPem, 0644, QStringLiteral("coordinator certificate")); !s)

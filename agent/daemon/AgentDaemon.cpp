@@ -36,13 +36,9 @@ Result<std::unique_ptr<AgentDaemon>> AgentDaemon::create(DaemonOptions options)
     auto config = AgentConfig::load(dir);
     if (!config)
         return fail(config.error());
-    QFile keyFile(AgentConfig::signingKeyPath(dir));
-    if (!keyFile.open(QIODevice::ReadOnly))
-        return fail(QStringLiteral("%1: cannot read the pinned coordinator key: %2; enroll the agent again")
-                        .arg(keyFile.fileName(), keyFile.errorString()));
-    auto key = VerifyKey::fromPem(keyFile.readAll());
-    if (!key)
-        return fail(QStringLiteral("%1: %2; enroll the agent again").arg(keyFile.fileName(), key.error()));
+    auto keys = PinnedKeys::load(dir);
+    if (!keys)
+        return fail(keys.error());
     if (options.maxTasks < 1)
         return fail(QStringLiteral("the number of subtasks at once must be at least 1"));
     if (options.workerProgram.isEmpty())
@@ -93,15 +89,15 @@ Result<std::unique_ptr<AgentDaemon>> AgentDaemon::create(DaemonOptions options)
     if (auto source = SystemIdleProbe::checkPreference(options.idleSource); !source)
         return fail(source.error());
     DesktopProbes probes = options.dedicated ? DesktopProbes() : DesktopProbes::system(options.idleSource);
-    return std::unique_ptr<AgentDaemon>(new AgentDaemon(std::move(options), *config, *key, std::move(*lock),
+    return std::unique_ptr<AgentDaemon>(new AgentDaemon(std::move(options), *config, std::move(*keys), std::move(*lock),
                                                         std::move(*store), std::move(*cache),
                                                         std::move(*preferences), std::move(probes)));
 }
 
-AgentDaemon::AgentDaemon(DaemonOptions options, AgentConfig config, VerifyKey key, DirectoryLock lock,
+AgentDaemon::AgentDaemon(DaemonOptions options, AgentConfig config, PinnedKeys keys, DirectoryLock lock,
                          std::unique_ptr<SubtaskStore> store, std::unique_ptr<FileCache> cache,
                          PreferenceStore preferences, DesktopProbes probes)
-    : m_options(std::move(options)), m_config(std::move(config)), m_key(std::move(key)),
+    : m_options(std::move(options)), m_config(std::move(config)), m_keys(std::move(keys)),
       m_lock(std::move(lock)), m_store(std::move(store)), m_cache(std::move(cache)),
       m_stop(std::make_unique<StopSignal>())
 {
@@ -235,8 +231,7 @@ void AgentDaemon::resumeUnfinished()
         if (!keep.contains(owner))
             (void)m_cache->releaseOwner(owner);
     for (const Subtask& subtask : *unfinished) {
-        auto manifest = checkManifest(m_key, subtask.manifest, subtask.signature,
-                                      {m_config.agentId, subtask.leaseId, m_config.coordinatorUrl});
+        auto manifest = checkStoredManifest(subtask);
         if (!manifest) {
             failSubtask(subtask.leaseId, QStringLiteral("verify"), manifest.error());
             continue;
@@ -290,10 +285,12 @@ void AgentDaemon::requestLease()
                                    {QStringLiteral("dedicated"), m_options.dedicated}};
     onNetwork([this, held, free, capabilities] { return m_client->lease(held, free, capabilities); },
               [this](Result<LeaseReply> reply) {
-                  m_leaseInFlight = false;
-                  if (m_stopping)
+                  if (m_stopping) {
+                      m_leaseInFlight = false;
                       return;
+                  }
                   if (!reply) {
+                      m_leaseInFlight = false;
                       if (CoordinatorClient::isCredentialRefusal(reply.error()))
                           return refuseCredentials(reply.error());
                       coordinatorUnreachable(reply.error());
@@ -303,27 +300,90 @@ void AgentDaemon::requestLease()
                   }
                   m_leaseFailures = 0;
                   coordinatorReached();
-                  // A task refused here (malformed, an id that is not one, a lease sent again) counts as a
-                  // failure, so a coordinator that keeps sending such replies is not asked again at once.
-                  QString refusal;
-                  for (const QString& reason : reply->refused) {
-                      log(QStringLiteral("warning"), reason);
-                      refusal = reason;
-                  }
-                  for (const LeasedTask& task : reply->tasks)
-                      if (auto taken = accept(task); !taken)
-                          refusal = taken.error();
-                  if (!refusal.isEmpty()) {
-                      m_lastFailure = refusal;
-                      ++m_failureStreak;
-                  }
-                  if (reply->tasks.isEmpty() && reply->refused.isEmpty())
-                      scheduleLease(std::max<qint64>(1, reply->retryAfterSeconds) * 1000);
-                  else
-                      // Fill the remaining slots, if any; not at once after refusing work.
-                      scheduleLease(m_failureStreak > 0 ? backoffMs(m_failureStreak) : 0);
-                  updateState();
+                  if (!reply->signingKey.isEmpty() && reply->signingKey != m_keys.current().fingerprint())
+                      return followSigningKey(*reply); // still in flight: no second request meanwhile
+                  m_leaseInFlight = false;
+                  takeLeaseReply(*reply);
               });
+}
+
+void AgentDaemon::followSigningKey(const LeaseReply& reply)
+{
+    onNetwork([this] { return m_client->signingKeys(); },
+              [this, reply](Result<SigningKeysReply> keys) {
+                  m_leaseInFlight = false;
+                  if (m_stopping)
+                      return;
+                  // Whatever happens here, the reply is taken: its manifests verify only with the key pinned in
+                  // the end, so a rotation that could not be followed makes them fail as a key change would.
+                  if (!keys) {
+                      log(QStringLiteral("warning"), keys.error());
+                  } else if (keys->fingerprint != reply.signingKey) {
+                      log(QStringLiteral("warning"),
+                          QStringLiteral("the coordinator's lease reply names signing key %1 but its key list names "
+                                         "%2; the pinned key stays %3")
+                              .arg(reply.signingKey, keys->fingerprint.left(64), m_keys.current().fingerprint()));
+                  } else {
+                      const QString before = m_keys.current().fingerprint();
+                      auto followed = m_keys.follow(keys->rotations, reply.signingKey);
+                      if (!followed)
+                          log(QStringLiteral("error"),
+                              QStringLiteral("the coordinator signs with key %1, which this agent cannot trust: %2. "
+                                             "Its manifests are refused; if its operator replaced the key without "
+                                             "a rotation, enroll the agent again")
+                                  .arg(reply.signingKey, followed.error()));
+                      else
+                          log(QStringLiteral("info"),
+                              QStringLiteral("the coordinator rotated its signing key: now pinned %1 (was %2, %3 "
+                                             "signed rotation(s) followed)")
+                                  .arg(m_keys.current().fingerprint(), before)
+                                  .arg(*followed));
+                  }
+                  takeLeaseReply(reply);
+              });
+}
+
+void AgentDaemon::takeLeaseReply(const LeaseReply& reply)
+{
+    if (reply.quarantined != m_quarantined) {
+        m_quarantined = reply.quarantined;
+        if (!m_quarantined.isEmpty())
+            log(QStringLiteral("error"), QStringLiteral("the coordinator gives this agent no work: %1").arg(m_quarantined));
+        else
+            log(QStringLiteral("info"), QStringLiteral("the coordinator gives this agent work again"));
+    }
+    // A task refused here (malformed, an id that is not one, a lease sent again) counts as a failure, so a
+    // coordinator that keeps sending such replies is not asked again at once.
+    QString refusal;
+    for (const QString& reason : reply.refused) {
+        log(QStringLiteral("warning"), reason);
+        refusal = reason;
+    }
+    for (const LeasedTask& task : reply.tasks)
+        if (auto taken = accept(task); !taken)
+            refusal = taken.error();
+    if (!refusal.isEmpty()) {
+        m_lastFailure = refusal;
+        ++m_failureStreak;
+    }
+    if (reply.tasks.isEmpty() && reply.refused.isEmpty())
+        scheduleLease(std::max<qint64>(1, reply.retryAfterSeconds) * 1000);
+    else
+        // Fill the remaining slots, if any; not at once after refusing work.
+        scheduleLease(m_failureStreak > 0 ? backoffMs(m_failureStreak) : 0);
+    updateState();
+}
+
+Result<TaskManifest> AgentDaemon::checkStoredManifest(const Subtask& record) const
+{
+    const ManifestExpectation expected{m_config.agentId, record.leaseId, m_config.coordinatorUrl};
+    auto manifest = checkManifest(m_keys.current(), record.manifest, record.signature, expected);
+    if (manifest)
+        return manifest;
+    for (const VerifyKey& former : m_keys.all().mid(1))
+        if (auto older = checkManifest(former, record.manifest, record.signature, expected))
+            return older;
+    return manifest;
 }
 
 Status AgentDaemon::accept(const LeasedTask& task)
@@ -356,7 +416,7 @@ Status AgentDaemon::accept(const LeasedTask& task)
     }
     auto active = std::make_shared<Active>(record);
     m_active.insert(record.leaseId, active);
-    auto manifest = checkManifest(m_key, record.manifest, record.signature,
+    auto manifest = checkManifest(m_keys.current(), record.manifest, record.signature,
                                   {m_config.agentId, record.leaseId, m_config.coordinatorUrl});
     if (!manifest) {
         failSubtask(record.leaseId, QStringLiteral("verify"), manifest.error());

@@ -24,9 +24,11 @@
 
 #include "Result.h"
 #include "config/AgentConfig.h"
+#include "config/PinnedKeys.h"
 #include "control/ControlHandler.h"
 #include "crypto/Ed25519.h"
 #include "daemon/DesktopPolicy.h"
+#include "net/CoordinatorMessages.h"
 #include "runner/SandboxStatus.h"
 #include "runner/SubtaskStore.h"
 #include "runner/TaskManifest.h"
@@ -110,7 +112,7 @@ Q_SIGNALS:
 private:
     struct Active;
 
-    AgentDaemon(DaemonOptions options, AgentConfig config, VerifyKey key, DirectoryLock lock,
+    AgentDaemon(DaemonOptions options, AgentConfig config, PinnedKeys keys, DirectoryLock lock,
                 std::unique_ptr<SubtaskStore> store, std::unique_ptr<FileCache> cache,
                 PreferenceStore preferences, DesktopProbes probes);
 
@@ -120,6 +122,12 @@ private:
     void resumeUnfinished();
     void scheduleLease(qint64 delayMs);
     void requestLease();
+    void takeLeaseReply(const LeaseReply& reply);
+    // A lease reply named a signing key other than the pinned one: follow the coordinator's signed rotations
+    // to it (or log why not), then take the reply.
+    void followSigningKey(const LeaseReply& reply);
+    // A stored manifest, leased before any rotation since: any key this agent trusted may have signed it.
+    Result<TaskManifest> checkStoredManifest(const Subtask& record) const;
     // Takes a leased task on: an error when it was refused before anything of it was recorded (a lease the
     // agent has had before); a task recorded and then refused (its manifest) is failed and reported instead.
     Status accept(const LeasedTask& task);
@@ -184,7 +192,8 @@ private:
 
     DaemonOptions m_options;
     AgentConfig m_config;
-    VerifyKey m_key;
+    PinnedKeys m_keys;
+    QString m_quarantined; // the coordinator's reason, while it gives this agent no work
     SystemClock m_clock;
     DirectoryLock m_lock; // one daemon per data directory
     std::unique_ptr<SubtaskStore> m_store;

@@ -173,7 +173,10 @@ QJsonObject AgentDaemon::status() const
                                                         ? QJsonValue(QJsonValue::Null)
                                                         : QJsonValue(m_lastNetworkError)},
                      {QStringLiteral("next_try_ms"),
-                      m_leaseTimer.isActive() ? QJsonValue(m_nextTryMs) : QJsonValue(QJsonValue::Null)}}},
+                      m_leaseTimer.isActive() ? QJsonValue(m_nextTryMs) : QJsonValue(QJsonValue::Null)},
+                     {QStringLiteral("signing_key"), m_keys.current().fingerprint()},
+                     {QStringLiteral("quarantined"),
+                      m_quarantined.isEmpty() ? QJsonValue(QJsonValue::Null) : QJsonValue(m_quarantined)}}},
         {QStringLiteral("max_tasks"), m_options.maxTasks},
         {QStringLiteral("threads"), m_options.threads},
         {QStringLiteral("subtasks"), subtasks},

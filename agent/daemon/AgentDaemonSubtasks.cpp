@@ -270,8 +270,7 @@ void AgentDaemon::startWorker(const LeaseId& leaseId)
 {
     auto active = m_active.value(leaseId);
     // The stored manifest is checked again right before anything runs.
-    auto manifest = checkManifest(m_key, active->record.manifest, active->record.signature,
-                                  {m_config.agentId, leaseId, m_config.coordinatorUrl});
+    auto manifest = checkStoredManifest(active->record);
     if (!manifest)
         return failSubtask(leaseId, QStringLiteral("verify"), manifest.error());
     if (active->record.state != SubtaskState::Training && !setState(leaseId, SubtaskState::Training))

@@ -198,6 +198,19 @@ Result<CoordinatorInfo> CoordinatorClient::info()
     return info;
 }
 
+Result<SigningKeysReply> CoordinatorClient::signingKeys()
+{
+    const QString what = QStringLiteral("reading the coordinator's signing key rotations");
+    const Exchange e =
+        exchange(what, request("GET", QStringLiteral("/api/v1/signing-keys"), false), RetryWhen::Retryable);
+    if (!e.response.ok() || e.response.status != 200)
+        return describe(what, e);
+    auto reply = CoordinatorMessages::parseSigningKeys(e.response.body);
+    if (!reply)
+        return fail(what + QStringLiteral(" at ") + m_baseUrl + QStringLiteral(": ") + reply.error());
+    return reply;
+}
+
 Result<Enrollment> CoordinatorClient::enroll(const EnrollRequest& enrollRequest)
 {
     const QString what = QStringLiteral("enrolling");

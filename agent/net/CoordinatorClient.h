@@ -36,6 +36,7 @@ public:
     void setTimeouts(int connectMs, int stallMs);
 
     Result<CoordinatorInfo> info();
+    Result<SigningKeysReply> signingKeys();
     Result<Enrollment> enroll(const EnrollRequest& request);
     Result<LeaseReply> lease(const QStringList& cachedHashes, int maxTasks, const QJsonObject& capabilities = {});
     // Fetches file `sha256` into `targetPath`, resuming from what the file already holds. Succeeds when the file

@@ -173,7 +173,24 @@ Result<LeaseReply> CoordinatorMessages::parseLease(const QByteArray& body)
         const auto retryAfter = integer(*o, "retry_after");
         reply.retryAfterSeconds = retryAfter ? qBound<qint64>(0, *retryAfter, qint64(24 * 3600)) : 30;
     }
+    // Both are only shown or compared, never used as a name; bounded so a hostile answer cannot flood the log.
+    reply.signingKey = o->value(QStringLiteral("signing_key")).toString().left(64);
+    reply.quarantined = o->value(QStringLiteral("quarantined")).toString().left(1024);
     return reply;
+}
+
+Result<SigningKeysReply> CoordinatorMessages::parseSigningKeys(const QByteArray& body)
+{
+    const auto o = object(body);
+    if (!o)
+        return fail(o.error());
+    const auto fingerprint = string(*o, "fingerprint");
+    if (!fingerprint)
+        return fail(fingerprint.error());
+    auto rotations = KeyRotation::listFromJson(o->value(QStringLiteral("rotations")));
+    if (!rotations)
+        return fail(rotations.error());
+    return SigningKeysReply{*fingerprint, *rotations};
 }
 
 Result<ProgressReply> CoordinatorMessages::parseProgress(const QByteArray& body)

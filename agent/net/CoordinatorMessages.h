@@ -5,6 +5,7 @@
 // bytes that were signed; verifying and parsing it is the caller's job (section 7.5), never done here.
 
 #include "Result.h"
+#include "crypto/KeyRotation.h"
 #include "util/LeaseId.h"
 
 #include <QByteArray>
@@ -54,6 +55,16 @@ struct LeaseReply
     // digits) was left out: nothing of such a task is recorded, created, reported or asked for.
     QStringList refused;
     qint64 retryAfterSeconds = 0; // when tasks is empty: when to ask again
+    QString signingKey;  // fingerprint of the key that signs the coordinator's manifests now (empty: not said)
+    QString quarantined; // why the coordinator gives this agent no work until its admin lifts it (empty: it does)
+};
+
+// GET /api/v1/signing-keys: the key in force and the rotations that lead to it (protocol 7.5). Only the
+// signatures make any of it trusted, never the answer itself.
+struct SigningKeysReply
+{
+    QString fingerprint;
+    QList<KeyRotation> rotations;
 };
 
 struct ProgressReport
@@ -108,6 +119,7 @@ public:
     static Result<CoordinatorInfo> parseInfo(const QByteArray& body);
     static Result<Enrollment> parseEnrollment(const QByteArray& body);
     static Result<LeaseReply> parseLease(const QByteArray& body);
+    static Result<SigningKeysReply> parseSigningKeys(const QByteArray& body);
     static Result<ProgressReply> parseProgress(const QByteArray& body);
     static Result<UploadReply> parseAccepted(const QByteArray& body);
     // The 200 answer of a failure report: {"released": true}.

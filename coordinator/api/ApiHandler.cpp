@@ -104,7 +104,7 @@ std::variant<BodyPolicy, HttpResponse> ApiHandler::admit(const RequestHead& head
     }
     const QByteArray area = parts.value(2);
 
-    if (area == "info" && parts.size() == 3)
+    if ((area == "info" || area == "signing-keys") && parts.size() == 3)
         return method == "GET" ? std::variant<BodyPolicy, HttpResponse>(BodyPolicy{0, false})
                                : wrongMethod("GET");
     if (area == "agents" && parts.value(3) == "enroll" && parts.size() == 4) {
@@ -203,6 +203,11 @@ void ApiHandler::handle(HttpRequest request, Responder respond)
 
     if (area == "info") {
         respond(info());
+        return;
+    }
+    if (area == "signing-keys") {
+        // Public, like info: public keys and signatures, which let an agent follow a rotation (protocol 7.5).
+        respond(HttpResponse::json(200, c.signingKeys()));
         return;
     }
     if (area == "agents") {
@@ -360,6 +365,10 @@ void ApiHandler::handleAdmin(const QList<QByteArray>& parts, HttpRequest request
         return (void)c.state().post([&c, agent = QString::fromLatin1(parts[4]), respond] { respond(c.revokeAgent(agent)); });
     if (what == "agents" && parts.size() == 6 && parts[5] == "release" && method == "POST")
         return (void)c.state().post([&c, agent = QString::fromLatin1(parts[4]), respond] { respond(c.releaseAgent(agent)); });
+    if (what == "signing-key" && parts.size() == 4 && method == "GET")
+        return respond(HttpResponse::json(200, c.signingKeys()));
+    if (what == "signing-key" && parts.size() == 5 && parts[4] == "rotate" && method == "POST")
+        return (void)c.state().post([&c, respond] { respond(c.rotateSigningKey()); });
     respond(HttpResponse::error(404, QStringLiteral("no such admin endpoint: %1 %2")
                                          .arg(QString::fromLatin1(method), QString::fromUtf8(request.head.path()))));
 }

@@ -377,6 +377,38 @@ int dispatch(const QString& group, const QStringList& arguments, std::initialize
     return runner(Command{group, name, parser.positionalArguments(), &parser}, *server);
 }
 
+int runKey(const Command& cmd, AdminConnection& server)
+{
+    QTextStream out(stdout);
+    if (cmd.name == u"show") {
+        auto reply = server.call("GET", "/api/v1/admin/signing-key");
+        if (!reply)
+            return failure(reply.error());
+        if (cmd.json()) {
+            printJson(*reply);
+            return 0;
+        }
+        out << "manifests are signed with key " << reply->value(QStringLiteral("fingerprint")).toString() << "\n"
+            << "rotations since the first key: " << reply->value(QStringLiteral("rotations")).toArray().size()
+            << "\n";
+        return 0;
+    }
+    if (cmd.name == u"rotate") {
+        auto reply = server.call("POST", "/api/v1/admin/signing-key/rotate");
+        if (!reply)
+            return failure(reply.error());
+        if (cmd.json())
+            printJson(*reply);
+        else
+            out << "new manifests are signed with key " << reply->value(QStringLiteral("fingerprint")).toString()
+                << "\n(it replaces " << reply->value(QStringLiteral("previous_fingerprint")).toString()
+                << ", which signed the announcement; agents switch on their next lease request without "
+                   "enrolling again)\n";
+        return 0;
+    }
+    return usageError(QStringLiteral("unknown key command \"%1\"").arg(cmd.name), QStringLiteral("key"));
+}
+
 } // namespace
 
 int jobCommand(const QStringList& arguments)
@@ -411,6 +443,17 @@ int agentCommand(const QStringList& arguments)
                      {"release", 1, "ID",
                       "Lifts an agent's quarantine (set after repeated refused results): it gets work again."}},
                     runAgent);
+}
+
+int keyCommand(const QStringList& arguments)
+{
+    return dispatch(QStringLiteral("key"), arguments,
+                    {{"show", 0, "", "Shows the fingerprint of the key that signs manifests, and how many rotations "
+                                     "led to it."},
+                     {"rotate", 0, "",
+                      "Replaces the manifest signing key with a new one, announced by a statement the old key "
+                      "signs; agents follow it without enrolling again. The old private key is not kept."}},
+                    runKey);
 }
 
 } // namespace gleaner::coordinator::cli

@@ -18,6 +18,7 @@ Commands:
   job      submit, list, inspect, pause, resume, cancel and export jobs
   token    create, list and revoke enrollment tokens for agents
   agent    list, revoke and release (lift the quarantine of) agents
+  key      show or rotate the key that signs task manifests
 
 Run `gleaner-coordinator COMMAND --help` for a command's options.
 )";
@@ -64,6 +65,8 @@ int run(const QStringList& arguments)
         return tokenCommand(rest);
     if (command == u"agent")
         return agentCommand(rest);
+    if (command == u"key")
+        return keyCommand(rest);
     QTextStream(stderr) << "gleaner-coordinator: unknown command \"" << command << "\"\n\n" << kUsage;
     return 2;
 }

@@ -20,5 +20,6 @@ int serveCommand(const QStringList& arguments);
 int jobCommand(const QStringList& arguments);
 int tokenCommand(const QStringList& arguments);
 int agentCommand(const QStringList& arguments);
+int keyCommand(const QStringList& arguments);
 
 } // namespace gleaner::coordinator::cli

@@ -108,6 +108,8 @@ QString DataDirectory::configPath() const { return m_root + QStringLiteral("/con
 QString DataDirectory::databasePath() const { return m_root + QStringLiteral("/gleaner.db"); }
 QString DataDirectory::signingKeyPath() const { return m_root + QStringLiteral("/signing-key.pem"); }
 QString DataDirectory::signingPublicKeyPath() const { return m_root + QStringLiteral("/signing-key.pub.pem"); }
+QString DataDirectory::signingKeyRotationsPath() const { return m_root + QStringLiteral("/signing-key-rotations.json"); }
+QString DataDirectory::nextSigningKeyPath() const { return m_root + QStringLiteral("/signing-key.next.pem"); }
 QString DataDirectory::certificatePath() const { return m_root + QStringLiteral("/tls/cert.pem"); }
 QString DataDirectory::tlsKeyPath() const { return m_root + QStringLiteral("/tls/key.pem"); }
 QString DataDirectory::adminTokenPath() const { return m_root + QStringLiteral("/admin-token"); }

@@ -4,6 +4,8 @@
 //   config.json             listen address, host names, enrollment and snapshot settings (CoordinatorConfig)
 //   gleaner.db              SQLite (WAL): tokens, agents, jobs, workunits, leases, received updates, history
 //   signing-key.pem         Ed25519 key that signs every task manifest (0600); signing-key.pub.pem beside it
+//   signing-key-rotations.json  each key that replaced another, signed by the one it replaced (SigningKeys.h)
+//   signing-key.next.pem    a new key while a rotation is under way (gone once it completes or is undone)
 //   tls/cert.pem, key.pem   the HTTPS identity (key 0600); agents pin cert.pem when it is self-signed
 //   admin-token             the admin token for the CLI on this machine (0600); the database holds its hash only
 //   blobs/ab/abcd...        content-addressed files: shards, model specs, published weights, snapshots
@@ -72,6 +74,8 @@ public:
     QString databasePath() const;
     QString signingKeyPath() const;
     QString signingPublicKeyPath() const;
+    QString signingKeyRotationsPath() const;
+    QString nextSigningKeyPath() const;
     QString certificatePath() const;
     QString tlsKeyPath() const;
     QString adminTokenPath() const;

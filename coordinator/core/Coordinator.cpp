@@ -138,10 +138,10 @@ Status Coordinator::start()
     if (!lock)
         return fail(lock.error());
     m_lock.emplace(std::move(*lock));
-    auto key = SigningKey::loadFromFile(m_dir.signingKeyPath());
-    if (!key)
-        return fail(key.error());
-    m_signingKey = std::move(*key);
+    auto keys = SigningKeys::load(m_dir);
+    if (!keys)
+        return fail(keys.error());
+    m_keys.emplace(std::move(*keys));
     for (const QString& folder : {m_dir.blobsDir(), m_dir.updatesDir(), m_dir.uploadsDir()})
         if (!QDir().mkpath(folder))
             return fail(QStringLiteral("%1: cannot create the folder").arg(folder));
@@ -435,6 +435,19 @@ HttpResponse Coordinator::releaseAgent(const QString& agentId)
     reply.insert(QStringLiteral("quarantined"), false);
     reply.insert(QStringLiteral("was_quarantined"), *lifted);
     return HttpResponse::json(200, reply);
+}
+
+HttpResponse Coordinator::rotateSigningKey()
+{
+    auto rotated = m_keys->rotate(m_clock.nowMs());
+    if (!rotated) {
+        qCCritical(lcCoordinator) << "the signing key rotation failed:" << rotated.error();
+        return HttpResponse::error(500, QStringLiteral("the signing key was not rotated: %1").arg(rotated.error()));
+    }
+    qCInfo(lcCoordinator) << "the admin rotated the signing key: new manifests are signed with"
+                          << rotated->value(QStringLiteral("fingerprint")).toString() << "instead of"
+                          << rotated->value(QStringLiteral("previous_fingerprint")).toString();
+    return HttpResponse::json(200, *rotated);
 }
 
 } // namespace gleaner::coordinator

@@ -16,6 +16,7 @@
 #include "config/DataDirectory.h"
 #include "core/JobState.h"
 #include "core/SerialExecutor.h"
+#include "core/SigningKeys.h"
 #include "util/DirectoryLock.h"
 #include "crypto/Ed25519.h"
 #include "dashboard/EventHub.h"
@@ -28,6 +29,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <shared_mutex>
 
 namespace gleaner::coordinator {
@@ -95,7 +97,11 @@ public:
     // [state] The port the server really listens on, when the configuration left it to the system (0): the URL
     // in manifests must be the one agents can reach.
     void setListeningPort(quint16 port);
-    QByteArray signingPublicKeyPem() const { return m_signingKey.publicKey().toPem(); }
+    QByteArray signingPublicKeyPem() const { return m_keys->publicKey().toPem(); }
+    // Thread-safe: the key in force and the signed rotations that lead to it (GET /api/v1/signing-keys).
+    QJsonObject signingKeys() const { return m_keys->toJson(); }
+    // [state] A new manifest signing key, announced by the current one (POST /api/v1/admin/signing-key/rotate).
+    HttpResponse rotateSigningKey();
     const Clock& clock() const { return m_clock; }
     // Thread-safe: counters and histograms (docs/dashboard.md), and the dashboard's live events.
     metrics::CoordinatorMetrics& metrics() { return m_metrics; }
@@ -192,6 +198,7 @@ private:
     // How many open leases the agent may hold (config max_leases_per_agent, and twice its declared cores).
     int leaseCapFor(const QString& agentId);
     QByteArray signedManifest(const JobState& job, const Workunit& unit, const Lease& lease, QByteArray* signature);
+    QJsonObject leaseReply(const QJsonArray& tasks) const;
     void persistLease(const Lease& lease);
     void recordAgentOutcome(const QString& agentId, const char* column, qint64 samples = 0, double seconds = 0);
     // [state] What the dashboard and the metrics learn as it happens (CoordinatorDashboard.cpp).
@@ -212,7 +219,7 @@ private:
     CoordinatorConfig m_config;
     const Clock& m_clock;
     BlobStore m_blobs;
-    SigningKey m_signingKey;
+    std::optional<SigningKeys> m_keys;
     AdmissionCache m_admission;
     metrics::CoordinatorMetrics m_metrics;
     dashboard::EventHub m_events;

@@ -106,7 +106,7 @@ QByteArray Coordinator::signedManifest(const JobState& job, const Workunit& unit
     manifest.insert(QStringLiteral("deadline_ms"), lease.deadlineMs);
 
     const SignedEnvelope envelope =
-        SignedEnvelope::sign(m_signingKey, QJsonDocument(manifest).toJson(QJsonDocument::Compact));
+        SignedEnvelope::sign(m_keys->current(), QJsonDocument(manifest).toJson(QJsonDocument::Compact));
     *signature = envelope.signature;
     return envelope.manifest;
 }
@@ -128,14 +128,20 @@ HttpResponse Coordinator::lease(const QString& agentId, const QJsonObject& reque
     return response;
 }
 
+QJsonObject Coordinator::leaseReply(const QJsonArray& tasks) const
+{
+    // Every reply names the key in force, so an agent that pinned an older one follows the rotations at once.
+    return {{QStringLiteral("tasks"), tasks},
+            {QStringLiteral("signing_key"), m_keys->publicKey().fingerprint()}};
+}
+
 HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJsonObject& request)
 {
     touchAgent(agentId);
     expireLeases();
     if (auto why = m_standing->quarantine(agentId)) {
         // No work, and a reason the agent can log; it asks again rarely, until an admin lifts the quarantine.
-        QJsonObject reply;
-        reply.insert(QStringLiteral("tasks"), QJsonArray());
+        QJsonObject reply = leaseReply(QJsonArray());
         reply.insert(QStringLiteral("retry_after"), kRetryWhenQuarantinedSeconds);
         reply.insert(QStringLiteral("quarantined"),
                      QStringLiteral("this agent is quarantined: %1; the coordinator's admin can lift it "
@@ -155,8 +161,7 @@ HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJson
     }));
     const int room = leaseCapFor(agentId) - held;
     if (room <= 0) {
-        QJsonObject reply;
-        reply.insert(QStringLiteral("tasks"), QJsonArray());
+        QJsonObject reply = leaseReply(QJsonArray());
         reply.insert(QStringLiteral("retry_after"), kRetryWhenIdleSeconds);
         return HttpResponse::json(200, reply);
     }
@@ -241,8 +246,7 @@ HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJson
         if (tasks.size() >= maxTasks)
             break;
     }
-    QJsonObject reply;
-    reply.insert(QStringLiteral("tasks"), tasks);
+    QJsonObject reply = leaseReply(tasks);
     if (tasks.isEmpty())
         reply.insert(QStringLiteral("retry_after"), anyStarting  ? kRetryWhenStartingSeconds
                                                     : anyRunning ? kRetryWhenIdleSeconds

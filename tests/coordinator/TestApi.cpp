@@ -1,6 +1,7 @@
 // The v1 API over real HTTPS on an ephemeral loopback port, against the real coordinator core with a
 // ManualClock: what an agent and an admin see on the wire.
 #include "CoordinatorFixture.h"
+#include "crypto/KeyRotation.h"
 #include "TestSupport.h"
 
 #include "api/ApiHandler.h"
@@ -40,6 +41,7 @@ private Q_SLOTS:
     void oversizedUploadRefusedBeforeItsBody();
     void failureReportGivesTheLeaseBack();
     void adminEndpointsNeedTheAdminToken();
+    void signingKeyRotationOverHttps();
 
 private:
     ClientResponse send(const QByteArray& method, const QByteArray& target, const QByteArray& token,
@@ -375,6 +377,34 @@ void TestApi::adminEndpointsNeedTheAdminToken()
     const ClientResponse revoked = send("POST", "/api/v1/work/lease", agentToken, "{}");
     QCOMPARE(revoked.status, 403);
     QVERIFY(json(revoked).value(QStringLiteral("error")).toString().contains(u"revoked"));
+}
+
+void TestApi::signingKeyRotationOverHttps()
+{
+    // The key list is public; a rotation needs the admin token; lease replies name the key in force.
+    const ClientResponse before = send("GET", "/api/v1/signing-keys", {});
+    QCOMPARE(before.status, 200);
+    const QString first = json(before).value(QStringLiteral("fingerprint")).toString();
+    QCOMPARE(first, VerifyKey::fromPem(f.init.signingPublicKeyPem)->fingerprint());
+    QCOMPARE(json(before).value(QStringLiteral("rotations")).toArray().size(), 0);
+    QCOMPARE(send("POST", "/api/v1/signing-keys", {}).status, 405);
+
+    const QByteArray agentToken = enrollAgent();
+    QCOMPARE(send("POST", "/api/v1/admin/signing-key/rotate", agentToken).status, 401);
+    QCOMPARE(json(send("POST", "/api/v1/work/lease", agentToken, "{}")).value(QStringLiteral("signing_key")).toString(),
+             first);
+
+    const ClientResponse rotated = send("POST", "/api/v1/admin/signing-key/rotate", f.init.adminToken);
+    QCOMPARE(rotated.status, 200);
+    const QString second = json(rotated).value(QStringLiteral("fingerprint")).toString();
+    QVERIFY(second != first);
+    const QJsonObject after = json(send("GET", "/api/v1/admin/signing-key", f.init.adminToken));
+    QCOMPARE(after.value(QStringLiteral("fingerprint")).toString(), second);
+    auto chain = KeyRotation::listFromJson(after.value(QStringLiteral("rotations")));
+    QVERIFY(chain.ok());
+    QVERIFY(KeyRotation::follow(*VerifyKey::fromPem(f.init.signingPublicKeyPem), *chain, second).ok());
+    QCOMPARE(json(send("POST", "/api/v1/work/lease", agentToken, "{}")).value(QStringLiteral("signing_key")).toString(),
+             second);
 }
 
 QTEST_GUILESS_MAIN(TestApi)

@@ -7,6 +7,8 @@
 #include "TestSupport.h"
 
 #include "config/AgentConfig.h"
+#include "config/PinnedKeys.h"
+#include "crypto/KeyRotation.h"
 #include "crypto/Ed25519.h"
 #include "crypto/Sha256.h"
 #include "crypto/SignedEnvelope.h"
@@ -91,14 +93,25 @@ public:
         m_leases.clear();
         m_paths.clear();
         m_failures.clear();
+        m_signingKeys = {};
         m_leaseRequests = 0;
         m_fileRequests = 0;
         m_streamed = 0;
     }
-    void queueLease(const QJsonArray& tasks)
+    // `signingKey`: the fingerprint the reply names as the key in force (none when empty).
+    void queueLease(const QJsonArray& tasks, const QString& signingKey = {})
     {
         const QMutexLocker lock(&m_mutex);
-        m_leases.push_back(QJsonDocument(QJsonObject{{QStringLiteral("tasks"), tasks}}).toJson());
+        QJsonObject reply{{QStringLiteral("tasks"), tasks}};
+        if (!signingKey.isEmpty())
+            reply.insert(QStringLiteral("signing_key"), signingKey);
+        m_leases.push_back(QJsonDocument(reply).toJson());
+    }
+    // The answer to GET /api/v1/signing-keys.
+    void setSigningKeys(const QJsonObject& keys)
+    {
+        const QMutexLocker lock(&m_mutex);
+        m_signingKeys = keys;
     }
     int leaseRequests() const { return m_leaseRequests; }
     int fileRequests() const { return m_fileRequests; }
@@ -138,6 +151,11 @@ public:
             lock.unlock();
             return respond(r);
         }
+        if (path == u"/api/v1/signing-keys") {
+            const QJsonObject keys = m_signingKeys;
+            lock.unlock();
+            return respond(coordinator::HttpResponse::json(200, keys));
+        }
         if (path.startsWith(u"/api/v1/files/")) {
             ++m_fileRequests;
             if (m_files == Files::Missing) {
@@ -169,6 +187,7 @@ private:
     mutable QMutex m_mutex;
     Files m_files = Files::Missing;
     std::deque<QByteArray> m_leases;
+    QJsonObject m_signingKeys;
     QStringList m_paths;
     QMultiMap<QString, QJsonObject> m_failures;
     std::atomic<int> m_leaseRequests{0};
@@ -220,6 +239,9 @@ private Q_SLOTS:
     void downloadLongerThanSignedIsCutOff();
     void expiredManifestIsRefused();
     void leaseSentAgainIsNotRunAgain();
+    void signingKeyRotationIsFollowed();
+    void forgedRotationIsRefused();
+    void subtaskLeasedBeforeARotationGoesOn();
 
 private:
     QString url() const { return QStringLiteral("https://127.0.0.1:%1").arg(m_server->port()); }
@@ -228,7 +250,9 @@ private:
     QJsonObject task(const QString& leaseId, qint64 issuedMs, qint64 deadlineMs,
                      const QString& agentId = kAgentId, const SigningKey* signer = nullptr) const;
     QJsonObject freshTask(const QString& leaseId) const { return task(leaseId, nowMs(), nowMs() + 600'000); }
-    void startDaemon();
+    // `enroll` false starts the daemon again on the data folder as the last run left it.
+    void startDaemon(int maxTasks = 1, bool enroll = true);
+    void writeEnrollment(); // as `gleaner-agent enroll` leaves the data folder, pinning m_key
     // Waits for `count` more lease requests than were made so far: the agent took the reply and keeps going.
     bool waitForLeases(int count, int timeoutMs);
     void stopDaemon();
@@ -330,22 +354,14 @@ QJsonObject TestHostileCoordinator::task(const QString& leaseId, qint64 issuedMs
                        {QStringLiteral("signature"), QString::fromLatin1(envelope.signature)}};
 }
 
-void TestHostileCoordinator::startDaemon()
+void TestHostileCoordinator::startDaemon(int maxTasks, bool enroll)
 {
-    AgentConfig config;
-    config.coordinatorUrl = url();
-    config.agentId = kAgentId;
-    config.name = QStringLiteral("target");
-    config.enrolledMs = nowMs();
-    QVERIFY(config.save(m_dataDir).ok());
-    QVERIFY(test::writeFile(AgentConfig::tokenPath(m_dataDir), "gag_token"));
-    QVERIFY(test::writeFile(AgentConfig::signingKeyPath(m_dataDir), m_key->publicKey().toPem()));
-    QVERIFY(QFile::copy(m_certificate, AgentConfig::caPath(m_dataDir)));
-
+    if (enroll)
+        writeEnrollment();
     DaemonOptions options;
     options.dataDir = m_dataDir;
     options.dedicated = true;
-    options.maxTasks = 1;
+    options.maxTasks = maxTasks;
     options.threads = 1;
     options.workerProgram = QStringLiteral("/bin/true"); // never started: nothing here may get that far
     options.maxBackoffMs = 100;
@@ -358,6 +374,19 @@ void TestHostileCoordinator::startDaemon()
             m_log.append(event.value(QStringLiteral("message")).toString());
     });
     m_daemon->start();
+}
+
+void TestHostileCoordinator::writeEnrollment()
+{
+    AgentConfig config;
+    config.coordinatorUrl = url();
+    config.agentId = kAgentId;
+    config.name = QStringLiteral("target");
+    config.enrolledMs = nowMs();
+    QVERIFY(config.save(m_dataDir).ok());
+    QVERIFY(test::writeFile(AgentConfig::tokenPath(m_dataDir), "gag_token"));
+    QVERIFY(test::writeFile(AgentConfig::signingKeyPath(m_dataDir), m_key->publicKey().toPem()));
+    QVERIFY(QFile::copy(m_certificate, AgentConfig::caPath(m_dataDir)));
 }
 
 bool TestHostileCoordinator::waitForLeases(int count, int timeoutMs)
@@ -493,6 +522,89 @@ void TestHostileCoordinator::leaseSentAgainIsNotRunAgain()
     stopDaemon();
     QCOMPARE(storedSubtasks(m_dataDir), (QMap<QString, QString>{{lease, QStringLiteral("failed")}}));
     checkNothingOutsideTouched();
+}
+
+void TestHostileCoordinator::signingKeyRotationIsFollowed()
+{
+    // The coordinator rotated twice (pinned -> k1 -> k2); its list gives the statements out of order.
+    auto k1 = SigningKey::generate();
+    auto k2 = SigningKey::generate();
+    QVERIFY(k1 && k2);
+    const QList<KeyRotation> chain{KeyRotation::announce(*k1, k2->publicKey(), nowMs()),
+                                   KeyRotation::announce(*m_key, k1->publicKey(), nowMs())};
+    const QString target = k2->publicKey().fingerprint();
+    m_handler.setSigningKeys({{QStringLiteral("fingerprint"), target},
+                              {QStringLiteral("key"), QString::fromLatin1(k2->publicKey().toPem())},
+                              {QStringLiteral("rotations"), KeyRotation::toJson(chain)}});
+    const QString lease = freshLeaseId();
+    m_handler.queueLease(QJsonArray{task(lease, nowMs(), nowMs() + 600'000, kAgentId, &*k2)}, target);
+    startDaemon();
+    // The manifest signed with k2 verified: the subtask got as far as fetching its files (which are missing,
+    // so the agent keeps trying while its lease lasts), and nothing was reported as failed.
+    QTRY_VERIFY_WITH_TIMEOUT(m_handler.fileRequests() > 0, 20'000);
+    QVERIFY(m_handler.failures(lease).isEmpty());
+    QVERIFY2(logSays(QStringLiteral("rotated its signing key")), qPrintable(m_log.join(u'\n')));
+    QCOMPARE(m_daemon->status()[QStringLiteral("coordinator")][QStringLiteral("signing_key")].toString(), target);
+    stopDaemon();
+    // Pinned on disk, and the keys passed kept for the manifests of subtasks leased before.
+    QCOMPARE(test::readFile(AgentConfig::signingKeyPath(m_dataDir)), k2->publicKey().toPem());
+    auto keys = PinnedKeys::load(m_dataDir);
+    QVERIFY2(keys.ok(), qPrintable(keys.error()));
+    QCOMPARE(keys->all().size(), 3);
+    QVERIFY(keys->all()[1] == k1->publicKey());
+    QVERIFY(keys->all()[2] == m_key->publicKey());
+}
+
+void TestHostileCoordinator::forgedRotationIsRefused()
+{
+    // A party between the agent and its coordinator, without the pinned key, announces a key of its own.
+    auto mine = SigningKey::generate();
+    QVERIFY(mine.ok());
+    const QString target = mine->publicKey().fingerprint();
+    m_handler.setSigningKeys(
+        {{QStringLiteral("fingerprint"), target},
+         {QStringLiteral("rotations"), KeyRotation::toJson({KeyRotation::announce(*m_otherKey, mine->publicKey(), nowMs())})}});
+    const QString lease = freshLeaseId();
+    m_handler.queueLease(QJsonArray{task(lease, nowMs(), nowMs() + 600'000, kAgentId, &*mine)}, target);
+    startDaemon();
+    QTRY_VERIFY_WITH_TIMEOUT(!m_handler.failures(lease).isEmpty(), 20'000);
+    QCOMPARE(m_handler.failures(lease).first().value(QStringLiteral("stage")).toString(), QStringLiteral("verify"));
+    QVERIFY2(logSays(QStringLiteral("cannot trust")), qPrintable(m_log.join(u'\n')));
+    QVERIFY(waitForLeases(2, 20'000));
+    QCOMPARE(m_handler.fileRequests(), 0);
+    stopDaemon();
+    QCOMPARE(test::readFile(AgentConfig::signingKeyPath(m_dataDir)), m_key->publicKey().toPem());
+    QVERIFY(!QFile::exists(PinnedKeys::historyPath(m_dataDir)));
+    checkNothingOutsideTouched();
+}
+
+void TestHostileCoordinator::subtaskLeasedBeforeARotationGoesOn()
+{
+    // Subtask A is leased under the pinned key; then the coordinator rotates and leases B under the new key.
+    // A's stored manifest is checked again at every start: it must still verify, with the key it was signed by.
+    auto next = SigningKey::generate();
+    QVERIFY(next.ok());
+    const QString target = next->publicKey().fingerprint();
+    m_handler.setSigningKeys(
+        {{QStringLiteral("fingerprint"), target},
+         {QStringLiteral("rotations"), KeyRotation::toJson({KeyRotation::announce(*m_key, next->publicKey(), nowMs())})}});
+    const QString a = freshLeaseId();
+    const QString b = freshLeaseId();
+    m_handler.queueLease(QJsonArray{freshTask(a)}, m_key->publicKey().fingerprint());
+    m_handler.queueLease(QJsonArray{task(b, nowMs(), nowMs() + 600'000, kAgentId, &*next)}, target);
+    startDaemon(2);
+    QTRY_VERIFY_WITH_TIMEOUT(logSays(QStringLiteral("rotated its signing key")), 20'000);
+    QTRY_COMPARE_WITH_TIMEOUT(m_daemon->status().value(QStringLiteral("subtasks")).toArray().size(), 2, 20'000);
+    stopDaemon();
+    QCOMPARE(storedSubtasks(m_dataDir).value(a), QStringLiteral("downloading"));
+
+    // Started again, both subtasks go on: their files are asked for again, and neither is failed.
+    const int before = m_handler.fileRequests();
+    startDaemon(2, false);
+    QTRY_VERIFY_WITH_TIMEOUT(m_handler.fileRequests() > before + 2, 20'000);
+    QVERIFY2(m_handler.failures(a).isEmpty(), qPrintable(m_log.join(u'\n')));
+    QVERIFY(m_handler.failures(b).isEmpty());
+    QCOMPARE(m_daemon->status().value(QStringLiteral("subtasks")).toArray().size(), 2);
 }
 
 QTEST_GUILESS_MAIN(TestHostileCoordinator)
