@@ -9,6 +9,7 @@ The envelope seeds are signed with the fuzz targets' fixed key (RFC 8032's first
 through the openssl command.
 """
 import base64
+import hashlib
 import json
 import os
 import struct
@@ -81,8 +82,8 @@ def manifest(**changes):
     return compact(obj).encode()
 
 
-def sign(message):
-    der = bytes.fromhex("302e020100300506032b657004220420" + SEED_HEX)
+def sign(message, seed_hex=None):
+    der = bytes.fromhex("302e020100300506032b657004220420" + (seed_hex or SEED_HEX))
     pem = b"-----BEGIN PRIVATE KEY-----\n" + base64.b64encode(der) + b"\n-----END PRIVATE KEY-----\n"
     with tempfile.TemporaryDirectory() as tmp:
         key, msg = os.path.join(tmp, "key.pem"), os.path.join(tmp, "msg")
@@ -117,6 +118,41 @@ def envelope_seeds():
     write("envelope", "invalid-altered-manifest",
           compact({"manifest": good.decode().replace('"epoch":1', '"epoch":2'), "signature": signature}))
     write("envelope", "invalid-no-signature", compact({"manifest": good.decode()}))
+
+
+# ---- signing-key rotations -------------------------------------------------------------------------------------
+
+# RFC 8032's second and third test keys: seed, raw public key.
+SECOND = ("4ccd089b28ff96da9db6c346ec114e0f5b8a319f35aba624da8cf6ed4fb8a6fb",
+          "3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c")
+THIRD = ("c5aa8df43f9f837bedb7442f31dcb7b166d38535076f094b85ce3a2e0b4458f7",
+         "fc51cd8e6218a1a38da47ed00230f0580816ed13ba3303ac5deb911548908025")
+FIRST_PUBLIC = "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a"
+
+
+def public_pem(raw_hex):
+    der = bytes.fromhex("302a300506032b6570032100" + raw_hex)
+    return "-----BEGIN PUBLIC KEY-----\n" + base64.b64encode(der).decode() + "\n-----END PUBLIC KEY-----\n"
+
+
+def fingerprint(raw_hex):
+    return hashlib.sha256(bytes.fromhex(raw_hex)).hexdigest()
+
+
+def rotation(signer_seed, previous_public, next_public):
+    statement = compact({"format": "gleaner-key-rotation/1", "issued_ms": 1795295651026,
+                         "key": public_pem(next_public), "previous_key": fingerprint(previous_public)}).encode()
+    return {"statement": statement.decode(), "signature": sign(statement, signer_seed)}
+
+
+def key_rotation_seeds():
+    first_to_second = rotation(SEED_HEX, FIRST_PUBLIC, SECOND[1])
+    second_to_third = rotation(SECOND[0], SECOND[1], THIRD[1])
+    write("key_rotation", "valid-two-steps",
+          compact({"target": fingerprint(THIRD[1]), "rotations": [second_to_third, first_to_second]}))
+    write("key_rotation", "valid-one-step", compact({"target": fingerprint(SECOND[1]), "rotations": [first_to_second]}))
+    write("key_rotation", "invalid-gap", compact({"target": fingerprint(THIRD[1]), "rotations": [second_to_third]}))
+    write("key_rotation", "invalid-not-array", compact({"target": fingerprint(SECOND[1]), "rotations": first_to_second}))
 
 
 # ---- job spec ------------------------------------------------------------------------------------------------
@@ -187,6 +223,7 @@ def main():
     safetensors_seeds()
     manifest_seeds()
     envelope_seeds()
+    key_rotation_seeds()
     jobspec_seeds()
     http_seeds()
     control_seeds()
