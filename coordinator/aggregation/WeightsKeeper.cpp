@@ -8,6 +8,8 @@
 
 #include <QLoggingCategory>
 
+#include <cmath>
+
 Q_LOGGING_CATEGORY(lcWeights, "gleaner.coordinator.weights")
 
 namespace gleaner::coordinator {
@@ -118,12 +120,19 @@ Status WeightsKeeper::fold(TensorBundle& weights, AggregationRule& rule, UpdateB
     if (auto s = rule.apply(next, update, context); !s)
         return s;
     if (!checked) {
-        QString where;
-        if (!ml::WeightMath::allFinite(next, &where))
-            return fail(QStringLiteral("folding it in would put NaN or infinite values into tensor \"%1\"").arg(where));
+        // One pass for both checks: the server copy is finite (every fold into it was checked), so the step is
+        // finite exactly when every value of the fold is. Only a non-finite step looks for the tensor to name.
         auto step = ml::WeightMath::l2Distance(next, weights);
         if (!step)
             return fail(step.error());
+        if (!std::isfinite(*step)) {
+            QString where;
+            if (!ml::WeightMath::allFinite(next, &where))
+                return fail(QStringLiteral("folding it in would put NaN or infinite values into tensor \"%1\"")
+                                .arg(where));
+            return fail(QStringLiteral("the distance of the fold from the server copy is not finite; the server "
+                                       "copy itself holds NaN or infinite values"));
+        }
         // The weights' norm only when the bound needs it: a pass over 20 MB saved on almost every fold.
         const double norm = steps.needsNorm() || *step > steps.limit(0) ? ml::WeightMath::l2Norm(weights) : 0.0;
         if (!(*step <= steps.limit(norm)))

@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <random>
 #include <vector>
 
 using namespace gleaner;
@@ -37,6 +38,7 @@ private Q_SLOTS:
     void blendDoesNotTouchSharedCopies();
     void readsDoNotDetachSharedBuffers();
     void normsOfOtherFloatTypesAndLargeTensors();
+    void f32DistanceMatchesAFloat64Sum();
 };
 
 void TestWeightMath::blendFollowsVcAsgd_data()
@@ -176,6 +178,34 @@ void TestWeightMath::normsOfOtherFloatTypesAndLargeTensors()
     TensorBundle zeros;
     QVERIFY(zeros.addZeroed(QStringLiteral("w"), DType::F32, {count}));
     QCOMPARE(*WeightMath::l2Distance(large, zeros), std::sqrt(double(count)));
+}
+
+void TestWeightMath::f32DistanceMatchesAFloat64Sum()
+{
+    // The F32 path reads the bytes directly: random values, a length that leaves a tail, against a plain
+    // float64 sum; and a NaN or an infinity on either side makes the distance non-finite.
+    const qint64 count = 10'007;
+    std::vector<float> x(static_cast<size_t>(count)), y(static_cast<size_t>(count));
+    std::mt19937 rng(7);
+    std::normal_distribution<float> value(0.0f, 3.0f);
+    double expected = 0.0, norm = 0.0;
+    for (size_t i = 0; i < x.size(); ++i) {
+        x[i] = value(rng);
+        y[i] = value(rng);
+        expected += (double(x[i]) - double(y[i])) * (double(x[i]) - double(y[i]));
+        norm += double(x[i]) * double(x[i]);
+    }
+    TensorBundle a, b;
+    QVERIFY(a.addValues<float>(QStringLiteral("w"), DType::F32, {count}, x).ok());
+    QVERIFY(b.addValues<float>(QStringLiteral("w"), DType::F32, {count}, y).ok());
+    QVERIFY(std::abs(*WeightMath::l2Distance(a, b) - std::sqrt(expected)) <= 1e-12 * std::sqrt(expected));
+    QVERIFY(std::abs(WeightMath::l2Norm(a) - std::sqrt(norm)) <= 1e-12 * std::sqrt(norm));
+    for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+        TensorBundle c = b;
+        c.mutableValues<float>(c.entries().first())[count - 1] = bad; // in the tail
+        QVERIFY(!std::isfinite(*WeightMath::l2Distance(a, c)));
+        QVERIFY(!std::isfinite(*WeightMath::l2Distance(c, a)));
+    }
 }
 
 QTEST_GUILESS_MAIN(TestWeightMath)
