@@ -10,13 +10,13 @@ usage() {
 Usage: tests/fuzz/run-fuzzers.sh [--runs N] [--seconds S] [--build-dir DIR] [TARGET...]
 
 Builds the fuzz targets with clang and runs each TARGET (all when none is named: safetensors, manifest,
-envelope, jobspec, http_request, http_range, control) for N executions (-runs) or S seconds
+envelope, key_rotation, jobspec, http_request, http_range, control) for N executions (-runs) or S seconds
 (-max_total_time), whichever ends first; without either, for 60 seconds. The seeds come from
 tests/fuzz/corpus/TARGET/ and are only read; inputs libFuzzer finds are kept in DIR/fuzz-work/TARGET/corpus
 and reused by the next run.
 
 Prints one JSON line per target:
-  {"target":"control","executions":1000000,"seconds":61.2,"exec_per_s":16339,"crashes":0,"reproducer":null}
+  {"target":"control","executions":1000000,"seconds":61.2,"exec_per_s":16339,"crashes":0,"slow_units":0,"reproducer":null}
 and exits 1 when a target crashed (its reproducer is the file named), 2 on a usage or build error.
 
 Installs the missing packages of installers/fuzz-packages.txt first (as root, or through sudo).
@@ -91,7 +91,12 @@ for target in "${targets[@]}"; do
     limits=()
     [[ -n "$runs" ]] && limits+=("-runs=$runs")
     [[ -n "$seconds" ]] && limits+=("-max_total_time=$seconds")
-    before=$(find "$work/crashes" -type f | wc -l)
+    # Findings are the inputs libFuzzer saves as crash-, timeout-, oom- or leak-; a slow-unit- file is only
+    # an input that took longer than usual (a loaded machine makes those), reported apart.
+    findings() { find "$work/crashes" -type f \( -name 'crash-*' -o -name 'timeout-*' -o -name 'oom-*' -o -name 'leak-*' \) | wc -l; }
+    slow() { find "$work/crashes" -type f -name 'slow-unit-*' | wc -l; }
+    before=$(findings)
+    slowBefore=$(slow)
     start=$(date +%s.%N)
     status=0
     # One input over 10 s is a finding (a parser that loops), as is one over 2 GB of memory.
@@ -106,17 +111,18 @@ for target in "${targets[@]}"; do
     executions=${executions:-0}
     elapsed=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
     rate=$(awk -v n="$executions" -v s="$elapsed" 'BEGIN { printf "%d", (s > 0 ? n / s : 0) }')
-    crashes=$(($(find "$work/crashes" -type f | wc -l) - before))
+    crashes=$(($(findings) - before))
+    slowUnits=$(($(slow) - slowBefore))
     reproducer=null
     if [[ $status -ne 0 ]]; then
-        newest=$(ls -t "$work/crashes" 2>/dev/null | head -n 1)
+        newest=$(ls -t "$work/crashes" 2>/dev/null | grep -v '^slow-unit-' | head -n 1)
         [[ -n "$newest" ]] && reproducer="\"$work/crashes/$newest\""
         [[ $crashes -eq 0 ]] && crashes=1 # it died without saving an input (e.g. in its initialisation)
         failed=1
         echo "run-fuzzers: $target failed (exit $status); its report is in $log" >&2
         grep -E -m 5 'ERROR|fuzz check failed|SUMMARY' "$log" >&2 || true
     fi
-    printf '{"target":"%s","executions":%s,"seconds":%s,"exec_per_s":%s,"crashes":%s,"reproducer":%s}\n' \
-        "$target" "$executions" "$elapsed" "$rate" "$crashes" "$reproducer"
+    printf '{"target":"%s","executions":%s,"seconds":%s,"exec_per_s":%s,"crashes":%s,"slow_units":%s,"reproducer":%s}\n' \
+        "$target" "$executions" "$elapsed" "$rate" "$crashes" "$slowUnits" "$reproducer"
 done
 exit $failed
