@@ -4,15 +4,6 @@
 
 namespace gleaner::coordinator {
 
-std::unique_ptr<AggregationRule> AggregationRule::create(const AggregationSpec& spec)
-{
-    switch (spec.rule) {
-    case AggregationSpec::Rule::VcAsgd:
-        return std::make_unique<VcAsgd>(spec);
-    }
-    return nullptr;
-}
-
 double VcAsgd::alphaFor(int epoch) const
 {
     if (!m_spec.alphaPerEpoch)

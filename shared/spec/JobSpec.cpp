@@ -5,6 +5,9 @@
 #include <QJsonDocument>
 #include <QJsonParseError>
 
+#include <algorithm>
+#include <cmath>
+
 using namespace Qt::StringLiterals;
 
 namespace gleaner {
@@ -19,7 +22,7 @@ const QStringList& formatNames()
 
 const QStringList& ruleNames()
 {
-    static const QStringList names{u"vc-asgd"_s};
+    static const QStringList names{u"vc-asgd"_s, u"fedasync"_s};
     return names;
 }
 
@@ -34,6 +37,17 @@ constexpr IntRange kReplication{1, 16};
 constexpr IntRange kLimitTrain{1, kMaxJsonInteger};
 constexpr IntRange kSeed{0, kMaxJsonInteger};
 const NumberRange kAlpha = NumberRange::above(0).below(1);
+const NumberRange kMixingAlpha = NumberRange::above(0).atMost(1);
+const NumberRange kPolynomialExponent = NumberRange::above(0).atMost(10);
+const NumberRange kHingeSlope = NumberRange::above(0).atMost(1000);
+constexpr IntRange kHingeStart{0, 1'000'000};
+
+// In the order of StalenessSpec::Function.
+const QStringList& stalenessNames()
+{
+    static const QStringList names{u"constant"_s, u"polynomial"_s, u"hinge"_s};
+    return names;
+}
 const NumberRange kTargetAccuracy = NumberRange::above(0).atMost(1);
 
 } // namespace
@@ -109,16 +123,84 @@ QJsonObject DatasetSpec::toJson() const
     return json;
 }
 
+double StalenessSpec::weight(qint64 staleness) const
+{
+    const double t = double(std::max<qint64>(0, staleness));
+    switch (function) {
+    case Function::Constant:
+        return 1.0;
+    case Function::Polynomial:
+        return std::pow(t + 1.0, -a);
+    case Function::Hinge:
+        return t <= b ? 1.0 : 1.0 / (a * (t - b) + 1.0);
+    }
+    return 1.0;
+}
+
+Result<StalenessSpec> StalenessSpec::fromJson(const QJsonObject& json, const QString& path)
+{
+    JsonFields fields(json, path);
+    fields.allowOnly({u"function"_s, u"a"_s, u"b"_s});
+    StalenessSpec spec;
+    int function = int(spec.function);
+    if (fields.readChoice(u"function", function, stalenessNames(), Need::Required))
+        spec.function = Function(function);
+    if (fields.ok()) {
+        switch (spec.function) {
+        case Function::Constant:
+            if (fields.has(u"a") || fields.has(u"b"))
+                fields.fail(fields.has(u"a") ? u"a" : u"b", u"a constant staleness function takes no parameters"_s);
+            break;
+        case Function::Polynomial:
+            if (fields.has(u"b"))
+                fields.fail(u"b", u"only the hinge function takes \"b\""_s);
+            fields.readNumber(u"a", spec.a, kPolynomialExponent);
+            break;
+        case Function::Hinge:
+            spec.a = 10.0;
+            fields.readNumber(u"a", spec.a, kHingeSlope);
+            fields.readInt(u"b", spec.b, kHingeStart);
+            break;
+        }
+    }
+    if (!fields.ok())
+        return fields.failure();
+    return spec;
+}
+
+QJsonObject StalenessSpec::toJson() const
+{
+    QJsonObject json{{u"function"_s, stalenessNames().at(int(function))}};
+    if (function != Function::Constant)
+        json.insert(u"a"_s, a);
+    if (function == Function::Hinge)
+        json.insert(u"b"_s, b);
+    return json;
+}
+
 Result<AggregationSpec> AggregationSpec::fromJson(const QJsonObject& json, const QString& path)
 {
     JsonFields fields(json, path);
-    fields.allowOnly({u"rule"_s, u"alpha"_s});
+    fields.allowOnly({u"rule"_s, u"alpha"_s, u"staleness"_s});
 
     AggregationSpec spec;
     int rule = 0;
     // Required inside the object: with more rules to come, a default rule would be a silent guess.
     if (fields.readChoice(u"rule", rule, ruleNames(), Need::Required))
         spec.rule = Rule(rule);
+    if (fields.ok() && spec.rule == Rule::FedAsync) {
+        spec.alphaPerEpoch = false;
+        spec.alpha = 0.5;
+        fields.readNumber(u"alpha", spec.alpha, kMixingAlpha);
+        QJsonObject staleness;
+        if (fields.readObject(u"staleness", staleness))
+            fields.take(StalenessSpec::fromJson(staleness, path + u".staleness"_s), spec.staleness);
+        if (!fields.ok())
+            return fields.failure();
+        return spec;
+    }
+    if (fields.ok() && fields.has(u"staleness"))
+        fields.fail(u"staleness", u"only the fedasync rule damps updates by staleness"_s);
     if (fields.ok() && fields.has(u"alpha")) {
         const QJsonValue alpha = fields.value(u"alpha");
         if (alpha.isString() && alpha.toString() == u"epoch") {
@@ -138,10 +220,13 @@ Result<AggregationSpec> AggregationSpec::fromJson(const QJsonObject& json, const
 
 QJsonObject AggregationSpec::toJson() const
 {
-    return QJsonObject{
+    QJsonObject json{
         {u"rule"_s, ruleNames().at(int(rule))},
         {u"alpha"_s, alphaPerEpoch ? QJsonValue(u"epoch"_s) : QJsonValue(alpha)},
     };
+    if (rule == Rule::FedAsync)
+        json.insert(u"staleness"_s, staleness.toJson());
+    return json;
 }
 
 Result<JobSpec> JobSpec::fromJson(const QJsonObject& json)

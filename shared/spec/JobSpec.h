@@ -61,18 +61,44 @@ struct DatasetSpec
     bool operator==(const DatasetSpec&) const = default;
 };
 
+// How an update's staleness (server versions folded in since its base version) damps its weight (FedAsync).
+struct StalenessSpec
+{
+    enum class Function
+    {
+        Constant,   // s(t) = 1
+        Polynomial, // s(t) = (t + 1)^-a
+        Hinge       // s(t) = 1 for t <= b, else 1 / (a (t - b) + 1)
+    };
+
+    Function function = Function::Polynomial;
+    double a = 0.5;
+    int b = 4;
+
+    double weight(qint64 staleness) const; // s(t), in (0, 1]
+    static Result<StalenessSpec> fromJson(const QJsonObject& json, const QString& path);
+    QJsonObject toJson() const;
+
+    bool operator==(const StalenessSpec&) const = default;
+};
+
 struct AggregationSpec
 {
-    // The object is optional in a job (default: vc-asgd, alpha "epoch"); when given, "rule" is required and
-    // "alpha" defaults to "epoch".
+    // The object is optional in a job (default: vc-asgd, alpha "epoch"); when given, "rule" is required.
+    //   vc-asgd:  "alpha" is "epoch" (a_e = e / (e + 1), the default) or a constant in (0, 1): the share of the
+    //             server copy kept, server = a server + (1 - a) client.
+    //   fedasync: "alpha" is the mixing weight in (0, 1] (default 0.5), damped by "staleness" (default
+    //             polynomial, a 0.5): server = (1 - a s(t)) server + a s(t) client.
     enum class Rule
     {
-        VcAsgd
+        VcAsgd,
+        FedAsync
     };
 
     Rule rule = Rule::VcAsgd;
-    bool alphaPerEpoch = true; // "alpha": "epoch" gives a_e = e / (e + 1)
-    double alpha = 0.95;       // constant alpha in (0, 1) when alphaPerEpoch is false
+    bool alphaPerEpoch = true; // "alpha": "epoch" gives a_e = e / (e + 1) (vc-asgd only)
+    double alpha = 0.95;       // constant alpha when alphaPerEpoch is false
+    StalenessSpec staleness;   // fedasync only
 
     static Result<AggregationSpec> fromJson(const QJsonObject& json,
                                             const QString& path = QStringLiteral("aggregation"));

@@ -17,6 +17,8 @@
 #include <QSqlQuery>
 #include <QTest>
 
+#include <cmath>
+
 using namespace gleaner;
 using namespace gleaner::coordinator;
 
@@ -44,6 +46,7 @@ private Q_SLOTS:
     void leaseCarriesASignedManifestWithContentAddressedFiles();
     void nextEpochOverlapsTheTailOfThisOne();
     void resultIsFoldedInWithVcAsgd();
+    void staleResultWeighsLessWithFedAsync();
     void missedDeadlineReissuesAndLateResultCountsOnce();
     void badResultsAreRefused_data();
     void badResultsAreRefused();
@@ -228,6 +231,43 @@ void TestCoordinator::resultIsFoldedInWithVcAsgd()
     }
     const QJsonObject status = f.call([&] { return f.core->jobStatus(job); });
     QCOMPARE(status.value(QStringLiteral("updates")).toInteger(), 1);
+}
+
+void TestCoordinator::staleResultWeighsLessWithFedAsync()
+{
+    // alpha 0.5, s(t) = (t + 1)^-1: a fresh update weighs 1/2, one folded after another from the same base 1/4.
+    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
+    const qint64 job = f.submit(test::tinyJobSpec(
+        m_dataset, 4, 3, 0.99, 60,
+        QStringLiteral(R"(, "aggregation": {"rule": "fedasync", "alpha": 0.5, "staleness": {"function": "polynomial", "a": 1}})")));
+    QVERIFY(job > 0);
+    const TensorBundle w0 = serverWeights(job);
+    auto tasks = lease(agent, 2);
+    QCOMPARE(tasks.size(), size_t(2));
+    const auto moved = [&](float by) {
+        TensorBundle client = w0;
+        for (const auto& entry : client.entries())
+            for (float& v : client.mutableValues<float>(entry))
+                v += by;
+        return client;
+    };
+    const TensorBundle c1 = moved(0.01f), c2 = moved(-0.02f);
+    QString error;
+    QCOMPARE(upload(agent, tasks[0].leaseId, c1, 0), 202);
+    QCOMPARE(f.upload(agent, tasks[1].leaseId, c2, 0, &error), 202); // staleness 1
+    const TensorBundle w2 = serverWeights(job);
+    for (const auto& entry : w0.entries()) {
+        const auto a = w0.values<float>(entry);
+        const auto one = c1.values<float>(*c1.find(entry.name));
+        const auto two = c2.values<float>(*c2.find(entry.name));
+        const auto got = w2.values<float>(*w2.find(entry.name));
+        for (size_t i = 0; i < a.size(); ++i) {
+            const double w1 = 0.5 * a[i] + 0.5 * one[i];
+            const double expected = 0.75 * w1 + 0.25 * two[i];
+            QVERIFY2(std::abs(got[i] - expected) <= 1e-6 * (1.0 + std::abs(expected)),
+                     qPrintable(QStringLiteral("%1[%2]: %3, expected %4").arg(entry.name).arg(i).arg(got[i]).arg(expected)));
+        }
+    }
 }
 
 void TestCoordinator::missedDeadlineReissuesAndLateResultCountsOnce()

@@ -168,6 +168,26 @@ void TestJobSpec::validJobs_data()
 
     QTest::newRow("aggregation without alpha means per-epoch")
         << R"({"aggregation": {"rule": "vc-asgd"}})"_ba << minimalSpec();
+
+    JobSpec fedAsync = minimalSpec();
+    fedAsync.aggregation.rule = AggregationSpec::Rule::FedAsync;
+    fedAsync.aggregation.alphaPerEpoch = false;
+    fedAsync.aggregation.alpha = 0.5;
+    QTest::newRow("fedasync with its defaults") << R"({"aggregation": {"rule": "fedasync"}})"_ba << fedAsync;
+    JobSpec hinge = fedAsync;
+    hinge.aggregation.alpha = 0.9;
+    hinge.aggregation.staleness.function = StalenessSpec::Function::Hinge;
+    hinge.aggregation.staleness.a = 10.0;
+    hinge.aggregation.staleness.b = 6;
+    QTest::newRow("fedasync, hinge")
+        << R"({"aggregation": {"rule": "fedasync", "alpha": 0.9, "staleness": {"function": "hinge", "b": 6}}})"_ba
+        << hinge;
+    JobSpec constant = fedAsync;
+    constant.aggregation.alpha = 1.0;
+    constant.aggregation.staleness.function = StalenessSpec::Function::Constant;
+    QTest::newRow("fedasync, constant, alpha 1")
+        << R"({"aggregation": {"rule": "fedasync", "alpha": 1, "staleness": {"function": "constant"}}})"_ba
+        << constant;
 }
 
 void TestJobSpec::validJobs()
@@ -309,7 +329,7 @@ void TestJobSpec::invalidJobs_data()
     change("aggregation without rule", R"({"aggregation": {"alpha": 0.5}})", "aggregation.rule",
            "required field is missing");
     change("aggregation rule unknown", R"({"aggregation": {"rule": "fedavg"}})", "aggregation.rule",
-           R"(expected one of "vc-asgd", got "fedavg")");
+           R"(expected one of "vc-asgd", "fedasync", got "fedavg")");
     change("alpha 1", R"({"aggregation": {"rule": "vc-asgd", "alpha": 1}})", "aggregation.alpha",
            R"(expected "epoch" or a number > 0 and < 1, got 1)");
     change("alpha 0", R"({"aggregation": {"rule": "vc-asgd", "alpha": 0}})", "aggregation.alpha", "got 0");
@@ -319,6 +339,24 @@ void TestJobSpec::invalidJobs_data()
            R"(expected an object, got "vc-asgd")");
     change("aggregation unknown field", R"({"aggregation": {"rule": "vc-asgd", "beta": 0.5}})", "aggregation",
            R"(unknown field "beta")");
+    change("staleness on vc-asgd", R"({"aggregation": {"rule": "vc-asgd", "staleness": {"function": "hinge"}}})",
+           "aggregation.staleness", "only the fedasync rule");
+    change("fedasync alpha epoch", R"({"aggregation": {"rule": "fedasync", "alpha": "epoch"}})", "aggregation.alpha",
+           R"(expected a number > 0 and <= 1, got "epoch")");
+    change("fedasync alpha 0", R"({"aggregation": {"rule": "fedasync", "alpha": 0}})", "aggregation.alpha", "got 0");
+    change("staleness function unknown",
+           R"({"aggregation": {"rule": "fedasync", "staleness": {"function": "exponential"}}})",
+           "aggregation.staleness.function", R"(expected one of "constant", "polynomial", "hinge")");
+    change("polynomial with b", R"({"aggregation": {"rule": "fedasync", "staleness": {"function": "polynomial", "b": 2}}})",
+           "aggregation.staleness.b", "only the hinge function");
+    change("polynomial exponent 0",
+           R"({"aggregation": {"rule": "fedasync", "staleness": {"function": "polynomial", "a": 0}}})",
+           "aggregation.staleness.a", "got 0");
+    change("constant with a", R"({"aggregation": {"rule": "fedasync", "staleness": {"function": "constant", "a": 1}}})",
+           "aggregation.staleness.a", "takes no parameters");
+    change("hinge start negative",
+           R"({"aggregation": {"rule": "fedasync", "staleness": {"function": "hinge", "b": -1}}})",
+           "aggregation.staleness.b", "got -1");
 }
 
 void TestJobSpec::invalidJobs()

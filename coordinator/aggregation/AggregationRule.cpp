@@ -1,0 +1,19 @@
+#include "aggregation/AggregationRule.h"
+
+#include "aggregation/FedAsync.h"
+#include "aggregation/VcAsgd.h"
+
+namespace gleaner::coordinator {
+
+std::unique_ptr<AggregationRule> AggregationRule::create(const AggregationSpec& spec)
+{
+    switch (spec.rule) {
+    case AggregationSpec::Rule::VcAsgd:
+        return std::make_unique<VcAsgd>(spec);
+    case AggregationSpec::Rule::FedAsync:
+        return std::make_unique<FedAsync>(spec);
+    }
+    return nullptr;
+}
+
+} // namespace gleaner::coordinator
