@@ -142,7 +142,7 @@ bool applyEvent(QJsonObject& status, const QJsonObject& event, bool* needsRefres
         return applySubtaskEvent(status, event, name == u"progress", needsRefresh);
     if (name == u"coordinator") {
         QJsonObject coordinator = status.value(u"coordinator").toObject();
-        if (!copyMembers(coordinator, event, {u"reachable", u"last_error", u"next_try_ms", u"url"}))
+        if (!copyMembers(coordinator, event, {u"reachable", u"last_error", u"next_try_ms", u"url", u"quarantined", u"signing_key"}))
             return false;
         status.insert(QStringLiteral("coordinator"), coordinator);
         return true;

@@ -215,6 +215,9 @@ void MainWindow::update()
         const QString error = coordinator.value(u"last_error").toString();
         if (!error.isEmpty())
             lines << QStringLiteral("Last error: %1").arg(error);
+        const QString quarantined = coordinator.value(u"quarantined").toString();
+        if (!quarantined.isEmpty())
+            lines << QStringLiteral("No work for this computer: %1").arg(quarantined);
     } else {
         lines << QStringLiteral("Not contacted yet.");
     }

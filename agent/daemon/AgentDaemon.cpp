@@ -300,7 +300,11 @@ void AgentDaemon::requestLease()
                   }
                   m_leaseFailures = 0;
                   coordinatorReached();
-                  if (!reply->signingKey.isEmpty() && reply->signingKey != m_keys.current().fingerprint())
+                  // A key this agent failed to follow is tried again only after a while: a coordinator (or
+                  // whoever answers for it) that names one in every reply does not make it fetch each time.
+                  const bool knownUntrusted = reply->signingKey == m_untrustedKey && nowMs() < m_untrustedUntilMs;
+                  if (!reply->signingKey.isEmpty() && reply->signingKey != m_keys.current().fingerprint() &&
+                      !knownUntrusted)
                       return followSigningKey(*reply); // still in flight: no second request meanwhile
                   m_leaseInFlight = false;
                   takeLeaseReply(*reply);
@@ -316,9 +320,15 @@ void AgentDaemon::followSigningKey(const LeaseReply& reply)
                       return;
                   // Whatever happens here, the reply is taken: its manifests verify only with the key pinned in
                   // the end, so a rotation that could not be followed makes them fail as a key change would.
+                  // A key that cannot be followed is not tried again for a while (a network failure is).
+                  const auto distrust = [this, &reply] {
+                      m_untrustedKey = reply.signingKey;
+                      m_untrustedUntilMs = nowMs() + kRetryUntrustedKeyMs;
+                  };
                   if (!keys) {
                       log(QStringLiteral("warning"), keys.error());
                   } else if (keys->fingerprint != reply.signingKey) {
+                      distrust();
                       log(QStringLiteral("warning"),
                           QStringLiteral("the coordinator's lease reply names signing key %1 but its key list names "
                                          "%2; the pinned key stays %3")
@@ -326,18 +336,24 @@ void AgentDaemon::followSigningKey(const LeaseReply& reply)
                   } else {
                       const QString before = m_keys.current().fingerprint();
                       auto followed = m_keys.follow(keys->rotations, reply.signingKey);
-                      if (!followed)
+                      if (!followed) {
+                          distrust();
                           log(QStringLiteral("error"),
                               QStringLiteral("the coordinator signs with key %1, which this agent cannot trust: %2. "
                                              "Its manifests are refused; if its operator replaced the key without "
                                              "a rotation, enroll the agent again")
                                   .arg(reply.signingKey, followed.error()));
-                      else
+                      }
+                      if (followed && *followed > 0) {
                           log(QStringLiteral("info"),
                               QStringLiteral("the coordinator rotated its signing key: now pinned %1 (was %2, %3 "
                                              "signed rotation(s) followed)")
                                   .arg(m_keys.current().fingerprint(), before)
                                   .arg(*followed));
+                          Q_EMIT controlEvent(QJsonObject{{QStringLiteral("event"), QStringLiteral("coordinator")},
+                                                          {QStringLiteral("signing_key"),
+                                                           m_keys.current().fingerprint()}});
+                      }
                   }
                   takeLeaseReply(reply);
               });
@@ -351,6 +367,10 @@ void AgentDaemon::takeLeaseReply(const LeaseReply& reply)
             log(QStringLiteral("error"), QStringLiteral("the coordinator gives this agent no work: %1").arg(m_quarantined));
         else
             log(QStringLiteral("info"), QStringLiteral("the coordinator gives this agent work again"));
+        Q_EMIT controlEvent(QJsonObject{
+            {QStringLiteral("event"), QStringLiteral("coordinator")},
+            {QStringLiteral("quarantined"),
+             m_quarantined.isEmpty() ? QJsonValue(QJsonValue::Null) : QJsonValue(m_quarantined)}});
     }
     // A task refused here (malformed, an id that is not one, a lease sent again) counts as a failure, so a
     // coordinator that keeps sending such replies is not asked again at once.

@@ -194,6 +194,10 @@ private:
     AgentConfig m_config;
     PinnedKeys m_keys;
     QString m_quarantined; // the coordinator's reason, while it gives this agent no work
+    // A signing key the agent could not follow to, and until when it does not try again.
+    static constexpr qint64 kRetryUntrustedKeyMs = 10 * 60 * 1000;
+    QString m_untrustedKey;
+    qint64 m_untrustedUntilMs = 0;
     SystemClock m_clock;
     DirectoryLock m_lock; // one daemon per data directory
     std::unique_ptr<SubtaskStore> m_store;

@@ -75,6 +75,11 @@ void AgentDaemon::updateState()
         state = QStringLiteral("waiting");
         code = QStringLiteral("preparing");
         reason = QStringLiteral("Preparing %1 subtask(s)").arg(m_active.size());
+    } else if (!m_quarantined.isEmpty()) {
+        // The coordinator's admin must act; the agent keeps asking, rarely, and says why it has nothing.
+        state = QStringLiteral("waiting");
+        code = QStringLiteral("quarantined");
+        reason = QStringLiteral("The coordinator gives this agent no work: %1").arg(m_quarantined);
     } else {
         state = QStringLiteral("waiting");
         code = QStringLiteral("no_work");

@@ -9,6 +9,7 @@
 #include <QJsonDocument>
 #include <QMutexLocker>
 
+#include <algorithm>
 #include <cstdio>
 
 namespace gleaner::coordinator {
@@ -28,7 +29,7 @@ Result<QList<KeyRotation>> readChain(const QString& path)
     const QJsonDocument doc = QJsonDocument::fromJson(*bytes, &error);
     if (error.error != QJsonParseError::NoError)
         return fail(QStringLiteral("%1: not valid JSON (%2); restore it from a backup").arg(path, error.errorString()));
-    auto chain = KeyRotation::listFromJson(doc.object().value(QStringLiteral("rotations")));
+    auto chain = KeyRotation::listFromJson(doc.object().value(QStringLiteral("rotations")), kMaxChainFile);
     if (!chain)
         return fail(QStringLiteral("%1: %2; restore it from a backup").arg(path, chain.error()));
     return chain;
@@ -85,6 +86,13 @@ Result<SigningKeys> SigningKeys::load(const DataDirectory& dir)
                                    "the same backup")
                         .arg(dir.signingKeyPath(), key->publicKey().fingerprint(), dir.signingKeyRotationsPath(),
                              last.fingerprint()));
+    // The public half is written last in a rotation: a stop just before it leaves the old one there.
+    const QByteArray publicPem = key->publicKey().toPem();
+    QFile publicFile(dir.signingPublicKeyPath());
+    if (!publicFile.open(QIODevice::ReadOnly) || publicFile.read(64 * 1024) != publicPem)
+        if (auto s = SecureFile::write(dir.signingPublicKeyPath(), publicPem, 0644, QStringLiteral("signing public key"));
+            !s)
+            return fail(s.error());
     return SigningKeys(dir, std::move(*key), std::move(*chain));
 }
 
@@ -97,9 +105,11 @@ VerifyKey SigningKeys::publicKey() const
 QJsonObject SigningKeys::toJson() const
 {
     QMutexLocker lock(&m_mutex);
+    // The newest statements an agent reads: one that pinned a key from before them must enroll again.
+    const QList<KeyRotation> newest = m_chain.mid(std::max<qsizetype>(0, m_chain.size() - KeyRotation::kMaxChain));
     return {{QStringLiteral("key"), QString::fromLatin1(m_public.toPem())},
             {QStringLiteral("fingerprint"), m_public.fingerprint()},
-            {QStringLiteral("rotations"), KeyRotation::toJson(m_chain)}};
+            {QStringLiteral("rotations"), KeyRotation::toJson(newest)}};
 }
 
 Status SigningKeys::writeChain(const QList<KeyRotation>& chain) const

@@ -27,14 +27,17 @@ struct KeyRotation
 
     // The most statements a chain may hold (and an agent reads): rotations are rare operator actions.
     static constexpr qsizetype kMaxChain = 256;
+    // The longest statement or signature text read (a real statement is about 300 characters).
+    static constexpr qsizetype kMaxStatement = 4096;
 
     static KeyRotation announce(const SigningKey& previous, const VerifyKey& next, qint64 issuedMs);
 
     QJsonObject toJson() const; // {"statement": "...", "signature": "..."}
     static Result<KeyRotation> fromJson(const QJsonObject& json);
     static QJsonArray toJson(const QList<KeyRotation>& chain);
-    // Refuses a value that is not an array of well-formed entries, or one longer than kMaxChain.
-    static Result<QList<KeyRotation>> listFromJson(const QJsonValue& json);
+    // Refuses a value that is not an array of well-formed entries, or one longer than `maxEntries` (what an
+    // agent reads; the coordinator reads its own whole history).
+    static Result<QList<KeyRotation>> listFromJson(const QJsonValue& json, qsizetype maxEntries = kMaxChain);
 
     // The keys from `pinned` to the key whose fingerprint is `target`, each step a statement signed by the key
     // before it: [pinned, K1, ..., target]. An error says why the chain does not lead there.

@@ -155,6 +155,11 @@ void TestSigningKeys::rotationInterruptedAfterTheAnnouncementIsCompleted()
     QVERIFY(f.reopen());
     QCOMPARE(f.core->signingKeys().value(QStringLiteral("fingerprint")).toString(), next->publicKey().fingerprint());
     QVERIFY(!QFile::exists(f.dir.nextSigningKeyPath()));
+    // Stopped after the rename, before the public half was written: the next start writes it.
+    f.core.reset();
+    QVERIFY(test::writeFile(f.dir.signingPublicKeyPath(), current->publicKey().toPem()));
+    QVERIFY(f.reopen());
+    QCOMPARE(test::readFile(f.dir.signingPublicKeyPath()), next->publicKey().toPem());
     QCOMPARE(SigningKey::loadFromFile(f.dir.signingKeyPath())->publicKey(), next->publicKey());
     QCOMPARE(VerifyKey::fromPem(test::readFile(f.dir.signingPublicKeyPath()))->fingerprint(),
              next->publicKey().fingerprint());

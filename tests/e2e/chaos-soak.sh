@@ -31,10 +31,11 @@ done
 case "$minutes" in '' | *[!0-9]*) echo "chaos-soak.sh: --minutes \"$minutes\": expected a whole number" >&2; exit 2 ;; esac
 
 if [ ! -f "$build/build.ninja" ]; then
-    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLEANER_WERROR=ON
+    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLEANER_WERROR=ON >&2
 fi
+# The build's output goes to stderr: stdout is chaos_soak's alone (its --json report).
 cmake --build "$build" --parallel "${GLEANER_JOBS:-2}" \
-    --target gleaner-coordinator gleaner-agent gleaner-worker chaos_soak
+    --target gleaner-coordinator gleaner-agent gleaner-worker chaos_soak >&2
 
 home=$(mktemp -d "${TMPDIR:-/tmp}/gleaner-soak-home-XXXXXX")
 trap 'rm -rf "$home"' EXIT

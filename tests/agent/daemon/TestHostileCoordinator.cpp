@@ -107,6 +107,12 @@ public:
             reply.insert(QStringLiteral("signing_key"), signingKey);
         m_leases.push_back(QJsonDocument(reply).toJson());
     }
+    // A lease reply as it is, for replies without tasks (a quarantine, say).
+    void queueReply(const QJsonObject& reply)
+    {
+        const QMutexLocker lock(&m_mutex);
+        m_leases.push_back(QJsonDocument(reply).toJson());
+    }
     // The answer to GET /api/v1/signing-keys.
     void setSigningKeys(const QJsonObject& keys)
     {
@@ -242,6 +248,7 @@ private Q_SLOTS:
     void signingKeyRotationIsFollowed();
     void forgedRotationIsRefused();
     void subtaskLeasedBeforeARotationGoesOn();
+    void quarantineIsShownUntilLifted();
 
 private:
     QString url() const { return QStringLiteral("https://127.0.0.1:%1").arg(m_server->port()); }
@@ -605,6 +612,30 @@ void TestHostileCoordinator::subtaskLeasedBeforeARotationGoesOn()
     QVERIFY2(m_handler.failures(a).isEmpty(), qPrintable(m_log.join(u'\n')));
     QVERIFY(m_handler.failures(b).isEmpty());
     QCOMPARE(m_daemon->status().value(QStringLiteral("subtasks")).toArray().size(), 2);
+}
+
+void TestHostileCoordinator::quarantineIsShownUntilLifted()
+{
+    // The coordinator's reason reaches the agent's status (and so its owner's tray and `gleaner-agent status`),
+    // and goes once the coordinator hands out work again.
+    const QString why = QStringLiteral("this agent is quarantined: 3 refused results in a row; the coordinator's "
+                                       "admin can lift it (gleaner-coordinator agent release ID)");
+    m_handler.queueReply({{QStringLiteral("tasks"), QJsonArray()},
+                          {QStringLiteral("retry_after"), 1},
+                          {QStringLiteral("quarantined"), why}});
+    startDaemon();
+    QTRY_COMPARE_WITH_TIMEOUT(m_daemon->status().value(QStringLiteral("reason_code")).toString(),
+                              QStringLiteral("quarantined"), 20'000);
+    const QJsonObject status = m_daemon->status();
+    QVERIFY2(status.value(QStringLiteral("reason")).toString().contains(why),
+             qPrintable(status.value(QStringLiteral("reason")).toString()));
+    QCOMPARE(status[QStringLiteral("coordinator")][QStringLiteral("quarantined")].toString(), why);
+    QVERIFY(logSays(QStringLiteral("gives this agent no work")));
+    // The next reply (the default: no work, no quarantine) lifts it.
+    QTRY_COMPARE_WITH_TIMEOUT(m_daemon->status().value(QStringLiteral("reason_code")).toString(),
+                              QStringLiteral("no_work"), 20'000);
+    QVERIFY(m_daemon->status()[QStringLiteral("coordinator")][QStringLiteral("quarantined")].isNull());
+    QVERIFY(logSays(QStringLiteral("gives this agent work again")));
 }
 
 QTEST_GUILESS_MAIN(TestHostileCoordinator)
