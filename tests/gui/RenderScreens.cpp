@@ -166,6 +166,19 @@ void renderMainWindow(const QString& dataDir)
           {QStringLiteral("next_try_ms"), 45000}});
     waitFor([&] { return link.reasonCode() == u"user_active"; }, "the waiting state");
     save(window, QStringLiteral("main-window-waiting"));
+
+    // The coordinator refuses this computer work until its admin lifts a quarantine.
+    const QString why = QStringLiteral("this agent is quarantined: 3 refused results in a row (the last: the result "
+                                       "moves the weights too far); the coordinator's admin can lift it");
+    push(agent, QStringLiteral("coordinator"),
+         QJsonObject{{QStringLiteral("reachable"), true}, {QStringLiteral("last_error"), QJsonValue(QJsonValue::Null)}});
+    push(agent, QStringLiteral("coordinator"), QJsonObject{{QStringLiteral("quarantined"), why}});
+    push(agent, QStringLiteral("state"),
+         {{QStringLiteral("state"), QStringLiteral("waiting")},
+          {QStringLiteral("reason"), QString(QStringLiteral("The coordinator gives this agent no work: ") + why)},
+          {QStringLiteral("reason_code"), QStringLiteral("quarantined")}});
+    waitFor([&] { return link.reasonCode() == u"quarantined"; }, "the quarantined state");
+    save(window, QStringLiteral("main-window-quarantined"));
 }
 
 void renderNotEnrolled(const QString& dataDir)
