@@ -9,6 +9,7 @@
 #include <QJsonDocument>
 #include <QTextStream>
 
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <mutex>
@@ -62,6 +63,9 @@ int main(int argc, char** argv)
     if (parser.isSet(QStringLiteral("device")))
         options.device = parser.value(QStringLiteral("device"));
 
+    // The agent reads the events; when it dies, a write to the pipe would raise SIGPIPE and end the worker
+    // before it saw the end of its stdin and checkpointed. Ignored, a write just fails, and the work is kept.
+    std::signal(SIGPIPE, SIG_IGN);
     std::mutex out;
     const auto emit = [&out](const QJsonObject& event) {
         const QByteArray line = QJsonDocument(event).toJson(QJsonDocument::Compact);

@@ -15,6 +15,7 @@
 #include <QProcess>
 #include <QTest>
 
+#include <fcntl.h>
 #include <linux/landlock.h>
 #include <random>
 #include <sched.h>
@@ -143,6 +144,7 @@ private Q_SLOTS:
     void trainsAndWritesTheResult();
     void stoppedThenResumedEqualsUninterrupted();
     void endOfInputKeepsTheWork();
+    void deadAgentsPipesKeepTheWork();
     void cancelKeepsNothing();
     void runsAtTheLowestPriority();
     void badTaskFolderIsReported();
@@ -207,6 +209,43 @@ void TestWorker::endOfInputKeepsTheWork()
     QVERIFY(w.startPaused(dir->path()));
     w.process.closeWriteChannel(); // the agent went away
     QCOMPARE(w.finish(), 3);
+    QVERIFY(QFile::exists(dir->filePath(QStringLiteral("checkpoint.safetensors"))));
+}
+
+void TestWorker::deadAgentsPipesKeepTheWork()
+{
+    // An agent that dies closes both ends of the worker's pipes: its next event goes into a pipe nobody reads.
+    // It must still see the end of its input, checkpoint and exit, not be ended by SIGPIPE on the way. The
+    // worker's stdout is a pipe of this test's own, whose read end is closed once the worker is paused (QProcess
+    // keeps its end open whatever its channels are told).
+    const auto dir = test::scratchDir();
+    writeTask(dir->path());
+    int events[2];
+    QVERIFY(::pipe2(events, O_CLOEXEC) == 0);
+    QProcess worker;
+    worker.setChildProcessModifier([&events] { ::dup2(events[1], STDOUT_FILENO); });
+    worker.start(QStringLiteral(GLEANER_WORKER_BIN),
+                 {QStringLiteral("--task"), dir->path(), QStringLiteral("--threads"), QStringLiteral("1")});
+    QVERIFY(worker.waitForStarted());
+    ::close(events[1]);
+    worker.write("pause\n");
+    QVERIFY(worker.waitForBytesWritten(10'000));
+    QByteArray seen;
+    char buffer[4096];
+    while (!seen.contains("\"event\":\"paused\"")) {
+        const ssize_t n = ::read(events[0], buffer, sizeof buffer);
+        if (n < 0 && errno == EINTR)
+            continue;
+        QVERIFY2(n > 0, qPrintable(QString::fromUtf8(seen) + QString::fromUtf8(worker.readAllStandardError())));
+        seen.append(buffer, n);
+    }
+    ::close(events[0]); // the agent is gone
+    worker.write("resume\n"); // its next events (resumed, progress, stopped) go into the closed pipe
+    QVERIFY(worker.waitForBytesWritten(10'000));
+    worker.closeWriteChannel();
+    QVERIFY(worker.waitForFinished(60'000));
+    QCOMPARE(worker.exitStatus(), QProcess::NormalExit); // not ended by SIGPIPE
+    QCOMPARE(worker.exitCode(), 3);
     QVERIFY(QFile::exists(dir->filePath(QStringLiteral("checkpoint.safetensors"))));
 }
 
