@@ -444,7 +444,7 @@ HttpResponse Coordinator::rotateSigningKey()
         qCCritical(lcCoordinator) << "the signing key rotation failed:" << rotated.error();
         return HttpResponse::error(500, QStringLiteral("the signing key was not rotated: %1").arg(rotated.error()));
     }
-    qCInfo(lcCoordinator) << "the admin rotated the signing key: new manifests are signed with"
+    qCInfo(lcCoordinator).noquote() << "the admin rotated the signing key: new manifests are signed with"
                           << rotated->value(QStringLiteral("fingerprint")).toString() << "instead of"
                           << rotated->value(QStringLiteral("previous_fingerprint")).toString();
     return HttpResponse::json(200, *rotated);
