@@ -36,6 +36,29 @@ Run cli(const QStringList& arguments)
     return Run{process.exitCode(), process.readAllStandardOutput(), process.readAllStandardError()};
 }
 
+// The body of a result for `task` of a lease reply: the weights its manifest hands out, unchanged (a step of 0
+// passes every bound), with the metadata the coordinator checks. Empty when the weights cannot be fetched.
+QByteArray unchangedResult(HttpsClient& agent, const QByteArray& agentToken, const QJsonObject& task)
+{
+    const QJsonObject manifest =
+        QJsonDocument::fromJson(task.value(QStringLiteral("manifest")).toString().toUtf8()).object();
+    QByteArray weightsSha;
+    for (const auto& f : manifest.value(QStringLiteral("files")).toArray())
+        if (f.toObject().value(QStringLiteral("role")).toString() == u"weights")
+            weightsSha = f.toObject().value(QStringLiteral("sha256")).toString().toLatin1();
+    auto weights = agent.request("GET", "/api/v1/files/" + weightsSha, {}, {}, {}, agentToken);
+    if (!weights.ok())
+        return {};
+    auto bundle = SafeTensors::parse(weights->body);
+    if (!bundle.ok())
+        return {};
+    bundle->metadata().clear();
+    bundle->setMetadata(QStringLiteral("gleaner.nonce"), manifest.value(QStringLiteral("nonce")).toString());
+    bundle->setMetadata(QStringLiteral("gleaner.base_version"), QStringLiteral("0"));
+    bundle->setMetadata(QStringLiteral("gleaner.samples"), QStringLiteral("64"));
+    return SafeTensors::serialize(*bundle);
+}
+
 } // namespace
 
 class TestCoordinatorProcess : public QObject
@@ -181,23 +204,11 @@ void TestCoordinatorProcess::killedServerLosesNoAcceptedUpdate()
 
     // Three results accepted (202), each fully folded in before the kill.
     for (const auto& task : tasks) {
-        const QJsonObject manifest =
-            QJsonDocument::fromJson(task.toObject().value(QStringLiteral("manifest")).toString().toUtf8()).object();
-        QByteArray weightsSha;
-        for (const auto& f : manifest.value(QStringLiteral("files")).toArray())
-            if (f.toObject().value(QStringLiteral("role")).toString() == u"weights")
-                weightsSha = f.toObject().value(QStringLiteral("sha256")).toString().toLatin1();
-        auto weights = agent.request("GET", "/api/v1/files/" + weightsSha, {}, {}, {}, agentToken);
-        QVERIFY(weights.ok());
-        auto bundle = SafeTensors::parse(weights->body);
-        QVERIFY(bundle.ok());
-        bundle->metadata().clear();
-        bundle->setMetadata(QStringLiteral("gleaner.nonce"), manifest.value(QStringLiteral("nonce")).toString());
-        bundle->setMetadata(QStringLiteral("gleaner.base_version"), QStringLiteral("0"));
-        bundle->setMetadata(QStringLiteral("gleaner.samples"), QStringLiteral("64"));
+        const QByteArray body = unchangedResult(agent, agentToken, task.toObject());
+        QVERIFY(!body.isEmpty());
         const QByteArray leaseId = task.toObject().value(QStringLiteral("lease_id")).toString().toLatin1();
-        auto uploaded = agent.request("PUT", "/api/v1/work/" + leaseId + "/result", SafeTensors::serialize(*bundle),
-                                      "application/octet-stream", {}, agentToken);
+        auto uploaded = agent.request("PUT", "/api/v1/work/" + leaseId + "/result", body, "application/octet-stream",
+                                      {}, agentToken);
         QVERIFY(uploaded.ok());
         QCOMPARE(uploaded->status, 202);
     }
@@ -309,26 +320,13 @@ void TestCoordinatorProcess::killAtEachDurabilityPointLosesNothing()
     const QJsonArray tasks = QJsonDocument::fromJson(leased->body).object().value(QStringLiteral("tasks")).toArray();
     QCOMPARE(tasks.size(), 4);
 
-    // The result of each task: the weights it was handed, unchanged (a step of 0 passes every bound).
+    // The result of each task: the weights it was handed, unchanged.
     QList<QByteArray> leases;
     QList<QByteArray> bodies;
     for (const auto& task : tasks) {
-        const QJsonObject manifest =
-            QJsonDocument::fromJson(task.toObject().value(QStringLiteral("manifest")).toString().toUtf8()).object();
-        QByteArray weightsSha;
-        for (const auto& f : manifest.value(QStringLiteral("files")).toArray())
-            if (f.toObject().value(QStringLiteral("role")).toString() == u"weights")
-                weightsSha = f.toObject().value(QStringLiteral("sha256")).toString().toLatin1();
-        auto weights = agent->request("GET", "/api/v1/files/" + weightsSha, {}, {}, {}, agentToken);
-        QVERIFY(weights.ok());
-        auto bundle = SafeTensors::parse(weights->body);
-        QVERIFY(bundle.ok());
-        bundle->metadata().clear();
-        bundle->setMetadata(QStringLiteral("gleaner.nonce"), manifest.value(QStringLiteral("nonce")).toString());
-        bundle->setMetadata(QStringLiteral("gleaner.base_version"), QStringLiteral("0"));
-        bundle->setMetadata(QStringLiteral("gleaner.samples"), QStringLiteral("64"));
         leases << task.toObject().value(QStringLiteral("lease_id")).toString().toLatin1();
-        bodies << SafeTensors::serialize(*bundle);
+        bodies << unchangedResult(*agent, agentToken, task.toObject());
+        QVERIFY(!bodies.last().isEmpty());
     }
     const auto send = [&](int i) {
         return agent->request("PUT", "/api/v1/work/" + leases[i] + "/result", bodies[i], "application/octet-stream",
