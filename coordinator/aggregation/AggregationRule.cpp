@@ -1,6 +1,8 @@
 #include "aggregation/AggregationRule.h"
 
+#include "aggregation/DelayedNesterov.h"
 #include "aggregation/FedAsync.h"
+#include "aggregation/FedBuff.h"
 #include "aggregation/VcAsgd.h"
 
 namespace gleaner::coordinator {
@@ -12,6 +14,10 @@ std::unique_ptr<AggregationRule> AggregationRule::create(const AggregationSpec& 
         return std::make_unique<VcAsgd>(spec);
     case AggregationSpec::Rule::FedAsync:
         return std::make_unique<FedAsync>(spec);
+    case AggregationSpec::Rule::FedBuff:
+        return std::make_unique<FedBuff>(spec);
+    case AggregationSpec::Rule::DelayedNesterov:
+        return std::make_unique<DelayedNesterov>(spec);
     }
     return nullptr;
 }

@@ -1,7 +1,12 @@
 #pragma once
-// How an accepted upload is folded into the server weights. One file per rule; the coordinator picks the rule
-// named in the job spec. A rule sees the server weights, the client's weights and what is known about the
-// update (its epoch, its staleness), and changes the server weights in place.
+// How an accepted upload is folded into the server weights. One file per rule; the coordinator (WeightsKeeper)
+// and gleaner-sim pick the rule named in the job spec. A rule sees the server weights, the client's weights and
+// what is known about the update (its epoch, its staleness, and for the rules that work on pseudo-gradients the
+// weights it trained from), and changes the server weights in place.
+//
+// Pseudo-gradient rules (FedBuff, delayed Nesterov) keep state between updates (a buffer, a momentum). It is
+// part of the server's state: saveState() writes it beside each snapshot of the weights and loadState() reads
+// it back at a restart, so a replay continues exactly where the folds left off.
 
 #include "Result.h"
 #include "spec/JobSpec.h"
@@ -16,6 +21,8 @@ struct UpdateContext
     int epoch = 1;          // 1-based epoch of the workunit the update trained
     qint64 baseVersion = 0; // server version the agent started from
     qint64 serverVersion = 0;
+    // The weights the update trained from (its lease's published version): set when the rule needsBase().
+    const TensorBundle* base = nullptr;
     qint64 staleness() const { return serverVersion - baseVersion; }
 };
 
@@ -24,7 +31,20 @@ class AggregationRule
 public:
     virtual ~AggregationRule() = default;
     virtual QString name() const = 0;
+    // A copy with the same state (cheap: tensors are implicitly shared). WeightsKeeper folds with a copy and
+    // keeps it only when the fold passes its checks, so a refused update leaves no trace in the rule's state.
+    virtual std::unique_ptr<AggregationRule> clone() const = 0;
     virtual Status apply(TensorBundle& server, const TensorBundle& client, const UpdateContext& context) = 0;
+    // The rule folds in pseudo-gradients (client - base): apply() needs context.base.
+    virtual bool needsBase() const { return false; }
+    // The rule's state between updates, as tensors (empty for stateless rules); loadState() refuses state that
+    // does not fit `server` and changes nothing then.
+    virtual TensorBundle saveState() const { return {}; }
+    virtual Status loadState(const TensorBundle& state, const TensorBundle& server)
+    {
+        (void)server;
+        return state.isEmpty() ? Status() : fail(QStringLiteral("rule %1 keeps no state").arg(name()));
+    }
 
     static std::unique_ptr<AggregationRule> create(const AggregationSpec& spec);
 };

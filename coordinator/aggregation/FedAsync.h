@@ -17,6 +17,7 @@ class FedAsync final : public AggregationRule
 public:
     explicit FedAsync(const AggregationSpec& spec) : m_spec(spec) {}
 
+    std::unique_ptr<AggregationRule> clone() const override { return std::make_unique<FedAsync>(*this); }
     QString name() const override { return QStringLiteral("fedasync"); }
     // a s(t): the client's share of the mixed weights.
     double mixingWeight(qint64 staleness) const;

@@ -17,6 +17,7 @@ class VcAsgd final : public AggregationRule
 public:
     explicit VcAsgd(const AggregationSpec& spec) : m_spec(spec) {}
 
+    std::unique_ptr<AggregationRule> clone() const override { return std::make_unique<VcAsgd>(*this); }
     QString name() const override { return QStringLiteral("vc-asgd"); }
     double alphaFor(int epoch) const;
     Status apply(TensorBundle& server, const TensorBundle& client, const UpdateContext& context) override;

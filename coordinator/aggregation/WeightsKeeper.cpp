@@ -24,9 +24,10 @@ WeightsKeeper::~WeightsKeeper()
 }
 
 void WeightsKeeper::load(qint64 jobId, TensorBundle weights, qint64 version, const AggregationSpec& rule,
-                         std::vector<ReplayedUpdate> replay)
+                         TensorBundle ruleState, std::vector<ReplayedUpdate> replay)
 {
-    m_thread.post([this, jobId, weights = std::move(weights), version, rule, replay = std::move(replay)]() mutable {
+    m_thread.post([this, jobId, weights = std::move(weights), version, rule, ruleState = std::move(ruleState),
+                   replay = std::move(replay)]() mutable {
         JobWeights& job = m_jobs[jobId];
         job.weights = std::move(weights);
         job.version = version;
@@ -34,6 +35,12 @@ void WeightsKeeper::load(qint64 jobId, TensorBundle weights, qint64 version, con
         job.snapshotMs = m_coordinator.clock().nowMs();
         job.publishedVersion = -1;
         job.rule = AggregationRule::create(rule);
+        if (auto s = job.rule->loadState(ruleState, job.weights); !s) {
+            // The buffer or momentum of before the restart is lost; the weights themselves are intact.
+            qCCritical(lcWeights) << "job" << jobId << "cannot restore the state of its aggregation rule; it starts"
+                                  << "afresh:" << s.error();
+            (void)job.rule->loadState(TensorBundle(), job.weights);
+        }
         for (const ReplayedUpdate& update : replay) {
             auto bundle = SafeTensors::load(update.file);
             if (!bundle) {
@@ -45,22 +52,22 @@ void WeightsKeeper::load(qint64 jobId, TensorBundle weights, qint64 version, con
                         /*agentsFault=*/false);
                 continue;
             }
-            applyNow(jobId, job, update.seq, *bundle, update.context, update.appliedBefore);
+            applyNow(jobId, job, update.seq, *bundle, update.context, update.baseSha, update.appliedBefore);
         }
         if (!replay.empty())
             qCInfo(lcWeights) << "job" << jobId << "replayed" << replay.size() << "update(s) up to version" << job.version;
     });
 }
 
-void WeightsKeeper::apply(qint64 jobId, qint64 seq, TensorBundle update, UpdateContext context)
+void WeightsKeeper::apply(qint64 jobId, qint64 seq, TensorBundle update, UpdateContext context, QString baseSha)
 {
     const auto recorded = std::chrono::steady_clock::now();
-    m_thread.post([this, jobId, seq, update = std::move(update), context, recorded] {
+    m_thread.post([this, jobId, seq, update = std::move(update), context, baseSha, recorded] {
         auto it = m_jobs.find(jobId);
         if (it == m_jobs.end())
             return;
         JobWeights& job = it->second;
-        applyNow(jobId, job, seq, update, context);
+        applyNow(jobId, job, seq, update, context, baseSha);
         m_coordinator.m_metrics.updateAssimilated(
             std::chrono::duration<double>(std::chrono::steady_clock::now() - recorded).count());
         const auto& config = m_coordinator.config();
@@ -97,11 +104,46 @@ void WeightsKeeper::validateNow(qint64 jobId, const JobWeights& job, int epoch, 
         });
 }
 
+Result<TensorBundle> WeightsKeeper::baseWeights(JobWeights& job, const QString& sha)
+{
+    if (auto it = job.recent.find(sha); it != job.recent.end())
+        return it->second;
+    auto loaded = SafeTensors::load(m_blobs.path(sha));
+    if (!loaded)
+        return fail(QStringLiteral("the weights it trained from (%1) cannot be read: %2").arg(sha, loaded.error()));
+    loaded->metadata().clear();
+    remember(job, sha, *loaded);
+    return loaded;
+}
+
+void WeightsKeeper::remember(JobWeights& job, const QString& sha, const TensorBundle& weights)
+{
+    if (!job.rule || !job.rule->needsBase() || job.recent.count(sha))
+        return;
+    job.recent.emplace(sha, weights); // shares the buffer: the next fold writes into a copy
+    job.recentOrder.push_back(sha);
+    if (job.recentOrder.size() > kRecentBases) {
+        job.recent.erase(job.recentOrder.front());
+        job.recentOrder.erase(job.recentOrder.begin());
+    }
+}
+
 void WeightsKeeper::applyNow(qint64 jobId, JobWeights& job, qint64 seq, const TensorBundle& update,
-                             UpdateContext context, bool checked)
+                             UpdateContext context, const QString& baseSha, bool checked)
 {
     context.serverVersion = job.version;
-    if (auto s = fold(job.weights, *job.rule, job.steps, update, context, checked); !s) {
+    Result<TensorBundle> base = TensorBundle();
+    if (job.rule->needsBase()) {
+        base = baseWeights(job, baseSha);
+        if (!base) {
+            // Not the agent's fault: the coordinator keeps bases until a snapshot holds their updates.
+            refused(jobId, job, seq, QStringLiteral("lost by the coordinator: %1").arg(base.error()),
+                    /*agentsFault=*/false);
+            return;
+        }
+        context.base = &*base;
+    }
+    if (auto s = fold(job.weights, job.rule, job.steps, update, context, checked); !s) {
         refused(jobId, job, seq, s.error());
         return;
     }
@@ -111,13 +153,14 @@ void WeightsKeeper::applyNow(qint64 jobId, JobWeights& job, qint64 seq, const Te
     m_coordinator.state().post([this, jobId, seq, version] { m_coordinator.onApplied(jobId, seq, version); });
 }
 
-Status WeightsKeeper::fold(TensorBundle& weights, AggregationRule& rule, UpdateBound& steps,
+Status WeightsKeeper::fold(TensorBundle& weights, std::unique_ptr<AggregationRule>& rule, UpdateBound& steps,
                            const TensorBundle& update, const UpdateContext& context, bool checked)
 {
     // The rule writes into `next`, which shares the server copy's buffer until that first write copies it:
-    // the copy before stays intact for the check and for a refusal.
+    // the copy before stays intact for the check and for a refusal. So does the rule's state.
     TensorBundle next = weights;
-    if (auto s = rule.apply(next, update, context); !s)
+    std::unique_ptr<AggregationRule> trial = rule->clone();
+    if (auto s = trial->apply(next, update, context); !s)
         return s;
     if (!checked) {
         // One pass for both checks: the server copy is finite (every fold into it was checked), so the step is
@@ -144,6 +187,7 @@ Status WeightsKeeper::fold(TensorBundle& weights, AggregationRule& rule, UpdateB
         steps.accept(*step);
     }
     weights = std::move(next);
+    rule = std::move(trial);
     return {};
 }
 
@@ -170,6 +214,7 @@ void WeightsKeeper::publish(qint64 jobId)
             return;
         }
         job.publishedVersion = job.version;
+        remember(job, blob->sha256, job.weights);
         const PublishedWeights published{job.version, blob->sha256, blob->size, m_coordinator.clock().nowMs()};
         m_coordinator.state().post([this, jobId, published] { m_coordinator.onPublished(jobId, published); });
     });
@@ -191,14 +236,24 @@ void WeightsKeeper::snapshot(qint64 jobId, bool force)
             qCCritical(lcWeights) << "job" << jobId << "cannot write a snapshot:" << blob.error();
             return;
         }
+        QString ruleSha;
+        if (const TensorBundle state = job.rule->saveState(); !state.isEmpty()) {
+            auto ruleBlob = m_blobs.put(SafeTensors::serialize(state));
+            if (!ruleBlob) {
+                qCCritical(lcWeights) << "job" << jobId << "cannot write the state of its rule:" << ruleBlob.error();
+                return;
+            }
+            ruleSha = ruleBlob->sha256;
+        }
         Durability::faultPoint("snapshot.written");
         job.snapshotVersion = job.version;
         job.snapshotMs = now;
         const qint64 version = job.version;
         const qint64 lastSeq = job.lastSeq;
         const QString sha = blob->sha256;
-        m_coordinator.state().post(
-            [this, jobId, version, lastSeq, sha] { m_coordinator.onSnapshot(jobId, version, lastSeq, sha); });
+        m_coordinator.state().post([this, jobId, version, lastSeq, sha, ruleSha] {
+            m_coordinator.onSnapshot(jobId, version, lastSeq, sha, ruleSha);
+        });
     };
     if (m_thread.isCurrentThread())
         work();

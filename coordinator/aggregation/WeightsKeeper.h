@@ -8,6 +8,11 @@
 // distance between the copy before and after) within the job's UpdateBound of recent steps. A fold that fails
 // leaves the server copy and its version as they were and is reported to the coordinator (onFoldRefused), which
 // marks the update, counts it against its agent and shows it to the admin: never a silent drop.
+//
+// Rules that fold pseudo-gradients (AggregationRule::needsBase) get the weights each update trained from: the
+// keeper holds the weights it published recently in memory and reads older ones from the blob store, where the
+// coordinator keeps every base an unsnapshotted update needs. Such a rule's state is written with every snapshot
+// (its own blob) and read back at a restart, before the replay.
 
 #include "aggregation/AggregationRule.h"
 #include "aggregation/UpdateBound.h"
@@ -28,6 +33,7 @@ struct ReplayedUpdate
     qint64 seq = 0;
     QString file;
     UpdateContext context;
+    QString baseSha; // the weights the update trained from (its lease's), for rules that need them
     bool appliedBefore = false; // folded in before the restart: its result was checked then, and is again folded
                                 // in exactly as it was (the bound on steps is learnt anew and must not refuse it)
 };
@@ -44,13 +50,17 @@ public:
     // when every value is finite and the step it made is within `steps` (which learns it). `checked`: the update
     // was folded in before a restart and is folded in again without the step bound. (Also what bench_assimilate
     // measures.)
-    static Status fold(TensorBundle& weights, AggregationRule& rule, UpdateBound& steps, const TensorBundle& update,
-                       const UpdateContext& context, bool checked);
+    // The rule folds with a copy of itself, which replaces it only when the fold passes: a refused update leaves
+    // neither the weights nor the rule's state changed.
+    static Status fold(TensorBundle& weights, std::unique_ptr<AggregationRule>& rule, UpdateBound& steps,
+                       const TensorBundle& update, const UpdateContext& context, bool checked);
 
-    // Takes charge of a job's weights at `version`, then folds in `replay` (read from disk) in order.
-    void load(qint64 jobId, TensorBundle weights, qint64 version, const AggregationSpec& rule,
+    // Takes charge of a job's weights at `version` and its rule's state as the snapshot left it (`ruleState`,
+    // empty for none), then folds in `replay` (read from disk) in order.
+    void load(qint64 jobId, TensorBundle weights, qint64 version, const AggregationSpec& rule, TensorBundle ruleState,
               std::vector<ReplayedUpdate> replay);
-    void apply(qint64 jobId, qint64 seq, TensorBundle update, UpdateContext context);
+    // `baseSha`: the published weights the update's lease handed out.
+    void apply(qint64 jobId, qint64 seq, TensorBundle update, UpdateContext context, QString baseSha);
     void publish(qint64 jobId);
     // Evaluates the weights as they stand after everything queued before this call; `epochEnd` marks the
     // validation of epoch `epoch`'s end (false: an intermediate point).
@@ -71,10 +81,16 @@ private:
         qint64 publishedVersion = -1;
         std::unique_ptr<AggregationRule> rule;
         UpdateBound steps; // how far recent folds moved the server copy
+        std::map<QString, TensorBundle> recent; // recently published weights by SHA-256 (rules that need bases)
+        std::vector<QString> recentOrder;       // oldest first
     };
+    static constexpr size_t kRecentBases = 8;
     // `checked`: the update was folded in before a restart; it is folded in again without the step bound.
     void applyNow(qint64 jobId, JobWeights& job, qint64 seq, const TensorBundle& update, UpdateContext context,
-                  bool checked = false);
+                  const QString& baseSha, bool checked = false);
+    // The published weights with this SHA-256, from memory or the blob store.
+    Result<TensorBundle> baseWeights(JobWeights& job, const QString& sha);
+    void remember(JobWeights& job, const QString& sha, const TensorBundle& weights);
     // Reports a received update that is not folded in (see above); `agentsFault` false when the coordinator lost
     // it (its file could not be read back at a restart).
     void refused(qint64 jobId, JobWeights& job, qint64 seq, const QString& reason, bool agentsFault = true);

@@ -4,7 +4,9 @@
 #include "core/AgentStanding.h"
 #include "core/Tokens.h"
 #include "format/SafeTensors.h"
+#include "scheduling/Scheduler.h"
 #include "store/Database.h"
+#include "store/SchedulerTables.h"
 #include "validation/ValidationRunner.h"
 
 #include <QDir>
@@ -159,6 +161,10 @@ Status Coordinator::start()
         if (!db)
             return fail(db.error());
         m_db = std::move(*db);
+        m_schedulerTables = std::make_unique<SchedulerTables>(*m_db);
+        m_scheduler = std::make_unique<Scheduler>(m_jobs, *m_schedulerTables, m_clock,
+                                                  SchedulerLimits{m_config.leaseLifetimeDeadlines}, &Tokens::randomId);
+        m_scheduler->setExpiredObserver([this](const Lease& lease, const JobState* job) { onLeaseExpired(lease, job); });
         m_standing = std::make_unique<AgentStanding>(*m_db);
         if (auto s = m_standing->load(); !s)
             return s;
@@ -194,7 +200,11 @@ void Coordinator::shutdown()
     m_state->call([] {}); // records the snapshots just written
     m_validation->executor().stop();
     m_weights->executor().stop();
-    m_state->call([this] { m_db.reset(); });
+    m_state->call([this] {
+        m_scheduler.reset();
+        m_schedulerTables.reset();
+        m_db.reset();
+    });
     m_events.closeAll(); // live dashboard streams end with the coordinator
     m_state->stop();
     m_lock.reset();
@@ -390,22 +400,12 @@ HttpResponse Coordinator::revokeAgent(const QString& agentId)
     (void)m_db->exec(QStringLiteral("UPDATE agents SET revoked = 1 WHERE id = ?"), {agentId});
     m_admission.setAgent(hash, {agentId, true});
     // Its work in flight will never come back: give the workunits to other agents now, not at the deadline.
-    expireLeasesOf(agentId);
+    m_scheduler->expireAllOf(agentId);
     noteAgentChanged(agentId, "revoked");
     QJsonObject reply;
     reply.insert(QStringLiteral("id"), agentId);
     reply.insert(QStringLiteral("revoked"), true);
     return HttpResponse::json(200, reply);
-}
-
-void Coordinator::expireLeasesOf(const QString& agentId)
-{
-    const qint64 now = m_clock.nowMs();
-    for (Lease& lease : m_leases)
-        if (lease.agentId == agentId && lease.state == Lease::State::Open)
-            lease.deadlineMs = now;
-    m_nextDeadlineMs = now;
-    expireLeases();
 }
 
 void Coordinator::countRefusal(const QString& agentId, const QString& reason)
@@ -414,7 +414,7 @@ void Coordinator::countRefusal(const QString& agentId, const QString& reason)
     if (!m_standing->recordRefusal(agentId, reason, m_clock.nowMs()))
         return;
     // Its work in flight is suspect and holds workunits honest agents could train: they go back now.
-    expireLeasesOf(agentId);
+    m_scheduler->expireAllOf(agentId);
     noteAgentChanged(agentId, "quarantined");
 }
 

@@ -36,6 +36,8 @@ namespace gleaner::coordinator {
 
 class AgentStanding;
 class Database;
+class Scheduler;
+class SchedulerTables;
 class WeightsKeeper;
 class ValidationRunner;
 
@@ -164,13 +166,12 @@ private:
     Status loadState();
     void startImport(qint64 jobId);
     void onImported(qint64 jobId, Result<ImportedJob> imported);
-    void activateJob(JobState& job, const TensorBundle& weights, qint64 version, qint64 afterSeq);
-    void createEpoch(JobState& job, int epoch);
-    void expireLeases();
-    // Every open lease of the agent expires now: its workunits go to other agents.
-    void expireLeasesOf(const QString& agentId);
+    // `ruleSha`: the blob of the aggregation rule's state the snapshot left (empty: none).
+    void activateJob(JobState& job, const TensorBundle& weights, qint64 version, qint64 afterSeq,
+                     const QString& ruleSha = {});
+    // What the coordinator does when the scheduler lets a lease expire: the agent's record and the dashboard.
+    void onLeaseExpired(const Lease& lease, const JobState* job);
     void removeRetiredWeights();
-    void openNextEpochIfReady(JobState& job);
     void onApplied(qint64 jobId, qint64 seq, qint64 version);
     // The weights thread did not fold update `seq` in (the rule failed, its result was not finite or moved the
     // weights too far, or its file was lost): the server copy kept its version; the update is marked and shown
@@ -179,7 +180,7 @@ private:
     // A refused result counts against its agent; a run of them quarantines it and gives its work to others.
     void countRefusal(const QString& agentId, const QString& reason);
     void onPublished(qint64 jobId, PublishedWeights published);
-    void onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const QString& sha);
+    void onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const QString& sha, const QString& ruleSha);
     void onValidated(qint64 jobId, int epoch, bool epochEnd, qint64 version, double accuracy, double loss);
     void onValidationFailed(qint64 jobId, int epoch, bool epochEnd, const QString& error);
     // Starts the end-of-epoch validation of every complete epoch that has none recorded or in flight.
@@ -188,7 +189,6 @@ private:
     Status persistJob(const JobState& job);
     QJsonObject jobJson(const JobState& job) const;
     JobState* findJob(qint64 jobId);
-    Lease* findLease(const QString& leaseId);
     HttpResponse leaseInTransaction(const QString& agentId, const QJsonObject& request);
     // A result for a workunit that already has its first result: compared with it, recorded, not folded in.
     HttpResponse resultOfDoneWorkunit(JobState& job, Workunit& unit, Lease& lease, const QString& file,
@@ -199,7 +199,6 @@ private:
     int leaseCapFor(const QString& agentId);
     QByteArray signedManifest(const JobState& job, const Workunit& unit, const Lease& lease, QByteArray* signature);
     QJsonObject leaseReply(const QJsonArray& tasks) const;
-    void persistLease(const Lease& lease);
     void recordAgentOutcome(const QString& agentId, const char* column, qint64 samples = 0, double seconds = 0);
     // [state] What the dashboard and the metrics learn as it happens (CoordinatorDashboard.cpp).
     void noteLeased(const JobState& job, const Workunit& unit, const Lease& lease);
@@ -229,8 +228,8 @@ private:
     std::unique_ptr<Database> m_db;
     std::unique_ptr<AgentStanding> m_standing;
     std::map<qint64, JobState> m_jobs;
-    QHash<QString, Lease> m_leases;
-    qint64 m_nextDeadlineMs = 0; // no open lease expires before this: expireLeases() skips its scan until then
+    std::unique_ptr<SchedulerTables> m_schedulerTables;
+    std::unique_ptr<Scheduler> m_scheduler; // workunits, leases and epochs (coordinator/scheduling/)
 
     std::unique_ptr<SerialExecutor> m_importer;
     std::unique_ptr<WeightsKeeper> m_weights;

@@ -2,6 +2,7 @@
 // events as things happen, the job history behind the charts, agents with what they hold now, and the gauges
 // of a scrape. Everything here runs on the state thread.
 #include "core/Coordinator.h"
+#include "scheduling/Scheduler.h"
 #include "store/Database.h"
 
 #include <QJsonDocument>
@@ -134,7 +135,7 @@ QJsonObject Coordinator::subtaskCounts(const JobState& job, int epoch) const
     // Late: not done, and a lease of it missed its deadline (it may still deliver). Re-issued: handed out
     // more than once. Both overlap pending and leased, which with done add up to the total.
     QSet<qint64> late;
-    for (const Lease& lease : std::as_const(m_leases))
+    for (const Lease& lease : m_scheduler->leases())
         if (lease.jobId == job.id && lease.state == Lease::State::Expired)
             late.insert(lease.workunitId);
     int pending = 0, leased = 0, done = 0, lateCount = 0, reissued = 0, total = 0;
@@ -289,7 +290,7 @@ HttpResponse Coordinator::listAgentsDetailed()
     while (counts && counts->next())
         failed.insert(counts->value(0).toString(), counts->value(1).toLongLong());
     QHash<QString, QJsonArray> current;
-    for (const Lease& lease : std::as_const(m_leases)) {
+    for (const Lease& lease : m_scheduler->leases()) {
         if (lease.state != Lease::State::Open && lease.state != Lease::State::Expired)
             continue;
         const JobState* job = findJob(lease.jobId);
@@ -367,7 +368,7 @@ HttpResponse Coordinator::metricsText(const std::function<void(metrics::MetricsR
                             {{{{"state", "active"}}, active}, {{{"state", "revoked"}}, revoked}});
 
     double open = 0;
-    for (const Lease& lease : std::as_const(m_leases))
+    for (const Lease& lease : m_scheduler->leases())
         open += lease.state == Lease::State::Open;
     registry.setGaugeFamily("gleaner_leases_open", "Leases handed out whose deadline has not passed.",
                             {{{}, open}});
@@ -441,7 +442,7 @@ QJsonObject Coordinator::jobJson(const JobState& job) const
         leased += unit.state == Workunit::State::Leased;
         done += unit.state == Workunit::State::Done;
     }
-    for (const Lease& lease : std::as_const(m_leases))
+    for (const Lease& lease : m_scheduler->leases())
         if (lease.jobId == job.id && lease.state == Lease::State::Open)
             agents.insert(lease.agentId);
     QJsonObject units;

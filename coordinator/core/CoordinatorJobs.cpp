@@ -2,6 +2,7 @@
 #include "aggregation/WeightsKeeper.h"
 #include "core/Coordinator.h"
 #include "format/SafeTensors.h"
+#include "scheduling/Scheduler.h"
 #include "store/Database.h"
 #include "validation/ValidationRunner.h"
 
@@ -154,33 +155,30 @@ Status Coordinator::loadState()
             lease.weightsSha = leases->value(7).toString();
             lease.nonce = leases->value(8).toString(); // a result must carry it back, restart or not
             lease.lastMoveMs = m_clock.nowMs(); // the step is not stored: a restart counts as a move
-            auto unit = job.workunits.find(lease.workunitId);
-            if (unit != job.workunits.end() && lease.state == Lease::State::Open) {
-                unit->second.openLeases.append(lease.id);
-                if (unit->second.state == Workunit::State::Pending)
-                    unit->second.state = Workunit::State::Leased;
-            }
-            m_leases.insert(lease.id, lease);
+            m_scheduler->restore(std::move(lease));
         }
 
         // The server weights: the last snapshot (or the initial weights), then every update received after it.
         QString weightsSha = job.files.initialWeights.sha256;
+        QString ruleSha;
         qint64 version = 0;
         qint64 lastSeq = 0;
-        auto snapshot = m_db->exec(QStringLiteral("SELECT version, last_seq, sha256 FROM snapshots WHERE job_id = ?"),
-                                   {id});
+        auto snapshot = m_db->exec(
+            QStringLiteral("SELECT version, last_seq, sha256, rule_sha FROM snapshots WHERE job_id = ?"), {id});
         if (snapshot && snapshot->next()) {
             version = snapshot->value(0).toLongLong();
             lastSeq = snapshot->value(1).toLongLong();
             weightsSha = snapshot->value(2).toString();
+            ruleSha = snapshot->value(3).toString();
             job.snapshotSha = weightsSha;
+            job.snapshotRuleSha = ruleSha;
         }
         auto weights = SafeTensors::load(m_blobs.path(weightsSha));
         if (!weights) {
             finishJob(job, JobStatus::Failed, QStringLiteral("cannot read the job's weights: %1").arg(weights.error()));
             continue;
         }
-        activateJob(job, *weights, version, lastSeq);
+        activateJob(job, *weights, version, lastSeq, ruleSha);
     }
 
     // Closed leases keep answering 409 with their reason after a restart, before an upload's body is read:
@@ -200,7 +198,7 @@ Status Coordinator::loadState()
             reason = failedLeaseMessage(id);
         m_admission.setLease(id, {closed->value(1).toString(), 0, reason, {}});
     }
-    for (const Lease& lease : std::as_const(m_leases)) {
+    for (const Lease& lease : m_scheduler->leases()) {
         const JobState* job = findJob(lease.jobId);
         if (job && job->status != JobStatus::Running && job->status != JobStatus::Paused)
             m_admission.setLease(lease.id, {lease.agentId, 0,
@@ -212,7 +210,8 @@ Status Coordinator::loadState()
     return {};
 }
 
-void Coordinator::activateJob(JobState& job, const TensorBundle& weights, qint64 version, qint64 afterSeq)
+void Coordinator::activateJob(JobState& job, const TensorBundle& weights, qint64 version, qint64 afterSeq,
+                              const QString& ruleSha)
 {
     auto schema = SafeTensors::load(m_blobs.path(job.files.initialWeights.sha256));
     if (!schema) {
@@ -222,7 +221,7 @@ void Coordinator::activateJob(JobState& job, const TensorBundle& weights, qint64
     job.schema = *schema;
     job.schema.metadata().clear();
     job.maxUploadBytes = UpdateChecker::maxUploadBytes(job.schema);
-    for (const Lease& lease : std::as_const(m_leases)) {
+    for (const Lease& lease : m_scheduler->leases()) {
         if (lease.jobId != job.id)
             continue;
         auto unit = job.workunits.find(lease.workunitId);
@@ -245,21 +244,38 @@ void Coordinator::activateJob(JobState& job, const TensorBundle& weights, qint64
     // Updates refused at their fold stay out; the rest after the snapshot are folded in again, in order. The
     // version moves as the weights thread reports each one applied (onApplied).
     std::vector<ReplayedUpdate> replay;
-    auto rows = m_db->exec(QStringLiteral("SELECT seq, file, epoch, base_version, applied_version IS NOT NULL FROM "
-                                          "updates WHERE job_id = ? AND seq > ? AND fold_error = '' ORDER BY seq"),
+    auto rows = m_db->exec(QStringLiteral("SELECT u.seq, u.file, u.epoch, u.base_version, u.applied_version IS NOT "
+                                          "NULL, l.weights_sha FROM updates u LEFT JOIN leases l ON l.id = u.lease_id "
+                                          "WHERE u.job_id = ? AND u.seq > ? AND u.fold_error = '' ORDER BY u.seq"),
                            {job.id, afterSeq});
-    while (rows && rows->next())
-        replay.push_back({rows->value(0).toLongLong(), m_dir.root() + u'/' + rows->value(1).toString(),
-                          UpdateContext{rows->value(2).toInt(), rows->value(3).toLongLong(), 0},
-                          rows->value(4).toBool()});
+    while (rows && rows->next()) {
+        ReplayedUpdate update;
+        update.seq = rows->value(0).toLongLong();
+        update.file = m_dir.root() + u'/' + rows->value(1).toString();
+        update.context = UpdateContext{rows->value(2).toInt(), rows->value(3).toLongLong(), 0};
+        update.appliedBefore = rows->value(4).toBool();
+        update.baseSha = rows->value(5).toString();
+        if (job.spec.aggregation.usesPseudoGradients())
+            job.basesInFlight.emplace(update.seq, update.baseSha);
+        replay.push_back(std::move(update));
+    }
+    TensorBundle ruleState;
+    if (!ruleSha.isEmpty()) {
+        auto state = SafeTensors::load(m_blobs.path(ruleSha));
+        if (state)
+            ruleState = std::move(*state);
+        else
+            qCCritical(lcCoordinator) << "job" << job.id << "cannot read the state of its aggregation rule:"
+                                      << state.error();
+    }
     job.updatesApplied = version;
-    m_weights->load(job.id, weights, version, job.spec.aggregation, std::move(replay));
+    m_weights->load(job.id, weights, version, job.spec.aggregation, std::move(ruleState), std::move(replay));
     m_validation->setTestSet(job.id, m_blobs.path(job.files.testSet.sha256), job.spec.model);
     // Epochs that completed before a restart but were never validated: validated once the replay is done.
     scheduleValidations(job);
     m_weights->publish(job.id);
     if (job.epoch == 0)
-        createEpoch(job, 1);
+        (void)m_scheduler->createEpoch(job, 1);
 }
 
 HttpResponse Coordinator::submitJob(const QByteArray& specText)
@@ -336,51 +352,10 @@ void Coordinator::onImported(qint64 jobId, Result<ImportedJob> imported)
     qCInfo(lcCoordinator) << "job" << jobId << "imported:" << job->files.shards.size() << "shards; running";
 }
 
-void Coordinator::createEpoch(JobState& job, int epoch)
-{
-    const Status created = m_db->transaction([&]() -> Status {
-        for (const ShardRef& shard : job.files.shards) {
-            auto r = m_db->exec(QStringLiteral("INSERT INTO workunits (job_id, epoch, shard, state) VALUES (?, ?, ?, "
-                                               "'pending')"),
-                                {job.id, epoch, shard.index});
-            if (!r)
-                return fail(r.error());
-            Workunit unit;
-            unit.id = m_db->lastInsertId();
-            unit.epoch = epoch;
-            unit.shard = shard.index;
-            job.workunits.emplace(unit.id, unit);
-        }
-        job.epoch = epoch;
-        return persistJob(job);
-    });
-    if (!created)
-        qCCritical(lcCoordinator) << "job" << job.id << "cannot create epoch" << epoch << ":" << created.error();
-}
-
-void Coordinator::openNextEpochIfReady(JobState& job)
-{
-    if (job.status != JobStatus::Running || job.epoch == 0 || job.epoch >= job.spec.maxEpochs)
-        return;
-    if (job.pendingIn(job.epoch) > 0)
-        return;
-    // Bounded staleness: at most one epoch ahead of the last validated one; without overlap, none.
-    const int ready = job.spec.overlapEpochs ? job.epoch - 1 : job.epoch;
-    if (job.validatedEpoch < ready)
-        return;
-    createEpoch(job, job.epoch + 1);
-}
-
 void Coordinator::scheduleValidations(JobState& job)
 {
-    if (job.status != JobStatus::Running && job.status != JobStatus::Paused)
-        return;
-    for (int e = 1; e <= job.epoch; ++e) {
-        if (job.validatedEpochs.count(e) || job.validating.count(e) || !job.epochComplete(e))
-            continue;
-        job.validating.insert(e);
+    for (int e : m_scheduler->validationsDue(job))
         m_weights->validate(job.id, e, /*epochEnd=*/true);
-    }
 }
 
 void Coordinator::onValidationFailed(qint64 jobId, int epoch, bool epochEnd, const QString& error)
@@ -388,7 +363,7 @@ void Coordinator::onValidationFailed(qint64 jobId, int epoch, bool epochEnd, con
     qCWarning(lcCoordinator) << "job" << jobId << "epoch" << epoch << "validation failed:" << error
                              << (epochEnd ? "(retried at the next tick)" : "");
     if (JobState* job = findJob(jobId); job && epochEnd)
-        job->validating.erase(epoch);
+        m_scheduler->validationFailed(*job, epoch);
 }
 
 void Coordinator::onValidated(qint64 jobId, int epoch, bool epochEnd, qint64 version, double accuracy, double loss)
@@ -407,13 +382,8 @@ void Coordinator::onValidated(qint64 jobId, int epoch, bool epochEnd, qint64 ver
     const ValidationPoint point{epoch, epochEnd, version, job->updatesApplied, accuracy, loss, m_clock.nowMs()};
     job->history.push_back(point);
     noteValidated(jobId, point);
-    if (epochEnd) {
-        job->validating.erase(epoch);
-        job->validatedEpochs.insert(epoch);
-        // Epochs may finish out of order (overlap): only a complete prefix counts as validated.
-        while (job->validatedEpochs.count(job->validatedEpoch + 1))
-            ++job->validatedEpoch;
-    }
+    if (epochEnd)
+        m_scheduler->validated(*job, epoch);
     (void)m_db->exec(QStringLiteral("INSERT INTO validations (job_id, epoch, epoch_end, version, updates, accuracy, loss, "
                                     "at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"),
                      {jobId, epoch, epochEnd ? 1 : 0, version, point.updates, accuracy, loss, point.atMs});
@@ -436,7 +406,7 @@ void Coordinator::onValidated(qint64 jobId, int epoch, bool epochEnd, qint64 ver
         return;
     }
     (void)persistJob(*job);
-    openNextEpochIfReady(*job);
+    m_scheduler->openNextEpochIfReady(*job);
 }
 
 void Coordinator::finishJob(JobState& job, JobStatus status, const QString& reason)
@@ -445,9 +415,9 @@ void Coordinator::finishJob(JobState& job, JobStatus status, const QString& reas
     job.status = status;
     job.reason = reason;
     (void)persistJob(job);
-    for (auto it = m_leases.begin(); it != m_leases.end(); ++it)
-        if (it->jobId == job.id)
-            m_admission.closeLease(it->id, QStringLiteral("job %1 is %2 and takes no more results")
+    for (const Lease& lease : m_scheduler->leases())
+        if (lease.jobId == job.id)
+            m_admission.closeLease(lease.id, QStringLiteral("job %1 is %2 and takes no more results")
                                                .arg(job.id)
                                                .arg(jobStatusName(status)));
     if (hadWeights) {
@@ -475,7 +445,7 @@ HttpResponse Coordinator::setJobStatus(qint64 jobId, const QByteArray& action)
         if (job->status != JobStatus::Paused)
             return refuse();
         job->status = JobStatus::Running;
-        openNextEpochIfReady(*job);
+        m_scheduler->openNextEpochIfReady(*job);
     } else if (action == "cancel") {
         if (job->status == JobStatus::Completed || job->status == JobStatus::Failed || job->status == JobStatus::Cancelled)
             return refuse();

@@ -3,7 +3,9 @@
 #include "aggregation/WeightsKeeper.h"
 #include "core/AgentStanding.h"
 #include "core/Coordinator.h"
+#include "scheduling/Scheduler.h"
 #include "store/Database.h"
+#include "store/SchedulerTables.h"
 #include "util/Durability.h"
 
 #include <QDir>
@@ -24,8 +26,8 @@ constexpr double kReplicaTolerance = 0.5;
 
 std::optional<UpdateExpectations> Coordinator::expectationsForLease(const QString& leaseId) const
 {
-    auto lease = m_leases.constFind(leaseId);
-    if (lease == m_leases.cend())
+    auto lease = m_scheduler->leases().constFind(leaseId);
+    if (lease == m_scheduler->leases().cend())
         return std::nullopt;
     auto job = m_jobs.find(lease->jobId);
     if (job == m_jobs.end() || job->second.schema.isEmpty())
@@ -50,24 +52,14 @@ std::optional<UpdateExpectations> Coordinator::expectationsForLease(const QStrin
 
 HttpResponse Coordinator::refuseResult(const QString& agentId, const QString& leaseId, const QString& reason)
 {
-    Lease* lease = findLease(leaseId);
+    Lease* lease = m_scheduler->find(leaseId);
     if (lease && lease->agentId == agentId && lease->state != Lease::State::Completed) {
         lease->state = Lease::State::Refused;
-        persistLease(*lease);
+        (void)m_schedulerTables->saveLease(*lease);
         m_admission.closeLease(leaseId,
                                QStringLiteral("lease %1 was closed after an invalid result").arg(leaseId));
-        if (JobState* job = findJob(lease->jobId)) {
-            auto unit = job->workunits.find(lease->workunitId);
-            if (unit != job->workunits.end()) {
-                unit->second.openLeases.removeAll(leaseId);
-                if (unit->second.state == Workunit::State::Leased && unit->second.openLeases.isEmpty()) {
-                    unit->second.state = Workunit::State::Pending;
-                    (void)m_db->exec(QStringLiteral("UPDATE workunits SET state = 'pending' WHERE id = ?"),
-                                     {unit->second.id});
-                }
-            }
-        }
-        m_leases.remove(leaseId);
+        m_scheduler->released(findJob(lease->jobId), leaseId);
+        lease = nullptr;
         qCWarning(lcCoordinator) << "refused the result of lease" << leaseId << "from agent" << agentId << ":"
                                  << reason;
         countRefusal(agentId, reason);
@@ -82,7 +74,7 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
         QFile::remove(file);
         return HttpResponse::error(status, message);
     };
-    Lease* lease = findLease(leaseId);
+    Lease* lease = m_scheduler->find(leaseId);
     if (!lease) {
         QFile::remove(file);
         return leaseNotInMemory(agentId, leaseId);
@@ -160,16 +152,7 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
         if (!r)
             return fail(r.error());
         seq = m_db->lastInsertId();
-        Lease closed = *lease;
-        closed.state = Lease::State::Completed;
-        persistLease(closed);
-        if (unit->second.state != Workunit::State::Done) {
-            auto w = m_db->exec(QStringLiteral("UPDATE workunits SET state = 'done' WHERE id = ?"),
-                                {unit->second.id});
-            if (!w)
-                return fail(w.error());
-        }
-        return {};
+        return m_scheduler->recordCompleted(*job, leaseId);
     });
     if (!recorded) {
         QFile::remove(stored);
@@ -179,10 +162,11 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
             500, QStringLiteral("the coordinator cannot record the result; try again later"));
     }
     Durability::faultPoint("result.recorded"); // recorded, and the agent never heard: it sends it again
-    // Memory follows the database only once it committed.
-    lease->state = Lease::State::Completed;
-    unit->second.state = Workunit::State::Done;
-    unit->second.openLeases.removeAll(leaseId);
+    // Memory follows the database only once it committed. A closed lease lives on in the database and, for the
+    // 409 its repeats get, in the admission cache; the scheduler keeps only the leases that may still deliver.
+    const QString baseSha = lease->weightsSha;
+    lease = nullptr;
+    m_scheduler->completed(*job, leaseId);
     unit->second.first = Workunit::FirstResult{seq, agentId, update.baseVersion, update.step, relative};
     m_admission.closeLease(
         leaseId,
@@ -193,18 +177,16 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
     touchAgent(agentId);
     job->updatesReceived += 1;
     noteAccepted(*job, unit->second.epoch, seq, agentId, update.loss, now);
-    // A closed lease lives on in the database and, for the 409 its repeats get, in the admission cache;
-    // memory keeps only the leases that may still deliver.
-    m_leases.remove(leaseId);
-    lease = nullptr;
 
     const int epoch = unit->second.epoch;
     const qint64 staleness = job->updatesApplied - update.baseVersion;
-    m_weights->apply(job->id, seq, std::move(update.weights), UpdateContext{epoch, update.baseVersion, 0});
+    if (job->spec.aggregation.usesPseudoGradients())
+        job->basesInFlight.emplace(seq, baseSha);
+    m_weights->apply(job->id, seq, std::move(update.weights), UpdateContext{epoch, update.baseVersion, 0}, baseSha);
     scheduleValidations(*job); // posted after the update: the validation sees it
     if (m_config.validateEveryUpdates > 0 && job->updatesReceived % m_config.validateEveryUpdates == 0)
         m_weights->validate(job->id, epoch, /*epochEnd=*/false); // an intermediate point, for the history
-    openNextEpochIfReady(*job);
+    m_scheduler->openNextEpochIfReady(*job);
 
     QJsonObject reply;
     reply.insert(QStringLiteral("accepted"), true);
@@ -228,9 +210,8 @@ HttpResponse Coordinator::resultOfDoneWorkunit(JobState& job, Workunit& unit, Le
     const QString leaseId = lease.id;
     const QString agentId = lease.agentId;
     const Status recorded = m_db->transaction([&]() -> Status {
-        Lease closed = lease;
-        closed.state = Lease::State::Completed;
-        persistLease(closed);
+        if (auto s = m_scheduler->recordCompleted(job, leaseId); !s)
+            return s;
         if (agrees == false) {
             for (const QString& agent : {agentId, first.agentId})
                 if (auto r = m_db->exec(QStringLiteral("UPDATE agents SET disagreed = disagreed + 1 WHERE id = ?"),
@@ -244,8 +225,7 @@ HttpResponse Coordinator::resultOfDoneWorkunit(JobState& job, Workunit& unit, Le
         qCCritical(lcCoordinator) << "cannot record the result of lease" << leaseId << ":" << recorded.error();
         return HttpResponse::error(500, QStringLiteral("the coordinator cannot record the result; try again later"));
     }
-    lease.state = Lease::State::Completed;
-    unit.openLeases.removeAll(leaseId);
+    m_scheduler->completed(job, leaseId); // `lease` is gone from here on
     m_admission.closeLease(
         leaseId,
         QStringLiteral("the result of lease %1 was already received; this copy is a duplicate").arg(leaseId));
@@ -261,7 +241,6 @@ HttpResponse Coordinator::resultOfDoneWorkunit(JobState& job, Workunit& unit, Le
         noteAgentChanged(agentId, "disagreed");
         noteAgentChanged(first.agentId, "disagreed");
     }
-    m_leases.remove(leaseId);
 
     QJsonObject reply;
     reply.insert(QStringLiteral("accepted"), true);

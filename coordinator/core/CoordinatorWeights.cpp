@@ -50,13 +50,15 @@ void Coordinator::onPublished(qint64 jobId, PublishedWeights published)
     job->published = published;
 }
 
-void Coordinator::onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const QString& sha)
+void Coordinator::onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const QString& sha,
+                             const QString& ruleSha)
 {
-    auto stored = m_db->exec(QStringLiteral("INSERT INTO snapshots (job_id, version, last_seq, sha256, written_ms) "
-                                            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (job_id) DO UPDATE SET version = "
-                                            "excluded.version, last_seq = excluded.last_seq, sha256 = excluded.sha256, "
-                                            "written_ms = excluded.written_ms"),
-                             {jobId, version, lastSeq, sha, m_clock.nowMs()});
+    auto stored = m_db->exec(QStringLiteral("INSERT INTO snapshots (job_id, version, last_seq, sha256, written_ms, "
+                                            "rule_sha) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (job_id) DO UPDATE SET "
+                                            "version = excluded.version, last_seq = excluded.last_seq, sha256 = "
+                                            "excluded.sha256, written_ms = excluded.written_ms, rule_sha = "
+                                            "excluded.rule_sha"),
+                             {jobId, version, lastSeq, sha, m_clock.nowMs(), ruleSha});
     if (!stored) {
         qCCritical(lcCoordinator) << "cannot record snapshot of job" << jobId << ":" << stored.error();
         return;
@@ -65,7 +67,12 @@ void Coordinator::onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const
         // The previous snapshot is superseded; its file goes the way of retired published weights.
         if (!job->snapshotSha.isEmpty() && job->snapshotSha != sha)
             job->retired.push_back(PublishedWeights{-1, job->snapshotSha, 0, 0});
+        if (!job->snapshotRuleSha.isEmpty() && job->snapshotRuleSha != ruleSha)
+            job->retired.push_back(PublishedWeights{-1, job->snapshotRuleSha, 0, 0});
         job->snapshotSha = sha;
+        job->snapshotRuleSha = ruleSha;
+        // The snapshot holds these updates: a replay no longer needs the weights they trained from.
+        job->basesInFlight.erase(job->basesInFlight.begin(), job->basesInFlight.upper_bound(lastSeq));
     }
     Durability::faultPoint("snapshot.recorded");
     // The snapshot holds these updates now, durably: its file and folder were synced before it was posted here,

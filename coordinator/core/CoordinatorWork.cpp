@@ -5,6 +5,7 @@
 #include "core/Tokens.h"
 #include "crypto/SignedEnvelope.h"
 #include "jobs/JobImporter.h"
+#include "scheduling/Scheduler.h"
 #include "store/Database.h"
 
 #include <QDir>
@@ -46,22 +47,6 @@ QJsonObject fileEntry(const char* role, const QString& sha, qint64 size)
 }
 
 } // namespace
-
-Lease* Coordinator::findLease(const QString& leaseId)
-{
-    auto it = m_leases.find(leaseId);
-    return it == m_leases.end() ? nullptr : &*it;
-}
-
-void Coordinator::persistLease(const Lease& lease)
-{
-    (void)m_db->exec(
-        QStringLiteral("INSERT INTO leases (id, workunit_id, agent_id, issued_ms, deadline_ms, state, "
-                       "base_version, weights_sha, nonce) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT "
-                       "(id) DO UPDATE SET deadline_ms = excluded.deadline_ms, state = excluded.state"),
-        {lease.id, lease.workunitId, lease.agentId, lease.issuedMs, lease.deadlineMs,
-         leaseStateName(lease.state), lease.baseVersion, lease.weightsSha, lease.nonce});
-}
 
 QByteArray Coordinator::signedManifest(const JobState& job, const Workunit& unit, const Lease& lease,
                                        QByteArray* signature)
@@ -138,7 +123,7 @@ QJsonObject Coordinator::leaseReply(const QJsonArray& tasks) const
 HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJsonObject& request)
 {
     touchAgent(agentId);
-    expireLeases();
+    m_scheduler->expire();
     if (auto why = m_standing->quarantine(agentId)) {
         // No work, and a reason the agent can log; it asks again rarely, until an admin lifts the quarantine.
         QJsonObject reply = leaseReply(QJsonArray());
@@ -156,10 +141,7 @@ HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJson
         cached.insert(value.toString());
 
     // However often it asks, an agent holds at most its share of the work (see CoordinatorConfig).
-    const int held = int(std::count_if(m_leases.cbegin(), m_leases.cend(), [&](const Lease& l) {
-        return l.agentId == agentId && l.state == Lease::State::Open;
-    }));
-    const int room = leaseCapFor(agentId) - held;
+    const int room = leaseCapFor(agentId) - m_scheduler->openLeasesOf(agentId);
     if (room <= 0) {
         QJsonObject reply = leaseReply(QJsonArray());
         reply.insert(QStringLiteral("retry_after"), kRetryWhenIdleSeconds);
@@ -170,7 +152,6 @@ HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJson
     QJsonArray tasks;
     bool anyRunning = false;
     bool anyStarting = false;
-    const qint64 now = m_clock.nowMs();
     for (auto& [jobId, job] : m_jobs) {
         anyStarting = anyStarting || job.status == JobStatus::Created; // importing its data set
         if (job.status != JobStatus::Running)
@@ -181,56 +162,13 @@ HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJson
             continue; // the first weights file is still being written
         }
         while (tasks.size() < maxTasks) {
-            openNextEpochIfReady(job);
-            // Oldest epoch first; among its pending workunits, one whose shard the agent already holds.
-            Workunit* chosen = nullptr;
-            for (auto& [id, unit] : job.workunits) {
-                if (unit.state != Workunit::State::Pending)
-                    continue;
-                if (!chosen || unit.epoch < chosen->epoch)
-                    chosen = &unit;
-                else if (unit.epoch == chosen->epoch &&
-                         cached.contains(job.files.shards.at(unit.shard).sha256) &&
-                         !cached.contains(job.files.shards.at(chosen->shard).sha256))
-                    chosen = &unit;
-            }
-            // Nothing pending: replicate a straggler to this idle agent when the job allows replicas.
-            if (!chosen && job.spec.replication > 1) {
-                for (auto& [id, unit] : job.workunits) {
-                    if (unit.state != Workunit::State::Leased ||
-                        unit.openLeases.size() >= job.spec.replication)
-                        continue;
-                    const bool mine =
-                        std::any_of(unit.openLeases.cbegin(), unit.openLeases.cend(),
-                                    [&](const QString& l) { return m_leases.value(l).agentId == agentId; });
-                    if (!mine) {
-                        chosen = &unit;
-                        break;
-                    }
-                }
-            }
-            if (!chosen)
+            auto granted = m_scheduler->leaseNext(job, agentId, cached);
+            if (!granted)
+                return HttpResponse::error(500, QStringLiteral("the coordinator cannot record the lease; try again later"));
+            if (!*granted)
                 break;
-
-            Lease lease;
-            lease.id = Tokens::randomId();
-            lease.jobId = jobId;
-            lease.workunitId = chosen->id;
-            lease.agentId = agentId;
-            lease.issuedMs = now;
-            lease.deadlineMs = now + qint64(job.spec.deadlineSeconds) * 1000;
-            lease.baseVersion = job.published.version;
-            lease.weightsSha = job.published.sha256;
-            lease.nonce = Tokens::randomId();
-            lease.lastMoveMs = now;
-            chosen->state = Workunit::State::Leased;
-            chosen->issued += 1;
-            chosen->openLeases.append(lease.id);
-            (void)m_db->exec(QStringLiteral("UPDATE workunits SET state = 'leased', issued = ? WHERE id = ?"),
-                             {chosen->issued, chosen->id});
-            persistLease(lease);
-            m_leases.insert(lease.id, lease);
-            m_nextDeadlineMs = std::min(m_nextDeadlineMs, lease.deadlineMs);
+            const Lease& lease = **granted;
+            Workunit* chosen = &job.workunits.at(lease.workunitId);
             m_admission.setLease(lease.id, {agentId, job.maxUploadBytes, {}, leaseFiles(job, *chosen, lease)});
 
             QByteArray signature;
@@ -283,7 +221,7 @@ HttpResponse Coordinator::leaseNotInMemory(const QString& agentId, const QString
 
 HttpResponse Coordinator::progress(const QString& agentId, const QString& leaseId, const QJsonObject& report)
 {
-    Lease* lease = findLease(leaseId);
+    Lease* lease = m_scheduler->find(leaseId);
     if (!lease)
         return leaseNotInMemory(agentId, leaseId);
     if (lease->agentId != agentId)
@@ -323,19 +261,8 @@ HttpResponse Coordinator::progress(const QString& agentId, const QString& leaseI
     // longer than lease_lifetime_deadlines deadlines in all, however it reports.
     const QJsonValue stepValue = report.value(QStringLiteral("step"));
     const qint64 step = stepValue.isDouble() ? stepValue.toInteger(-1) : -1;
-    const qint64 now = m_clock.nowMs();
-    if (step > lease->lastStep) {
-        lease->lastStep = step;
-        lease->lastMoveMs = now;
-    }
-    const qint64 deadlineMs = qint64(job->spec.deadlineSeconds) * 1000;
-    const qint64 wanted = std::min({now + deadlineMs, lease->lastMoveMs + 2 * deadlineMs,
-                                    lease->issuedMs + qint64(m_config.leaseLifetimeDeadlines) * deadlineMs});
-    if (wanted > lease->deadlineMs) {
-        lease->deadlineMs = wanted;
-        m_nextDeadlineMs = std::min(m_nextDeadlineMs, lease->deadlineMs);
-        persistLease(*lease);
-    }
+    if (auto s = m_scheduler->progressed(*lease, *job, step); !s)
+        qCCritical(lcCoordinator) << "cannot record the deadline of lease" << leaseId << ":" << s.error();
     reply.insert(QStringLiteral("abort"), false);
     reply.insert(QStringLiteral("deadline_ms"), lease->deadlineMs);
     return HttpResponse::json(200, reply);
@@ -359,7 +286,7 @@ HttpResponse Coordinator::failLease(const QString& agentId, const QString& lease
         return HttpResponse::error(
             400, QStringLiteral("stage: expected one of verify, download, worker, upload, other"));
 
-    Lease* lease = findLease(leaseId);
+    Lease* lease = m_scheduler->find(leaseId);
     if (!lease)
         return leaseNotInMemory(agentId, leaseId);
     if (lease->agentId != agentId)
@@ -374,29 +301,12 @@ HttpResponse Coordinator::failLease(const QString& agentId, const QString& lease
     JobState* job = findJob(lease->jobId);
     // Work that an ended job no longer wanted is not the agent's failure (as with a missed deadline).
     const bool counts = job && (job->status == JobStatus::Running || job->status == JobStatus::Paused);
-    Workunit* unit = nullptr;
-    if (job) {
-        auto found = job->workunits.find(lease->workunitId);
-        if (found != job->workunits.end())
-            unit = &found->second;
-    }
-    // Back to the queue unless the workunit is done or another agent's lease still holds it.
-    QStringList holders = unit ? unit->openLeases : QStringList();
-    holders.removeAll(leaseId);
-    const bool requeue = unit && unit->state == Workunit::State::Leased && holders.isEmpty();
-
     const Status recorded = m_db->transaction([&]() -> Status {
         auto closed = m_db->exec(
             QStringLiteral("UPDATE leases SET state = ?, fail_stage = ?, fail_reason = ? WHERE id = ?"),
             {leaseStateName(Lease::State::Failed), stage, reason, leaseId});
         if (!closed)
             return fail(closed.error());
-        if (requeue) {
-            auto w =
-                m_db->exec(QStringLiteral("UPDATE workunits SET state = 'pending' WHERE id = ?"), {unit->id});
-            if (!w)
-                return fail(w.error());
-        }
         auto agent =
             m_db->exec(QStringLiteral("UPDATE agents SET failed = failed + ?, last_seen_ms = ? WHERE id = ?"),
                        {counts ? 1 : 0, m_clock.nowMs(), agentId});
@@ -410,16 +320,12 @@ HttpResponse Coordinator::failLease(const QString& agentId, const QString& lease
         return HttpResponse::error(
             500, QStringLiteral("the coordinator cannot record the failure; try again later"));
     }
-    // Memory follows the database only once it committed.
-    if (unit) {
-        unit->openLeases = holders;
-        if (requeue)
-            unit->state = Workunit::State::Pending; // handed to the next agent that asks
-    }
+    // Memory follows the database only once it committed; the workunit goes back to the queue unless it is done
+    // or another agent's lease still holds it.
     m_admission.closeLease(leaseId, failedLeaseMessage(leaseId));
     const qint64 workunitId = lease->workunitId;
-    m_leases.remove(leaseId);
     lease = nullptr;
+    const bool requeue = m_scheduler->released(job, leaseId);
     // QDebug quotes and escapes the reason: one line, whatever the agent sent.
     qCWarning(lcCoordinator).nospace()
         << "agent " << agentId << " reported lease " << leaseId << " failed at stage " << stage << ": "
@@ -431,40 +337,12 @@ HttpResponse Coordinator::failLease(const QString& agentId, const QString& lease
     return HttpResponse::json(200, reply);
 }
 
-void Coordinator::expireLeases()
+void Coordinator::onLeaseExpired(const Lease& lease, const JobState* job)
 {
-    const qint64 now = m_clock.nowMs();
-    if (now < m_nextDeadlineMs)
-        return; // every lease request would otherwise walk every lease
-    qint64 next = std::numeric_limits<qint64>::max();
-    for (Lease& lease : m_leases) {
-        if (lease.state == Lease::State::Open && lease.deadlineMs > now)
-            next = std::min(next, lease.deadlineMs);
-        if (lease.state != Lease::State::Open || lease.deadlineMs > now)
-            continue;
-        lease.state = Lease::State::Expired;
-        persistLease(lease);
-        noteLeaseExpired(lease);
-        JobState* job = findJob(lease.jobId);
-        // Work that an ended job no longer wanted is not the agent's failure.
-        if (job && (job->status == JobStatus::Running || job->status == JobStatus::Paused))
-            recordAgentOutcome(lease.agentId, "timed_out");
-        if (!job)
-            continue;
-        auto unit = job->workunits.find(lease.workunitId);
-        if (unit == job->workunits.end())
-            continue;
-        unit->second.openLeases.removeAll(lease.id);
-        if (unit->second.state == Workunit::State::Leased && unit->second.openLeases.isEmpty()) {
-            unit->second.state = Workunit::State::Pending; // re-issued to the next agent that asks
-            (void)m_db->exec(QStringLiteral("UPDATE workunits SET state = 'pending' WHERE id = ?"),
-                             {unit->second.id});
-        }
-        qCInfo(lcCoordinator) << "lease" << lease.id << "of agent" << lease.agentId
-                              << "missed its deadline; workunit" << lease.workunitId
-                              << "goes back to the queue";
-    }
-    m_nextDeadlineMs = next;
+    noteLeaseExpired(lease);
+    // Work that an ended job no longer wanted is not the agent's failure.
+    if (job && (job->status == JobStatus::Running || job->status == JobStatus::Paused))
+        recordAgentOutcome(lease.agentId, "timed_out");
 }
 
 void Coordinator::removeRetiredWeights()
@@ -473,12 +351,15 @@ void Coordinator::removeRetiredWeights()
     // the disk with 20 MB files nobody will download again. Blobs are shared by content across jobs (two jobs
     // with the same model and seed publish identical files), so what is needed is collected over all of them.
     QSet<QString> needed;
-    for (const Lease& lease : std::as_const(m_leases))
+    for (const Lease& lease : m_scheduler->leases())
         if (lease.state == Lease::State::Open || lease.state == Lease::State::Expired)
             needed.insert(lease.weightsSha);
     for (const auto& [id, job] : m_jobs) {
         needed.insert(job.published.sha256);
         needed.insert(job.snapshotSha);
+        needed.insert(job.snapshotRuleSha);
+        for (const auto& [seq, base] : job.basesInFlight)
+            needed.insert(base);
         needed.insert(job.files.initialWeights.sha256);
     }
     for (auto& [id, job] : m_jobs) {
@@ -494,7 +375,7 @@ void Coordinator::removeRetiredWeights()
 
 void Coordinator::tick()
 {
-    expireLeases();
+    m_scheduler->expire();
     removeRetiredWeights();
     const qint64 now = m_clock.nowMs();
     for (auto& [id, job] : m_jobs) {
@@ -505,7 +386,7 @@ void Coordinator::tick()
             m_weights->publish(id);
         m_weights->snapshot(id, false);
         scheduleValidations(job); // retries a validation that failed
-        openNextEpochIfReady(job);
+        m_scheduler->openNextEpochIfReady(job);
     }
     publishDashboardState();
 }

@@ -101,6 +101,10 @@ struct JobState
     PublishedWeights published;
     std::vector<PublishedWeights> retired; // earlier weights files, deleted once no open lease needs them
     QString snapshotSha;                   // the latest snapshot's blob, never deleted as a retired file
+    QString snapshotRuleSha;               // the aggregation rule's state in that snapshot (empty: none)
+    // Rules that fold pseudo-gradients: the weights each received update trained from, by update seq, kept on
+    // disk until a snapshot holds the update (a replay after a restart needs them).
+    std::map<qint64, QString> basesInFlight;
     std::vector<ValidationPoint> history;
     std::set<int> validatedEpochs;  // epochs whose end-of-epoch validation is recorded
     std::set<int> validating;       // end-of-epoch validations in flight

@@ -5,7 +5,7 @@ namespace {
 
 // Bumped with every schema change, with an upgrade step from the previous version (kUpgrades) so that an
 // existing data directory keeps its jobs, agents and leases.
-constexpr int kSchemaVersion = 3;
+constexpr int kSchemaVersion = 4;
 
 const char* const kSchema[] = {
     "CREATE TABLE admin_tokens (hash TEXT PRIMARY KEY, created_ms INTEGER NOT NULL)",
@@ -34,7 +34,7 @@ const char* const kSchema[] = {
     " samples INTEGER NOT NULL, loss REAL NOT NULL, train_seconds REAL NOT NULL, received_ms INTEGER NOT NULL,"
     " applied_version INTEGER, step REAL, fold_error TEXT NOT NULL DEFAULT '')",
     "CREATE TABLE snapshots (job_id INTEGER PRIMARY KEY, version INTEGER NOT NULL, last_seq INTEGER NOT NULL,"
-    " sha256 TEXT NOT NULL, written_ms INTEGER NOT NULL)",
+    " sha256 TEXT NOT NULL, written_ms INTEGER NOT NULL, rule_sha TEXT NOT NULL DEFAULT '')",
     "CREATE TABLE validations (job_id INTEGER NOT NULL, epoch INTEGER NOT NULL, epoch_end INTEGER NOT NULL,"
     " version INTEGER NOT NULL, updates INTEGER NOT NULL, accuracy REAL NOT NULL, loss REAL NOT NULL,"
     " at_ms INTEGER NOT NULL)",
@@ -61,9 +61,15 @@ const char* const kUpgradeTo3[] = {
     "ALTER TABLE updates ADD COLUMN fold_error TEXT NOT NULL DEFAULT ''",
 };
 
+// Version 4: rules that fold pseudo-gradients keep state (a buffer, a momentum), written beside each snapshot.
+const char* const kUpgradeTo4[] = {
+    "ALTER TABLE snapshots ADD COLUMN rule_sha TEXT NOT NULL DEFAULT ''",
+};
+
 const SqliteUpgrade kUpgrades[] = {
     {1, kUpgradeTo2},
     {2, kUpgradeTo3},
+    {3, kUpgradeTo4},
 };
 
 } // namespace

@@ -128,6 +128,112 @@ Status blend(TensorBundle& server, const TensorBundle& client, double alpha)
     });
 }
 
+bool isRunningStatistic(QStringView name)
+{
+    return name.endsWith(u"running_mean") || name.endsWith(u"running_var");
+}
+
+namespace {
+
+bool selected(const TensorEntry& entry, Part part)
+{
+    if (!dtypeIsFloating(entry.dtype))
+        return false;
+    switch (part) {
+    case Part::Parameters: return !isRunningStatistic(entry.name);
+    case Part::Statistics: return isRunningStatistic(entry.name);
+    case Part::Floating: return true;
+    }
+    return false;
+}
+
+// Writable views of `target`'s chosen tensors, each with read-only views of the same tensor in `inputs`:
+// everything is checked and viewed before the first write, so a failure changes nothing.
+template <typename Select>
+Result<std::vector<std::vector<torch::Tensor>>> viewsFor(TensorBundle& target,
+                                                       std::initializer_list<const TensorBundle*> inputs,
+                                                       Select select)
+{
+    for (const TensorBundle* input : inputs)
+        if (auto s = checkCompatible(target, *input); !s)
+            return fail(s.error());
+    std::vector<std::vector<torch::Tensor>> rows;
+    std::vector<const TensorEntry*> chosen;
+    for (const auto& entry : target.entries()) {
+        if (!select(entry))
+            continue;
+        std::vector<torch::Tensor> row(1);
+        for (const TensorBundle* input : inputs) {
+            auto view = constView(*input, *input->find(entry.name));
+            if (!view)
+                return fail(view.error());
+            row.push_back(std::move(*view));
+        }
+        rows.push_back(std::move(row));
+        chosen.push_back(&entry);
+    }
+    // Names, not entry pointers, from here: mutable views may detach the target's buffer.
+    QStringList names;
+    for (const TensorEntry* entry : chosen)
+        names << entry->name;
+    for (qsizetype i = 0; i < names.size(); ++i) {
+        auto view = viewTensor(target, *target.find(names.at(i)));
+        if (!view)
+            return fail(view.error());
+        rows[size_t(i)][0] = std::move(*view);
+    }
+    return rows;
+}
+
+} // namespace
+
+Status addScaledDifference(TensorBundle& target, const TensorBundle& a, const TensorBundle& b, double scale, Part part)
+{
+    return guarded(QStringLiteral("adding a weight difference"), [&]() -> Status {
+        auto rows = viewsFor(target, {&a, &b}, [&](const TensorEntry& e) { return selected(e, part); });
+        if (!rows)
+            return fail(rows.error());
+        torch::NoGradGuard noGrad;
+        for (auto& row : *rows)
+            row[0].add_(row[1] - row[2], scale);
+        return {};
+    });
+}
+
+Status scaleAdd(TensorBundle& y, double alpha, const TensorBundle& x, double beta, Part part)
+{
+    return guarded(QStringLiteral("combining weights"), [&]() -> Status {
+        auto rows = viewsFor(y, {&x}, [&](const TensorEntry& e) { return selected(e, part); });
+        if (!rows)
+            return fail(rows.error());
+        torch::NoGradGuard noGrad;
+        for (auto& row : *rows)
+            row[0].mul_(alpha).add_(row[1], beta);
+        return {};
+    });
+}
+
+Status takeLargerCounters(TensorBundle& target, const TensorBundle& other)
+{
+    return guarded(QStringLiteral("merging counters"), [&]() -> Status {
+        auto rows = viewsFor(target, {&other}, [](const TensorEntry& e) { return !dtypeIsFloating(e.dtype); });
+        if (!rows)
+            return fail(rows.error());
+        torch::NoGradGuard noGrad;
+        for (auto& row : *rows)
+            torch::maximum_out(row[0], row[0], row[1]);
+        return {};
+    });
+}
+
+TensorBundle zerosLike(const TensorBundle& like)
+{
+    TensorBundle zeros;
+    for (const auto& entry : like.entries())
+        zeros.addZeroed(entry.name, entry.dtype, entry.shape);
+    return zeros;
+}
+
 bool allFinite(const TensorBundle& weights, QString* where)
 {
     const TensorEntry* failed = nullptr; // the first offending tensor, or the one where the check failed

@@ -18,6 +18,27 @@ Status checkCompatible(const TensorBundle& reference, const TensorBundle& other)
 // take the larger of the two values: averaging a count means nothing. alpha must lie in [0, 1].
 Status blend(TensorBundle& server, const TensorBundle& client, double alpha);
 
+// Which floating-point tensors an operation below touches. BatchNorm's running means and variances (tensors
+// named "...running_mean" / "...running_var") are statistics of the data, not parameters a gradient moves:
+// rules that work on pseudo-gradients treat them apart.
+enum class Part
+{
+    Parameters, // floating-point tensors that are not running statistics
+    Statistics, // running statistics only
+    Floating,   // every floating-point tensor
+};
+bool isRunningStatistic(QStringView name);
+
+// target += scale * (a - b) for the chosen floating-point tensors; the three bundles must be compatible.
+Status addScaledDifference(TensorBundle& target, const TensorBundle& a, const TensorBundle& b, double scale,
+                           Part part);
+// y = alpha * y + beta * x for the chosen floating-point tensors; the bundles must be compatible.
+Status scaleAdd(TensorBundle& y, double alpha, const TensorBundle& x, double beta, Part part);
+// Integer tensors (counters such as num_batches_tracked) take the larger of the two values.
+Status takeLargerCounters(TensorBundle& target, const TensorBundle& other);
+// A bundle with the tensors of `like` (names, dtypes, shapes), every value zero.
+TensorBundle zerosLike(const TensorBundle& like);
+
 // True when every floating-point value is finite; otherwise `where` gets the first offending tensor's name.
 // Fails closed: false (with a critical log message) also when the check itself fails.
 bool allFinite(const TensorBundle& weights, QString* where = nullptr);

@@ -22,7 +22,7 @@ const QStringList& formatNames()
 
 const QStringList& ruleNames()
 {
-    static const QStringList names{u"vc-asgd"_s, u"fedasync"_s};
+    static const QStringList names{u"vc-asgd"_s, u"fedasync"_s, u"fedbuff"_s, u"delayed-nesterov"_s};
     return names;
 }
 
@@ -41,6 +41,9 @@ const NumberRange kMixingAlpha = NumberRange::above(0).atMost(1);
 const NumberRange kPolynomialExponent = NumberRange::above(0).atMost(10);
 const NumberRange kHingeSlope = NumberRange::above(0).atMost(1000);
 constexpr IntRange kHingeStart{0, 1'000'000};
+constexpr IntRange kBuffer{1, 4096};
+const NumberRange kServerLr = NumberRange::above(0).atMost(10);
+const NumberRange kMomentum = NumberRange::atLeast(0).below(1);
 
 // In the order of StalenessSpec::Function.
 const QStringList& stalenessNames()
@@ -181,27 +184,49 @@ QJsonObject StalenessSpec::toJson() const
 Result<AggregationSpec> AggregationSpec::fromJson(const QJsonObject& json, const QString& path)
 {
     JsonFields fields(json, path);
-    fields.allowOnly({u"rule"_s, u"alpha"_s, u"staleness"_s});
+    fields.allowOnly({u"rule"_s, u"alpha"_s, u"staleness"_s, u"buffer"_s, u"server_lr"_s, u"momentum"_s});
 
     AggregationSpec spec;
     int rule = 0;
     // Required inside the object: with more rules to come, a default rule would be a silent guess.
     if (fields.readChoice(u"rule", rule, ruleNames(), Need::Required))
         spec.rule = Rule(rule);
-    if (fields.ok() && spec.rule == Rule::FedAsync) {
-        spec.alphaPerEpoch = false;
-        spec.alpha = 0.5;
-        fields.readNumber(u"alpha", spec.alpha, kMixingAlpha);
+    if (!fields.ok())
+        return fields.failure();
+    const QString ruleName = ruleNames().at(rule);
+    const auto onlyFor = [&](QStringView key, bool used, const QString& which) {
+        if (!used)
+            fields.refuse(key, u"not used by the %1 rule (only by %2)"_s.arg(ruleName, which));
+    };
+    const bool pseudo = spec.usesPseudoGradients();
+    onlyFor(u"staleness", spec.rule != Rule::VcAsgd, u"fedasync, fedbuff and delayed-nesterov"_s);
+    onlyFor(u"buffer", pseudo, u"fedbuff and delayed-nesterov"_s);
+    onlyFor(u"server_lr", pseudo, u"fedbuff and delayed-nesterov"_s);
+    onlyFor(u"momentum", spec.rule == Rule::DelayedNesterov, u"delayed-nesterov"_s);
+    onlyFor(u"alpha", spec.rule == Rule::VcAsgd || spec.rule == Rule::FedAsync, u"vc-asgd and fedasync"_s);
+    if (!fields.ok())
+        return fields.failure();
+
+    if (spec.rule == Rule::DelayedNesterov)
+        spec.staleness.function = StalenessSpec::Function::Constant;
+    if (spec.rule != Rule::VcAsgd) {
         QJsonObject staleness;
         if (fields.readObject(u"staleness", staleness))
             fields.take(StalenessSpec::fromJson(staleness, path + u".staleness"_s), spec.staleness);
-        if (!fields.ok())
-            return fields.failure();
-        return spec;
     }
-    if (fields.ok() && fields.has(u"staleness"))
-        fields.fail(u"staleness", u"only the fedasync rule damps updates by staleness"_s);
-    if (fields.ok() && fields.has(u"alpha")) {
+    if (pseudo) {
+        spec.alphaPerEpoch = false;
+        fields.readInt(u"buffer", spec.buffer, kBuffer);
+        fields.readNumber(u"server_lr", spec.serverLr, kServerLr);
+        if (spec.rule == Rule::DelayedNesterov)
+            fields.readNumber(u"momentum", spec.momentum, kMomentum);
+    }
+    if (spec.rule == Rule::FedAsync) {
+        spec.alphaPerEpoch = false;
+        spec.alpha = 0.5;
+        fields.readNumber(u"alpha", spec.alpha, kMixingAlpha);
+    }
+    if (spec.rule == Rule::VcAsgd && fields.ok() && fields.has(u"alpha")) {
         const QJsonValue alpha = fields.value(u"alpha");
         if (alpha.isString() && alpha.toString() == u"epoch") {
             spec.alphaPerEpoch = true;
@@ -220,12 +245,17 @@ Result<AggregationSpec> AggregationSpec::fromJson(const QJsonObject& json, const
 
 QJsonObject AggregationSpec::toJson() const
 {
-    QJsonObject json{
-        {u"rule"_s, ruleNames().at(int(rule))},
-        {u"alpha"_s, alphaPerEpoch ? QJsonValue(u"epoch"_s) : QJsonValue(alpha)},
-    };
-    if (rule == Rule::FedAsync)
+    QJsonObject json{{u"rule"_s, ruleNames().at(int(rule))}};
+    if (rule == Rule::VcAsgd || rule == Rule::FedAsync)
+        json.insert(u"alpha"_s, alphaPerEpoch ? QJsonValue(u"epoch"_s) : QJsonValue(alpha));
+    if (rule != Rule::VcAsgd)
         json.insert(u"staleness"_s, staleness.toJson());
+    if (usesPseudoGradients()) {
+        json.insert(u"buffer"_s, buffer);
+        json.insert(u"server_lr"_s, serverLr);
+    }
+    if (rule == Rule::DelayedNesterov)
+        json.insert(u"momentum"_s, momentum);
     return json;
 }
 

@@ -89,17 +89,28 @@ struct AggregationSpec
     //             server copy kept, server = a server + (1 - a) client.
     //   fedasync: "alpha" is the mixing weight in (0, 1] (default 0.5), damped by "staleness" (default
     //             polynomial, a 0.5): server = (1 - a s(t)) server + a s(t) client.
+    //   fedbuff:  "buffer" K updates (default 4), each damped by "staleness" (default polynomial, a 0.5), then
+    //             server += "server_lr" (default 1) times their mean change.
+    //   delayed-nesterov: outer Nesterov momentum over the same pseudo-gradients, "buffer" K (default 4),
+    //             "server_lr" (default 1), "momentum" (default 0.5), "staleness" (default constant).
+    // Fields another rule uses are refused.
     enum class Rule
     {
         VcAsgd,
-        FedAsync
+        FedAsync,
+        FedBuff,
+        DelayedNesterov,
     };
 
     Rule rule = Rule::VcAsgd;
     bool alphaPerEpoch = true; // "alpha": "epoch" gives a_e = e / (e + 1) (vc-asgd only)
     double alpha = 0.95;       // constant alpha when alphaPerEpoch is false
-    StalenessSpec staleness;   // fedasync only
+    StalenessSpec staleness;   // fedasync, fedbuff, delayed-nesterov
+    int buffer = 4;            // fedbuff, delayed-nesterov: 1..4096
+    double serverLr = 1.0;     // fedbuff, delayed-nesterov: (0, 10]
+    double momentum = 0.5;     // delayed-nesterov: [0, 1)
 
+    bool usesPseudoGradients() const { return rule == Rule::FedBuff || rule == Rule::DelayedNesterov; }
     static Result<AggregationSpec> fromJson(const QJsonObject& json,
                                             const QString& path = QStringLiteral("aggregation"));
     QJsonObject toJson() const;

@@ -127,7 +127,7 @@ int main(int argc, char** argv)
     expected.maxSamples = 1200;
     expected.maxSteps = 38;
     AggregationSpec spec; // vc-asgd, alpha e/(e+1)
-    VcAsgd rule(spec);
+    std::unique_ptr<AggregationRule> rule = std::make_unique<VcAsgd>(spec);
     UpdateBound steps;
 
     std::vector<double> total, check, durable, record, blend, floor;

@@ -1,7 +1,9 @@
 // The arithmetic of every aggregation rule against hand-computed values, and what a rule refuses.
 
 #include "aggregation/AggregationRule.h"
+#include "aggregation/DelayedNesterov.h"
 #include "aggregation/FedAsync.h"
+#include "aggregation/FedBuff.h"
 #include "aggregation/UpdateBound.h"
 #include "aggregation/VcAsgd.h"
 #include "aggregation/WeightsKeeper.h"
@@ -46,6 +48,40 @@ AggregationSpec fedAsync(double alpha, StalenessSpec::Function function, double 
     return spec;
 }
 
+AggregationSpec pseudo(AggregationSpec::Rule rule, int buffer, double lr, double momentum = 0.0,
+                       StalenessSpec::Function function = StalenessSpec::Function::Constant)
+{
+    AggregationSpec spec;
+    spec.rule = rule;
+    spec.alphaPerEpoch = false;
+    spec.buffer = buffer;
+    spec.serverLr = lr;
+    spec.momentum = momentum;
+    spec.staleness.function = function;
+    spec.staleness.a = 0.5;
+    return spec;
+}
+
+// Weights with a running statistic beside the parameter "w" and the counter.
+TensorBundle withStatistic(std::vector<float> values, float mean, qint64 counter = 0)
+{
+    TensorBundle bundle = weights(std::move(values), counter);
+    const std::vector<float> stat{mean};
+    if (!bundle.addValues<float>(QStringLiteral("bn.running_mean"), DType::F32, {1}, stat).ok())
+        qFatal("cannot build weights");
+    return bundle;
+}
+
+float statistic(const TensorBundle& bundle)
+{
+    return bundle.values<float>(*bundle.find(QStringLiteral("bn.running_mean")))[0];
+}
+
+qint64 counter(const TensorBundle& bundle)
+{
+    return bundle.values<qint64>(*bundle.find(QStringLiteral("bn.num_batches_tracked")))[0];
+}
+
 UpdateContext context(qint64 baseVersion, qint64 serverVersion, int epoch = 1)
 {
     UpdateContext c;
@@ -69,12 +105,22 @@ private Q_SLOTS:
     void integerBuffersTakeTheLargerValue();
     void mismatchedWeightsAreRefused();
     void nonFiniteFoldIsRefused();
+    void fedBuffStepsEveryKUpdates();
+    void fedBuffDampsStaleUpdates();
+    void delayedNesterovAppliesMomentumEveryK();
+    void pseudoGradientRulesHandleStatisticsAndCounters();
+    void pseudoGradientRulesRefuseWithoutFittingBase();
+    void ruleStateSurvivesSaveAndLoad();
+    void refusedFoldLeavesTheRuleStateAlone();
 };
 
 void TestAggregationRules::rulesAreCreatedFromTheSpec()
 {
     QCOMPARE(AggregationRule::create(AggregationSpec())->name(), QStringLiteral("vc-asgd"));
     QCOMPARE(AggregationRule::create(fedAsync(0.5, StalenessSpec::Function::Hinge))->name(), QStringLiteral("fedasync"));
+    QCOMPARE(AggregationRule::create(pseudo(AggregationSpec::Rule::FedBuff, 4, 1.0))->name(), QStringLiteral("fedbuff"));
+    QCOMPARE(AggregationRule::create(pseudo(AggregationSpec::Rule::DelayedNesterov, 4, 1.0))->name(),
+             QStringLiteral("delayed-nesterov"));
 }
 
 void TestAggregationRules::vcAsgdKeepsAlphaOfTheServer()
@@ -165,11 +211,150 @@ void TestAggregationRules::nonFiniteFoldIsRefused()
         TensorBundle server = weights({1.0f, 1.0f});
         UpdateBound steps;
         const Status folded = WeightsKeeper::fold(
-            server, *rule, steps, weights({std::numeric_limits<float>::quiet_NaN(), 1.0f}), context(0, 0), false);
+            server, rule, steps, weights({std::numeric_limits<float>::quiet_NaN(), 1.0f}), context(0, 0), false);
         QVERIFY(!folded.ok());
         QVERIFY2(folded.error().contains(u"NaN or infinite"), qPrintable(folded.error()));
         QCOMPARE(values(server), (std::vector<float>{1.0f, 1.0f}));
     }
+}
+
+void TestAggregationRules::fedBuffStepsEveryKUpdates()
+{
+    // K = 2, lr 1: the first update waits in the buffer; the second moves the server by the mean change.
+    auto rule = AggregationRule::create(pseudo(AggregationSpec::Rule::FedBuff, 2, 1.0));
+    QCOMPARE(rule->name(), QStringLiteral("fedbuff"));
+    QVERIFY(rule->needsBase());
+    TensorBundle server = weights({1.0f, 1.0f});
+    const TensorBundle base = weights({1.0f, 1.0f});
+    UpdateContext c = context(0, 0);
+    c.base = &base;
+    QVERIFY(rule->apply(server, weights({3.0f, 1.0f}), c).ok()); // change (2, 0)
+    QCOMPARE(values(server), (std::vector<float>{1.0f, 1.0f}));
+    QVERIFY(rule->apply(server, weights({1.0f, 5.0f}), c).ok()); // change (0, 4)
+    QCOMPARE(values(server), (std::vector<float>{2.0f, 3.0f}));
+    // lr 0.5 halves the step: the buffer starts again empty.
+    auto half = AggregationRule::create(pseudo(AggregationSpec::Rule::FedBuff, 1, 0.5));
+    TensorBundle other = weights({1.0f, 1.0f});
+    QVERIFY(half->apply(other, weights({3.0f, 5.0f}), c).ok());
+    QCOMPARE(values(other), (std::vector<float>{2.0f, 3.0f}));
+}
+
+void TestAggregationRules::fedBuffDampsStaleUpdates()
+{
+    // Polynomial staleness with a = 0.5: staleness 3 weighs (3 + 1)^-0.5 = 0.5.
+    auto rule = AggregationRule::create(
+        pseudo(AggregationSpec::Rule::FedBuff, 1, 1.0, 0.0, StalenessSpec::Function::Polynomial));
+    TensorBundle server = weights({10.0f, 10.0f});
+    const TensorBundle base = weights({0.0f, 0.0f});
+    UpdateContext c = context(2, 5);
+    c.base = &base;
+    // Change (4, -2) from its own base, halved, lands on the server copy (which moved since that base).
+    QVERIFY(rule->apply(server, weights({4.0f, -2.0f}), c).ok());
+    QCOMPARE(values(server), (std::vector<float>{12.0f, 9.0f}));
+}
+
+void TestAggregationRules::delayedNesterovAppliesMomentumEveryK()
+{
+    // K = 2, lr 1, momentum 0.5, worked by hand:
+    //   d1 = (2, 0): server (0, 0) + d1 / 2             = (1, 0)
+    //   d2 = (0, 4): server + d2 / 2                     = (1, 2); m = mean(d1, d2) = (1, 2); server + 0.5 m = (1.5, 3)
+    //   d3 = (2, 2): server + d3 / 2                     = (2.5, 4)
+    //   d4 = (0, 0): m = 0.5 (1, 2) + mean(d3, d4) = (1.5, 2); server + 0.5 m = (3.25, 5)
+    auto rule = AggregationRule::create(pseudo(AggregationSpec::Rule::DelayedNesterov, 2, 1.0, 0.5));
+    QCOMPARE(rule->name(), QStringLiteral("delayed-nesterov"));
+    TensorBundle server = weights({0.0f, 0.0f});
+    const TensorBundle base = weights({0.0f, 0.0f});
+    UpdateContext c = context(0, 0);
+    c.base = &base;
+    QVERIFY(rule->apply(server, weights({2.0f, 0.0f}), c).ok());
+    QCOMPARE(values(server), (std::vector<float>{1.0f, 0.0f}));
+    QVERIFY(rule->apply(server, weights({0.0f, 4.0f}), c).ok());
+    QCOMPARE(values(server), (std::vector<float>{1.5f, 3.0f}));
+    QVERIFY(rule->apply(server, weights({2.0f, 2.0f}), c).ok());
+    QCOMPARE(values(server), (std::vector<float>{2.5f, 4.0f}));
+    QVERIFY(rule->apply(server, weights({0.0f, 0.0f}), c).ok());
+    QCOMPARE(values(server), (std::vector<float>{3.25f, 5.0f}));
+}
+
+void TestAggregationRules::pseudoGradientRulesHandleStatisticsAndCounters()
+{
+    for (auto which : {AggregationSpec::Rule::FedBuff, AggregationSpec::Rule::DelayedNesterov}) {
+        // lr 2 and momentum 0.9 would move a statistic if it were treated as a parameter: it moves by its own
+        // change / K at once, nothing else.
+        auto rule = AggregationRule::create(pseudo(which, 2, 2.0, 0.9));
+        TensorBundle server = withStatistic({0.0f, 0.0f}, 1.0f, 7);
+        const TensorBundle base = withStatistic({0.0f, 0.0f}, 1.0f, 5);
+        UpdateContext c = context(0, 0);
+        c.base = &base;
+        QVERIFY(rule->apply(server, withStatistic({0.0f, 0.0f}, 3.0f, 9), c).ok());
+        QCOMPARE(statistic(server), 2.0f); // 1 + (3 - 1) / 2
+        QCOMPARE(counter(server), qint64(9));
+        QVERIFY(rule->apply(server, withStatistic({0.0f, 0.0f}, 1.0f, 6), c).ok());
+        QCOMPARE(statistic(server), 2.0f); // no change, no momentum
+        QCOMPARE(counter(server), qint64(9));
+    }
+}
+
+void TestAggregationRules::pseudoGradientRulesRefuseWithoutFittingBase()
+{
+    for (auto which : {AggregationSpec::Rule::FedBuff, AggregationSpec::Rule::DelayedNesterov}) {
+        auto rule = AggregationRule::create(pseudo(which, 1, 1.0, 0.5));
+        TensorBundle server = weights({1.0f, 1.0f});
+        const TensorBundle before = server;
+        const Status noBase = rule->apply(server, weights({2.0f, 2.0f}), context(0, 0));
+        QVERIFY(!noBase.ok());
+        QVERIFY2(noBase.error().contains(u"trained from"), qPrintable(noBase.error()));
+        const TensorBundle wrongBase = weights({1.0f, 1.0f, 1.0f});
+        UpdateContext c = context(0, 0);
+        c.base = &wrongBase;
+        const Status mismatched = rule->apply(server, weights({2.0f, 2.0f}), c);
+        QVERIFY(!mismatched.ok());
+        QVERIFY2(mismatched.error().contains(u"do not fit"), qPrintable(mismatched.error()));
+        QCOMPARE(values(server), values(before));
+    }
+}
+
+void TestAggregationRules::ruleStateSurvivesSaveAndLoad()
+{
+    // A restart between two updates of a buffer (and after a momentum step) continues exactly.
+    const AggregationSpec spec = pseudo(AggregationSpec::Rule::DelayedNesterov, 2, 1.0, 0.5);
+    auto first = AggregationRule::create(spec);
+    TensorBundle server = weights({0.0f, 0.0f});
+    const TensorBundle base = weights({0.0f, 0.0f});
+    UpdateContext c = context(0, 0);
+    c.base = &base;
+    for (const auto& update : {weights({2.0f, 0.0f}), weights({0.0f, 4.0f}), weights({2.0f, 2.0f})})
+        QVERIFY(first->apply(server, update, c).ok());
+    auto second = AggregationRule::create(spec);
+    QVERIFY(second->loadState(first->saveState(), server).ok());
+    TensorBundle copy = server;
+    QVERIFY(first->apply(server, weights({0.0f, 0.0f}), c).ok());
+    QVERIFY(second->apply(copy, weights({0.0f, 0.0f}), c).ok());
+    QCOMPARE(values(copy), values(server));
+    QCOMPARE(values(copy), (std::vector<float>{3.25f, 5.0f}));
+    // State that does not fit the weights is refused.
+    auto third = AggregationRule::create(spec);
+    QVERIFY(!third->loadState(first->saveState(), weights({0.0f, 0.0f, 0.0f})).ok());
+}
+
+void TestAggregationRules::refusedFoldLeavesTheRuleStateAlone()
+{
+    // FedBuff with K = 2: a NaN update refused at its fold must not sit in the buffer.
+    std::unique_ptr<AggregationRule> rule = AggregationRule::create(pseudo(AggregationSpec::Rule::FedBuff, 2, 1.0));
+    TensorBundle server = weights({1.0f, 1.0f});
+    const TensorBundle base = weights({1.0f, 1.0f});
+    UpdateContext c = context(0, 0);
+    c.base = &base;
+    UpdateBound steps;
+    const Status refused =
+        WeightsKeeper::fold(server, rule, steps, weights({std::numeric_limits<float>::quiet_NaN(), 1.0f}), c, false);
+    QVERIFY(!refused.ok());
+    QVERIFY2(refused.error().contains(u"NaN or infinite"), qPrintable(refused.error()));
+    QCOMPARE(static_cast<FedBuff&>(*rule).buffered(), 0);
+    QVERIFY(WeightsKeeper::fold(server, rule, steps, weights({3.0f, 1.0f}), c, false).ok());
+    QCOMPARE(static_cast<FedBuff&>(*rule).buffered(), 1);
+    QVERIFY(WeightsKeeper::fold(server, rule, steps, weights({1.0f, 5.0f}), c, false).ok());
+    QCOMPARE(values(server), (std::vector<float>{2.0f, 3.0f}));
 }
 
 QTEST_GUILESS_MAIN(TestAggregationRules)

@@ -52,6 +52,7 @@ private Q_SLOTS:
     void badResultsAreRefused();
     void jobCompletesAtTargetAccuracy();
     void restartReplaysReceivedUpdates();
+    void pseudoGradientRuleContinuesAcrossARestart();
     void invalidSpecIsRefusedWithTheField();
     void oldWeightsFilesAreRemovedOnceUnneeded();
     void batchNormBuffersAreBlendedAndCountersTakeTheMaximum();
@@ -396,6 +397,41 @@ void TestCoordinator::restartReplaysReceivedUpdates()
     QCOMPARE(lease(agent, 4).size(), size_t(1)); // the fourth workunit is still there to do
 }
 
+void TestCoordinator::pseudoGradientRuleContinuesAcrossARestart()
+{
+    // Delayed Nesterov, K = 2, lr 1, momentum 0.5. The first update is half-applied and waits in the buffer; the
+    // restart must keep that buffer (written beside the snapshot), so the second update completes the step:
+    //   d1 = +0.02: w0 + 0.01;  d2 = +0.04: w0 + 0.03, then m = 0.03 and w0 + 0.03 + 0.5 m = w0 + 0.045.
+    // A rule that forgot its buffer would stop at w0 + 0.03.
+    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
+    const qint64 job = f.submit(test::tinyJobSpec(
+        m_dataset, 4, 3, 0.99, 60,
+        QStringLiteral(R"(, "aggregation": {"rule": "delayed-nesterov", "buffer": 2, "server_lr": 1, "momentum": 0.5})")));
+    QVERIFY(job > 0);
+    const TensorBundle w0 = serverWeights(job);
+    const auto moved = [&](float by) {
+        TensorBundle client = w0;
+        for (const auto& entry : client.entries())
+            for (float& v : client.mutableValues<float>(entry))
+                v += by;
+        return client;
+    };
+    auto tasks = lease(agent, 2);
+    QCOMPARE(tasks.size(), size_t(2));
+    QCOMPARE(upload(agent, tasks[0].leaseId, moved(0.02f), 0), 202);
+    f.core.reset();
+    QVERIFY(f.reopen());
+    QCOMPARE(upload(agent, tasks[1].leaseId, moved(0.04f), 0), 202);
+    const TensorBundle w2 = serverWeights(job);
+    for (const auto& entry : w0.entries()) {
+        const auto before = w0.values<float>(entry);
+        const auto after = w2.values<float>(*w2.find(entry.name));
+        for (size_t i = 0; i < before.size(); ++i)
+            QVERIFY2(std::abs(after[i] - (before[i] + 0.045f)) < 1e-5f,
+                     qPrintable(QStringLiteral("%1[%2] moved by %3").arg(entry.name).arg(i).arg(after[i] - before[i])));
+    }
+}
+
 void TestCoordinator::invalidSpecIsRefusedWithTheField()
 {
     int status = 0;
@@ -699,7 +735,7 @@ void TestCoordinator::databaseOfSchemaVersion1IsUpgraded()
               "ALTER TABLE agents DROP COLUMN disagreed",
               "ALTER TABLE updates DROP COLUMN step", "ALTER TABLE updates DROP COLUMN fold_error",
               "ALTER TABLE leases DROP COLUMN fail_stage",
-              "ALTER TABLE leases DROP COLUMN fail_reason",
+              "ALTER TABLE leases DROP COLUMN fail_reason", "ALTER TABLE snapshots DROP COLUMN rule_sha",
               "UPDATE meta SET value = '1' WHERE key = 'schema_version'"})
             QVERIFY2(q.exec(QString::fromLatin1(sql)), sql);
         q = QSqlQuery();

@@ -185,6 +185,20 @@ void TestJobSpec::validJobs_data()
     JobSpec constant = fedAsync;
     constant.aggregation.alpha = 1.0;
     constant.aggregation.staleness.function = StalenessSpec::Function::Constant;
+    JobSpec fedBuff = minimalSpec();
+    fedBuff.aggregation.rule = AggregationSpec::Rule::FedBuff;
+    fedBuff.aggregation.alphaPerEpoch = false;
+    QTest::newRow("fedbuff with its defaults") << R"({"aggregation": {"rule": "fedbuff"}})"_ba << fedBuff;
+    JobSpec nesterov = minimalSpec();
+    nesterov.aggregation.rule = AggregationSpec::Rule::DelayedNesterov;
+    nesterov.aggregation.alphaPerEpoch = false;
+    nesterov.aggregation.staleness.function = StalenessSpec::Function::Constant;
+    nesterov.aggregation.buffer = 8;
+    nesterov.aggregation.serverLr = 0.7;
+    nesterov.aggregation.momentum = 0.9;
+    QTest::newRow("delayed-nesterov")
+        << R"({"aggregation": {"rule": "delayed-nesterov", "buffer": 8, "server_lr": 0.7, "momentum": 0.9}})"_ba
+        << nesterov;
     QTest::newRow("fedasync, constant, alpha 1")
         << R"({"aggregation": {"rule": "fedasync", "alpha": 1, "staleness": {"function": "constant"}}})"_ba
         << constant;
@@ -329,7 +343,7 @@ void TestJobSpec::invalidJobs_data()
     change("aggregation without rule", R"({"aggregation": {"alpha": 0.5}})", "aggregation.rule",
            "required field is missing");
     change("aggregation rule unknown", R"({"aggregation": {"rule": "fedavg"}})", "aggregation.rule",
-           R"(expected one of "vc-asgd", "fedasync", got "fedavg")");
+           R"(expected one of "vc-asgd", "fedasync", "fedbuff", "delayed-nesterov", got "fedavg")");
     change("alpha 1", R"({"aggregation": {"rule": "vc-asgd", "alpha": 1}})", "aggregation.alpha",
            R"(expected "epoch" or a number > 0 and < 1, got 1)");
     change("alpha 0", R"({"aggregation": {"rule": "vc-asgd", "alpha": 0}})", "aggregation.alpha", "got 0");
@@ -340,7 +354,18 @@ void TestJobSpec::invalidJobs_data()
     change("aggregation unknown field", R"({"aggregation": {"rule": "vc-asgd", "beta": 0.5}})", "aggregation",
            R"(unknown field "beta")");
     change("staleness on vc-asgd", R"({"aggregation": {"rule": "vc-asgd", "staleness": {"function": "hinge"}}})",
-           "aggregation.staleness", "only the fedasync rule");
+           "aggregation.staleness", "not used by the vc-asgd rule (only by fedasync, fedbuff and delayed-nesterov)");
+    change("buffer on fedasync", R"({"aggregation": {"rule": "fedasync", "buffer": 4}})", "aggregation.buffer",
+           "not used by the fedasync rule (only by fedbuff and delayed-nesterov)");
+    change("momentum on fedbuff", R"({"aggregation": {"rule": "fedbuff", "momentum": 0.9}})", "aggregation.momentum",
+           "not used by the fedbuff rule (only by delayed-nesterov)");
+    change("alpha on fedbuff", R"({"aggregation": {"rule": "fedbuff", "alpha": 0.5}})", "aggregation.alpha",
+           "not used by the fedbuff rule (only by vc-asgd and fedasync)");
+    change("buffer 0", R"({"aggregation": {"rule": "fedbuff", "buffer": 0}})", "aggregation.buffer", "got 0");
+    change("server_lr 0", R"({"aggregation": {"rule": "delayed-nesterov", "server_lr": 0}})", "aggregation.server_lr",
+           "got 0");
+    change("momentum 1", R"({"aggregation": {"rule": "delayed-nesterov", "momentum": 1}})", "aggregation.momentum",
+           "got 1");
     change("fedasync alpha epoch", R"({"aggregation": {"rule": "fedasync", "alpha": "epoch"}})", "aggregation.alpha",
            R"(expected a number > 0 and <= 1, got "epoch")");
     change("fedasync alpha 0", R"({"aggregation": {"rule": "fedasync", "alpha": 0}})", "aggregation.alpha", "got 0");

@@ -1,0 +1,56 @@
+#pragma once
+// What the rules that fold pseudo-gradients share. An update's pseudo-gradient is the change its agent made,
+// d = client - base (its base being the published weights its lease handed out), damped by its staleness:
+// w = s(t) (the job's StalenessSpec). The rule buffers the damped changes of K updates and, at every K-th,
+// takes an outer step with their mean (flush()); what happens between is the concrete rule's choice (onUpdate()).
+//
+// Tensors are handled on purpose:
+// - parameters go through the rule's arithmetic;
+// - BatchNorm running statistics are not moved by gradients: each update moves them by w / K of its change at
+//   once, with no server learning rate and no momentum, so they stay an average of what the agents measured;
+// - integer buffers (num_batches_tracked) take the larger value, as in every rule.
+
+#include "aggregation/AggregationRule.h"
+
+namespace gleaner::coordinator {
+
+class PseudoGradientRule : public AggregationRule
+{
+public:
+    explicit PseudoGradientRule(const AggregationSpec& spec) : m_spec(spec) {}
+
+    bool needsBase() const override { return true; }
+    Status apply(TensorBundle& server, const TensorBundle& client, const UpdateContext& context) final;
+    TensorBundle saveState() const override;
+    Status loadState(const TensorBundle& state, const TensorBundle& server) override;
+
+    int buffered() const { return m_count; }
+
+protected:
+    // Every update, after it joined the buffer: `client - base` with weight `w` (parameters only).
+    virtual Status onUpdate(TensorBundle& server, const TensorBundle& client, const TensorBundle& base, double w);
+    // Every K-th update: `sum` holds the sum of the K buffered damped changes (parameters only).
+    virtual Status flush(TensorBundle& server, const TensorBundle& sum, int count) = 0;
+    // Extra state of the concrete rule (saveState / loadState), with names of its own.
+    virtual void saveExtra(TensorBundle& state) const { (void)state; }
+    virtual Status loadExtra(const TensorBundle& state, const TensorBundle& server)
+    {
+        (void)state;
+        (void)server;
+        return {};
+    }
+
+    AggregationSpec m_spec;
+
+private:
+    TensorBundle m_sum; // sum of the buffered damped changes (every tensor of the weights; parameters used)
+    int m_count = 0;
+};
+
+// Copies the tensors of `from` whose names start with `prefix` into a bundle without the prefix; fails unless
+// the result fits `like` (names, dtypes, shapes).
+Result<TensorBundle> stateTensors(const TensorBundle& from, const QString& prefix, const TensorBundle& like);
+// Adds every tensor of `bundle` to `to`, its name prefixed.
+void addStateTensors(TensorBundle& to, const QString& prefix, const TensorBundle& bundle);
+
+} // namespace gleaner::coordinator

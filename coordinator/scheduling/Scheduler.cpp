@@ -1,0 +1,297 @@
+#include "scheduling/Scheduler.h"
+
+#include <QLoggingCategory>
+
+#include <algorithm>
+#include <limits>
+
+Q_LOGGING_CATEGORY(lcScheduler, "gleaner.coordinator.scheduler")
+
+namespace gleaner::coordinator {
+
+Scheduler::Scheduler(std::map<qint64, JobState>& jobs, SchedulerStore& store, const Clock& clock,
+                     SchedulerLimits limits, IdSource ids)
+    : m_jobs(jobs), m_store(store), m_clock(clock), m_limits(limits), m_ids(std::move(ids))
+{
+}
+
+JobState* Scheduler::findJob(qint64 jobId)
+{
+    auto it = m_jobs.find(jobId);
+    return it == m_jobs.end() ? nullptr : &it->second;
+}
+
+Lease* Scheduler::find(const QString& leaseId)
+{
+    auto it = m_leases.find(leaseId);
+    return it == m_leases.end() ? nullptr : &*it;
+}
+
+int Scheduler::openLeasesOf(const QString& agentId) const
+{
+    return int(std::count_if(m_leases.cbegin(), m_leases.cend(), [&](const Lease& lease) {
+        return lease.agentId == agentId && lease.state == Lease::State::Open;
+    }));
+}
+
+void Scheduler::restore(Lease lease)
+{
+    if (JobState* job = findJob(lease.jobId)) {
+        auto unit = job->workunits.find(lease.workunitId);
+        if (unit != job->workunits.end() && lease.state == Lease::State::Open) {
+            unit->second.openLeases.append(lease.id);
+            if (unit->second.state == Workunit::State::Pending)
+                unit->second.state = Workunit::State::Leased;
+        }
+    }
+    if (lease.state == Lease::State::Open)
+        m_nextDeadlineMs = std::min(m_nextDeadlineMs, lease.deadlineMs);
+    m_leases.insert(lease.id, std::move(lease));
+}
+
+Workunit* Scheduler::choose(JobState& job, const QString& agentId, const QSet<QString>& cached)
+{
+    // Oldest epoch first; among its pending workunits, one whose shard the agent already holds.
+    Workunit* chosen = nullptr;
+    const auto holds = [&](const Workunit& unit) {
+        return unit.shard >= 0 && unit.shard < job.files.shards.size() &&
+               cached.contains(job.files.shards.at(unit.shard).sha256);
+    };
+    for (auto& [id, unit] : job.workunits) {
+        if (unit.state != Workunit::State::Pending)
+            continue;
+        if (!chosen || unit.epoch < chosen->epoch)
+            chosen = &unit;
+        else if (unit.epoch == chosen->epoch && holds(unit) && !holds(*chosen))
+            chosen = &unit;
+    }
+    if (chosen || job.spec.replication <= 1)
+        return chosen;
+    // Nothing pending: replicate a straggler to this idle agent.
+    for (auto& [id, unit] : job.workunits) {
+        if (unit.state != Workunit::State::Leased || unit.openLeases.size() >= job.spec.replication)
+            continue;
+        const bool mine = std::any_of(unit.openLeases.cbegin(), unit.openLeases.cend(), [&](const QString& l) {
+            return m_leases.value(l).agentId == agentId;
+        });
+        if (!mine)
+            return &unit;
+    }
+    return nullptr;
+}
+
+Result<std::optional<Lease>> Scheduler::leaseNext(JobState& job, const QString& agentId,
+                                                  const QSet<QString>& cached)
+{
+    openNextEpochIfReady(job);
+    Workunit* chosen = choose(job, agentId, cached);
+    if (!chosen)
+        return std::optional<Lease>();
+
+    const qint64 now = m_clock.nowMs();
+    Lease lease;
+    lease.id = m_ids();
+    lease.jobId = job.id;
+    lease.workunitId = chosen->id;
+    lease.agentId = agentId;
+    lease.issuedMs = now;
+    lease.deadlineMs = now + qint64(job.spec.deadlineSeconds) * 1000;
+    lease.baseVersion = job.published.version;
+    lease.weightsSha = job.published.sha256;
+    lease.nonce = m_ids();
+    lease.lastMoveMs = now;
+
+    Workunit leased = *chosen;
+    leased.state = Workunit::State::Leased;
+    leased.issued += 1;
+    if (auto s = m_store.saveWorkunit(leased); !s)
+        return fail(s.error());
+    if (auto s = m_store.saveLease(lease); !s)
+        return fail(s.error());
+    chosen->state = leased.state;
+    chosen->issued = leased.issued;
+    chosen->openLeases.append(lease.id);
+    m_leases.insert(lease.id, lease);
+    m_nextDeadlineMs = std::min(m_nextDeadlineMs, lease.deadlineMs);
+    return std::optional<Lease>(lease);
+}
+
+Status Scheduler::progressed(Lease& lease, const JobState& job, qint64 step)
+{
+    const qint64 now = m_clock.nowMs();
+    if (step > lease.lastStep) {
+        lease.lastStep = step;
+        lease.lastMoveMs = now;
+    }
+    const qint64 deadlineMs = qint64(job.spec.deadlineSeconds) * 1000;
+    const qint64 wanted = std::min({now + deadlineMs, lease.lastMoveMs + 2 * deadlineMs,
+                                    lease.issuedMs + qint64(m_limits.leaseLifetimeDeadlines) * deadlineMs});
+    if (wanted <= lease.deadlineMs)
+        return {};
+    lease.deadlineMs = wanted;
+    m_nextDeadlineMs = std::min(m_nextDeadlineMs, lease.deadlineMs);
+    return m_store.saveLease(lease);
+}
+
+void Scheduler::expire()
+{
+    const qint64 now = m_clock.nowMs();
+    if (now < m_nextDeadlineMs)
+        return; // every lease request would otherwise walk every lease
+    qint64 next = std::numeric_limits<qint64>::max();
+    for (Lease& lease : m_leases) {
+        if (lease.state == Lease::State::Open && lease.deadlineMs > now)
+            next = std::min(next, lease.deadlineMs);
+        if (lease.state != Lease::State::Open || lease.deadlineMs > now)
+            continue;
+        lease.state = Lease::State::Expired;
+        (void)m_store.saveLease(lease);
+        JobState* job = findJob(lease.jobId);
+        if (m_onExpired)
+            m_onExpired(lease, job);
+        if (!job)
+            continue;
+        auto unit = job->workunits.find(lease.workunitId);
+        if (unit == job->workunits.end())
+            continue;
+        unit->second.openLeases.removeAll(lease.id);
+        if (unit->second.state == Workunit::State::Leased && unit->second.openLeases.isEmpty()) {
+            unit->second.state = Workunit::State::Pending; // re-issued to the next agent that asks
+            (void)m_store.saveWorkunit(unit->second);
+        }
+        qCInfo(lcScheduler) << "lease" << lease.id << "of agent" << lease.agentId << "missed its deadline; workunit"
+                            << lease.workunitId << "goes back to the queue";
+    }
+    m_nextDeadlineMs = next;
+}
+
+void Scheduler::expireAllOf(const QString& agentId)
+{
+    const qint64 now = m_clock.nowMs();
+    for (Lease& lease : m_leases)
+        if (lease.agentId == agentId && lease.state == Lease::State::Open)
+            lease.deadlineMs = now;
+    m_nextDeadlineMs = now;
+    expire();
+}
+
+Status Scheduler::recordCompleted(const JobState& job, const QString& leaseId)
+{
+    auto lease = m_leases.constFind(leaseId);
+    if (lease == m_leases.cend())
+        return fail(QStringLiteral("lease %1 is not open").arg(leaseId));
+    Lease closed = *lease;
+    closed.state = Lease::State::Completed;
+    if (auto s = m_store.saveLease(closed); !s)
+        return s;
+    auto unit = job.workunits.find(closed.workunitId);
+    if (unit == job.workunits.end() || unit->second.state == Workunit::State::Done)
+        return {};
+    Workunit done = unit->second;
+    done.state = Workunit::State::Done;
+    return m_store.saveWorkunit(done);
+}
+
+void Scheduler::completed(JobState& job, const QString& leaseId)
+{
+    auto lease = m_leases.find(leaseId);
+    if (lease == m_leases.end())
+        return;
+    auto unit = job.workunits.find(lease->workunitId);
+    if (unit != job.workunits.end()) {
+        unit->second.state = Workunit::State::Done;
+        unit->second.openLeases.removeAll(leaseId);
+    }
+    // A closed lease lives on in the store only; memory keeps the leases that may still deliver.
+    m_leases.erase(lease);
+}
+
+bool Scheduler::released(JobState* job, const QString& leaseId)
+{
+    auto lease = m_leases.find(leaseId);
+    if (lease == m_leases.end())
+        return false;
+    bool requeued = false;
+    if (job) {
+        auto unit = job->workunits.find(lease->workunitId);
+        if (unit != job->workunits.end()) {
+            unit->second.openLeases.removeAll(leaseId);
+            if (unit->second.state == Workunit::State::Leased && unit->second.openLeases.isEmpty()) {
+                unit->second.state = Workunit::State::Pending; // handed to the next agent that asks
+                (void)m_store.saveWorkunit(unit->second);
+                requeued = true;
+            }
+        }
+    }
+    m_leases.erase(lease);
+    return requeued;
+}
+
+Status Scheduler::createEpoch(JobState& job, int epoch)
+{
+    std::vector<Workunit> created;
+    const Status stored = m_store.transaction([&]() -> Status {
+        for (const ShardRef& shard : job.files.shards) {
+            auto id = m_store.addWorkunit(job.id, epoch, shard.index);
+            if (!id)
+                return fail(id.error());
+            Workunit unit;
+            unit.id = *id;
+            unit.epoch = epoch;
+            unit.shard = shard.index;
+            created.push_back(unit);
+        }
+        return m_store.saveEpoch(job.id, epoch);
+    });
+    if (!stored) {
+        qCCritical(lcScheduler) << "job" << job.id << "cannot create epoch" << epoch << ":" << stored.error();
+        return stored;
+    }
+    for (Workunit& unit : created)
+        job.workunits.emplace(unit.id, std::move(unit));
+    job.epoch = epoch;
+    return {};
+}
+
+void Scheduler::openNextEpochIfReady(JobState& job)
+{
+    if (job.status != JobStatus::Running || job.epoch == 0 || job.epoch >= job.spec.maxEpochs)
+        return;
+    if (job.pendingIn(job.epoch) > 0)
+        return;
+    // Bounded staleness: at most one epoch ahead of the last validated one; without overlap, none.
+    const int ready = job.spec.overlapEpochs ? job.epoch - 1 : job.epoch;
+    if (job.validatedEpoch < ready)
+        return;
+    (void)createEpoch(job, job.epoch + 1);
+}
+
+std::vector<int> Scheduler::validationsDue(JobState& job)
+{
+    std::vector<int> due;
+    if (job.status != JobStatus::Running && job.status != JobStatus::Paused)
+        return due;
+    for (int e = 1; e <= job.epoch; ++e) {
+        if (job.validatedEpochs.count(e) || job.validating.count(e) || !job.epochComplete(e))
+            continue;
+        job.validating.insert(e);
+        due.push_back(e);
+    }
+    return due;
+}
+
+void Scheduler::validated(JobState& job, int epoch)
+{
+    job.validating.erase(epoch);
+    job.validatedEpochs.insert(epoch);
+    // Epochs may finish out of order (overlap): only a complete prefix counts as validated.
+    while (job.validatedEpochs.count(job.validatedEpoch + 1))
+        ++job.validatedEpoch;
+}
+
+void Scheduler::validationFailed(JobState& job, int epoch)
+{
+    job.validating.erase(epoch);
+}
+
+} // namespace gleaner::coordinator

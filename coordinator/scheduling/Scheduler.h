@@ -1,0 +1,106 @@
+#pragma once
+// The coordinator's scheduling decisions: which workunit an agent trains next, how long its lease lives, when a
+// lease that missed its deadline gives its workunit to another agent, and when a job's next epoch opens and an
+// epoch is due for validation.
+//
+// It owns the leases that may still deliver (open and expired ones) and works on the workunits and epochs of the
+// jobs it is given (JobState). Time comes from a Clock, ids from an IdSource and every change goes to a
+// SchedulerStore: the coordinator runs it on its database, the wall clock and random ids; gleaner-sim on memory,
+// a simulated clock and counted ids. Both run exactly this code, so a change to scheduling is measured in the lab
+// the day it is made. Not thread-safe: the coordinator uses it from its state thread only.
+
+#include "Result.h"
+#include "core/JobState.h"
+#include "scheduling/SchedulerStore.h"
+#include "util/Clock.h"
+
+#include <QHash>
+#include <QSet>
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <vector>
+
+namespace gleaner::coordinator {
+
+struct SchedulerLimits
+{
+    // A lease lives at most this many of its job's deadlines in all, however often its agent reports.
+    int leaseLifetimeDeadlines = 6;
+};
+
+class Scheduler
+{
+public:
+    using IdSource = std::function<QString()>;
+    // Told of every lease that missed its deadline, after the store recorded it; `job` is null when the job is gone.
+    using ExpiredObserver = std::function<void(const Lease& lease, const JobState* job)>;
+
+    Scheduler(std::map<qint64, JobState>& jobs, SchedulerStore& store, const Clock& clock, SchedulerLimits limits,
+              IdSource ids);
+
+    void setExpiredObserver(ExpiredObserver observer) { m_onExpired = std::move(observer); }
+
+    // ---- leases
+    const QHash<QString, Lease>& leases() const { return m_leases; }
+    Lease* find(const QString& leaseId);
+    int openLeasesOf(const QString& agentId) const;
+    // A lease read back from the store at start: open ones hold their workunit again.
+    void restore(Lease lease);
+
+    // The next workunit of `job` (which must be running and have published weights) for the agent: a pending one
+    // of the oldest epoch, preferring one whose shard the agent holds (`cached`: SHA-256 of its files); else,
+    // when the job allows replicas, a straggler another agent holds. Opens the next epoch first when it is due.
+    // Records the lease (store) with the job's published weights as its base, and answers it; nullopt when the
+    // job has nothing for this agent now.
+    Result<std::optional<Lease>> leaseNext(JobState& job, const QString& agentId, const QSet<QString>& cached);
+
+    // A progress report with mini-batch `step`: a step that moves keeps the lease alive one deadline from now; a
+    // lease whose step stopped is kept one more deadline after it last moved, and none outlives
+    // leaseLifetimeDeadlines deadlines. Records a new deadline.
+    Status progressed(Lease& lease, const JobState& job, qint64 step);
+
+    // Every open lease whose deadline passed expires: its workunit goes back to the queue unless another lease
+    // still holds it. An expired lease may still deliver (a late result counts once). Cheap when no deadline
+    // passed: it only compares the clock with the earliest deadline.
+    void expire();
+    // Every open lease of the agent expires now (revoked or quarantined: its work goes to other agents).
+    void expireAllOf(const QString& agentId);
+
+    // The result of a lease was received. recordCompleted() writes the closed lease and the done workunit to the
+    // store, inside the caller's transaction; completed() changes memory once that transaction committed.
+    Status recordCompleted(const JobState& job, const QString& leaseId);
+    void completed(JobState& job, const QString& leaseId);
+    // The lease closes without a result it counts (refused or given back): it leaves memory, and its workunit
+    // goes back to the queue unless it is done or another lease holds it (recorded in the store). `job` may be
+    // null (the job is gone). Answers whether the workunit went back to the queue.
+    bool released(JobState* job, const QString& leaseId);
+
+    // ---- epochs
+    // Creates the pending workunits of `epoch`, one per shard, and makes it the job's current epoch.
+    Status createEpoch(JobState& job, int epoch);
+    // Opens the next epoch when the current one has nothing pending and validation is far enough (overlap: at
+    // most one epoch ahead of the last validated one; without overlap, none), up to the job's max epochs.
+    void openNextEpochIfReady(JobState& job);
+    // Complete epochs that have no end-of-epoch validation recorded or in flight; they count as in flight from now.
+    std::vector<int> validationsDue(JobState& job);
+    // The end-of-epoch validation of `epoch` is recorded / failed (it is due again).
+    void validated(JobState& job, int epoch);
+    void validationFailed(JobState& job, int epoch);
+
+private:
+    JobState* findJob(qint64 jobId);
+    Workunit* choose(JobState& job, const QString& agentId, const QSet<QString>& cached);
+
+    std::map<qint64, JobState>& m_jobs;
+    SchedulerStore& m_store;
+    const Clock& m_clock;
+    SchedulerLimits m_limits;
+    IdSource m_ids;
+    ExpiredObserver m_onExpired;
+    QHash<QString, Lease> m_leases;
+    qint64 m_nextDeadlineMs = 0; // no open lease expires before this: expire() skips its scan until then
+};
+
+} // namespace gleaner::coordinator

@@ -1,0 +1,62 @@
+#include "store/SchedulerTables.h"
+
+#include "store/Database.h"
+
+#include <QSqlQuery>
+
+namespace gleaner::coordinator {
+namespace {
+
+QString workunitStateName(Workunit::State state)
+{
+    switch (state) {
+    case Workunit::State::Pending: return QStringLiteral("pending");
+    case Workunit::State::Leased: return QStringLiteral("leased");
+    case Workunit::State::Done: return QStringLiteral("done");
+    }
+    return QStringLiteral("pending");
+}
+
+Status done(const Result<QSqlQuery>& query)
+{
+    return query ? Status() : fail(query.error());
+}
+
+} // namespace
+
+Status SchedulerTables::transaction(const std::function<Status()>& work)
+{
+    return m_db.transaction(work);
+}
+
+Result<qint64> SchedulerTables::addWorkunit(qint64 jobId, int epoch, int shard)
+{
+    auto r = m_db.exec(QStringLiteral("INSERT INTO workunits (job_id, epoch, shard, state) VALUES (?, ?, ?, 'pending')"),
+                       {jobId, epoch, shard});
+    if (!r)
+        return fail(r.error());
+    return m_db.lastInsertId();
+}
+
+Status SchedulerTables::saveWorkunit(const Workunit& unit)
+{
+    return done(m_db.exec(QStringLiteral("UPDATE workunits SET state = ?, issued = ? WHERE id = ?"),
+                          {workunitStateName(unit.state), unit.issued, unit.id}));
+}
+
+Status SchedulerTables::saveLease(const Lease& lease)
+{
+    return done(m_db.exec(
+        QStringLiteral("INSERT INTO leases (id, workunit_id, agent_id, issued_ms, deadline_ms, state, "
+                       "base_version, weights_sha, nonce) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT "
+                       "(id) DO UPDATE SET deadline_ms = excluded.deadline_ms, state = excluded.state"),
+        {lease.id, lease.workunitId, lease.agentId, lease.issuedMs, lease.deadlineMs, leaseStateName(lease.state),
+         lease.baseVersion, lease.weightsSha, lease.nonce}));
+}
+
+Status SchedulerTables::saveEpoch(qint64 jobId, int epoch)
+{
+    return done(m_db.exec(QStringLiteral("UPDATE jobs SET epoch = ? WHERE id = ?"), {epoch, jobId}));
+}
+
+} // namespace gleaner::coordinator
