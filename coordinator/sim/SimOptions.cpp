@@ -1,0 +1,216 @@
+#include "sim/SimOptions.h"
+
+#include <QJsonDocument>
+#include <QJsonObject>
+
+#include <cmath>
+#include <random>
+
+namespace gleaner::coordinator::sim {
+namespace {
+
+Result<double> number(const QString& option, const QString& text, double min, double max)
+{
+    bool ok = false;
+    const double value = text.toDouble(&ok);
+    if (!ok || !std::isfinite(value) || value < min || value > max)
+        return fail(QStringLiteral("%1: expected a number from %2 to %3, got \"%4\"").arg(option).arg(min).arg(max).arg(text));
+    return value;
+}
+
+Result<AggregationSpec> parseRule(const QString& text)
+{
+    // A bare name takes the rule's defaults; JSON gives its parameters as a job spec's "aggregation" does.
+    QJsonObject object;
+    if (text.trimmed().startsWith(u'{')) {
+        QJsonParseError error;
+        const QJsonDocument document = QJsonDocument::fromJson(text.toUtf8(), &error);
+        if (!document.isObject())
+            return fail(QStringLiteral("--rule: not a JSON object (%1)").arg(error.errorString()));
+        object = document.object();
+    } else {
+        object.insert(QStringLiteral("rule"), text);
+    }
+    auto spec = AggregationSpec::fromJson(object, QStringLiteral("--rule"));
+    if (!spec)
+        return fail(spec.error());
+    return *spec;
+}
+
+} // namespace
+
+QString SimOptions::usage()
+{
+    return QStringLiteral(
+        "usage: gleaner-sim JOB.json [--agents C] [--speeds SPEEDS] [--rule RULE] [--epochs E] [--seed S]\n"
+        "                   [--rate R] [--network SECONDS] [--preemption P] [--churn SECONDS] [--retry SECONDS]\n"
+        "                   [--validate-every N] [--threads T] [--ignore-target] [--json FILE] [--csv FILE] [--quiet]\n"
+        "       gleaner-sim JOB.json --baseline [--epochs E] [--rate R] [--validate-every N] [--json FILE]\n"
+        "\n"
+        "Simulates C agents training the job with the coordinator's own scheduler and aggregation rules on a\n"
+        "simulated clock: every subtask is trained for real, but an agent of speed 1 takes 1/R simulated seconds\n"
+        "a sample, so results do not depend on this machine's load. Same seed, same machine: the same output.\n"
+        "\n"
+        "  --agents C          simulated agents (default 4)\n"
+        "  --speeds SPEEDS     relative speeds: a list (1,1,2,4; the last repeats), lognormal:SIGMA (median 1),\n"
+        "                      or uniform:LOW:HIGH (default 1)\n"
+        "  --rule RULE         vc-asgd, fedasync, fedbuff or delayed-nesterov with their defaults, or a JSON\n"
+        "                      object as a job's \"aggregation\" (default: the job's rule)\n"
+        "  --epochs E          the job's max_epochs for this run\n"
+        "  --seed S            speeds, preemption and churn draws (default 1)\n"
+        "  --rate R            samples per simulated second at speed 1 (default 1000)\n"
+        "  --network SECONDS   download + upload time of a subtask (default 0)\n"
+        "  --preemption P      probability that a subtask is lost part-way; its lease then expires at its deadline\n"
+        "  --churn SECONDS     agents leave after a random time of this mean and come back as new agents\n"
+        "  --retry SECONDS     an agent without work asks again after this long (default 10, as the coordinator says)\n"
+        "  --validate-every N  validate every N folded updates as well as at epoch ends (default shards / 5)\n"
+        "  --threads T         libtorch threads for training and validation (default 1)\n"
+        "  --baseline          one process, one persistent optimizer, speed 1, over the same training set\n"
+        "  --ignore-target     go on after the job's target accuracy is reached\n"
+        "  --json FILE         the result as JSON (- for standard output)\n"
+        "  --csv FILE          one line per update: time, agent, staleness, accuracy when validated\n"
+        "  --quiet             no progress on standard error\n");
+}
+
+Result<SimOptions> SimOptions::parse(const QStringList& arguments)
+{
+    SimOptions options;
+    for (qsizetype i = 0; i < arguments.size(); ++i) {
+        const QString& arg = arguments.at(i);
+        const auto value = [&]() -> Result<QString> {
+            if (i + 1 >= arguments.size())
+                return fail(QStringLiteral("%1: expected a value").arg(arg));
+            return arguments.at(++i);
+        };
+        const auto integer = [&](int min, int max) -> Result<int> {
+            auto text = value();
+            if (!text)
+                return fail(text.error());
+            bool ok = false;
+            const int n = text->toInt(&ok);
+            if (!ok || n < min || n > max)
+                return fail(QStringLiteral("%1: expected an integer from %2 to %3, got \"%4\"").arg(arg).arg(min).arg(max).arg(*text));
+            return n;
+        };
+        const auto real = [&](double min, double max) -> Result<double> {
+            auto text = value();
+            if (!text)
+                return fail(text.error());
+            return number(arg, *text, min, max);
+        };
+        Status status;
+        const auto take = [&](auto result, auto& out) {
+            if (result)
+                out = *result;
+            else
+                status = fail(result.error());
+        };
+        if (arg == u"--agents") {
+            take(integer(1, 4096), options.agents);
+        } else if (arg == u"--speeds") {
+            take(value(), options.speedsText);
+        } else if (arg == u"--rule") {
+            auto text = value();
+            if (!text)
+                return fail(text.error());
+            auto rule = parseRule(*text);
+            if (!rule)
+                return fail(rule.error());
+            options.rule = *rule;
+        } else if (arg == u"--epochs") {
+            take(integer(1, 100000), options.epochs);
+        } else if (arg == u"--seed") {
+            auto text = value();
+            if (!text)
+                return fail(text.error());
+            bool ok = false;
+            options.seed = text->toULongLong(&ok);
+            if (!ok)
+                return fail(QStringLiteral("--seed: expected a non-negative integer, got \"%1\"").arg(*text));
+        } else if (arg == u"--rate") {
+            take(real(1e-3, 1e12), options.rate);
+        } else if (arg == u"--network") {
+            take(real(0, 1e6), options.networkSeconds);
+        } else if (arg == u"--preemption") {
+            take(real(0, 0.95), options.preemption);
+        } else if (arg == u"--churn") {
+            take(real(0, 1e9), options.churnSeconds);
+        } else if (arg == u"--retry") {
+            take(real(0.001, 1e6), options.retrySeconds);
+        } else if (arg == u"--validate-every") {
+            take(integer(0, 1000000), options.validateEvery);
+        } else if (arg == u"--threads") {
+            take(integer(1, 256), options.threads);
+        } else if (arg == u"--baseline") {
+            options.baseline = true;
+        } else if (arg == u"--ignore-target") {
+            options.ignoreTarget = true;
+        } else if (arg == u"--json") {
+            take(value(), options.jsonPath);
+        } else if (arg == u"--csv") {
+            take(value(), options.csvPath);
+        } else if (arg == u"--quiet") {
+            options.quiet = true;
+        } else if (arg.startsWith(u"-") && arg != u"-") {
+            return fail(QStringLiteral("unknown option %1 (gleaner-sim --help lists them)").arg(arg));
+        } else if (options.jobPath.isEmpty()) {
+            options.jobPath = arg;
+        } else {
+            return fail(QStringLiteral("one job file only: %1 and %2").arg(options.jobPath, arg));
+        }
+        if (!status)
+            return fail(status.error());
+    }
+    if (options.jobPath.isEmpty())
+        return fail(QStringLiteral("no job file given (for example resources/jobs/fashion-mnist-cnn.json)"));
+    if (auto speeds = options.resolveSpeeds(); !speeds)
+        return fail(speeds.error());
+    return options;
+}
+
+Result<std::vector<double>> SimOptions::resolveSpeeds() const
+{
+    std::vector<double> speeds;
+    const QString text = speedsText.trimmed();
+    std::mt19937_64 draw(seed ^ 0x5eedu);
+    const auto bad = [&](const QString& why) {
+        return fail(QStringLiteral("--speeds \"%1\": %2 (a list such as 1,1,2, lognormal:SIGMA or uniform:LOW:HIGH)")
+                        .arg(speedsText, why));
+    };
+    if (text.startsWith(u"lognormal:")) {
+        auto sigma = number(QStringLiteral("--speeds lognormal"), text.mid(10), 0, 5);
+        if (!sigma)
+            return bad(sigma.error());
+        std::normal_distribution<double> normal(0.0, *sigma);
+        for (int i = 0; i < agents; ++i)
+            speeds.push_back(std::exp(normal(draw)));
+        return speeds;
+    }
+    if (text.startsWith(u"uniform:")) {
+        const QStringList parts = text.mid(8).split(u':');
+        if (parts.size() != 2)
+            return bad(QStringLiteral("uniform takes LOW:HIGH"));
+        auto low = number(QStringLiteral("--speeds uniform"), parts[0], 1e-3, 1e6);
+        auto high = number(QStringLiteral("--speeds uniform"), parts[1], 1e-3, 1e6);
+        if (!low || !high || *low > *high)
+            return bad(QStringLiteral("LOW and HIGH must be positive, LOW at most HIGH"));
+        std::uniform_real_distribution<double> uniform(*low, *high);
+        for (int i = 0; i < agents; ++i)
+            speeds.push_back(uniform(draw));
+        return speeds;
+    }
+    const QStringList parts = text.split(u',');
+    for (const QString& part : parts) {
+        auto speed = number(QStringLiteral("--speeds"), part.trimmed(), 1e-3, 1e6);
+        if (!speed)
+            return bad(speed.error());
+        speeds.push_back(*speed);
+    }
+    if (int(speeds.size()) > agents)
+        return bad(QStringLiteral("%1 speeds for %2 agents").arg(speeds.size()).arg(agents));
+    while (int(speeds.size()) < agents)
+        speeds.push_back(speeds.back());
+    return speeds;
+}
+
+} // namespace gleaner::coordinator::sim

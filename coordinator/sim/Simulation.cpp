@@ -1,0 +1,565 @@
+#include "sim/Simulation.h"
+
+#include "aggregation/AggregationRule.h"
+#include "aggregation/UpdateBound.h"
+#include "aggregation/WeightsKeeper.h"
+#include "format/SafeTensors.h"
+#include "jobs/JobImporter.h"
+#include "ml/Checkpoint.h"
+#include "ml/Evaluator.h"
+#include "ml/Trainer.h"
+#include "ml/data/DatasetLoader.h"
+#include "scheduling/Scheduler.h"
+#include "util/Clock.h"
+
+#include <QDir>
+#include <QFile>
+#include <QJsonArray>
+#include <QTemporaryDir>
+
+#include <cmath>
+#include <queue>
+#include <random>
+
+namespace gleaner::coordinator::sim {
+namespace {
+
+constexpr qint64 kStartMs = 1'700'000'000'000;
+constexpr qint64 kJobId = 1;
+constexpr qint64 kPublishIntervalMs = 1000; // the coordinator's publish_interval_ms default
+
+struct Agent
+{
+    QString id;
+    double speed = 1.0;
+    bool present = true;
+    int generation = 0; // bumps when the agent leaves: its pending events are then void
+    QSet<QString> cached;
+};
+
+struct Event
+{
+    enum class Kind { Ask, Deliver, Leave, Join };
+    qint64 atMs = 0;
+    qint64 order = 0;
+    Kind kind = Kind::Ask;
+    int slot = 0;
+    int generation = 0;
+    QString leaseId;
+    TensorBundle weights;
+    qint64 samples = 0;
+    bool operator>(const Event& other) const
+    {
+        return atMs != other.atMs ? atMs > other.atMs : order > other.order;
+    }
+};
+
+QString countedId(qint64 n)
+{
+    return QStringLiteral("%1").arg(n, 32, 16, QLatin1Char('0'));
+}
+
+// The job as the coordinator would run it, with its files imported into a scratch blob store.
+struct Prepared
+{
+    JobSpec spec;
+    ImportedJob files;
+    std::vector<ml::Dataset> shards;
+    ml::Dataset test;
+    TensorBundle initial;
+};
+
+Result<Prepared> prepare(const SimOptions& options, const QString& scratch)
+{
+    QFile file(options.jobPath);
+    if (!file.open(QIODevice::ReadOnly))
+        return fail(QStringLiteral("%1: cannot read the job file: %2").arg(options.jobPath, file.errorString()));
+    auto spec = JobSpec::fromJsonText(file.readAll());
+    if (!spec)
+        return fail(QStringLiteral("%1: %2").arg(options.jobPath, spec.error()));
+    if (options.rule)
+        spec->aggregation = *options.rule;
+    if (options.epochs > 0)
+        spec->maxEpochs = options.epochs;
+    if (auto s = JobImporter::checkDatasetFiles(spec->dataset); !s)
+        return fail(s.error());
+    const QString blobDir = scratch + QStringLiteral("/blobs");
+    QDir().mkpath(blobDir);
+    BlobStore blobs(blobDir);
+    auto imported = JobImporter::import(*spec, blobs, scratch + QStringLiteral("/import"));
+    if (!imported)
+        return fail(imported.error());
+    Prepared prepared;
+    prepared.spec = *spec;
+    prepared.files = *imported;
+    const auto dataset = [&](const QString& sha, const QString& what) -> Result<ml::Dataset> {
+        auto bundle = SafeTensors::load(blobs.path(sha));
+        if (!bundle)
+            return fail(bundle.error());
+        return ml::Dataset::fromBundle(std::move(*bundle), what);
+    };
+    for (const ShardRef& shard : imported->shards) {
+        auto data = dataset(shard.sha256, QStringLiteral("shard %1").arg(shard.index));
+        if (!data)
+            return fail(data.error());
+        prepared.shards.push_back(std::move(*data));
+    }
+    auto test = dataset(imported->testSet.sha256, QStringLiteral("test split"));
+    if (!test)
+        return fail(test.error());
+    prepared.test = std::move(*test);
+    auto initial = SafeTensors::load(blobs.path(imported->initialWeights.sha256));
+    if (!initial)
+        return fail(initial.error());
+    prepared.initial = std::move(*initial);
+    prepared.initial.metadata().clear();
+    return prepared;
+}
+
+class Engine
+{
+public:
+    Engine(const SimOptions& options, Prepared prepared, std::vector<double> speeds, const Simulation::Progress& progress)
+        : m_options(options), m_data(std::move(prepared)), m_clock(kStartMs), m_random(options.seed),
+          m_scheduler(m_jobs, m_store, m_clock, SchedulerLimits{}, [this] { return countedId(++m_lastId); }),
+          m_progress(progress)
+    {
+        m_report.aggregation = m_data.spec.aggregation.toJson();
+        m_report.rule = m_report.aggregation.value(QStringLiteral("rule")).toString();
+        m_report.agents = int(speeds.size());
+        m_report.speeds = speeds;
+        for (double speed : speeds)
+            m_agents.push_back(Agent{newAgentId(), speed, true, 0, {}});
+    }
+
+    Result<SimReport> run()
+    {
+        JobState job;
+        job.id = kJobId;
+        job.spec = m_data.spec;
+        job.status = JobStatus::Running;
+        job.files = m_data.files;
+        job.schema = m_data.initial;
+        m_jobs.emplace(kJobId, std::move(job));
+        m_weights = m_data.initial;
+        m_rule = AggregationRule::create(m_data.spec.aggregation);
+        publish();
+        if (auto s = m_scheduler.createEpoch(this->job(), 1); !s)
+            return fail(s.error());
+        m_validateEvery = m_options.validateEvery > 0 ? m_options.validateEvery : std::max(1, m_data.spec.shards / 5);
+
+        for (int slot = 0; slot < int(m_agents.size()); ++slot) {
+            post(Event::Kind::Ask, kStartMs, slot);
+            if (m_options.churnSeconds > 0)
+                post(Event::Kind::Leave, kStartMs + drawMs(m_options.churnSeconds), slot);
+        }
+        while (!m_events.empty() && m_ended.isEmpty()) {
+            Event event = m_events.top();
+            m_events.pop();
+            m_clock.set(event.atMs);
+            // Nothing folded in for many deadlines: the run is stuck (every agent gone, or no work to lease).
+            if (m_clock.nowMs() - m_lastFoldMs > 20 * qint64(m_data.spec.deadlineSeconds) * 1000) {
+                m_ended = QStringLiteral("stalled: no update was folded in for %1 simulated seconds")
+                              .arg((m_clock.nowMs() - m_lastFoldMs) / 1000);
+                break;
+            }
+            Agent& agent = m_agents[size_t(event.slot)];
+            switch (event.kind) {
+            case Event::Kind::Ask:
+                if (agent.present && event.generation == agent.generation)
+                    if (auto s = ask(event.slot); !s)
+                        return fail(s.error());
+                break;
+            case Event::Kind::Deliver:
+                if (agent.present && event.generation == agent.generation) {
+                    if (auto s = deliver(event); !s)
+                        return fail(s.error());
+                    post(Event::Kind::Ask, m_clock.nowMs(), event.slot);
+                }
+                break;
+            case Event::Kind::Leave:
+                // Its subtask in flight is lost: the lease expires at its deadline. It comes back later as a new
+                // agent with an empty cache.
+                agent.present = false;
+                agent.generation += 1;
+                post(Event::Kind::Join, m_clock.nowMs() + drawMs(m_options.churnSeconds / 4), event.slot);
+                break;
+            case Event::Kind::Join:
+                agent.present = true;
+                agent.id = newAgentId();
+                agent.cached.clear();
+                post(Event::Kind::Ask, m_clock.nowMs(), event.slot);
+                post(Event::Kind::Leave, m_clock.nowMs() + drawMs(m_options.churnSeconds), event.slot);
+                break;
+            }
+        }
+        m_report.ended = m_ended.isEmpty() ? QStringLiteral("no more events") : m_ended;
+        return m_report;
+    }
+
+private:
+    JobState& job() { return m_jobs.at(kJobId); }
+    double seconds() const { return double(m_clock.nowMs() - kStartMs) / 1000.0; }
+    QString newAgentId() { return QStringLiteral("agent-%1").arg(++m_lastAgent); }
+
+    qint64 drawMs(double meanSeconds)
+    {
+        std::exponential_distribution<double> exponential(1.0 / std::max(meanSeconds, 1e-3));
+        return std::max<qint64>(1, qint64(std::llround(exponential(m_random) * 1000.0)));
+    }
+
+    void post(Event::Kind kind, qint64 atMs, int slot, Event event = {})
+    {
+        event.kind = kind;
+        event.atMs = atMs;
+        event.order = ++m_order;
+        event.slot = slot;
+        event.generation = m_agents[size_t(slot)].generation;
+        m_events.push(std::move(event));
+    }
+
+    // The coordinator publishes the server copy for new leases at most once per publish interval.
+    void publish()
+    {
+        JobState& j = job();
+        if (j.published.version == m_version)
+            return;
+        if (j.published.version >= 0 && m_clock.nowMs() - j.published.atMs < kPublishIntervalMs)
+            return;
+        j.published = PublishedWeights{m_version, QStringLiteral("v%1").arg(m_version), 0, m_clock.nowMs()};
+        m_bases[m_version] = m_weights;
+        // Bases no lease can deliver against any more are dropped.
+        QSet<qint64> needed{m_version};
+        for (const Lease& lease : m_scheduler.leases())
+            needed.insert(lease.baseVersion);
+        for (auto it = m_bases.begin(); it != m_bases.end();)
+            it = needed.contains(it->first) ? std::next(it) : m_bases.erase(it);
+    }
+
+    Status ask(int slot)
+    {
+        Agent& agent = m_agents[size_t(slot)];
+        m_scheduler.expire();
+        publish();
+        auto granted = m_scheduler.leaseNext(job(), agent.id, agent.cached);
+        if (!granted)
+            return fail(granted.error());
+        if (!*granted) {
+            post(Event::Kind::Ask, m_clock.nowMs() + qint64(m_options.retrySeconds * 1000), slot);
+            return {};
+        }
+        const Lease lease = **granted;
+        const Workunit& unit = job().workunits.at(lease.workunitId);
+        const ShardRef& shard = m_data.files.shards.at(unit.shard);
+        agent.cached.insert(shard.sha256);
+        const qint64 samples = shard.samples * m_data.spec.localEpochs;
+        const double trainSeconds = double(samples) / (m_options.rate * agent.speed);
+        const qint64 durationMs = qint64(std::llround((trainSeconds + m_options.networkSeconds) * 1000.0));
+
+        std::uniform_real_distribution<double> unit01(0.0, 1.0);
+        if (m_options.preemption > 0 && unit01(m_random) < m_options.preemption) {
+            // Lost part-way: the agent starts afresh after the time it spent; the lease expires at its deadline.
+            const qint64 lostMs = std::max<qint64>(1, qint64(unit01(m_random) * double(durationMs)));
+            m_preempted += 1;
+            post(Event::Kind::Ask, m_clock.nowMs() + lostMs, slot);
+            return {};
+        }
+
+        ml::TrainRequest request;
+        request.model = m_data.spec.model;
+        request.optimizer = m_data.spec.optimizer;
+        request.localEpochs = m_data.spec.localEpochs;
+        request.batchSize = m_data.spec.batchSize;
+        request.seed = (m_data.spec.seed + quint64(unit.id) * 1000003ULL) % (1ULL << 53); // as the manifest says
+        request.threads = m_options.threads;
+        request.checkpointPath.clear();
+        auto trained = ml::Trainer::train(request, m_bases.at(lease.baseVersion), m_data.shards.at(size_t(unit.shard)));
+        if (!trained)
+            return fail(QStringLiteral("training workunit %1: %2").arg(unit.id).arg(trained.error()));
+        Event event;
+        event.leaseId = lease.id;
+        event.weights = std::move(trained->weights);
+        event.samples = trained->samples;
+        post(Event::Kind::Deliver, m_clock.nowMs() + std::max<qint64>(1, durationMs), slot, std::move(event));
+        return {};
+    }
+
+    Status deliver(const Event& event)
+    {
+        JobState& j = job();
+        Lease* lease = m_scheduler.find(event.leaseId);
+        if (!lease)
+            return {};
+        Workunit& unit = j.workunits.at(lease->workunitId);
+        const QString agentId = lease->agentId;
+        const qint64 baseVersion = lease->baseVersion;
+        SimUpdate update;
+        update.seconds = seconds();
+        update.agent = agentId;
+        update.staleness = m_version - baseVersion;
+        if (unit.first) {
+            // A replica or a late result: compared by the coordinator, never folded in twice.
+            update.folded = false;
+        } else {
+            UpdateContext context{unit.epoch, baseVersion, m_version};
+            context.base = &m_bases.at(baseVersion);
+            if (auto s = WeightsKeeper::fold(m_weights, m_rule, m_steps, event.weights, context, false); !s) {
+                update.folded = false;
+                m_progress(QStringLiteral("update of workunit %1 not folded in: %2").arg(unit.id).arg(s.error()));
+            } else {
+                m_version += 1;
+                m_samples += event.samples;
+                m_lastFoldMs = m_clock.nowMs();
+            }
+            unit.first = Workunit::FirstResult{m_version, agentId, baseVersion, 0.0, {}};
+        }
+        if (auto s = m_scheduler.recordCompleted(j, event.leaseId); !s)
+            return s;
+        m_scheduler.completed(j, event.leaseId);
+        j.updatesReceived += 1;
+        j.updatesApplied = m_version;
+        m_report.updates.push_back(update);
+
+        if (update.folded && m_version % m_validateEvery == 0)
+            if (auto s = validate(unit.epoch, false); !s)
+                return s;
+        for (int epoch : m_scheduler.validationsDue(j)) {
+            if (auto s = validate(epoch, true); !s)
+                return s;
+            m_scheduler.validated(j, epoch);
+            const SimPoint& point = m_report.points.back();
+            if (!m_options.ignoreTarget && point.accuracy >= j.spec.targetAccuracy)
+                m_ended = QStringLiteral("reached the target accuracy %1 at epoch %2").arg(j.spec.targetAccuracy).arg(epoch);
+            else if (j.validatedEpoch >= j.spec.maxEpochs)
+                m_ended = QStringLiteral("ran its %1 epochs").arg(j.spec.maxEpochs);
+            if (!m_ended.isEmpty()) {
+                j.status = JobStatus::Completed;
+                return {};
+            }
+        }
+        m_scheduler.openNextEpochIfReady(j);
+        return {};
+    }
+
+    Status validate(int epoch, bool epochEnd)
+    {
+        auto evaluation = ml::Evaluator::evaluate(m_data.spec.model, m_weights, m_data.test);
+        if (!evaluation)
+            return fail(QStringLiteral("validation: %1").arg(evaluation.error()));
+        SimPoint point{seconds(), m_samples, m_version, epoch, epochEnd, evaluation->accuracy, evaluation->meanLoss};
+        m_report.points.push_back(point);
+        if (!m_report.updates.empty())
+            m_report.updates.back().accuracy = point.accuracy;
+        m_progress(QStringLiteral("%1 s: epoch %2%3, version %4, %5 samples: accuracy %6, loss %7")
+                       .arg(point.seconds, 0, 'f', 1)
+                       .arg(epoch)
+                       .arg(epochEnd ? QStringLiteral(" end") : QString())
+                       .arg(m_version)
+                       .arg(m_samples)
+                       .arg(point.accuracy, 0, 'f', 4)
+                       .arg(point.loss, 0, 'f', 4));
+        return {};
+    }
+
+    const SimOptions& m_options;
+    Prepared m_data;
+    ManualClock m_clock;
+    std::mt19937_64 m_random;
+    std::map<qint64, JobState> m_jobs;
+    MemorySchedulerStore m_store;
+    qint64 m_lastId = 0;
+    Scheduler m_scheduler;
+    Simulation::Progress m_progress;
+    std::vector<Agent> m_agents;
+    qint64 m_lastAgent = 0;
+    std::priority_queue<Event, std::vector<Event>, std::greater<Event>> m_events;
+    qint64 m_order = 0;
+    TensorBundle m_weights;
+    std::unique_ptr<AggregationRule> m_rule;
+    UpdateBound m_steps;
+    qint64 m_version = 0;
+    qint64 m_samples = 0;
+    qint64 m_preempted = 0;
+    qint64 m_lastFoldMs = kStartMs;
+    int m_validateEvery = 10;
+    std::map<qint64, TensorBundle> m_bases;
+    SimReport m_report;
+    QString m_ended;
+};
+
+// Plain training of the same model, optimizer and data in one process, one persistent optimizer, speed 1:
+// stopped at the same validation points through checkpoints, which hold the optimizer's state.
+Result<SimReport> runBaseline(const SimOptions& options, const Prepared& data, const QString& scratch,
+                              const Simulation::Progress& progress)
+{
+    auto split = ml::loadDataset(data.spec.dataset, data.spec.limitTrain);
+    if (!split)
+        return fail(split.error());
+    const ml::Dataset& train = split->train;
+    SimReport report;
+    report.rule = QStringLiteral("baseline");
+    report.agents = 1;
+    report.speeds = {1.0};
+    const qint64 shardSamples = std::max<qint64>(1, train.size() / data.spec.shards);
+    const int every = options.validateEvery > 0 ? options.validateEvery : std::max(1, data.spec.shards / 5);
+    const qint64 interval = shardSamples * every;
+
+    ml::TrainRequest request;
+    request.model = data.spec.model;
+    request.optimizer = data.spec.optimizer;
+    request.localEpochs = data.spec.maxEpochs;
+    request.batchSize = data.spec.batchSize;
+    request.seed = data.spec.seed;
+    request.threads = options.threads;
+    request.checkpointPath = scratch + QStringLiteral("/baseline.checkpoint");
+    request.checkpointIntervalSeconds = 0;
+
+    qint64 next = interval;
+    qint64 epochEndAt = train.size();
+    bool epochEnd = false;
+    ml::TrainHooks hooks;
+    hooks.betweenBatches = [&](const ml::TrainProgress& p) {
+        epochEnd = p.samples >= epochEndAt;
+        if (p.samples >= next || epochEnd)
+            return ml::TrainControl::CheckpointAndStop;
+        return ml::TrainControl::Continue;
+    };
+    const auto record = [&](const TensorBundle& weights, qint64 samples) -> Status {
+        auto evaluation = ml::Evaluator::evaluate(data.spec.model, weights, data.test);
+        if (!evaluation)
+            return fail(evaluation.error());
+        const int epoch = int((samples - 1) / train.size()) + 1;
+        SimPoint point{double(samples) / options.rate, samples, 0, epoch, epochEnd, evaluation->accuracy,
+                       evaluation->meanLoss};
+        report.points.push_back(point);
+        if (progress)
+            progress(QStringLiteral("%1 s: baseline epoch %2%3, %4 samples: accuracy %5, loss %6")
+                         .arg(point.seconds, 0, 'f', 1)
+                         .arg(epoch)
+                         .arg(epochEnd ? QStringLiteral(" end") : QString())
+                         .arg(samples)
+                         .arg(point.accuracy, 0, 'f', 4)
+                         .arg(point.loss, 0, 'f', 4));
+        return {};
+    };
+    auto outcome = ml::Trainer::train(request, data.initial, train, hooks);
+    while (true) {
+        if (!outcome)
+            return fail(QStringLiteral("baseline training: %1").arg(outcome.error()));
+        if (outcome->status == ml::TrainOutcome::Status::Finished) {
+            epochEnd = true;
+            if (auto s = record(outcome->weights, outcome->samples); !s)
+                return fail(s.error());
+            report.ended = QStringLiteral("ran its %1 epochs").arg(data.spec.maxEpochs);
+            break;
+        }
+        auto checkpoint = SafeTensors::load(request.checkpointPath);
+        if (!checkpoint)
+            return fail(checkpoint.error());
+        TensorBundle weights;
+        for (const auto& entry : checkpoint->entries())
+            if (entry.name.startsWith(u"model."))
+                (void)weights.add(entry.name.mid(6), entry.dtype, entry.shape, checkpoint->data(entry));
+        auto info = ml::CheckpointInfo::readFrom(*checkpoint);
+        const qint64 samples = info ? info->samples : next;
+        if (auto s = record(weights, samples); !s)
+            return fail(s.error());
+        if (!options.ignoreTarget && report.points.back().accuracy >= data.spec.targetAccuracy) {
+            report.ended = QStringLiteral("reached the target accuracy %1").arg(data.spec.targetAccuracy);
+            break;
+        }
+        while (next <= samples)
+            next += interval;
+        if (epochEnd)
+            epochEndAt += train.size();
+        outcome = ml::Trainer::resume(request, train, hooks);
+    }
+    return report;
+}
+
+} // namespace
+
+Result<SimReport> Simulation::run(const SimOptions& options, const Progress& progress)
+{
+    QTemporaryDir scratch;
+    if (!scratch.isValid())
+        return fail(QStringLiteral("cannot create a scratch folder: %1").arg(scratch.errorString()));
+    auto prepared = prepare(options, scratch.path());
+    if (!prepared)
+        return fail(prepared.error());
+    const Progress report = progress ? progress : Progress([](const QString&) {});
+    if (options.baseline)
+        return runBaseline(options, *prepared, scratch.path(), report);
+    auto speeds = options.resolveSpeeds();
+    if (!speeds)
+        return fail(speeds.error());
+    Engine engine(options, std::move(*prepared), std::move(*speeds), report);
+    return engine.run();
+}
+
+double SimReport::bestAccuracy() const
+{
+    double best = 0.0;
+    for (const SimPoint& point : points)
+        best = std::max(best, point.accuracy);
+    return best;
+}
+
+QJsonObject SimReport::toJson(const SimOptions& options) const
+{
+    QJsonArray speedList;
+    for (double speed : speeds)
+        speedList.append(speed);
+    QJsonArray epochs;
+    QJsonArray validations;
+    for (const SimPoint& point : points) {
+        QJsonObject json{{QStringLiteral("epoch"), point.epoch},
+                         {QStringLiteral("sim_seconds"), point.seconds},
+                         {QStringLiteral("samples"), point.samples},
+                         {QStringLiteral("accuracy"), point.accuracy},
+                         {QStringLiteral("loss"), point.loss}};
+        if (point.epochEnd)
+            epochs.append(json);
+        json.insert(QStringLiteral("version"), point.version);
+        json.insert(QStringLiteral("epoch_end"), point.epochEnd);
+        validations.append(json);
+    }
+    qint64 folded = 0;
+    qint64 stalenessSum = 0;
+    for (const SimUpdate& update : updates) {
+        folded += update.folded;
+        stalenessSum += update.staleness;
+    }
+    return QJsonObject{
+        {QStringLiteral("job"), options.jobPath},
+        {QStringLiteral("rule"), rule},
+        {QStringLiteral("aggregation"), aggregation},
+        {QStringLiteral("agents"), agents},
+        {QStringLiteral("speeds"), speedList},
+        {QStringLiteral("seed"), QString::number(options.seed)},
+        {QStringLiteral("rate"), options.rate},
+        {QStringLiteral("epochs"), epochs},
+        {QStringLiteral("validations"), validations},
+        {QStringLiteral("best_accuracy"), bestAccuracy()},
+        {QStringLiteral("updates"), qint64(updates.size())},
+        {QStringLiteral("folded"), folded},
+        {QStringLiteral("mean_staleness"), updates.empty() ? 0.0 : double(stalenessSum) / double(updates.size())},
+        {QStringLiteral("ended"), ended},
+    };
+}
+
+QByteArray SimReport::toCsv() const
+{
+    QByteArray csv = "sim_seconds,agent,staleness,folded,accuracy\n";
+    for (const SimUpdate& update : updates)
+        csv += QStringLiteral("%1,%2,%3,%4,%5\n")
+                   .arg(update.seconds, 0, 'f', 3)
+                   .arg(update.agent)
+                   .arg(update.staleness)
+                   .arg(update.folded ? 1 : 0)
+                   .arg(update.accuracy ? QString::number(*update.accuracy, 'f', 4) : QString())
+                   .toUtf8();
+    return csv;
+}
+
+} // namespace gleaner::coordinator::sim

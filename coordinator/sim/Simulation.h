@@ -1,0 +1,63 @@
+#pragma once
+// gleaner-sim's engine: C simulated agents train a job through the coordinator's own Scheduler (workunits,
+// leases, epochs) and AggregationRule (with WeightsKeeper's checked fold), on a simulated clock. Every subtask
+// is trained for real with the Trainer the worker uses and validated with the Evaluator the coordinator uses;
+// only time is simulated: an agent of speed s takes samples / (rate s) seconds (plus the network time) for a
+// subtask, so the figures do not depend on this machine's load, and a run is reproducible bit for bit on one
+// machine for a seed.
+//
+// What it does not simulate: progress reports (subtasks are far shorter than their deadline), a validation's
+// own duration (it happens at the moment it is due), and the upload checks of the hardening work (its agents
+// are honest).
+
+#include "Result.h"
+#include "sim/SimOptions.h"
+
+#include <QJsonObject>
+
+#include <functional>
+
+namespace gleaner::coordinator::sim {
+
+struct SimPoint
+{
+    double seconds = 0.0; // simulated
+    qint64 samples = 0;   // trained samples folded in so far
+    qint64 version = 0;
+    int epoch = 0;
+    bool epochEnd = false;
+    double accuracy = 0.0;
+    double loss = 0.0;
+};
+
+struct SimUpdate
+{
+    double seconds = 0.0;
+    QString agent;
+    qint64 staleness = 0;
+    bool folded = true;
+    std::optional<double> accuracy; // when a validation followed this update
+};
+
+struct SimReport
+{
+    QString rule;
+    QJsonObject aggregation; // the rule's parameters as a job spec gives them
+    int agents = 0;
+    std::vector<double> speeds;
+    std::vector<SimPoint> points; // every validation, in time order
+    std::vector<SimUpdate> updates;
+    QString ended; // why the run stopped
+    double bestAccuracy() const;
+    QJsonObject toJson(const SimOptions& options) const;
+    QByteArray toCsv() const;
+};
+
+class Simulation
+{
+public:
+    using Progress = std::function<void(const QString& line)>;
+    static Result<SimReport> run(const SimOptions& options, const Progress& progress = {});
+};
+
+} // namespace gleaner::coordinator::sim
