@@ -37,6 +37,12 @@ public:
     virtual Status apply(TensorBundle& server, const TensorBundle& client, const UpdateContext& context) = 0;
     // The rule folds in pseudo-gradients (client - base): apply() needs context.base.
     virtual bool needsBase() const { return false; }
+    // Whether WeightsKeeper bounds each fold's step by the job's recent fold steps. A rule that mixes the client
+    // into the server moves it by a share of one upload each time, which such a bound describes well. A rule that
+    // buffers or carries momentum moves it by nothing for K - 1 updates and then by a multiple of one upload's
+    // change: the bound would refuse its honest steps. Its steps are linear in uploads that UpdateChecker bounded
+    // one by one (each upload's step from its base), and the fold's result is still checked for finiteness.
+    virtual bool boundsFoldSteps() const { return true; }
     // The rule's state between updates, as tensors (empty for stateless rules); loadState() refuses state that
     // does not fit `server` and changes nothing then.
     virtual TensorBundle saveState() const { return {}; }

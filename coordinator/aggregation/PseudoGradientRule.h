@@ -20,6 +20,7 @@ public:
     explicit PseudoGradientRule(const AggregationSpec& spec) : m_spec(spec) {}
 
     bool needsBase() const override { return true; }
+    bool boundsFoldSteps() const override { return false; }
     Status apply(TensorBundle& server, const TensorBundle& client, const UpdateContext& context) final;
     TensorBundle saveState() const override;
     Status loadState(const TensorBundle& state, const TensorBundle& server) override;

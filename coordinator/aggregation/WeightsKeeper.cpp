@@ -176,15 +176,17 @@ Status WeightsKeeper::fold(TensorBundle& weights, std::unique_ptr<AggregationRul
             return fail(QStringLiteral("the distance of the fold from the server copy is not finite; the server "
                                        "copy itself holds NaN or infinite values"));
         }
-        // The weights' norm only when the bound needs it: a pass over 20 MB saved on almost every fold.
-        const double norm = steps.needsNorm() || *step > steps.limit(0) ? ml::WeightMath::l2Norm(weights) : 0.0;
-        if (!(*step <= steps.limit(norm)))
-            return fail(QStringLiteral("folding it in would move the server weights by %1; the job allows at most %2 "
-                                       "(%3)")
-                            .arg(*step, 0, 'g', 4)
-                            .arg(steps.limit(norm), 0, 'g', 4)
-                            .arg(steps.describe(norm)));
-        steps.accept(*step);
+        if (trial->boundsFoldSteps()) {
+            // The weights' norm only when the bound needs it: a pass over 20 MB saved on almost every fold.
+            const double norm = steps.needsNorm() || *step > steps.limit(0) ? ml::WeightMath::l2Norm(weights) : 0.0;
+            if (!(*step <= steps.limit(norm)))
+                return fail(QStringLiteral("folding it in would move the server weights by %1; the job allows at "
+                                           "most %2 (%3)")
+                                .arg(*step, 0, 'g', 4)
+                                .arg(steps.limit(norm), 0, 'g', 4)
+                                .arg(steps.describe(norm)));
+            steps.accept(*step);
+        }
     }
     weights = std::move(next);
     rule = std::move(trial);

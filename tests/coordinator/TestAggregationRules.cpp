@@ -112,6 +112,7 @@ private Q_SLOTS:
     void pseudoGradientRulesRefuseWithoutFittingBase();
     void ruleStateSurvivesSaveAndLoad();
     void refusedFoldLeavesTheRuleStateAlone();
+    void honestBufferedStepsPassTheFold();
 };
 
 void TestAggregationRules::rulesAreCreatedFromTheSpec()
@@ -355,6 +356,26 @@ void TestAggregationRules::refusedFoldLeavesTheRuleStateAlone()
     QCOMPARE(static_cast<FedBuff&>(*rule).buffered(), 1);
     QVERIFY(WeightsKeeper::fold(server, rule, steps, weights({1.0f, 5.0f}), c, false).ok());
     QCOMPARE(values(server), (std::vector<float>{2.0f, 3.0f}));
+}
+
+void TestAggregationRules::honestBufferedStepsPassTheFold()
+{
+    // A buffering rule moves the server by nothing, then by a whole mean change; with momentum 0.9 its steps grow
+    // to several times one upload's. None of that is a reason to refuse: 40 honest updates all fold in.
+    for (const AggregationSpec& spec : {pseudo(AggregationSpec::Rule::FedBuff, 4, 1.0),
+                                        pseudo(AggregationSpec::Rule::DelayedNesterov, 4, 1.0, 0.9)}) {
+        std::unique_ptr<AggregationRule> rule = AggregationRule::create(spec);
+        TensorBundle server = weights({0.0f, 0.0f});
+        UpdateBound steps;
+        for (int i = 0; i < 40; ++i) {
+            const TensorBundle base = server;
+            UpdateContext c = context(i, i);
+            c.base = &base;
+            const float x = values(server)[0];
+            const Status folded = WeightsKeeper::fold(server, rule, steps, weights({x + 0.1f, x - 0.1f}), c, false);
+            QVERIFY2(folded.ok(), qPrintable(QStringLiteral("%1, update %2: %3").arg(rule->name()).arg(i).arg(folded.error())));
+        }
+    }
 }
 
 QTEST_GUILESS_MAIN(TestAggregationRules)
