@@ -39,6 +39,12 @@ Result<TaskFolder> TaskFolder::open(const QString& dir)
     task.batchSize = hyper.value(QStringLiteral("batch_size")).toInt(0);
     if (task.localEpochs < 1 || task.batchSize < 1)
         return fail(where("hyperparameters") + QStringLiteral(": local_epochs and batch_size must be positive"));
+    // Optional: a speed-aware coordinator sizes each subtask in mini-batches.
+    if (const QJsonValue steps = hyper.value(QStringLiteral("steps")); !steps.isUndefined()) {
+        task.steps = steps.toInteger(-1);
+        if (!steps.isDouble() || task.steps < 1 || task.steps > (qint64(1) << 40))
+            return fail(where("hyperparameters.steps") + QStringLiteral(": expected a positive integer"));
+    }
     task.seed = quint64(hyper.value(QStringLiteral("seed")).toInteger(0));
     task.baseVersion = manifest.value(QStringLiteral("base_version")).toInteger(-1);
     if (task.baseVersion < 0)

@@ -22,6 +22,7 @@ struct TaskFolder
     ModelSpec model;
     OptimizerSpec optimizer;
     int localEpochs = 1;
+    qint64 steps = 0; // mini-batches the coordinator sized the subtask to (0: whole local epochs)
     int batchSize = 32;
     quint64 seed = 0;
     qint64 baseVersion = 0;

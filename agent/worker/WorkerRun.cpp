@@ -161,6 +161,7 @@ int runWorker(const WorkerOptions& options, WorkerControl& control,
     request.model = task->model;
     request.optimizer = task->optimizer;
     request.localEpochs = task->localEpochs;
+    request.steps = task->steps;
     request.batchSize = task->batchSize;
     request.seed = task->seed;
     request.device = options.device;

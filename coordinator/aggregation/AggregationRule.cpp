@@ -1,5 +1,6 @@
 #include "aggregation/AggregationRule.h"
 
+#include "aggregation/AdaptiveNesterov.h"
 #include "aggregation/DelayedNesterov.h"
 #include "aggregation/FedAsync.h"
 #include "aggregation/FedBuff.h"
@@ -18,6 +19,8 @@ std::unique_ptr<AggregationRule> AggregationRule::create(const AggregationSpec& 
         return std::make_unique<FedBuff>(spec);
     case AggregationSpec::Rule::DelayedNesterov:
         return std::make_unique<DelayedNesterov>(spec);
+    case AggregationSpec::Rule::AdaptiveNesterov:
+        return std::make_unique<AdaptiveNesterov>(spec);
     }
     return nullptr;
 }

@@ -23,6 +23,9 @@ struct UpdateContext
     qint64 serverVersion = 0;
     // The weights the update trained from (its lease's published version): set when the rule needsBase().
     const TensorBundle* base = nullptr;
+    // Agents training the job when the update arrived (those holding open leases of it, and this update's):
+    // recorded with the update, so a replay folds it as it was folded.
+    int concurrency = 1;
     qint64 staleness() const { return serverVersion - baseVersion; }
 };
 

@@ -7,9 +7,9 @@ namespace gleaner::coordinator {
 using ml::WeightMath::Part;
 
 Status DelayedNesterov::onUpdate(TensorBundle& server, const TensorBundle& client, const TensorBundle& base,
-                                 double w)
+                                 double w, int buffer)
 {
-    const double scale = m_spec.serverLr * w / std::max(1, m_spec.buffer);
+    const double scale = m_spec.serverLr * w / buffer;
     return ml::WeightMath::addScaledDifference(server, client, base, scale, Part::Parameters);
 }
 

@@ -13,7 +13,7 @@
 
 namespace gleaner::coordinator {
 
-class DelayedNesterov final : public PseudoGradientRule
+class DelayedNesterov : public PseudoGradientRule
 {
 public:
     using PseudoGradientRule::PseudoGradientRule;
@@ -22,7 +22,8 @@ public:
     QString name() const override { return QStringLiteral("delayed-nesterov"); }
 
 protected:
-    Status onUpdate(TensorBundle& server, const TensorBundle& client, const TensorBundle& base, double w) override;
+    Status onUpdate(TensorBundle& server, const TensorBundle& client, const TensorBundle& base, double w,
+                    int buffer) override;
     Status flush(TensorBundle& server, const TensorBundle& sum, int count) override;
     void saveExtra(TensorBundle& state) const override;
     Status loadExtra(const TensorBundle& state, const TensorBundle& server) override;

@@ -23,7 +23,7 @@ Status PseudoGradientRule::apply(TensorBundle& server, const TensorBundle& clien
     // the rule refuses a non-finite update itself, before it enters the buffer.
     if (QString where; !ml::WeightMath::allFinite(client, &where))
         return fail(QStringLiteral("the update holds NaN or infinite values in tensor \"%1\"").arg(where));
-    const int buffer = std::max(1, m_spec.buffer);
+    const int buffer = bufferFor(context);
     const double w = m_spec.staleness.weight(context.staleness());
     if (m_sum.isEmpty())
         m_sum = ml::WeightMath::zerosLike(server);
@@ -34,7 +34,7 @@ Status PseudoGradientRule::apply(TensorBundle& server, const TensorBundle& clien
         return s;
     if (auto s = ml::WeightMath::takeLargerCounters(server, client); !s)
         return s;
-    if (auto s = onUpdate(server, client, *context.base, w); !s)
+    if (auto s = onUpdate(server, client, *context.base, w, buffer); !s)
         return s;
     if (++m_count < buffer)
         return {};
@@ -45,7 +45,7 @@ Status PseudoGradientRule::apply(TensorBundle& server, const TensorBundle& clien
     return {};
 }
 
-Status PseudoGradientRule::onUpdate(TensorBundle&, const TensorBundle&, const TensorBundle&, double)
+Status PseudoGradientRule::onUpdate(TensorBundle&, const TensorBundle&, const TensorBundle&, double, int)
 {
     return {};
 }
@@ -73,11 +73,11 @@ Status PseudoGradientRule::loadState(const TensorBundle& state, const TensorBund
         return fail(QStringLiteral("the %1 rule's state has no count").arg(name()));
     qint64 value = 0;
     std::memcpy(&value, state.data(*count).data(), 8);
-    if (value < 0 || value >= std::max(1, m_spec.buffer))
-        return fail(QStringLiteral("the %1 rule's state counts %2 buffered updates; its buffer holds %3")
+    if (value < 0 || value > kMaxBuffer)
+        return fail(QStringLiteral("the %1 rule's state counts %2 buffered updates; a buffer holds at most %3")
                         .arg(name())
                         .arg(value)
-                        .arg(m_spec.buffer));
+                        .arg(kMaxBuffer));
     const bool anySum = std::any_of(state.entries().cbegin(), state.entries().cend(),
                                     [](const TensorEntry& e) { return e.name.startsWith(u"sum."); });
     Result<TensorBundle> sum = TensorBundle();

@@ -12,6 +12,8 @@
 
 #include "aggregation/AggregationRule.h"
 
+#include <algorithm>
+
 namespace gleaner::coordinator {
 
 class PseudoGradientRule : public AggregationRule
@@ -26,10 +28,19 @@ public:
     Status loadState(const TensorBundle& state, const TensorBundle& server) override;
 
     int buffered() const { return m_count; }
+    static constexpr int kMaxBuffer = 4096;
 
 protected:
-    // Every update, after it joined the buffer: `client - base` with weight `w` (parameters only).
-    virtual Status onUpdate(TensorBundle& server, const TensorBundle& client, const TensorBundle& base, double w);
+    // How many updates the buffer takes before a step: the spec's "buffer" (adaptive rules decide per update).
+    virtual int bufferFor(const UpdateContext& context) const
+    {
+        (void)context;
+        return std::max(1, m_spec.buffer);
+    }
+    // Every update, after it joined the buffer of `buffer` updates: `client - base` with weight `w` (parameters
+    // only).
+    virtual Status onUpdate(TensorBundle& server, const TensorBundle& client, const TensorBundle& base, double w,
+                            int buffer);
     // Every K-th update: `sum` holds the sum of the K buffered damped changes (parameters only).
     virtual Status flush(TensorBundle& server, const TensorBundle& sum, int count) = 0;
     // Extra state of the concrete rule (saveState / loadState), with names of its own.

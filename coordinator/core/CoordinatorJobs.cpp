@@ -41,11 +41,14 @@ Status Coordinator::loadState()
         return fail(admins.error());
     while (admins->next())
         m_admission.addAdminTokenHash(admins->value(0).toString());
-    auto agents = m_db->exec(QStringLiteral("SELECT id, token_hash, revoked FROM agents"));
+    auto agents = m_db->exec(QStringLiteral("SELECT id, token_hash, revoked, samples, train_seconds FROM agents"));
     if (!agents)
         return fail(agents.error());
-    while (agents->next())
+    while (agents->next()) {
         m_admission.setAgent(agents->value(1).toString(), {agents->value(0).toString(), agents->value(2).toInt() != 0});
+        // Speed-aware jobs size leases by what agents have shown so far, also across a restart.
+        m_scheduler->noteSpeed(agents->value(0).toString(), agents->value(3).toLongLong(), agents->value(4).toDouble());
+    }
 
     auto jobs = m_db->exec(QStringLiteral("SELECT id, spec, state, reason, created_ms, epoch, model_sha, initial_sha, "
                                           "test_sha FROM jobs ORDER BY id"));
@@ -138,7 +141,7 @@ Status Coordinator::loadState()
                                                            firsts->value(4).toString()};
         }
         auto leases = m_db->exec(QStringLiteral("SELECT l.id, l.workunit_id, l.agent_id, l.issued_ms, l.deadline_ms, "
-                                                "l.state, l.base_version, l.weights_sha, l.nonce FROM leases l JOIN workunits w "
+                                                "l.state, l.base_version, l.weights_sha, l.nonce, l.steps FROM leases l JOIN workunits w "
                                                 "ON w.id = l.workunit_id WHERE w.job_id = ? AND l.state IN "
                                                 "('open', 'expired')"),
                                  {id});
@@ -154,6 +157,7 @@ Status Coordinator::loadState()
             lease.baseVersion = leases->value(6).toLongLong();
             lease.weightsSha = leases->value(7).toString();
             lease.nonce = leases->value(8).toString(); // a result must carry it back, restart or not
+            lease.steps = leases->value(9).toLongLong(); // what its upload may claim
             lease.lastMoveMs = m_clock.nowMs(); // the step is not stored: a restart counts as a move
             m_scheduler->restore(std::move(lease));
         }
@@ -245,7 +249,8 @@ void Coordinator::activateJob(JobState& job, const TensorBundle& weights, qint64
     // version moves as the weights thread reports each one applied (onApplied).
     std::vector<ReplayedUpdate> replay;
     auto rows = m_db->exec(QStringLiteral("SELECT u.seq, u.file, u.epoch, u.base_version, u.applied_version IS NOT "
-                                          "NULL, l.weights_sha FROM updates u LEFT JOIN leases l ON l.id = u.lease_id "
+                                          "NULL, l.weights_sha, u.concurrency FROM updates u LEFT JOIN leases l ON "
+                                          "l.id = u.lease_id "
                                           "WHERE u.job_id = ? AND u.seq > ? AND u.fold_error = '' ORDER BY u.seq"),
                            {job.id, afterSeq});
     while (rows && rows->next()) {
@@ -255,6 +260,7 @@ void Coordinator::activateJob(JobState& job, const TensorBundle& weights, qint64
         update.context = UpdateContext{rows->value(2).toInt(), rows->value(3).toLongLong(), 0};
         update.appliedBefore = rows->value(4).toBool();
         update.baseSha = rows->value(5).toString();
+        update.context.concurrency = std::max(1, rows->value(6).toInt());
         if (job.spec.aggregation.usesPseudoGradients())
             job.basesInFlight.emplace(update.seq, update.baseSha);
         replay.push_back(std::move(update));

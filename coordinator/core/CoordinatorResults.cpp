@@ -44,6 +44,10 @@ std::optional<UpdateExpectations> Coordinator::expectationsForLease(const QStrin
     expected.nonce = lease->nonce;
     expected.maxSamples = samples * spec.localEpochs;
     expected.maxSteps = (samples + spec.batchSize - 1) / spec.batchSize * spec.localEpochs;
+    if (lease->steps > 0) { // a subtask sized to its agent's speed
+        expected.maxSteps = lease->steps;
+        expected.maxSamples = lease->steps * spec.batchSize;
+    }
     const auto& first = unit->second.first;
     if (first && first->baseVersion == lease->baseVersion && !first->file.isEmpty())
         expected.firstResultPath = m_dir.root() + u'/' + first->file;
@@ -141,14 +145,17 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
     }
     Durability::faultPoint("result.stored");
     const qint64 now = m_clock.nowMs();
+    // Counted while this lease is still open: it is one of them.
+    const int concurrency = std::max(1, m_scheduler->agentsTraining(job->id));
     qint64 seq = -1;
     const Status recorded = m_db->transaction([&]() -> Status {
         auto r = m_db->exec(
             QStringLiteral(
                 "INSERT INTO updates (job_id, lease_id, agent_id, epoch, base_version, file, "
-                "samples, loss, train_seconds, received_ms, step) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+                "samples, loss, train_seconds, received_ms, step, concurrency) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                "?, ?)"),
             {job->id, leaseId, agentId, unit->second.epoch, update.baseVersion, relative, update.samples,
-             update.loss, update.trainSeconds, now, update.step});
+             update.loss, update.trainSeconds, now, update.step, concurrency});
         if (!r)
             return fail(r.error());
         seq = m_db->lastInsertId();
@@ -172,6 +179,7 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
         leaseId,
         QStringLiteral("the result of lease %1 was already received; this copy is a duplicate").arg(leaseId));
     recordAgentOutcome(agentId, "done", update.samples, update.trainSeconds);
+    m_scheduler->noteSpeed(agentId, update.samples, update.trainSeconds);
     m_standing->recordAccepted(agentId);
     job->updateBound.accept(update.step);
     touchAgent(agentId);
@@ -182,7 +190,9 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
     const qint64 staleness = job->updatesApplied - update.baseVersion;
     if (job->spec.aggregation.usesPseudoGradients())
         job->basesInFlight.emplace(seq, baseSha);
-    m_weights->apply(job->id, seq, std::move(update.weights), UpdateContext{epoch, update.baseVersion, 0}, baseSha);
+    UpdateContext context{epoch, update.baseVersion, 0};
+    context.concurrency = concurrency;
+    m_weights->apply(job->id, seq, std::move(update.weights), context, baseSha);
     scheduleValidations(*job); // posted after the update: the validation sees it
     if (m_config.validateEveryUpdates > 0 && job->updatesReceived % m_config.validateEveryUpdates == 0)
         m_weights->validate(job->id, epoch, /*epochEnd=*/false); // an intermediate point, for the history

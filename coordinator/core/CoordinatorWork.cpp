@@ -59,6 +59,8 @@ QByteArray Coordinator::signedManifest(const JobState& job, const Workunit& unit
 
     QJsonObject hyper;
     hyper.insert(QStringLiteral("local_epochs"), job.spec.localEpochs);
+    if (lease.steps > 0) // sized to the agent's speed (speed-aware jobs)
+        hyper.insert(QStringLiteral("steps"), lease.steps);
     hyper.insert(QStringLiteral("batch_size"), job.spec.batchSize);
     hyper.insert(QStringLiteral("optimizer"), job.spec.optimizer.toJson());
     // Each workunit trains with its own data order, reproducibly.

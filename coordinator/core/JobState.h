@@ -57,6 +57,7 @@ struct Lease
     qint64 baseVersion = 0;
     QString weightsSha;
     QString nonce; // signed into the manifest and stored with the lease
+    qint64 steps = 0; // mini-batches the subtask was sized to (speed-aware jobs); 0: whole local epochs
     // Progress (memory only: a restart forgets the step, and the lease counts as having moved at the restart).
     qint64 lastStep = -1;   // the highest step a progress report gave
     qint64 lastMoveMs = 0;  // when that step arrived (issuedMs before the first)

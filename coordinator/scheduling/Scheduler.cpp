@@ -3,6 +3,7 @@
 #include <QLoggingCategory>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 Q_LOGGING_CATEGORY(lcScheduler, "gleaner.coordinator.scheduler")
@@ -32,6 +33,15 @@ int Scheduler::openLeasesOf(const QString& agentId) const
     return int(std::count_if(m_leases.cbegin(), m_leases.cend(), [&](const Lease& lease) {
         return lease.agentId == agentId && lease.state == Lease::State::Open;
     }));
+}
+
+int Scheduler::agentsTraining(qint64 jobId) const
+{
+    QSet<QString> agents;
+    for (const Lease& lease : m_leases)
+        if (lease.jobId == jobId && lease.state == Lease::State::Open)
+            agents.insert(lease.agentId);
+    return int(agents.size());
 }
 
 void Scheduler::restore(Lease lease)
@@ -100,6 +110,7 @@ Result<std::optional<Lease>> Scheduler::leaseNext(JobState& job, const QString& 
     lease.weightsSha = job.published.sha256;
     lease.nonce = m_ids();
     lease.lastMoveMs = now;
+    lease.steps = stepsFor(job, chosen->shard, agentId);
 
     Workunit leased = *chosen;
     leased.state = Workunit::State::Leased;
@@ -114,6 +125,41 @@ Result<std::optional<Lease>> Scheduler::leaseNext(JobState& job, const QString& 
     m_leases.insert(lease.id, lease);
     m_nextDeadlineMs = std::min(m_nextDeadlineMs, lease.deadlineMs);
     return std::optional<Lease>(lease);
+}
+
+void Scheduler::noteSpeed(const QString& agentId, qint64 samples, double seconds)
+{
+    if (samples <= 0 || !(seconds > 0) || !std::isfinite(seconds))
+        return;
+    const double measured = double(samples) / seconds;
+    auto it = m_speeds.find(agentId);
+    if (it == m_speeds.end())
+        m_speeds.insert(agentId, measured);
+    else
+        *it = 0.7 * *it + 0.3 * measured; // a busy desktop varies: smooth, but follow a lasting change
+}
+
+std::optional<double> Scheduler::speedOf(const QString& agentId) const
+{
+    auto it = m_speeds.constFind(agentId);
+    return it == m_speeds.cend() ? std::nullopt : std::optional<double>(*it);
+}
+
+qint64 Scheduler::stepsFor(const JobState& job, int shard, const QString& agentId) const
+{
+    if (!job.spec.speedAware || shard < 0 || shard >= job.files.shards.size())
+        return 0;
+    const auto speed = speedOf(agentId);
+    if (!speed)
+        return 0;
+    std::vector<double> known(m_speeds.cbegin(), m_speeds.cend());
+    std::nth_element(known.begin(), known.begin() + qsizetype(known.size() / 2), known.end());
+    const double median = known[known.size() / 2];
+    const double factor = std::clamp(*speed / median, kMinSizeFactor, kMaxSizeFactor);
+    const qint64 batches = (job.files.shards.at(shard).samples + job.spec.batchSize - 1) / job.spec.batchSize;
+    const qint64 whole = batches * job.spec.localEpochs;
+    const qint64 steps = std::max<qint64>(1, std::llround(double(whole) * factor));
+    return steps == whole ? 0 : steps;
 }
 
 Status Scheduler::progressed(Lease& lease, const JobState& job, qint64 step)

@@ -46,6 +46,8 @@ public:
     const QHash<QString, Lease>& leases() const { return m_leases; }
     Lease* find(const QString& leaseId);
     int openLeasesOf(const QString& agentId) const;
+    // Agents holding open leases of the job: how many train it at once (adaptive-nesterov's period).
+    int agentsTraining(qint64 jobId) const;
     // A lease read back from the store at start: open ones hold their workunit again.
     void restore(Lease lease);
 
@@ -53,7 +55,7 @@ public:
     // of the oldest epoch, preferring one whose shard the agent holds (`cached`: SHA-256 of its files); else,
     // when the job allows replicas, a straggler another agent holds. Opens the next epoch first when it is due.
     // Records the lease (store) with the job's published weights as its base, and answers it; nullopt when the
-    // job has nothing for this agent now.
+    // job has nothing for this agent now. A speed-aware job sizes the lease to the agent (stepsFor()).
     Result<std::optional<Lease>> leaseNext(JobState& job, const QString& agentId, const QSet<QString>& cached);
 
     // A progress report with mini-batch `step`: a step that moves keeps the lease alive one deadline from now; a
@@ -76,6 +78,19 @@ public:
     // goes back to the queue unless it is done or another lease holds it (recorded in the store). `job` may be
     // null (the job is gone). Answers whether the workunit went back to the queue.
     bool released(JobState* job, const QString& leaseId);
+
+    // ---- speeds (speed-aware work)
+    // What one result showed of an agent's speed: `samples` trained in `seconds` (smoothed over its results).
+    void noteSpeed(const QString& agentId, qint64 samples, double seconds);
+    // Samples per second, smoothed; nullopt before the agent's first result.
+    std::optional<double> speedOf(const QString& agentId) const;
+    // The mini-batches a subtask of `shard` should take for the agent so that every agent reports at about the
+    // cadence of the median agent: the whole local epochs times its speed over the median speed of the agents
+    // with a known speed, within a quarter and four times. 0 (whole local epochs) when the job is not
+    // speed-aware, the agent's speed is not known yet, or the size comes out unchanged.
+    qint64 stepsFor(const JobState& job, int shard, const QString& agentId) const;
+    static constexpr double kMinSizeFactor = 0.25;
+    static constexpr double kMaxSizeFactor = 4.0;
 
     // ---- epochs
     // Creates the pending workunits of `epoch`, one per shard, and makes it the job's current epoch.
@@ -100,6 +115,7 @@ private:
     IdSource m_ids;
     ExpiredObserver m_onExpired;
     QHash<QString, Lease> m_leases;
+    QHash<QString, double> m_speeds; // agent -> samples per second, smoothed
     qint64 m_nextDeadlineMs = 0; // no open lease expires before this: expire() skips its scan until then
 };
 

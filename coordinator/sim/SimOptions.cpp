@@ -44,7 +44,8 @@ QString SimOptions::usage()
     return QStringLiteral(
         "usage: gleaner-sim JOB.json [--agents C] [--speeds SPEEDS] [--rule RULE] [--epochs E] [--seed S]\n"
         "                   [--rate R] [--network SECONDS] [--preemption P] [--churn SECONDS] [--retry SECONDS]\n"
-        "                   [--validate-every N] [--threads T] [--ignore-target] [--json FILE] [--csv FILE] [--quiet]\n"
+        "                   [--speed-aware on|off] [--validate-every N] [--threads T] [--ignore-target]\n"
+        "                   [--json FILE] [--csv FILE] [--quiet]\n"
         "       gleaner-sim JOB.json --baseline [--epochs E] [--rate R] [--validate-every N] [--json FILE]\n"
         "\n"
         "Simulates C agents training the job with the coordinator's own scheduler and aggregation rules on a\n"
@@ -57,6 +58,7 @@ QString SimOptions::usage()
         "  --rule RULE         vc-asgd, fedasync, fedbuff or delayed-nesterov with their defaults, or a JSON\n"
         "                      object as a job's \"aggregation\" (default: the job's rule)\n"
         "  --epochs E          the job's max_epochs for this run\n"
+        "  --speed-aware on|off  size subtasks to each agent's measured speed (the job's speed_aware)\n"
         "  --seed S            speeds, preemption and churn draws (default 1)\n"
         "  --rate R            samples per simulated second at speed 1 (default 1000)\n"
         "  --network SECONDS   download + upload time of a subtask (default 0)\n"
@@ -119,6 +121,13 @@ Result<SimOptions> SimOptions::parse(const QStringList& arguments)
             options.rule = *rule;
         } else if (arg == u"--epochs") {
             take(integer(1, 100000), options.epochs);
+        } else if (arg == u"--speed-aware") {
+            auto text = value();
+            if (!text)
+                return fail(text.error());
+            if (*text != u"on" && *text != u"off")
+                return fail(QStringLiteral("--speed-aware: expected on or off, got \"%1\"").arg(*text));
+            options.speedAware = *text == u"on";
         } else if (arg == u"--seed") {
             auto text = value();
             if (!text)

@@ -20,6 +20,7 @@ struct SimOptions
     QString speedsText = QStringLiteral("1"); // as given: "1,1,2", "lognormal:0.5", "uniform:0.5:2"
     std::optional<AggregationSpec> rule;      // replaces the job's rule when given (--rule JSON or NAME)
     int epochs = 0;                           // replaces the job's max_epochs when > 0
+    std::optional<bool> speedAware;           // replaces the job's speed_aware when given
     quint64 seed = 1;
     double rate = 1000.0;            // samples per simulated second of an agent of speed 1
     double networkSeconds = 0.0;     // download + upload of one subtask, simulated seconds

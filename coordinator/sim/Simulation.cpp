@@ -48,6 +48,7 @@ struct Event
     QString leaseId;
     TensorBundle weights;
     qint64 samples = 0;
+    double trainSeconds = 0.0;
     bool operator>(const Event& other) const
     {
         return atMs != other.atMs ? atMs > other.atMs : order > other.order;
@@ -81,6 +82,8 @@ Result<Prepared> prepare(const SimOptions& options, const QString& scratch)
         spec->aggregation = *options.rule;
     if (options.epochs > 0)
         spec->maxEpochs = options.epochs;
+    if (options.speedAware)
+        spec->speedAware = *options.speedAware;
     if (auto s = JobImporter::checkDatasetFiles(spec->dataset); !s)
         return fail(s.error());
     const QString blobDir = scratch + QStringLiteral("/blobs");
@@ -252,9 +255,15 @@ private:
         const Workunit& unit = job().workunits.at(lease.workunitId);
         const ShardRef& shard = m_data.files.shards.at(unit.shard);
         agent.cached.insert(shard.sha256);
-        const qint64 samples = shard.samples * m_data.spec.localEpochs;
-        const double trainSeconds = double(samples) / (m_options.rate * agent.speed);
-        const qint64 durationMs = qint64(std::llround((trainSeconds + m_options.networkSeconds) * 1000.0));
+        // A speed-aware job sized the lease in mini-batches (the last of a pass may be short: an estimate here,
+        // the trained count below).
+        const qint64 planned = lease.steps > 0 ? lease.steps * m_data.spec.batchSize
+                                               : shard.samples * m_data.spec.localEpochs;
+        const auto durationOf = [&](qint64 samples) {
+            const double trainSeconds = double(samples) / (m_options.rate * agent.speed);
+            return qint64(std::llround((trainSeconds + m_options.networkSeconds) * 1000.0));
+        };
+        const qint64 durationMs = durationOf(planned);
 
         std::uniform_real_distribution<double> unit01(0.0, 1.0);
         if (m_options.preemption > 0 && unit01(m_random) < m_options.preemption) {
@@ -271,6 +280,7 @@ private:
         request.localEpochs = m_data.spec.localEpochs;
         request.batchSize = m_data.spec.batchSize;
         request.seed = (m_data.spec.seed + quint64(unit.id) * 1000003ULL) % (1ULL << 53); // as the manifest says
+        request.steps = lease.steps;
         request.threads = m_options.threads;
         request.checkpointPath.clear();
         auto trained = ml::Trainer::train(request, m_bases.at(lease.baseVersion), m_data.shards.at(size_t(unit.shard)));
@@ -280,7 +290,9 @@ private:
         event.leaseId = lease.id;
         event.weights = std::move(trained->weights);
         event.samples = trained->samples;
-        post(Event::Kind::Deliver, m_clock.nowMs() + std::max<qint64>(1, durationMs), slot, std::move(event));
+        event.trainSeconds = double(trained->samples) / (m_options.rate * agent.speed);
+        post(Event::Kind::Deliver, m_clock.nowMs() + std::max<qint64>(1, durationOf(trained->samples)), slot,
+             std::move(event));
         return {};
     }
 
@@ -303,6 +315,7 @@ private:
         } else {
             UpdateContext context{unit.epoch, baseVersion, m_version};
             context.base = &m_bases.at(baseVersion);
+            context.concurrency = std::max(1, m_scheduler.agentsTraining(kJobId));
             if (auto s = WeightsKeeper::fold(m_weights, m_rule, m_steps, event.weights, context, false); !s) {
                 update.folded = false;
                 m_progress(QStringLiteral("update of workunit %1 not folded in: %2").arg(unit.id).arg(s.error()));
@@ -313,6 +326,7 @@ private:
             }
             unit.first = Workunit::FirstResult{m_version, agentId, baseVersion, 0.0, {}};
         }
+        m_scheduler.noteSpeed(agentId, event.samples, event.trainSeconds); // as the agent reports it
         if (auto s = m_scheduler.recordCompleted(j, event.leaseId); !s)
             return s;
         m_scheduler.completed(j, event.leaseId);

@@ -27,12 +27,13 @@ const char* const kSchema[] = {
     "CREATE TABLE leases (id TEXT PRIMARY KEY, workunit_id INTEGER NOT NULL, agent_id TEXT NOT NULL,"
     " issued_ms INTEGER NOT NULL, deadline_ms INTEGER NOT NULL, state TEXT NOT NULL, base_version INTEGER NOT NULL,"
     " weights_sha TEXT NOT NULL, nonce TEXT NOT NULL, fail_stage TEXT NOT NULL DEFAULT '',"
-    " fail_reason TEXT NOT NULL DEFAULT '')",
+    " fail_reason TEXT NOT NULL DEFAULT '', steps INTEGER NOT NULL DEFAULT 0)",
     "CREATE INDEX leases_by_state ON leases (state)",
     "CREATE TABLE updates (seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id INTEGER NOT NULL, lease_id TEXT NOT NULL"
     " UNIQUE, agent_id TEXT NOT NULL, epoch INTEGER NOT NULL, base_version INTEGER NOT NULL, file TEXT NOT NULL,"
     " samples INTEGER NOT NULL, loss REAL NOT NULL, train_seconds REAL NOT NULL, received_ms INTEGER NOT NULL,"
-    " applied_version INTEGER, step REAL, fold_error TEXT NOT NULL DEFAULT '')",
+    " applied_version INTEGER, step REAL, fold_error TEXT NOT NULL DEFAULT '', concurrency INTEGER NOT NULL"
+    " DEFAULT 1)",
     "CREATE TABLE snapshots (job_id INTEGER PRIMARY KEY, version INTEGER NOT NULL, last_seq INTEGER NOT NULL,"
     " sha256 TEXT NOT NULL, written_ms INTEGER NOT NULL, rule_sha TEXT NOT NULL DEFAULT '')",
     "CREATE TABLE validations (job_id INTEGER NOT NULL, epoch INTEGER NOT NULL, epoch_end INTEGER NOT NULL,"
@@ -61,9 +62,12 @@ const char* const kUpgradeTo3[] = {
     "ALTER TABLE updates ADD COLUMN fold_error TEXT NOT NULL DEFAULT ''",
 };
 
-// Version 4: rules that fold pseudo-gradients keep state (a buffer, a momentum), written beside each snapshot.
+// Version 4: rules that fold pseudo-gradients keep state (a buffer, a momentum), written beside each snapshot;
+// speed-aware jobs size each lease in mini-batches.
 const char* const kUpgradeTo4[] = {
     "ALTER TABLE snapshots ADD COLUMN rule_sha TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE leases ADD COLUMN steps INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE updates ADD COLUMN concurrency INTEGER NOT NULL DEFAULT 1",
 };
 
 const SqliteUpgrade kUpgrades[] = {

@@ -48,10 +48,10 @@ Status SchedulerTables::saveLease(const Lease& lease)
 {
     return done(m_db.exec(
         QStringLiteral("INSERT INTO leases (id, workunit_id, agent_id, issued_ms, deadline_ms, state, "
-                       "base_version, weights_sha, nonce) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT "
+                       "base_version, weights_sha, nonce, steps) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT "
                        "(id) DO UPDATE SET deadline_ms = excluded.deadline_ms, state = excluded.state"),
         {lease.id, lease.workunitId, lease.agentId, lease.issuedMs, lease.deadlineMs, leaseStateName(lease.state),
-         lease.baseVersion, lease.weightsSha, lease.nonce}));
+         lease.baseVersion, lease.weightsSha, lease.nonce, lease.steps}));
 }
 
 Status SchedulerTables::saveEpoch(qint64 jobId, int epoch)

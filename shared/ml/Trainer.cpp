@@ -70,6 +70,8 @@ QString requestHash(const TrainRequest& request)
     json.insert(QStringLiteral("local_epochs"), request.localEpochs);
     json.insert(QStringLiteral("batch_size"), request.batchSize);
     json.insert(QStringLiteral("seed"), QString::number(request.seed));
+    if (request.steps > 0) // absent when unset: fingerprints of earlier checkpoints stay valid
+        json.insert(QStringLiteral("steps"), QString::number(request.steps));
     return Sha256::toHex(Sha256::hash(QJsonDocument(json).toJson(QJsonDocument::Compact)));
 }
 
@@ -122,6 +124,8 @@ Status checkRequest(const TrainRequest& request, const Dataset& shard)
     if (request.localEpochs < 1)
         return fail(QStringLiteral("the number of local epochs is %1; it must be at least 1")
                         .arg(request.localEpochs));
+    if (request.steps < 0)
+        return fail(QStringLiteral("steps is %1; use 0 for whole local epochs or a positive count").arg(request.steps));
     if (request.threads < 0)
         return fail(QStringLiteral("threads is %1; use 0 for libtorch's default or a positive count")
                         .arg(request.threads));
@@ -195,7 +199,8 @@ Result<TrainOutcome> Run::execute(const TrainHooks& hooks)
     const qint64 count = m_shard.size();
     const qint64 batchSize = m_request.batchSize;
     const qint64 stepsPerEpoch = (count + batchSize - 1) / batchSize;
-    const qint64 totalSteps = stepsPerEpoch * m_request.localEpochs;
+    const qint64 totalSteps = m_request.steps > 0 ? m_request.steps : stepsPerEpoch * m_request.localEpochs;
+    const int epochs = int((totalSteps + stepsPerEpoch - 1) / stepsPerEpoch);
     const double secondsBefore = m_state.seconds;
     double computeSeconds = 0.0; // excludes time the caller spent paused in the hook
     double sinceCheckpoint = 0.0;
@@ -211,9 +216,10 @@ Result<TrainOutcome> Run::execute(const TrainHooks& hooks)
         return outcome;
     };
 
-    for (int epoch = m_state.epoch; epoch < m_request.localEpochs; ++epoch) {
+    for (int epoch = m_state.epoch; epoch < epochs && m_state.totalSteps < totalSteps; ++epoch) {
         const torch::Tensor order = epochOrder(m_request.seed, epoch, count).to(net.device);
-        for (qint64 batch = (epoch == m_state.epoch ? m_state.batch : 0); batch < stepsPerEpoch; ++batch) {
+        for (qint64 batch = (epoch == m_state.epoch ? m_state.batch : 0);
+             batch < stepsPerEpoch && m_state.totalSteps < totalSteps; ++batch) {
             QElapsedTimer timer;
             timer.start();
             const qint64 begin = batch * batchSize;
@@ -262,7 +268,7 @@ Result<TrainOutcome> Run::execute(const TrainHooks& hooks)
             if (control == TrainControl::Cancel)
                 return finish(TrainOutcome::Status::Cancelled);
 
-            const bool last = m_state.epoch == m_request.localEpochs;
+            const bool last = m_state.totalSteps >= totalSteps;
             const bool periodic = m_request.checkpointIntervalSeconds > 0 &&
                                   sinceCheckpoint >= m_request.checkpointIntervalSeconds && !last;
             const bool wanted =

@@ -29,6 +29,10 @@ struct TrainRequest
     OptimizerSpec optimizer;
     int localEpochs = 1;
     int batchSize = 32;
+    // Mini-batches to train in all; 0: every mini-batch of every local epoch. When set, `localEpochs` is not
+    // used: training passes over the shard as often as it takes (each pass in its own order) and stops after
+    // `steps`, mid-pass or not. The coordinator sizes subtasks with it (speed-aware work).
+    qint64 steps = 0;
     quint64 seed = 0; // data order of every local epoch derives from it
     QString device = QStringLiteral("cpu");
     int threads = 0;                         // intra-op threads; 0 leaves libtorch's default

@@ -22,7 +22,8 @@ const QStringList& formatNames()
 
 const QStringList& ruleNames()
 {
-    static const QStringList names{u"vc-asgd"_s, u"fedasync"_s, u"fedbuff"_s, u"delayed-nesterov"_s};
+    static const QStringList names{u"vc-asgd"_s, u"fedasync"_s, u"fedbuff"_s, u"delayed-nesterov"_s,
+                                   u"adaptive-nesterov"_s};
     return names;
 }
 
@@ -199,15 +200,16 @@ Result<AggregationSpec> AggregationSpec::fromJson(const QJsonObject& json, const
             fields.refuse(key, u"not used by the %1 rule (only by %2)"_s.arg(ruleName, which));
     };
     const bool pseudo = spec.usesPseudoGradients();
-    onlyFor(u"staleness", spec.rule != Rule::VcAsgd, u"fedasync, fedbuff and delayed-nesterov"_s);
-    onlyFor(u"buffer", pseudo, u"fedbuff and delayed-nesterov"_s);
-    onlyFor(u"server_lr", pseudo, u"fedbuff and delayed-nesterov"_s);
-    onlyFor(u"momentum", spec.rule == Rule::DelayedNesterov, u"delayed-nesterov"_s);
+    onlyFor(u"staleness", spec.rule != Rule::VcAsgd, u"fedasync, fedbuff and the nesterov rules"_s);
+    onlyFor(u"buffer", spec.rule == Rule::FedBuff || spec.rule == Rule::DelayedNesterov,
+            u"fedbuff and delayed-nesterov"_s);
+    onlyFor(u"server_lr", pseudo, u"fedbuff and the nesterov rules"_s);
+    onlyFor(u"momentum", spec.usesMomentum(), u"the nesterov rules"_s);
     onlyFor(u"alpha", spec.rule == Rule::VcAsgd || spec.rule == Rule::FedAsync, u"vc-asgd and fedasync"_s);
     if (!fields.ok())
         return fields.failure();
 
-    if (spec.rule == Rule::DelayedNesterov)
+    if (spec.usesMomentum())
         spec.staleness.function = StalenessSpec::Function::Constant;
     if (spec.rule != Rule::VcAsgd) {
         QJsonObject staleness;
@@ -216,9 +218,10 @@ Result<AggregationSpec> AggregationSpec::fromJson(const QJsonObject& json, const
     }
     if (pseudo) {
         spec.alphaPerEpoch = false;
-        fields.readInt(u"buffer", spec.buffer, kBuffer);
+        if (spec.rule != Rule::AdaptiveNesterov)
+            fields.readInt(u"buffer", spec.buffer, kBuffer);
         fields.readNumber(u"server_lr", spec.serverLr, kServerLr);
-        if (spec.rule == Rule::DelayedNesterov)
+        if (spec.usesMomentum())
             fields.readNumber(u"momentum", spec.momentum, kMomentum);
     }
     if (spec.rule == Rule::FedAsync) {
@@ -251,10 +254,11 @@ QJsonObject AggregationSpec::toJson() const
     if (rule != Rule::VcAsgd)
         json.insert(u"staleness"_s, staleness.toJson());
     if (usesPseudoGradients()) {
-        json.insert(u"buffer"_s, buffer);
+        if (rule != Rule::AdaptiveNesterov)
+            json.insert(u"buffer"_s, buffer);
         json.insert(u"server_lr"_s, serverLr);
     }
-    if (rule == Rule::DelayedNesterov)
+    if (usesMomentum())
         json.insert(u"momentum"_s, momentum);
     return json;
 }
@@ -265,7 +269,7 @@ Result<JobSpec> JobSpec::fromJson(const QJsonObject& json)
     fields.allowOnly({u"name"_s, u"dataset"_s, u"limit_train"_s, u"model"_s, u"shards"_s, u"local_epochs"_s,
                       u"batch_size"_s, u"optimizer"_s, u"aggregation"_s, u"target_accuracy"_s,
                       u"max_epochs"_s, u"deadline_seconds"_s, u"replication"_s, u"seed"_s,
-                      u"overlap_epochs"_s});
+                      u"overlap_epochs"_s, u"speed_aware"_s});
 
     JobSpec spec;
     fields.readString(u"name", spec.name, Need::Required, kMaxNameLength);
@@ -289,6 +293,7 @@ Result<JobSpec> JobSpec::fromJson(const QJsonObject& json)
     fields.readInt(u"deadline_seconds", spec.deadlineSeconds, kDeadlineSeconds);
     fields.readInt(u"replication", spec.replication, kReplication);
     fields.readBool(u"overlap_epochs", spec.overlapEpochs);
+    fields.readBool(u"speed_aware", spec.speedAware);
     qint64 seed = 0;
     if (fields.readInt64(u"seed", seed, kSeed))
         spec.seed = quint64(seed);
@@ -334,6 +339,7 @@ QJsonObject JobSpec::toJson() const
         {u"replication"_s, replication},
         {u"seed"_s, qint64(seed)},
         {u"overlap_epochs"_s, overlapEpochs},
+        {u"speed_aware"_s, speedAware},
     };
     if (limitTrain)
         json.insert(u"limit_train"_s, *limitTrain);

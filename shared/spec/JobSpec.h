@@ -11,7 +11,8 @@
 //   "optimizer": {"name": "adam", "lr": 0.001},
 //   "aggregation": {"rule": "vc-asgd", "alpha": "epoch"},   // or a constant "alpha": 0.95
 //   "target_accuracy": 0.88, "max_epochs": 20, "deadline_seconds": 600, "replication": 1, "seed": 42,
-//   "overlap_epochs": true                           // optional; false waits for each epoch's validation
+//   "overlap_epochs": true,                          // optional; false waits for each epoch's validation
+//   "speed_aware": false                             // optional; true sizes subtasks to each agent's speed
 // }
 //
 // Required: name, dataset, model, optimizer, shards, target_accuracy (they describe the job itself; a default
@@ -93,6 +94,8 @@ struct AggregationSpec
     //             server += "server_lr" (default 1) times their mean change.
     //   delayed-nesterov: outer Nesterov momentum over the same pseudo-gradients, "buffer" K (default 4),
     //             "server_lr" (default 1), "momentum" (default 0.5), "staleness" (default constant).
+    //   adaptive-nesterov: delayed Nesterov whose K is the number of agents training the job at the time
+    //             (no "buffer"); "server_lr", "momentum", "staleness" as delayed-nesterov.
     // Fields another rule uses are refused.
     enum class Rule
     {
@@ -100,6 +103,7 @@ struct AggregationSpec
         FedAsync,
         FedBuff,
         DelayedNesterov,
+        AdaptiveNesterov,
     };
 
     Rule rule = Rule::VcAsgd;
@@ -110,7 +114,11 @@ struct AggregationSpec
     double serverLr = 1.0;     // fedbuff, delayed-nesterov: (0, 10]
     double momentum = 0.5;     // delayed-nesterov: [0, 1)
 
-    bool usesPseudoGradients() const { return rule == Rule::FedBuff || rule == Rule::DelayedNesterov; }
+    bool usesPseudoGradients() const
+    {
+        return rule == Rule::FedBuff || rule == Rule::DelayedNesterov || rule == Rule::AdaptiveNesterov;
+    }
+    bool usesMomentum() const { return rule == Rule::DelayedNesterov || rule == Rule::AdaptiveNesterov; }
     static Result<AggregationSpec> fromJson(const QJsonObject& json,
                                             const QString& path = QStringLiteral("aggregation"));
     QJsonObject toJson() const;
@@ -133,6 +141,9 @@ struct JobSpec
     int maxEpochs = 20;          // 1..100000
     int deadlineSeconds = 600;   // 10..604800
     bool overlapEpochs = true;   // the next epoch's workunits may be leased while this epoch's last are out
+    // Subtasks sized to each agent's measured speed (in mini-batches: a fast agent trains more of its shard's
+    // passes, a slow one part of a pass), so agents report at a similar cadence and slow ones are not stale.
+    bool speedAware = false;
     int replication = 1;         // 1..16
     quint64 seed = 42;           // 0..2^53, the largest integer a JSON number holds exactly
 

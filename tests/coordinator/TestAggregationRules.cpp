@@ -113,6 +113,7 @@ private Q_SLOTS:
     void ruleStateSurvivesSaveAndLoad();
     void refusedFoldLeavesTheRuleStateAlone();
     void honestBufferedStepsPassTheFold();
+    void adaptiveNesterovTakesItsPeriodFromTheAgentsTraining();
 };
 
 void TestAggregationRules::rulesAreCreatedFromTheSpec()
@@ -122,6 +123,8 @@ void TestAggregationRules::rulesAreCreatedFromTheSpec()
     QCOMPARE(AggregationRule::create(pseudo(AggregationSpec::Rule::FedBuff, 4, 1.0))->name(), QStringLiteral("fedbuff"));
     QCOMPARE(AggregationRule::create(pseudo(AggregationSpec::Rule::DelayedNesterov, 4, 1.0))->name(),
              QStringLiteral("delayed-nesterov"));
+    QCOMPARE(AggregationRule::create(pseudo(AggregationSpec::Rule::AdaptiveNesterov, 4, 1.0))->name(),
+             QStringLiteral("adaptive-nesterov"));
 }
 
 void TestAggregationRules::vcAsgdKeepsAlphaOfTheServer()
@@ -376,6 +379,31 @@ void TestAggregationRules::honestBufferedStepsPassTheFold()
             QVERIFY2(folded.ok(), qPrintable(QStringLiteral("%1, update %2: %3").arg(rule->name()).arg(i).arg(folded.error())));
         }
     }
+}
+
+void TestAggregationRules::adaptiveNesterovTakesItsPeriodFromTheAgentsTraining()
+{
+    AggregationSpec spec = pseudo(AggregationSpec::Rule::AdaptiveNesterov, 4, 1.0, 0.5);
+    // One agent: K = 1, every update applied whole, then the momentum step: d = (2, 0) gives m = (2, 0) and
+    // server = (0, 0) + (2, 0) + 0.5 m = (3, 0).
+    auto alone = AggregationRule::create(spec);
+    QCOMPARE(alone->name(), QStringLiteral("adaptive-nesterov"));
+    TensorBundle server = weights({0.0f, 0.0f});
+    const TensorBundle base = weights({0.0f, 0.0f});
+    UpdateContext c = context(0, 0);
+    c.base = &base;
+    c.concurrency = 1;
+    QVERIFY(alone->apply(server, weights({2.0f, 0.0f}), c).ok());
+    QCOMPARE(values(server), (std::vector<float>{3.0f, 0.0f}));
+    // Two agents: exactly delayed Nesterov with K = 2 (delayedNesterovAppliesMomentumEveryK's numbers), whatever
+    // the spec's buffer says.
+    auto pair = AggregationRule::create(spec);
+    TensorBundle two = weights({0.0f, 0.0f});
+    c.concurrency = 2;
+    QVERIFY(pair->apply(two, weights({2.0f, 0.0f}), c).ok());
+    QCOMPARE(values(two), (std::vector<float>{1.0f, 0.0f}));
+    QVERIFY(pair->apply(two, weights({0.0f, 4.0f}), c).ok());
+    QCOMPARE(values(two), (std::vector<float>{1.5f, 3.0f}));
 }
 
 QTEST_GUILESS_MAIN(TestAggregationRules)

@@ -736,6 +736,7 @@ void TestCoordinator::databaseOfSchemaVersion1IsUpgraded()
               "ALTER TABLE updates DROP COLUMN step", "ALTER TABLE updates DROP COLUMN fold_error",
               "ALTER TABLE leases DROP COLUMN fail_stage",
               "ALTER TABLE leases DROP COLUMN fail_reason", "ALTER TABLE snapshots DROP COLUMN rule_sha",
+              "ALTER TABLE leases DROP COLUMN steps", "ALTER TABLE updates DROP COLUMN concurrency",
               "UPDATE meta SET value = '1' WHERE key = 'schema_version'"})
             QVERIFY2(q.exec(QString::fromLatin1(sql)), sql);
         q = QSqlQuery();

@@ -75,6 +75,7 @@ private Q_SLOTS:
     void resumeEqualsUninterruptedRun_data();
     void resumeEqualsUninterruptedRun();
     void cancelReturnsWithoutWeights();
+    void stepsSizeTheSubtask();
     void pauseHookBlocksBetweenBatches();
     void resumeRefuses_data();
     void resumeRefuses();
@@ -124,13 +125,16 @@ void TestTrainer::resumeEqualsUninterruptedRun_data()
     QTest::addColumn<int>("arch");
     QTest::addColumn<int>("optimizer");
     QTest::addColumn<int>("stopAfter");
+    QTest::addColumn<qint64>("steps");
     QTest::newRow("mlp adam, stop mid-epoch")
-        << int(Architecture::Mlp) << int(OptimizerSpec::Kind::Adam) << 10;
+        << int(Architecture::Mlp) << int(OptimizerSpec::Kind::Adam) << 10 << qint64(0);
     QTest::newRow("mlp sgd momentum, stop at epoch end")
-        << int(Architecture::Mlp) << int(OptimizerSpec::Kind::Sgd) << 25;
-    QTest::newRow("cnn adam") << int(Architecture::Cnn) << int(OptimizerSpec::Kind::Adam) << 37;
+        << int(Architecture::Mlp) << int(OptimizerSpec::Kind::Sgd) << 25 << qint64(0);
+    QTest::newRow("cnn adam") << int(Architecture::Cnn) << int(OptimizerSpec::Kind::Adam) << 37 << qint64(0);
     QTest::newRow("resnet sgd (BatchNorm buffers)")
-        << int(Architecture::ResNet) << int(OptimizerSpec::Kind::Sgd) << 3;
+        << int(Architecture::ResNet) << int(OptimizerSpec::Kind::Sgd) << 3 << qint64(0);
+    QTest::newRow("mlp adam sized to 60 steps, stop in the second pass")
+        << int(Architecture::Mlp) << int(OptimizerSpec::Kind::Adam) << 40 << qint64(60);
 }
 
 void TestTrainer::resumeEqualsUninterruptedRun()
@@ -138,9 +142,11 @@ void TestTrainer::resumeEqualsUninterruptedRun()
     QFETCH(int, arch);
     QFETCH(int, optimizer);
     QFETCH(int, stopAfter);
+    QFETCH(qint64, steps);
     const auto dir = test::scratchDir();
     const Dataset shard = syntheticSet(400, 3);
     TrainRequest r = request(Architecture(arch), OptimizerSpec::Kind(optimizer));
+    r.steps = steps;
     r.checkpointPath = dir->filePath(QStringLiteral("checkpoint.safetensors"));
     const TensorBundle start = initialWeights(r);
 
@@ -170,6 +176,36 @@ void TestTrainer::resumeEqualsUninterruptedRun()
     QCOMPARE(resumed->weights.tensorBytes(), uninterrupted->weights.tensorBytes());
     QVERIFY2(resumed->weights.buffer() == uninterrupted->weights.buffer(),
              "resumed weights differ from the uninterrupted run");
+}
+
+void TestTrainer::stepsSizeTheSubtask()
+{
+    // 400 samples in mini-batches of 16: 25 a pass. A subtask sized to 60 steps makes 2.4 passes, whatever the
+    // local epochs say; one sized to 10 trains 160 samples of one pass.
+    const Dataset shard = syntheticSet(400, 4);
+    for (const auto& [steps, samples] : {std::pair<qint64, qint64>{60, 960}, {10, 160}}) {
+        TrainRequest r = request(Architecture::Mlp, OptimizerSpec::Kind::Adam);
+        r.steps = steps;
+        TrainProgress last;
+        TrainHooks hooks;
+        hooks.betweenBatches = [&](const TrainProgress& p) {
+            last = p;
+            return TrainControl::Continue;
+        };
+        auto outcome = Trainer::train(r, initialWeights(r), shard, hooks);
+        QVERIFY2(outcome.ok(), qPrintable(outcome.error()));
+        QCOMPARE(outcome->status, TrainOutcome::Status::Finished);
+        QCOMPARE(outcome->steps, steps);
+        QCOMPARE(outcome->samples, samples);
+        QCOMPARE(last.totalSteps, steps);
+        QVERIFY(!outcome->weights.isEmpty());
+    }
+    // The size is part of the run's identity: a checkpoint of one size does not resume another.
+    TrainRequest a = request(Architecture::Mlp, OptimizerSpec::Kind::Adam);
+    TrainRequest b = a;
+    b.steps = 60;
+    const TensorBundle start = initialWeights(a);
+    QVERIFY(a.fingerprint(shard, start) != b.fingerprint(shard, start));
 }
 
 void TestTrainer::cancelReturnsWithoutWeights()
@@ -326,6 +362,8 @@ void TestTrainer::refusesBadRequests_data()
                                      << "the number of local epochs is 0; it must be at least 1";
     QTest::newRow("negative threads") << "threads"
                                       << "threads is -1; use 0 for libtorch's default";
+    QTest::newRow("negative steps") << "steps"
+                                    << "steps is -3; use 0 for whole local epochs or a positive count";
     QTest::newRow("empty shard") << "empty"
                                  << "the shard holds no samples";
     QTest::newRow("cnn shape differs")
@@ -352,6 +390,8 @@ void TestTrainer::refusesBadRequests()
         r.localEpochs = 0;
     else if (change == u"threads")
         r.threads = -1;
+    else if (change == u"steps")
+        r.steps = -3;
     else if (change == u"empty")
         shard = syntheticSet(0, 8);
     else if (change == u"cnn" || change == u"mlp")

@@ -199,6 +199,13 @@ void TestJobSpec::validJobs_data()
     QTest::newRow("delayed-nesterov")
         << R"({"aggregation": {"rule": "delayed-nesterov", "buffer": 8, "server_lr": 0.7, "momentum": 0.9}})"_ba
         << nesterov;
+    JobSpec adaptive = minimalSpec();
+    adaptive.aggregation.rule = AggregationSpec::Rule::AdaptiveNesterov;
+    adaptive.aggregation.alphaPerEpoch = false;
+    adaptive.aggregation.staleness.function = StalenessSpec::Function::Constant;
+    adaptive.aggregation.momentum = 0.6;
+    QTest::newRow("adaptive-nesterov")
+        << R"({"aggregation": {"rule": "adaptive-nesterov", "momentum": 0.6}})"_ba << adaptive;
     QTest::newRow("fedasync, constant, alpha 1")
         << R"({"aggregation": {"rule": "fedasync", "alpha": 1, "staleness": {"function": "constant"}}})"_ba
         << constant;
@@ -343,7 +350,7 @@ void TestJobSpec::invalidJobs_data()
     change("aggregation without rule", R"({"aggregation": {"alpha": 0.5}})", "aggregation.rule",
            "required field is missing");
     change("aggregation rule unknown", R"({"aggregation": {"rule": "fedavg"}})", "aggregation.rule",
-           R"(expected one of "vc-asgd", "fedasync", "fedbuff", "delayed-nesterov", got "fedavg")");
+           R"(expected one of "vc-asgd", "fedasync", "fedbuff", "delayed-nesterov", "adaptive-nesterov", got "fedavg")");
     change("alpha 1", R"({"aggregation": {"rule": "vc-asgd", "alpha": 1}})", "aggregation.alpha",
            R"(expected "epoch" or a number > 0 and < 1, got 1)");
     change("alpha 0", R"({"aggregation": {"rule": "vc-asgd", "alpha": 0}})", "aggregation.alpha", "got 0");
@@ -354,13 +361,15 @@ void TestJobSpec::invalidJobs_data()
     change("aggregation unknown field", R"({"aggregation": {"rule": "vc-asgd", "beta": 0.5}})", "aggregation",
            R"(unknown field "beta")");
     change("staleness on vc-asgd", R"({"aggregation": {"rule": "vc-asgd", "staleness": {"function": "hinge"}}})",
-           "aggregation.staleness", "not used by the vc-asgd rule (only by fedasync, fedbuff and delayed-nesterov)");
+           "aggregation.staleness", "not used by the vc-asgd rule (only by fedasync, fedbuff and the nesterov rules)");
     change("buffer on fedasync", R"({"aggregation": {"rule": "fedasync", "buffer": 4}})", "aggregation.buffer",
            "not used by the fedasync rule (only by fedbuff and delayed-nesterov)");
     change("momentum on fedbuff", R"({"aggregation": {"rule": "fedbuff", "momentum": 0.9}})", "aggregation.momentum",
-           "not used by the fedbuff rule (only by delayed-nesterov)");
+           "not used by the fedbuff rule (only by the nesterov rules)");
     change("alpha on fedbuff", R"({"aggregation": {"rule": "fedbuff", "alpha": 0.5}})", "aggregation.alpha",
            "not used by the fedbuff rule (only by vc-asgd and fedasync)");
+    change("buffer on adaptive-nesterov", R"({"aggregation": {"rule": "adaptive-nesterov", "buffer": 4}})",
+           "aggregation.buffer", "not used by the adaptive-nesterov rule (only by fedbuff and delayed-nesterov)");
     change("buffer 0", R"({"aggregation": {"rule": "fedbuff", "buffer": 0}})", "aggregation.buffer", "got 0");
     change("server_lr 0", R"({"aggregation": {"rule": "delayed-nesterov", "server_lr": 0}})", "aggregation.server_lr",
            "got 0");

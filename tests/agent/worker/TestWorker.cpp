@@ -17,6 +17,7 @@
 
 #include <fcntl.h>
 #include <linux/landlock.h>
+#include <optional>
 #include <random>
 #include <sched.h>
 #include <sys/syscall.h>
@@ -26,7 +27,7 @@ using namespace gleaner;
 
 namespace {
 
-void writeTask(const QString& dir, int localEpochs = 30)
+void writeTask(const QString& dir, int localEpochs = 30, std::optional<qint64> steps = std::nullopt)
 {
     QDir().mkpath(dir);
     std::mt19937 rng(3);
@@ -52,6 +53,8 @@ void writeTask(const QString& dir, int localEpochs = 30)
                       {QStringLiteral("optimizer"), QJsonObject{{QStringLiteral("name"), QStringLiteral("adam")},
                                                                 {QStringLiteral("lr"), 0.01}}},
                       {QStringLiteral("seed"), 99}};
+    if (steps)
+        hyper.insert(QStringLiteral("steps"), *steps);
     QJsonObject manifest{{QStringLiteral("lease_id"), QStringLiteral("abc")},
                          {QStringLiteral("nonce"), QStringLiteral("f9e7ba5c922dfa993b0564ddb94c1748")},
                          {QStringLiteral("base_version"), 7},
@@ -142,6 +145,7 @@ class TestWorker : public QObject
     Q_OBJECT
 private Q_SLOTS:
     void trainsAndWritesTheResult();
+    void trainsTheStepsTheCoordinatorSized();
     void stoppedThenResumedEqualsUninterrupted();
     void endOfInputKeepsTheWork();
     void deadAgentsPipesKeepTheWork();
@@ -172,6 +176,29 @@ void TestWorker::trainsAndWritesTheResult()
     QCOMPARE(result->metadata().value(QStringLiteral("gleaner.nonce")), QStringLiteral("f9e7ba5c922dfa993b0564ddb94c1748"));
     QVERIFY(result->metadata().value(QStringLiteral("gleaner.loss")).toDouble() > 0);
     QVERIFY(!QFile::exists(dir->filePath(QStringLiteral("checkpoint.safetensors"))));
+}
+
+void TestWorker::trainsTheStepsTheCoordinatorSized()
+{
+    // 512 samples in mini-batches of 16 are 32 a pass: a subtask sized to 40 steps trains 640 samples.
+    const auto dir = test::scratchDir();
+    writeTask(dir->path(), 1, 40);
+    Worker w;
+    w.start(dir->path());
+    QCOMPARE(w.finish(), 0);
+    QCOMPARE(w.events.last().value(QStringLiteral("event")).toString(), QStringLiteral("done"));
+    QCOMPARE(w.events.last().value(QStringLiteral("samples")).toInteger(), 640);
+    QVERIFY(std::any_of(w.events.cbegin(), w.events.cend(), [](const QJsonObject& e) {
+        return e.value(QStringLiteral("event")).toString() == u"progress" && e.value(QStringLiteral("of")).toInt() == 40;
+    }));
+    // A size that is not a positive integer is refused by name.
+    const auto bad = test::scratchDir();
+    writeTask(bad->path(), 1, 0);
+    Worker refused;
+    refused.start(bad->path());
+    QCOMPARE(refused.finish(), 1);
+    QVERIFY2(refused.events.last().value(QStringLiteral("message")).toString().contains(u"hyperparameters.steps"),
+             qPrintable(refused.events.last().value(QStringLiteral("message")).toString()));
 }
 
 void TestWorker::stoppedThenResumedEqualsUninterrupted()

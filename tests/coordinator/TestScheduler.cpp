@@ -1,0 +1,225 @@
+// The scheduler's decisions on memory and a manual clock, as gleaner-sim runs them: which workunit comes next,
+// deadlines and re-issue, epochs, replicas, and subtasks sized to agents' speeds.
+
+#include "scheduling/Scheduler.h"
+
+#include <QTest>
+
+using namespace gleaner;
+using namespace gleaner::coordinator;
+
+namespace {
+
+JobState job(int shards, qint64 shardSamples = 320)
+{
+    JobState j;
+    j.id = 1;
+    j.status = JobStatus::Running;
+    j.spec.shards = shards;
+    j.spec.batchSize = 32;
+    j.spec.localEpochs = 1;
+    j.spec.deadlineSeconds = 60;
+    j.spec.maxEpochs = 3;
+    for (int i = 0; i < shards; ++i)
+        j.files.shards.append(ShardRef{i, QStringLiteral("shard-%1").arg(i), 1000, shardSamples});
+    j.published = PublishedWeights{0, QStringLiteral("weights-0"), 1000, 0};
+    return j;
+}
+
+} // namespace
+
+class TestScheduler : public QObject
+{
+    Q_OBJECT
+private Q_SLOTS:
+    void init();
+    void leasesPendingWorkOldestEpochFirstAndStickyShards();
+    void missedDeadlineReissuesTheWorkunit();
+    void progressExtendsALeaseWithinItsLifetime();
+    void nextEpochOpensWithOverlapAndValidation();
+    void stragglersAreReplicatedWhenTheJobAllowsIt();
+    void completedAndReleasedLeavesAreCounted();
+    void subtasksAreSizedToAgentsSpeeds();
+
+private:
+    Scheduler& scheduler() { return *m_scheduler; }
+    JobState& theJob() { return m_jobs.at(1); }
+    Lease lease(const QString& agent, const QSet<QString>& cached = {});
+
+    ManualClock m_clock{1'000'000};
+    MemorySchedulerStore m_store;
+    std::map<qint64, JobState> m_jobs;
+    qint64 m_ids = 0;
+    std::unique_ptr<Scheduler> m_scheduler;
+    QStringList m_expired;
+};
+
+void TestScheduler::init()
+{
+    m_jobs.clear();
+    m_expired.clear();
+    m_jobs.emplace(1, job(4));
+    m_scheduler = std::make_unique<Scheduler>(m_jobs, m_store, m_clock, SchedulerLimits{3},
+                                              [this] { return QStringLiteral("id-%1").arg(++m_ids); });
+    m_scheduler->setExpiredObserver([this](const Lease& l, const JobState*) { m_expired << l.id; });
+    QVERIFY(m_scheduler->createEpoch(theJob(), 1).ok());
+}
+
+Lease TestScheduler::lease(const QString& agent, const QSet<QString>& cached)
+{
+    auto granted = scheduler().leaseNext(theJob(), agent, cached);
+    if (!granted || !*granted)
+        return {};
+    return **granted;
+}
+
+void TestScheduler::leasesPendingWorkOldestEpochFirstAndStickyShards()
+{
+    QCOMPARE(theJob().epoch, 1);
+    QCOMPARE(theJob().workunits.size(), size_t(4));
+    // The agent holding shard 2 gets shard 2's workunit first.
+    const Lease sticky = lease(QStringLiteral("a"), {QStringLiteral("shard-2")});
+    QCOMPARE(theJob().workunits.at(sticky.workunitId).shard, 2);
+    QCOMPARE(sticky.baseVersion, qint64(0));
+    QCOMPARE(sticky.weightsSha, QStringLiteral("weights-0"));
+    QCOMPARE(sticky.deadlineMs, m_clock.nowMs() + 60'000);
+    QVERIFY(!sticky.nonce.isEmpty() && sticky.nonce != sticky.id);
+    QCOMPARE(scheduler().openLeasesOf(QStringLiteral("a")), 1);
+    QCOMPARE(scheduler().agentsTraining(1), 1);
+    for (int i = 0; i < 3; ++i)
+        QVERIFY(!lease(QStringLiteral("b")).id.isEmpty());
+    QCOMPARE(scheduler().agentsTraining(1), 2);
+    // Nothing pending, no replication: nothing more (the next epoch waits until this one has nothing pending and
+    // the one before is validated; here epoch 1 has nothing pending and there is no epoch 0, so epoch 2 opens).
+    const Lease next = lease(QStringLiteral("c"));
+    QCOMPARE(theJob().workunits.at(next.workunitId).epoch, 2);
+}
+
+void TestScheduler::missedDeadlineReissuesTheWorkunit()
+{
+    const Lease first = lease(QStringLiteral("a"));
+    m_clock.advance(59'999);
+    scheduler().expire();
+    QVERIFY(m_expired.isEmpty());
+    m_clock.advance(1);
+    scheduler().expire();
+    QCOMPARE(m_expired, QStringList{first.id});
+    QCOMPARE(scheduler().find(first.id)->state, Lease::State::Expired); // a late result still counts once
+    QCOMPARE(theJob().workunits.at(first.workunitId).state, Workunit::State::Pending);
+    // Oldest first: the re-issued workunit is the next one leased, to another agent.
+    const Lease again = lease(QStringLiteral("b"));
+    QCOMPARE(again.workunitId, first.workunitId);
+    QCOMPARE(theJob().workunits.at(first.workunitId).issued, 2);
+}
+
+void TestScheduler::progressExtendsALeaseWithinItsLifetime()
+{
+    Lease* held = scheduler().find(lease(QStringLiteral("a")).id);
+    QVERIFY(held);
+    const qint64 issued = held->issuedMs;
+    for (int step = 1; step <= 10; ++step) {
+        m_clock.advance(30'000);
+        QVERIFY(scheduler().progressed(*held, theJob(), step).ok());
+    }
+    // Three deadlines in all (SchedulerLimits), however it reports.
+    QCOMPARE(held->deadlineMs, issued + 3 * 60'000);
+    // A stalled step is kept one more deadline after it last moved.
+    init();
+    held = scheduler().find(lease(QStringLiteral("a")).id);
+    QVERIFY(scheduler().progressed(*held, theJob(), 5).ok());
+    const qint64 moved = m_clock.nowMs();
+    m_clock.advance(50'000);
+    QVERIFY(scheduler().progressed(*held, theJob(), 5).ok());
+    QCOMPARE(held->deadlineMs, moved + 110'000);
+    m_clock.advance(50'000);
+    QVERIFY(scheduler().progressed(*held, theJob(), 5).ok());
+    QCOMPARE(held->deadlineMs, moved + 120'000);
+}
+
+void TestScheduler::nextEpochOpensWithOverlapAndValidation()
+{
+    std::vector<Lease> held;
+    for (int i = 0; i < 4; ++i)
+        held.push_back(lease(QStringLiteral("a")));
+    QCOMPARE(theJob().epoch, 1);
+    scheduler().openNextEpochIfReady(theJob());
+    QCOMPARE(theJob().epoch, 2); // overlap: epoch 2 may start while epoch 1's last are out
+    for (const Lease& l : held) {
+        QVERIFY(scheduler().recordCompleted(theJob(), l.id).ok());
+        scheduler().completed(theJob(), l.id);
+    }
+    QCOMPARE(scheduler().validationsDue(theJob()), std::vector<int>{1});
+    QVERIFY(scheduler().validationsDue(theJob()).empty()); // in flight now
+    for (int i = 0; i < 4; ++i)
+        QVERIFY(!lease(QStringLiteral("b")).id.isEmpty());
+    // Epoch 3 must wait for epoch 1's validation (at most one epoch ahead of the last validated).
+    scheduler().openNextEpochIfReady(theJob());
+    QCOMPARE(theJob().epoch, 2);
+    scheduler().validated(theJob(), 1);
+    scheduler().openNextEpochIfReady(theJob());
+    QCOMPARE(theJob().epoch, 3);
+    // Max epochs reached: no epoch 4.
+    for (int i = 0; i < 4; ++i)
+        QVERIFY(!lease(QStringLiteral("c")).id.isEmpty());
+    scheduler().validated(theJob(), 2);
+    scheduler().openNextEpochIfReady(theJob());
+    QCOMPARE(theJob().epoch, 3);
+}
+
+void TestScheduler::stragglersAreReplicatedWhenTheJobAllowsIt()
+{
+    theJob().spec.replication = 2;
+    theJob().spec.maxEpochs = 1;
+    std::vector<Lease> held;
+    for (int i = 0; i < 4; ++i)
+        held.push_back(lease(QStringLiteral("a")));
+    // Nothing pending: another agent gets a replica, never the same agent.
+    QVERIFY(lease(QStringLiteral("a")).id.isEmpty());
+    const Lease replica = lease(QStringLiteral("b"));
+    QVERIFY(!replica.id.isEmpty());
+    QCOMPARE(theJob().workunits.at(replica.workunitId).openLeases.size(), 2);
+}
+
+void TestScheduler::completedAndReleasedLeavesAreCounted()
+{
+    const Lease done = lease(QStringLiteral("a"));
+    const Lease given = lease(QStringLiteral("a"));
+    QVERIFY(scheduler().recordCompleted(theJob(), done.id).ok());
+    scheduler().completed(theJob(), done.id);
+    QCOMPARE(theJob().workunits.at(done.workunitId).state, Workunit::State::Done);
+    QVERIFY(!scheduler().find(done.id));
+    QVERIFY(scheduler().released(&theJob(), given.id)); // back to the queue
+    QCOMPARE(theJob().workunits.at(given.workunitId).state, Workunit::State::Pending);
+    QCOMPARE(scheduler().openLeasesOf(QStringLiteral("a")), 0);
+}
+
+void TestScheduler::subtasksAreSizedToAgentsSpeeds()
+{
+    // 320 samples, batch 32: a whole subtask is 10 mini-batches.
+    const Lease before = lease(QStringLiteral("fast"));
+    QCOMPARE(before.steps, qint64(0)); // not speed-aware
+    theJob().spec.speedAware = true;
+    QCOMPARE(scheduler().stepsFor(theJob(), 0, QStringLiteral("fast")), qint64(0)); // speed not known yet
+    scheduler().noteSpeed(QStringLiteral("fast"), 4000, 1.0);
+    scheduler().noteSpeed(QStringLiteral("median"), 1000, 1.0);
+    scheduler().noteSpeed(QStringLiteral("slow"), 500, 1.0);
+    QCOMPARE(scheduler().stepsFor(theJob(), 0, QStringLiteral("median")), qint64(0)); // the median's size is whole
+    QCOMPARE(scheduler().stepsFor(theJob(), 0, QStringLiteral("fast")), qint64(40));
+    QCOMPARE(scheduler().stepsFor(theJob(), 0, QStringLiteral("slow")), qint64(5));
+    scheduler().noteSpeed(QStringLiteral("crawl"), 1, 1.0);
+    scheduler().noteSpeed(QStringLiteral("crawl2"), 1, 1.0);
+    // Bounded: at most four times, at least a quarter of the whole subtask (median now 500).
+    QCOMPARE(scheduler().stepsFor(theJob(), 0, QStringLiteral("fast")), qint64(40));
+    QCOMPARE(scheduler().stepsFor(theJob(), 0, QStringLiteral("crawl")), qint64(3));
+    QCOMPARE(lease(QStringLiteral("fast")).steps, qint64(40));
+    // A speed follows a lasting change, smoothed.
+    scheduler().noteSpeed(QStringLiteral("median"), 2000, 1.0);
+    QCOMPARE(*scheduler().speedOf(QStringLiteral("median")), 0.7 * 1000 + 0.3 * 2000);
+    // Nonsense reports change nothing.
+    scheduler().noteSpeed(QStringLiteral("slow"), 100, 0.0);
+    scheduler().noteSpeed(QStringLiteral("slow"), -5, 1.0);
+    QCOMPARE(*scheduler().speedOf(QStringLiteral("slow")), 500.0);
+}
+
+QTEST_GUILESS_MAIN(TestScheduler)
+#include "TestScheduler.moc"
