@@ -4,6 +4,7 @@
 #include "crypto/Ed25519.h"
 #include "crypto/SecureFile.h"
 #include "crypto/TlsCertificate.h"
+#include "gpu/NvmlGpuProbe.h"
 #include "net/CoordinatorClient.h"
 #include "net/CurlTransport.h"
 #include "util/Clock.h"
@@ -15,9 +16,8 @@
 #include <QUrl>
 
 namespace gleaner::agent {
-namespace {
 
-QJsonObject hardware()
+QJsonObject machineHardware()
 {
     QJsonObject info{{QStringLiteral("cores"), QThread::idealThreadCount()},
                      {QStringLiteral("arch"), QSysInfo::currentCpuArchitecture()}};
@@ -28,10 +28,14 @@ QJsonObject hardware()
         if (fields.size() >= 2)
             info.insert(QStringLiteral("ram_mb"), fields[1].toLongLong() / 1024);
     }
+    NvmlGpuProbe gpu; // no driver: no GPU fields, never an error
+    const GpuObservation seen = gpu.sample();
+    if (seen.known && seen.count > 0) {
+        info.insert(QStringLiteral("gpu"), seen.name);
+        info.insert(QStringLiteral("gpus"), seen.count);
+    }
     return info;
 }
-
-} // namespace
 
 Result<AgentConfig> enrollAgent(const EnrollOptions& options)
 {
@@ -66,7 +70,7 @@ Result<AgentConfig> enrollAgent(const EnrollOptions& options)
     EnrollRequest request;
     request.name = options.name.isEmpty() ? QSysInfo::machineHostName() : options.name;
     request.platform = QSysInfo::prettyProductName() + QStringLiteral(", Linux ") + QSysInfo::kernelVersion();
-    request.hardware = hardware();
+    request.hardware = machineHardware();
     request.enrollmentToken = options.token;
     auto enrolled = client.enroll(request);
     if (!enrolled)

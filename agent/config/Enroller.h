@@ -6,6 +6,8 @@
 #include "Result.h"
 #include "config/AgentConfig.h"
 
+#include <QJsonObject>
+
 namespace gleaner::agent {
 
 struct EnrollOptions
@@ -18,5 +20,10 @@ struct EnrollOptions
 };
 
 Result<AgentConfig> enrollAgent(const EnrollOptions& options);
+
+// What the agent declares of its machine at enrollment and with every lease request: "cores", "arch",
+// "ram_mb" and, when an NVIDIA driver answers, "gpu" (the first GPU's name) and "gpus" (their count). The
+// coordinator shows it to the admin and caps an agent's leases by its cores.
+QJsonObject machineHardware();
 
 } // namespace gleaner::agent

@@ -2,6 +2,7 @@
 #include "daemon/AgentDaemonInternal.h"
 
 #include "cache/FileCache.h"
+#include "config/Enroller.h"
 #include "daemon/StopSignal.h"
 #include "idle/SystemIdleProbe.h"
 #include "net/CoordinatorClient.h"
@@ -280,9 +281,13 @@ void AgentDaemon::requestLease()
         return;
     m_leaseInFlight = true;
     const QStringList held = m_cache->heldHashes();
-    const QJsonObject capabilities{{QStringLiteral("threads"), m_options.threads},
-                                   {QStringLiteral("device"), workerDevice()},
-                                   {QStringLiteral("dedicated"), m_options.dedicated}};
+    // The machine as the coordinator should see it (cores, memory, GPU), read once, and how this agent runs.
+    if (m_hardware.isEmpty())
+        m_hardware = machineHardware();
+    QJsonObject capabilities = m_hardware;
+    capabilities.insert(QStringLiteral("threads"), m_options.threads);
+    capabilities.insert(QStringLiteral("device"), workerDevice());
+    capabilities.insert(QStringLiteral("dedicated"), m_options.dedicated);
     onNetwork([this, held, free, capabilities] { return m_client->lease(held, free, capabilities); },
               [this](Result<LeaseReply> reply) {
                   if (m_stopping) {

@@ -210,6 +210,7 @@ private:
     QMap<LeaseId, std::shared_ptr<Active>> m_active;
     QTimer m_leaseTimer;
     bool m_leaseInFlight = false;
+    QJsonObject m_hardware; // machineHardware(), read at the first lease request
     int m_leaseFailures = 0;
     int m_failureStreak = 0; // subtasks failed in a row
     QString m_lastFailure;

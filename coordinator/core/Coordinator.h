@@ -195,8 +195,10 @@ private:
                                       const ReceivedUpdate& update);
     // The files a lease's manifest names, which its agent may download.
     QStringList leaseFiles(const JobState& job, const Workunit& unit, const Lease& lease) const;
-    // How many open leases the agent may hold (config max_leases_per_agent, and twice its declared cores).
-    int leaseCapFor(const QString& agentId);
+    // How many open leases the agent may hold (config max_leases_per_agent, and twice its declared cores);
+    // records what the lease request declared of the machine (`capabilities`, checked) on the agent.
+    int leaseCapFor(const QString& agentId, const QJsonObject& declared);
+    static QJsonObject checkedCapabilities(const QJsonObject& declared);
     QByteArray signedManifest(const JobState& job, const Workunit& unit, const Lease& lease, QByteArray* signature);
     QJsonObject leaseReply(const QJsonArray& tasks) const;
     void recordAgentOutcome(const QString& agentId, const char* column, qint64 samples = 0, double seconds = 0);

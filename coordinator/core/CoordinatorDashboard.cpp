@@ -323,6 +323,10 @@ HttpResponse Coordinator::listAgentsDetailed()
                          agent.value(QStringLiteral("last_seen_ms")).toInteger() >= onlineSince);
         agent.insert(QStringLiteral("cores"), hardware.value(QStringLiteral("cores")));
         agent.insert(QStringLiteral("gpu"), hardware.value(QStringLiteral("gpu")));
+        agent.insert(QStringLiteral("ram_mb"), hardware.value(QStringLiteral("ram_mb")));
+        // The speed the scheduler sizes its subtasks by (smoothed over recent results), when known.
+        if (const auto speed = m_scheduler->speedOf(id))
+            agent.insert(QStringLiteral("speed"), *speed);
         if (!agent.contains(QStringLiteral("failed")))
             agent.insert(QStringLiteral("failed"), failed.value(id));
         agent.insert(QStringLiteral("current"), current.value(id));
@@ -432,6 +436,8 @@ QJsonObject Coordinator::jobJson(const JobState& job) const
     json.insert(QStringLiteral("updates_not_folded"), job.updatesRefusedAtFold);
     json.insert(QStringLiteral("version"), job.updatesApplied);
     json.insert(QStringLiteral("shards"), job.spec.shards);
+    json.insert(QStringLiteral("aggregation"), job.spec.aggregation.toJson());
+    json.insert(QStringLiteral("speed_aware"), job.spec.speedAware);
     json.insert(QStringLiteral("created_ms"), job.createdMs);
     int pending = 0, leased = 0, done = 0;
     QSet<QString> agents;

@@ -143,7 +143,8 @@ HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJson
         cached.insert(value.toString());
 
     // However often it asks, an agent holds at most its share of the work (see CoordinatorConfig).
-    const int room = leaseCapFor(agentId) - m_scheduler->openLeasesOf(agentId);
+    const int room = leaseCapFor(agentId, request.value(QStringLiteral("capabilities")).toObject()) -
+                     m_scheduler->openLeasesOf(agentId);
     if (room <= 0) {
         QJsonObject reply = leaseReply(QJsonArray());
         reply.insert(QStringLiteral("retry_after"), kRetryWhenIdleSeconds);
@@ -202,12 +203,51 @@ QStringList Coordinator::leaseFiles(const JobState& job, const Workunit& unit, c
     return files;
 }
 
-int Coordinator::leaseCapFor(const QString& agentId)
+QJsonObject Coordinator::checkedCapabilities(const QJsonObject& declared)
 {
-    int cores = 0;
+    // What an agent says of its machine is shown to the admin and caps its leases: only plain values in sane
+    // ranges are kept, the rest is dropped (an agent that lies about its cores lowers its own cap, or raises it
+    // to max_leases_per_agent at most).
+    QJsonObject kept;
+    const auto integer = [&](const char* key, qint64 max) {
+        const QJsonValue value = declared.value(QLatin1String(key));
+        if (value.isDouble() && value.toInteger(-1) >= 1 && value.toInteger(-1) <= max)
+            kept.insert(QLatin1String(key), value.toInteger());
+    };
+    const auto text = [&](const char* key, qsizetype max) {
+        const QJsonValue value = declared.value(QLatin1String(key));
+        if (value.isString() && !value.toString().trimmed().isEmpty() && value.toString().size() <= max)
+            kept.insert(QLatin1String(key), value.toString().trimmed());
+    };
+    integer("cores", 4096);
+    integer("ram_mb", qint64(1) << 32);
+    integer("gpus", 64);
+    integer("threads", 4096);
+    text("gpu", 200);
+    text("device", 32);
+    text("arch", 32);
+    if (declared.value(QStringLiteral("dedicated")).isBool())
+        kept.insert(QStringLiteral("dedicated"), declared.value(QStringLiteral("dedicated")).toBool());
+    return kept;
+}
+
+int Coordinator::leaseCapFor(const QString& agentId, const QJsonObject& declared)
+{
+    QJsonObject hardware;
     auto row = m_db->exec(QStringLiteral("SELECT hardware FROM agents WHERE id = ?"), {agentId});
     if (row && row->next())
-        cores = QJsonDocument::fromJson(row->value(0).toByteArray()).object().value(QStringLiteral("cores")).toInt();
+        hardware = QJsonDocument::fromJson(row->value(0).toByteArray()).object();
+    if (row)
+        row->finish();
+    // The lease request carries the machine as it is now (a GPU added, memory changed): the record follows.
+    QJsonObject merged = hardware;
+    const QJsonObject kept = checkedCapabilities(declared);
+    for (auto it = kept.begin(); it != kept.end(); ++it)
+        merged.insert(it.key(), it.value());
+    if (merged != hardware)
+        (void)m_db->exec(QStringLiteral("UPDATE agents SET hardware = ? WHERE id = ?"),
+                         {QString::fromUtf8(QJsonDocument(merged).toJson(QJsonDocument::Compact)), agentId});
+    const int cores = merged.value(QStringLiteral("cores")).toInt();
     return cores > 0 ? std::min(m_config.maxLeasesPerAgent, 2 * cores) : m_config.maxLeasesPerAgent;
 }
 

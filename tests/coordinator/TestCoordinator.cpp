@@ -53,6 +53,7 @@ private Q_SLOTS:
     void jobCompletesAtTargetAccuracy();
     void restartReplaysReceivedUpdates();
     void pseudoGradientRuleContinuesAcrossARestart();
+    void declaredCapabilitiesAreCheckedAndKept();
     void invalidSpecIsRefusedWithTheField();
     void oldWeightsFilesAreRemovedOnceUnneeded();
     void batchNormBuffersAreBlendedAndCountersTakeTheMaximum();
@@ -430,6 +431,30 @@ void TestCoordinator::pseudoGradientRuleContinuesAcrossARestart()
             QVERIFY2(std::abs(after[i] - (before[i] + 0.045f)) < 1e-5f,
                      qPrintable(QStringLiteral("%1[%2] moved by %3").arg(entry.name).arg(i).arg(after[i] - before[i])));
     }
+}
+
+void TestCoordinator::declaredCapabilitiesAreCheckedAndKept()
+{
+    // What a lease request declares of the machine lands on the agent's record, checked value by value: the
+    // admin sees the GPU, and the cores cap the agent's leases (twice its cores).
+    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
+    QVERIFY(f.submit(test::tinyJobSpec(m_dataset, 8, 3, 0.99, 60)) > 0);
+    const QJsonObject request{
+        {QStringLiteral("max_tasks"), 16},
+        {QStringLiteral("capabilities"),
+         QJsonObject{{QStringLiteral("cores"), 2}, {QStringLiteral("ram_mb"), 8192},
+                     {QStringLiteral("gpu"), QStringLiteral("NVIDIA RTX 4090")}, {QStringLiteral("gpus"), 1},
+                     {QStringLiteral("threads"), -4}, {QStringLiteral("device"), QString(500, u'x')},
+                     {QStringLiteral("arch"), QJsonObject{}}}}};
+    const QJsonObject reply = f.call([&] { return f.core->lease(agent, request); });
+    QCOMPARE(reply.value(QStringLiteral("tasks")).toArray().size(), 4);
+    const QJsonObject hardware = agentRecord(agent).value(QStringLiteral("hardware")).toObject();
+    QCOMPARE(hardware.value(QStringLiteral("gpu")).toString(), QStringLiteral("NVIDIA RTX 4090"));
+    QCOMPARE(hardware.value(QStringLiteral("ram_mb")).toInteger(), 8192);
+    QCOMPARE(hardware.value(QStringLiteral("cores")).toInt(), 2);
+    QVERIFY(!hardware.contains(QStringLiteral("threads")));       // out of range: dropped
+    QVERIFY(hardware.value(QStringLiteral("device")).toString().size() < 100); // too long: dropped
+    QVERIFY(!hardware.value(QStringLiteral("arch")).isObject());   // not a string: dropped
 }
 
 void TestCoordinator::invalidSpecIsRefusedWithTheField()

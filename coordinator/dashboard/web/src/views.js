@@ -29,6 +29,15 @@ function actionButtons(job, onDone) {
   );
 }
 
+// "adaptive-nesterov (server_lr 1, momentum 0.5), speed-aware": the rule that folds the job's updates.
+function ruleText(aggregation, speedAware) {
+  if (!aggregation) return '–';
+  const params = Object.entries(aggregation)
+    .filter(([key]) => key !== 'rule')
+    .map(([key, value]) => (typeof value === 'object' ? `${key} ${value.function}` : `${key} ${value}`));
+  return `${aggregation.rule}${params.length ? ` (${params.join(', ')})` : ''}${speedAware ? ', speed-aware' : ''}`;
+}
+
 function weightsLink(job) {
   if (job.state === 'created' || job.state === 'failed') return null;
   return h('a', { class: 'button', href: `/api/v1/admin/jobs/${job.id}/weights`, download: `job-${job.id}-v${job.version}.safetensors` }, 'weights');
@@ -148,7 +157,8 @@ export class JobView {
         h('dt', {}, 'Accuracy'), h('dd', { 'data-accuracy': '' }, `${percent(j.accuracy)} (target ${percent(j.target_accuracy)})`),
         h('dt', {}, 'Loss'), h('dd', {}, number(j.loss)),
         h('dt', {}, 'Updates'), h('dd', {}, `${j.updates} folded in, ${j.updates_received} received`),
-        h('dt', {}, 'Agents'), h('dd', {}, j.agents)),
+        h('dt', {}, 'Agents'), h('dd', {}, j.agents),
+        h('dt', {}, 'Rule'), h('dd', { 'data-rule': '' }, ruleText(j.aggregation, j.speed_aware))),
       h('div', { class: 'actions' }, actionButtons(j, (updated) => { this.job = { ...this.job, ...updated }; this.drawHead(); }), weightsLink(j)));
     const s = j.subtasks || {};
     clear(this.counts, h('h3', {}, `Subtasks of epoch ${s.epoch ?? j.epoch}`),
@@ -210,7 +220,7 @@ export class AgentsView {
         h('td', { 'data-label': 'Platform' }, a.platform || '–'),
         h('td', { 'data-label': 'Cores' }, a.cores ?? '–'),
         h('td', { 'data-label': 'GPU' }, a.gpu === undefined || a.gpu === null || a.gpu === false ? '–' : String(a.gpu)),
-        h('td', { 'data-label': 'Speed' }, a.samples_per_second ? `${Math.round(a.samples_per_second)} samples/s` : '–'),
+        h('td', { 'data-label': 'Speed' }, (a.speed ?? a.samples_per_second) ? `${Math.round(a.speed ?? a.samples_per_second)} samples/s` : '–'),
         h('td', { 'data-label': 'Done' }, a.done),
         h('td', { 'data-label': 'Timed out' }, a.timed_out),
         h('td', { 'data-label': 'Invalid' }, a.invalid),
