@@ -41,6 +41,15 @@ int Scheduler::agentsTraining(qint64 jobId) const
     for (const Lease& lease : m_leases)
         if (lease.jobId == jobId && lease.state == Lease::State::Open)
             agents.insert(lease.agentId);
+    auto activity = m_activity.find(jobId);
+    if (activity != m_activity.end() && !activity->second.recentDurationsMs.empty()) {
+        std::vector<qint64> durations = activity->second.recentDurationsMs;
+        std::nth_element(durations.begin(), durations.begin() + qsizetype(durations.size() / 2), durations.end());
+        const qint64 since = m_clock.nowMs() - 2 * std::max<qint64>(1, durations[durations.size() / 2]);
+        for (auto it = activity->second.lastDeliveredMs.cbegin(); it != activity->second.lastDeliveredMs.cend(); ++it)
+            if (it.value() >= since)
+                agents.insert(it.key());
+    }
     return int(agents.size());
 }
 
@@ -243,6 +252,12 @@ void Scheduler::completed(JobState& job, const QString& leaseId)
     auto lease = m_leases.find(leaseId);
     if (lease == m_leases.end())
         return;
+    Activity& activity = m_activity[job.id];
+    const qint64 now = m_clock.nowMs();
+    activity.lastDeliveredMs.insert(lease->agentId, now);
+    activity.recentDurationsMs.push_back(now - lease->issuedMs);
+    if (activity.recentDurationsMs.size() > kDurations)
+        activity.recentDurationsMs.erase(activity.recentDurationsMs.begin());
     auto unit = job.workunits.find(lease->workunitId);
     if (unit != job.workunits.end()) {
         unit->second.state = Workunit::State::Done;

@@ -46,7 +46,9 @@ public:
     const QHash<QString, Lease>& leases() const { return m_leases; }
     Lease* find(const QString& leaseId);
     int openLeasesOf(const QString& agentId) const;
-    // Agents holding open leases of the job: how many train it at once (adaptive-nesterov's period).
+    // How many agents train the job at once (adaptive-nesterov's period): those holding an open lease of it,
+    // and those that delivered one within twice the job's recent median subtask time (an agent between two
+    // subtasks is still at work; one gone for longer is not counted).
     int agentsTraining(qint64 jobId) const;
     // A lease read back from the store at start: open ones hold their workunit again.
     void restore(Lease lease);
@@ -116,6 +118,13 @@ private:
     ExpiredObserver m_onExpired;
     QHash<QString, Lease> m_leases;
     QHash<QString, double> m_speeds; // agent -> samples per second, smoothed
+    struct Activity
+    {
+        QHash<QString, qint64> lastDeliveredMs; // agent -> when its last result of the job came
+        std::vector<qint64> recentDurationsMs;  // issue to result, the last kDurations subtasks
+    };
+    static constexpr size_t kDurations = 32;
+    std::map<qint64, Activity> m_activity; // by job
     qint64 m_nextDeadlineMs = 0; // no open lease expires before this: expire() skips its scan until then
 };
 

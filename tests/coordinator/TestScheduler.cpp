@@ -40,6 +40,7 @@ private Q_SLOTS:
     void stragglersAreReplicatedWhenTheJobAllowsIt();
     void completedAndReleasedLeavesAreCounted();
     void subtasksAreSizedToAgentsSpeeds();
+    void agentsBetweenSubtasksStillCountAsTraining();
 
 private:
     Scheduler& scheduler() { return *m_scheduler; }
@@ -219,6 +220,26 @@ void TestScheduler::subtasksAreSizedToAgentsSpeeds()
     scheduler().noteSpeed(QStringLiteral("slow"), 100, 0.0);
     scheduler().noteSpeed(QStringLiteral("slow"), -5, 1.0);
     QCOMPARE(*scheduler().speedOf(QStringLiteral("slow")), 500.0);
+}
+
+void TestScheduler::agentsBetweenSubtasksStillCountAsTraining()
+{
+    // Four agents deliver at once (equal speeds): each is still at work when the next result is folded, so
+    // the count stays four, not 4, 3, 2, 1.
+    std::vector<Lease> held;
+    for (const char* agent : {"a", "b", "c", "d"})
+        held.push_back(lease(QString::fromLatin1(agent)));
+    QCOMPARE(scheduler().agentsTraining(1), 4);
+    m_clock.advance(10'000);
+    for (const Lease& l : held) {
+        QCOMPARE(scheduler().agentsTraining(1), 4);
+        QVERIFY(scheduler().recordCompleted(theJob(), l.id).ok());
+        scheduler().completed(theJob(), l.id);
+    }
+    QCOMPARE(scheduler().agentsTraining(1), 4);
+    // Gone for longer than twice the median subtask (10 s): no longer counted.
+    m_clock.advance(20'001);
+    QCOMPARE(scheduler().agentsTraining(1), 0);
 }
 
 QTEST_GUILESS_MAIN(TestScheduler)
