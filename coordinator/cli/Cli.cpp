@@ -10,7 +10,7 @@ namespace {
 const char kUsage[] = R"(usage: gleaner-coordinator COMMAND [options]
 
 The Gleaner coordinator: splits training jobs into subtasks, hands them to agents over HTTPS, folds their
-results into the server weights (VC-ASGD) and validates them.
+results into the server weights (VC-ASGD or the job's rule) and validates them.
 
 Commands:
   init     create a data directory: keys, TLS certificate, admin token, database

@@ -44,7 +44,8 @@ QString SimOptions::usage()
     return QStringLiteral(
         "usage: gleaner-sim JOB.json [--agents C] [--speeds SPEEDS] [--rule RULE] [--epochs E] [--seed S]\n"
         "                   [--rate R] [--network SECONDS] [--preemption P] [--churn SECONDS] [--retry SECONDS]\n"
-        "                   [--speed-aware on|off] [--validate-every N] [--threads T] [--ignore-target]\n"
+        "                   [--speed-aware on|off] [--publish-interval MS] [--validate-every N] [--threads T]\n"
+        "                   [--ignore-target]\n"
         "                   [--json FILE] [--csv FILE] [--quiet]\n"
         "       gleaner-sim JOB.json --baseline [--epochs E] [--rate R] [--validate-every N] [--json FILE]\n"
         "\n"
@@ -65,6 +66,7 @@ QString SimOptions::usage()
         "  --preemption P      probability that a subtask is lost part-way; its lease then expires at its deadline\n"
         "  --churn SECONDS     agents leave after a random time of this mean and come back as new agents\n"
         "  --retry SECONDS     an agent without work asks again after this long (default 10, as the coordinator says)\n"
+        "  --publish-interval MS  the coordinator's publish_interval_ms (default 250): leases get weights this old\n"
         "  --validate-every N  validate every N folded updates as well as at epoch ends (default shards / 5)\n"
         "  --threads T         libtorch threads for training and validation (default 1)\n"
         "  --baseline          one process, one persistent optimizer, speed 1, over the same training set\n"
@@ -146,6 +148,8 @@ Result<SimOptions> SimOptions::parse(const QStringList& arguments)
             take(real(0, 1e9), options.churnSeconds);
         } else if (arg == u"--retry") {
             take(real(0.001, 1e6), options.retrySeconds);
+        } else if (arg == u"--publish-interval") {
+            take(integer(0, 3600000), options.publishIntervalMs);
         } else if (arg == u"--validate-every") {
             take(integer(0, 1000000), options.validateEvery);
         } else if (arg == u"--threads") {

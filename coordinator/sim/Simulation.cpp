@@ -26,7 +26,6 @@ namespace {
 
 constexpr qint64 kStartMs = 1'700'000'000'000;
 constexpr qint64 kJobId = 1;
-constexpr qint64 kPublishIntervalMs = 1000; // the coordinator's publish_interval_ms default
 
 struct Agent
 {
@@ -227,7 +226,7 @@ private:
         JobState& j = job();
         if (j.published.version == m_version)
             return;
-        if (j.published.version >= 0 && m_clock.nowMs() - j.published.atMs < kPublishIntervalMs)
+        if (j.published.version >= 0 && m_clock.nowMs() - j.published.atMs < m_options.publishIntervalMs)
             return;
         j.published = PublishedWeights{m_version, QStringLiteral("v%1").arg(m_version), 0, m_clock.nowMs()};
         m_bases[m_version] = m_weights;

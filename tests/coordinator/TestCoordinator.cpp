@@ -24,6 +24,20 @@ using namespace gleaner::coordinator;
 
 namespace {
 
+// `weights` with every value moved by `by`: an upload whose change is known exactly.
+TensorBundle shifted(const TensorBundle& weights, float by)
+{
+    TensorBundle client = weights;
+    for (const auto& entry : client.entries())
+        for (float& v : client.mutableValues<float>(entry))
+            v += by;
+    return client;
+}
+
+} // namespace
+
+namespace {
+
 using Task = test::LeasedTask;
 
 QString fileOf(const QJsonObject& manifest, const char* role)
@@ -246,13 +260,7 @@ void TestCoordinator::staleResultWeighsLessWithFedAsync()
     const TensorBundle w0 = serverWeights(job);
     auto tasks = lease(agent, 2);
     QCOMPARE(tasks.size(), size_t(2));
-    const auto moved = [&](float by) {
-        TensorBundle client = w0;
-        for (const auto& entry : client.entries())
-            for (float& v : client.mutableValues<float>(entry))
-                v += by;
-        return client;
-    };
+    const auto moved = [&](float by) { return shifted(w0, by); };
     const TensorBundle c1 = moved(0.01f), c2 = moved(-0.02f);
     QString error;
     QCOMPARE(upload(agent, tasks[0].leaseId, c1, 0), 202);
@@ -410,13 +418,7 @@ void TestCoordinator::pseudoGradientRuleContinuesAcrossARestart()
         QStringLiteral(R"(, "aggregation": {"rule": "delayed-nesterov", "buffer": 2, "server_lr": 1, "momentum": 0.5})")));
     QVERIFY(job > 0);
     const TensorBundle w0 = serverWeights(job);
-    const auto moved = [&](float by) {
-        TensorBundle client = w0;
-        for (const auto& entry : client.entries())
-            for (float& v : client.mutableValues<float>(entry))
-                v += by;
-        return client;
-    };
+    const auto moved = [&](float by) { return shifted(w0, by); };
     auto tasks = lease(agent, 2);
     QCOMPARE(tasks.size(), size_t(2));
     QCOMPARE(upload(agent, tasks[0].leaseId, moved(0.02f), 0), 202);
