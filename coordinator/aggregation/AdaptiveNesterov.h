@@ -7,8 +7,14 @@
 //
 // So the period follows the job: K is the number of agents training it when the update arrives (the agents
 // holding its open leases, counted by the scheduler and recorded with the update). One agent alone makes K = 1:
-// each update is applied whole, plus momentum; C agents in lockstep make it a Nesterov step per round of C
-// updates, as DiLoCo takes per round. Otherwise it is delayed Nesterov ("server_lr", "momentum", "staleness").
+// each update is applied whole; C agents in lockstep make it a Nesterov step per round of C updates, as DiLoCo
+// takes per round. Otherwise it is delayed Nesterov ("server_lr", "momentum", "staleness").
+//
+// Its step is capped too. At steady state outer momentum b multiplies a round's mean change by lr / (1 - b); with
+// lr 1 and b 0.5 that is twice the mean, which at K = 2 is the whole sum of the two agents' changes: the regime that
+// diverged in the lab at C = 4, and that did on the real system at C = 2, where leases trained from weights one or
+// two updates older than the simulator's. So the learning rate is min(server_lr, (1 - b)(K + 1) / 2): a round
+// moves the weights by at most (K + 1) / 2 times its mean change, one agent's change whole when it trains alone.
 
 #include "aggregation/DelayedNesterov.h"
 
@@ -26,6 +32,10 @@ protected:
     int bufferFor(const UpdateContext& context) const override
     {
         return std::clamp(context.concurrency, 1, kMaxBuffer);
+    }
+    double outerLr(int buffer) const override
+    {
+        return std::min(m_spec.serverLr, (1.0 - m_spec.momentum) * (buffer + 1) / 2.0);
     }
 };
 

@@ -9,7 +9,8 @@ using ml::WeightMath::Part;
 Status DelayedNesterov::onUpdate(TensorBundle& server, const TensorBundle& client, const TensorBundle& base,
                                  double w, int buffer)
 {
-    const double scale = m_spec.serverLr * w / buffer;
+    m_lastBuffer = buffer;
+    const double scale = outerLr(buffer) * w / buffer;
     return ml::WeightMath::addScaledDifference(server, client, base, scale, Part::Parameters);
 }
 
@@ -19,7 +20,8 @@ Status DelayedNesterov::flush(TensorBundle& server, const TensorBundle& sum, int
         m_momentum = ml::WeightMath::zerosLike(server);
     if (auto s = ml::WeightMath::scaleAdd(m_momentum, m_spec.momentum, sum, 1.0 / count, Part::Parameters); !s)
         return s;
-    return ml::WeightMath::scaleAdd(server, 1.0, m_momentum, m_spec.serverLr * m_spec.momentum, Part::Parameters);
+    return ml::WeightMath::scaleAdd(server, 1.0, m_momentum, outerLr(m_lastBuffer) * m_spec.momentum,
+                                    Part::Parameters);
 }
 
 void DelayedNesterov::saveExtra(TensorBundle& state) const

@@ -28,7 +28,15 @@ protected:
     void saveExtra(TensorBundle& state) const override;
     Status loadExtra(const TensorBundle& state, const TensorBundle& server) override;
 
+    // The outer learning rate for a buffer of `buffer` updates (the spec's server_lr; adaptive rules cap it).
+    virtual double outerLr(int buffer) const
+    {
+        (void)buffer;
+        return m_spec.serverLr;
+    }
+
 private:
+    int m_lastBuffer = 1;     // the buffer the current round runs with (flush() uses the same learning rate)
     TensorBundle m_momentum; // empty until the first flush
 };
 

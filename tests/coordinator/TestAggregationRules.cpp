@@ -383,9 +383,10 @@ void TestAggregationRules::honestBufferedStepsPassTheFold()
 
 void TestAggregationRules::adaptiveNesterovTakesItsPeriodFromTheAgentsTraining()
 {
+    // server_lr 1, momentum 0.5: the learning rate is min(1, 0.5 (K + 1) / 2).
     AggregationSpec spec = pseudo(AggregationSpec::Rule::AdaptiveNesterov, 4, 1.0, 0.5);
-    // One agent: K = 1, every update applied whole, then the momentum step: d = (2, 0) gives m = (2, 0) and
-    // server = (0, 0) + (2, 0) + 0.5 m = (3, 0).
+    // One agent: K = 1, lr 0.5. d = (2, 0): server + 0.5 d = (1, 0); m = d; server + 0.5 * 0.5 m = (1.5, 0).
+    // At steady state (m = d) a round moves the weights by lr / (1 - b) = 1 times the change: the agent's own.
     auto alone = AggregationRule::create(spec);
     QCOMPARE(alone->name(), QStringLiteral("adaptive-nesterov"));
     TensorBundle server = weights({0.0f, 0.0f});
@@ -394,16 +395,26 @@ void TestAggregationRules::adaptiveNesterovTakesItsPeriodFromTheAgentsTraining()
     c.base = &base;
     c.concurrency = 1;
     QVERIFY(alone->apply(server, weights({2.0f, 0.0f}), c).ok());
-    QCOMPARE(values(server), (std::vector<float>{3.0f, 0.0f}));
-    // Two agents: exactly delayed Nesterov with K = 2 (delayedNesterovAppliesMomentumEveryK's numbers), whatever
-    // the spec's buffer says.
+    QCOMPARE(values(server), (std::vector<float>{1.5f, 0.0f}));
+    // Two agents: K = 2 whatever the spec's buffer says, lr 0.75. d1 = (2, 0): (0.75, 0); d2 = (0, 4):
+    // (0.75, 1.5); m = mean = (1, 2); server + 0.75 * 0.5 m = (1.125, 2.25).
     auto pair = AggregationRule::create(spec);
     TensorBundle two = weights({0.0f, 0.0f});
     c.concurrency = 2;
     QVERIFY(pair->apply(two, weights({2.0f, 0.0f}), c).ok());
-    QCOMPARE(values(two), (std::vector<float>{1.0f, 0.0f}));
+    QCOMPARE(values(two), (std::vector<float>{0.75f, 0.0f}));
     QVERIFY(pair->apply(two, weights({0.0f, 4.0f}), c).ok());
-    QCOMPARE(values(two), (std::vector<float>{1.5f, 3.0f}));
+    QCOMPARE(values(two), (std::vector<float>{1.125f, 2.25f}));
+    // Four agents: (1 - 0.5) 5 / 2 = 1.25 > server_lr: the spec's 1 holds, exactly delayed Nesterov with K = 4.
+    auto four = AggregationRule::create(spec);
+    auto delayed = AggregationRule::create(pseudo(AggregationSpec::Rule::DelayedNesterov, 4, 1.0, 0.5));
+    TensorBundle a = weights({0.0f, 0.0f}), b = weights({0.0f, 0.0f});
+    c.concurrency = 4;
+    for (const auto& update : {weights({2.0f, 0.0f}), weights({0.0f, 4.0f}), weights({2.0f, 2.0f}), weights({1.0f, 1.0f})}) {
+        QVERIFY(four->apply(a, update, c).ok());
+        QVERIFY(delayed->apply(b, update, c).ok());
+    }
+    QCOMPARE(values(a), values(b));
 }
 
 QTEST_GUILESS_MAIN(TestAggregationRules)
