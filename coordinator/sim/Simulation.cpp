@@ -38,7 +38,7 @@ struct Agent
 
 struct Event
 {
-    enum class Kind { Ask, Deliver, Leave, Join };
+    enum class Kind { Ask, Deliver, Leave, Join, Tick };
     qint64 atMs = 0;
     qint64 order = 0;
     Kind kind = Kind::Ask;
@@ -150,6 +150,7 @@ public:
             return fail(s.error());
         m_validateEvery = m_options.validateEvery > 0 ? m_options.validateEvery : std::max(1, m_data.spec.shards / 5);
 
+        post(Event::Kind::Tick, kStartMs + std::max(1, m_options.publishIntervalMs), 0);
         for (int slot = 0; slot < int(m_agents.size()); ++slot) {
             post(Event::Kind::Ask, kStartMs, slot);
             if (m_options.churnSeconds > 0)
@@ -186,6 +187,11 @@ public:
                 agent.generation += 1;
                 post(Event::Kind::Join, m_clock.nowMs() + drawMs(m_options.churnSeconds / 4), event.slot);
                 break;
+            case Event::Kind::Tick:
+                // The coordinator's housekeeping tick publishes the folded weights for the leases after it.
+                publish();
+                post(Event::Kind::Tick, m_clock.nowMs() + std::max(1, m_options.publishIntervalMs), 0);
+                break;
             case Event::Kind::Join:
                 agent.present = true;
                 agent.id = newAgentId();
@@ -220,13 +226,12 @@ private:
         m_events.push(std::move(event));
     }
 
-    // The coordinator publishes the server copy for new leases at most once per publish interval.
+    // The coordinator publishes the server copy for new leases on its housekeeping tick, at most once per publish
+    // interval (the Tick events): a lease gets the weights of the last tick, without the updates folded since.
     void publish()
     {
         JobState& j = job();
         if (j.published.version == m_version)
-            return;
-        if (j.published.version >= 0 && m_clock.nowMs() - j.published.atMs < m_options.publishIntervalMs)
             return;
         j.published = PublishedWeights{m_version, QStringLiteral("v%1").arg(m_version), 0, m_clock.nowMs()};
         m_bases[m_version] = m_weights;
@@ -242,7 +247,6 @@ private:
     {
         Agent& agent = m_agents[size_t(slot)];
         m_scheduler.expire();
-        publish();
         auto granted = m_scheduler.leaseNext(job(), agent.id, agent.cached);
         if (!granted)
             return fail(granted.error());

@@ -438,9 +438,6 @@ void TestEndToEnd::coordinatorKilledAndRestartedMidJob()
     QJsonObject spec = E2eCluster::fashionJob();
     spec.insert(QStringLiteral("name"), QStringLiteral("restart"));
     spec.insert(QStringLiteral("target_accuracy"), 0.75);
-    // A rule with state and bases: the replay after the kill needs the weights each update trained from and
-    // the momentum the last snapshot kept (gleaner-sim: 0.76 at epoch 2 with two agents, as VC-ASGD's 0.78).
-    spec.insert(QStringLiteral("aggregation"), QJsonObject{{QStringLiteral("rule"), QStringLiteral("adaptive-nesterov")}});
     auto job = m_cluster->submitJob(spec);
     E2E_VERIFY(job);
     const QList<int> agents =
