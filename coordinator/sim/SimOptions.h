@@ -29,7 +29,7 @@ struct SimOptions
     double retrySeconds = 10.0;      // an agent without work asks again after this long (the coordinator's answer)
     int publishIntervalMs = 250;     // the coordinator's publish_interval_ms: new leases get weights at most this old
     int validateEvery = 0;           // validate after every N folded updates (0: shards / 5); epoch ends always
-    int threads = 1;                 // libtorch intra-op threads for training and validation
+    int threads = 1;                 // libtorch intra-op threads for training (validation: libtorch's default)
     bool baseline = false;           // plain single-process training of the same model and data instead
     bool ignoreTarget = false;       // run every epoch even after the job's target accuracy
     QString jsonPath;                // "-": stdout

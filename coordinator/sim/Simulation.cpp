@@ -272,7 +272,7 @@ private:
         if (m_options.preemption > 0 && unit01(m_random) < m_options.preemption) {
             // Lost part-way: the agent starts afresh after the time it spent; the lease expires at its deadline.
             const qint64 lostMs = std::max<qint64>(1, qint64(unit01(m_random) * double(durationMs)));
-            m_preempted += 1;
+            m_report.preempted += 1;
             post(Event::Kind::Ask, m_clock.nowMs() + lostMs, slot);
             return {};
         }
@@ -396,7 +396,6 @@ private:
     UpdateBound m_steps;
     qint64 m_version = 0;
     qint64 m_samples = 0;
-    qint64 m_preempted = 0;
     qint64 m_lastFoldMs = kStartMs;
     int m_validateEvery = 10;
     std::map<qint64, TensorBundle> m_bases;
@@ -561,6 +560,7 @@ QJsonObject SimReport::toJson(const SimOptions& options) const
         {QStringLiteral("updates"), qint64(updates.size())},
         {QStringLiteral("folded"), folded},
         {QStringLiteral("mean_staleness"), updates.empty() ? 0.0 : double(stalenessSum) / double(updates.size())},
+        {QStringLiteral("preempted"), preempted},
         {QStringLiteral("ended"), ended},
     };
 }

@@ -47,6 +47,7 @@ struct SimReport
     std::vector<double> speeds;
     std::vector<SimPoint> points; // every validation, in time order
     std::vector<SimUpdate> updates;
+    qint64 preempted = 0; // subtasks lost part-way (--preemption)
     QString ended; // why the run stopped
     double bestAccuracy() const;
     QJsonObject toJson(const SimOptions& options) const;

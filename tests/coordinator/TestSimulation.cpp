@@ -131,6 +131,7 @@ void TestSimulation::preemptedWorkIsReissuedAfterItsDeadline()
     const QJsonArray epochs = report->toJson(run).value(u"epochs").toArray();
     QCOMPARE(epochs.size(), 2);
     QCOMPARE(epochs.at(1).toObject().value(u"samples").toInteger(), qint64(2000)); // nothing lost for good
+    QVERIFY(report->toJson(run).value(u"preempted").toInteger() > 0);
     // A lost subtask waits for its lease's deadline (10 s) before another agent gets it.
     QVERIFY2(epochs.at(1).toObject().value(u"sim_seconds").toDouble() > 10.0,
              qPrintable(QString::number(epochs.at(1).toObject().value(u"sim_seconds").toDouble())));
