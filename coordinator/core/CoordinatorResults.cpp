@@ -5,7 +5,6 @@
 #include "core/Coordinator.h"
 #include "scheduling/Scheduler.h"
 #include "store/Database.h"
-#include "store/SchedulerTables.h"
 #include "util/Durability.h"
 
 #include <QDir>
@@ -58,11 +57,9 @@ HttpResponse Coordinator::refuseResult(const QString& agentId, const QString& le
 {
     Lease* lease = m_scheduler->find(leaseId);
     if (lease && lease->agentId == agentId && lease->state != Lease::State::Completed) {
-        lease->state = Lease::State::Refused;
-        (void)m_schedulerTables->saveLease(*lease);
         m_admission.closeLease(leaseId,
                                QStringLiteral("lease %1 was closed after an invalid result").arg(leaseId));
-        m_scheduler->released(findJob(lease->jobId), leaseId);
+        m_scheduler->released(findJob(lease->jobId), leaseId, Lease::State::Refused);
         lease = nullptr;
         qCWarning(lcCoordinator) << "refused the result of lease" << leaseId << "from agent" << agentId << ":"
                                  << reason;

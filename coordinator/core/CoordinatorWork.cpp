@@ -367,7 +367,7 @@ HttpResponse Coordinator::failLease(const QString& agentId, const QString& lease
     m_admission.closeLease(leaseId, failedLeaseMessage(leaseId));
     const qint64 workunitId = lease->workunitId;
     lease = nullptr;
-    const bool requeue = m_scheduler->released(job, leaseId);
+    const bool requeue = m_scheduler->released(job, leaseId, Lease::State::Failed);
     // QDebug quotes and escapes the reason: one line, whatever the agent sent.
     qCWarning(lcCoordinator).nospace()
         << "agent " << agentId << " reported lease " << leaseId << " failed at stage " << stage << ": "

@@ -267,11 +267,14 @@ void Scheduler::completed(JobState& job, const QString& leaseId)
     m_leases.erase(lease);
 }
 
-bool Scheduler::released(JobState* job, const QString& leaseId)
+bool Scheduler::released(JobState* job, const QString& leaseId, Lease::State closedAs)
 {
     auto lease = m_leases.find(leaseId);
     if (lease == m_leases.end())
         return false;
+    Lease closed = *lease;
+    closed.state = closedAs;
+    (void)m_store.saveLease(closed);
     bool requeued = false;
     if (job) {
         auto unit = job->workunits.find(lease->workunitId);

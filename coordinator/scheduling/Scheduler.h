@@ -76,10 +76,10 @@ public:
     // store, inside the caller's transaction; completed() changes memory once that transaction committed.
     Status recordCompleted(const JobState& job, const QString& leaseId);
     void completed(JobState& job, const QString& leaseId);
-    // The lease closes without a result it counts (refused or given back): it leaves memory, and its workunit
-    // goes back to the queue unless it is done or another lease holds it (recorded in the store). `job` may be
-    // null (the job is gone). Answers whether the workunit went back to the queue.
-    bool released(JobState* job, const QString& leaseId);
+    // The lease closes without a result it counts (Refused, or Failed: given back): the store records it closed
+    // as `closedAs`, it leaves memory, and its workunit goes back to the queue unless it is done or another lease
+    // holds it. `job` may be null (the job is gone). Answers whether the workunit went back to the queue.
+    bool released(JobState* job, const QString& leaseId, Lease::State closedAs);
 
     // ---- speeds (speed-aware work)
     // What one result showed of an agent's speed: `samples` trained in `seconds` (smoothed over its results).

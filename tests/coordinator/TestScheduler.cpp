@@ -189,7 +189,7 @@ void TestScheduler::completedAndReleasedLeavesAreCounted()
     scheduler().completed(theJob(), done.id);
     QCOMPARE(theJob().workunits.at(done.workunitId).state, Workunit::State::Done);
     QVERIFY(!scheduler().find(done.id));
-    QVERIFY(scheduler().released(&theJob(), given.id)); // back to the queue
+    QVERIFY(scheduler().released(&theJob(), given.id, Lease::State::Refused)); // back to the queue
     QCOMPARE(theJob().workunits.at(given.workunitId).state, Workunit::State::Pending);
     QCOMPARE(scheduler().openLeasesOf(QStringLiteral("a")), 0);
 }
