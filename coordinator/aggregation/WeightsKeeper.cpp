@@ -207,17 +207,23 @@ void WeightsKeeper::publish(qint64 jobId)
 {
     m_thread.post([this, jobId] {
         auto it = m_jobs.find(jobId);
-        if (it == m_jobs.end() || it->second.publishedVersion == it->second.version)
+        if (it == m_jobs.end())
             return;
         JobWeights& job = it->second;
-        auto blob = writeBlob(job);
-        if (!blob) {
-            qCCritical(lcWeights) << "job" << jobId << "cannot publish weights:" << blob.error();
-            return;
+        PublishedWeights published{job.version, {}, 0, m_coordinator.clock().nowMs(), job.lastSeq};
+        if (job.publishedVersion != job.version) {
+            auto blob = writeBlob(job);
+            if (!blob) {
+                qCCritical(lcWeights) << "job" << jobId << "cannot publish weights:" << blob.error();
+                return;
+            }
+            job.publishedVersion = job.version;
+            remember(job, blob->sha256, job.weights);
+            published.sha256 = blob->sha256;
+            published.size = blob->size;
         }
-        job.publishedVersion = job.version;
-        remember(job, blob->sha256, job.weights);
-        const PublishedWeights published{job.version, blob->sha256, blob->size, m_coordinator.clock().nowMs()};
+        // Also when nothing changed (the updates since were refused): the file out there holds everything
+        // handled up to lastSeq, which is what a lease waiting for its agent's own update needs to know.
         m_coordinator.state().post([this, jobId, published] { m_coordinator.onPublished(jobId, published); });
     });
 }

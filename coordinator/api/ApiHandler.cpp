@@ -249,7 +249,7 @@ void ApiHandler::handle(HttpRequest request, Responder respond)
             respond(badJson());
             return;
         }
-        c.state().post([&c, agentId, body = *body, respond] { respond(c.lease(agentId, body)); });
+        c.state().post([&c, agentId, body = *body, respond] { c.leaseWhenCurrent(agentId, body, respond); });
         return;
     }
     const QString leaseId = QString::fromLatin1(parts[3]);

@@ -41,6 +41,9 @@ struct CoordinatorConfig
     // measured what an older base costs: at 1000 ms, four agents of mixed speed trained from weights about
     // three updates staler and missed the one-pass accuracy that they reach at 0 (docs/aggregation.md).
     int publishIntervalMs = 250;
+    // An agent's next lease waits this long at most for weights that hold its own previous result, published at
+    // once for it (0: leases never wait, and carry the last file the tick published).
+    int leaseWaitForOwnUpdateMs = 2000;
     int validateEveryUpdates = 0;     // 0: validate at epoch ends only
     // Against hoarding: an agent holds at most this many open leases (fewer when it declared fewer cores: twice
     // its cores), and a lease lives at most this many of its job's deadlines in all, however often it reports.

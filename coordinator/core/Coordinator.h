@@ -136,6 +136,11 @@ public:
 
     // [state] Work.
     HttpResponse lease(const QString& agentId, const QJsonObject& request);
+    // The lease request as agents make it: when the agent's own latest result is accepted but not yet in the
+    // published weights (it asks again right after uploading), the coordinator publishes at once and answers
+    // when that file is out, or after config lease_wait_for_own_update_ms at most; otherwise at once. Without
+    // this an agent would train its next subtask from weights that lack its previous one.
+    void leaseWhenCurrent(const QString& agentId, const QJsonObject& request, Responder respond);
     HttpResponse progress(const QString& agentId, const QString& leaseId, const QJsonObject& report);
     // The upload at `file` has passed UpdateChecker; records it durably and queues it for aggregation.
     HttpResponse result(const QString& agentId, const QString& leaseId, const QString& file, ReceivedUpdate update);
@@ -180,6 +185,10 @@ private:
     // A refused result counts against its agent; a run of them quarantines it and gives its work to others.
     void countRefusal(const QString& agentId, const QString& reason);
     void onPublished(qint64 jobId, PublishedWeights published);
+    // Whether a running job holds an accepted update of this agent that its published weights lack.
+    bool waitsForOwnUpdate(const QString& agentId) const;
+    // Answers the parked lease requests whose wait is over (their publication is out, or their time is up).
+    void answerParkedLeases();
     void onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const QString& sha, const QString& ruleSha);
     void onValidated(qint64 jobId, int epoch, bool epochEnd, qint64 version, double accuracy, double loss);
     void onValidationFailed(qint64 jobId, int epoch, bool epochEnd, const QString& error);
@@ -232,6 +241,14 @@ private:
     std::map<qint64, JobState> m_jobs;
     std::unique_ptr<SchedulerTables> m_schedulerTables;
     std::unique_ptr<Scheduler> m_scheduler; // workunits, leases and epochs (coordinator/scheduling/)
+    struct ParkedLease
+    {
+        QString agentId;
+        QJsonObject request;
+        Responder respond;
+        qint64 untilMs = 0;
+    };
+    std::vector<ParkedLease> m_parkedLeases; // lease requests waiting for their agent's update (leaseWhenCurrent)
 
     std::unique_ptr<SerialExecutor> m_importer;
     std::unique_ptr<WeightsKeeper> m_weights;

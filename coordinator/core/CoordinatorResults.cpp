@@ -190,6 +190,8 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
     UpdateContext context{epoch, update.baseVersion, 0};
     context.concurrency = concurrency;
     m_weights->apply(job->id, seq, std::move(update.weights), context, baseSha);
+    if (m_config.leaseWaitForOwnUpdateMs > 0)
+        job->unpublishedOf[agentId] = seq; // its next lease waits for weights that hold this update
     scheduleValidations(*job); // posted after the update: the validation sees it
     if (m_config.validateEveryUpdates > 0 && job->updatesReceived % m_config.validateEveryUpdates == 0)
         m_weights->validate(job->id, epoch, /*epochEnd=*/false); // an intermediate point, for the history

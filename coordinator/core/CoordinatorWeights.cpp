@@ -43,11 +43,20 @@ void Coordinator::onFoldRefused(qint64 jobId, qint64 seq, const QString& reason,
 void Coordinator::onPublished(qint64 jobId, PublishedWeights published)
 {
     JobState* job = findJob(jobId);
-    if (!job || published.version <= job->published.version)
+    if (!job)
         return;
-    if (!job->published.sha256.isEmpty())
-        job->retired.push_back(job->published);
-    job->published = published;
+    if (published.sha256.isEmpty()) {
+        // Nothing new to hand out: the file in force holds every update handled up to published.throughSeq.
+        if (published.version == job->published.version)
+            job->published.throughSeq = std::max(job->published.throughSeq, published.throughSeq);
+    } else if (published.version > job->published.version) {
+        if (!job->published.sha256.isEmpty())
+            job->retired.push_back(job->published);
+        job->published = published;
+    }
+    std::erase_if(job->unpublishedOf,
+                  [&](const auto& entry) { return entry.second <= job->published.throughSeq; });
+    answerParkedLeases();
 }
 
 void Coordinator::onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const QString& sha,

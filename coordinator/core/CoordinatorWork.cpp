@@ -115,6 +115,47 @@ HttpResponse Coordinator::lease(const QString& agentId, const QJsonObject& reque
     return response;
 }
 
+void Coordinator::leaseWhenCurrent(const QString& agentId, const QJsonObject& request, Responder respond)
+{
+    if (m_config.leaseWaitForOwnUpdateMs <= 0 || !waitsForOwnUpdate(agentId)) {
+        respond(lease(agentId, request));
+        return;
+    }
+    // The weights thread folds in order: a publication asked for now comes after the agent's update.
+    for (const auto& [id, job] : m_jobs)
+        if (job.status == JobStatus::Running && job.unpublishedOf.contains(agentId))
+            m_weights->publish(id);
+    m_parkedLeases.push_back(
+        ParkedLease{agentId, request, std::move(respond), m_clock.nowMs() + m_config.leaseWaitForOwnUpdateMs});
+}
+
+bool Coordinator::waitsForOwnUpdate(const QString& agentId) const
+{
+    for (const auto& [id, job] : m_jobs) {
+        if (job.status != JobStatus::Running)
+            continue;
+        const auto it = job.unpublishedOf.find(agentId);
+        if (it != job.unpublishedOf.end() && it->second > job.published.throughSeq)
+            return true;
+    }
+    return false;
+}
+
+void Coordinator::answerParkedLeases()
+{
+    if (m_parkedLeases.empty())
+        return;
+    const qint64 now = m_clock.nowMs();
+    std::vector<ParkedLease> parked;
+    parked.swap(m_parkedLeases);
+    for (ParkedLease& request : parked) {
+        if (now < request.untilMs && waitsForOwnUpdate(request.agentId))
+            m_parkedLeases.push_back(std::move(request));
+        else
+            request.respond(lease(request.agentId, request.request));
+    }
+}
+
 QJsonObject Coordinator::leaseReply(const QJsonArray& tasks) const
 {
     // Every reply names the key in force, so an agent that pinned an older one follows the rotations at once.
@@ -417,6 +458,7 @@ void Coordinator::removeRetiredWeights()
 
 void Coordinator::tick()
 {
+    answerParkedLeases(); // those whose publication did not come in time (a weights thread busy with a backlog)
     m_scheduler->expire();
     removeRetiredWeights();
     const qint64 now = m_clock.nowMs();

@@ -81,6 +81,8 @@ struct PublishedWeights
     QString sha256;
     qint64 size = 0;
     qint64 atMs = 0;
+    qint64 throughSeq = 0; // every update received up to this seq was folded in (or refused) before the file was
+                           // written: what the weights thread had handled when it published
 };
 
 struct JobState
@@ -106,6 +108,9 @@ struct JobState
     // Rules that fold pseudo-gradients: the weights each received update trained from, by update seq, kept on
     // disk until a snapshot holds the update (a replay after a restart needs them).
     std::map<qint64, QString> basesInFlight;
+    // An agent's latest accepted update that the published weights do not hold yet, by agent (memory only):
+    // its next lease waits for the publication that holds it (Coordinator::leaseWhenCurrent).
+    std::map<QString, qint64> unpublishedOf;
     std::vector<ValidationPoint> history;
     std::set<int> validatedEpochs;  // epochs whose end-of-epoch validation is recorded
     std::set<int> validating;       // end-of-epoch validations in flight

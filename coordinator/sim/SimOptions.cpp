@@ -44,8 +44,8 @@ QString SimOptions::usage()
     return QStringLiteral(
         "usage: gleaner-sim JOB.json [--agents C] [--speeds SPEEDS] [--rule RULE] [--epochs E] [--seed S]\n"
         "                   [--rate R] [--network SECONDS] [--preemption P] [--churn SECONDS] [--retry SECONDS]\n"
-        "                   [--speed-aware on|off] [--publish-interval MS] [--validate-every N] [--threads T]\n"
-        "                   [--ignore-target]\n"
+        "                   [--speed-aware on|off] [--publish-interval MS] [--own-update on|off]\n"
+        "                   [--validate-every N] [--threads T] [--ignore-target]\n"
         "                   [--json FILE] [--csv FILE] [--quiet]\n"
         "       gleaner-sim JOB.json --baseline [--epochs E] [--rate R] [--validate-every N] [--json FILE]\n"
         "\n"
@@ -56,7 +56,8 @@ QString SimOptions::usage()
         "  --agents C          simulated agents (default 4)\n"
         "  --speeds SPEEDS     relative speeds: a list (1,1,2,4; the last repeats), lognormal:SIGMA (median 1),\n"
         "                      or uniform:LOW:HIGH (default 1)\n"
-        "  --rule RULE         vc-asgd, fedasync, fedbuff or delayed-nesterov with their defaults, or a JSON\n"
+        "  --rule RULE         vc-asgd, fedasync, fedbuff, delayed-nesterov or adaptive-nesterov with their\n"
+        "                      defaults, or a JSON\n"
         "                      object as a job's \"aggregation\" (default: the job's rule)\n"
         "  --epochs E          the job's max_epochs for this run\n"
         "  --speed-aware on|off  size subtasks to each agent's measured speed (the job's speed_aware)\n"
@@ -67,6 +68,8 @@ QString SimOptions::usage()
         "  --churn SECONDS     agents leave after a random time of this mean and come back as new agents\n"
         "  --retry SECONDS     an agent without work asks again after this long (default 10, as the coordinator says)\n"
         "  --publish-interval MS  the coordinator's publish_interval_ms (default 250): leases get weights this old\n"
+        "  --own-update on|off an agent's next lease holds its own last result, published for it at once (default\n"
+        "                      on, as the coordinator's lease_wait_for_own_update_ms does)\n"
         "  --validate-every N  validate every N folded updates as well as at epoch ends (default shards / 5)\n"
         "  --threads T         libtorch threads for training (default 1); validation uses libtorch's default,\n"
         "                      as on the coordinator\n"
@@ -131,6 +134,13 @@ Result<SimOptions> SimOptions::parse(const QStringList& arguments)
             if (*text != u"on" && *text != u"off")
                 return fail(QStringLiteral("--speed-aware: expected on or off, got \"%1\"").arg(*text));
             options.speedAware = *text == u"on";
+        } else if (arg == u"--own-update") {
+            auto text = value();
+            if (!text)
+                return fail(text.error());
+            if (*text != u"on" && *text != u"off")
+                return fail(QStringLiteral("--own-update: expected on or off, got \"%1\"").arg(*text));
+            options.waitForOwnUpdate = *text == u"on";
         } else if (arg == u"--seed") {
             auto text = value();
             if (!text)

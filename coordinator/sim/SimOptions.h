@@ -28,6 +28,7 @@ struct SimOptions
     double churnSeconds = 0.0;       // mean simulated time an agent stays before it leaves (0: never leaves)
     double retrySeconds = 10.0;      // an agent without work asks again after this long (the coordinator's answer)
     int publishIntervalMs = 250;     // the coordinator's publish_interval_ms: new leases get weights at most this old
+    bool waitForOwnUpdate = true;    // lease_wait_for_own_update_ms > 0: an agent's next lease holds its last result
     int validateEvery = 0;           // validate after every N folded updates (0: shards / 5); epoch ends always
     int threads = 1;                 // libtorch intra-op threads for training (validation: libtorch's default)
     bool baseline = false;           // plain single-process training of the same model and data instead

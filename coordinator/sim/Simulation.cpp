@@ -33,6 +33,7 @@ struct Agent
     double speed = 1.0;
     bool present = true;
     int generation = 0; // bumps when the agent leaves: its pending events are then void
+    qint64 lastFolded = 0; // the version its last result made
     QSet<QString> cached;
 };
 
@@ -131,7 +132,7 @@ public:
         m_report.agents = int(speeds.size());
         m_report.speeds = speeds;
         for (double speed : speeds)
-            m_agents.push_back(Agent{newAgentId(), speed, true, 0, {}});
+            m_agents.push_back(Agent{newAgentId(), speed, true, 0, 0, {}});
     }
 
     Result<SimReport> run()
@@ -196,6 +197,7 @@ public:
                 agent.present = true;
                 agent.id = newAgentId();
                 agent.cached.clear();
+                agent.lastFolded = 0;
                 post(Event::Kind::Ask, m_clock.nowMs(), event.slot);
                 post(Event::Kind::Leave, m_clock.nowMs() + drawMs(m_options.churnSeconds), event.slot);
                 break;
@@ -246,6 +248,10 @@ private:
     Status ask(int slot)
     {
         Agent& agent = m_agents[size_t(slot)];
+        // The coordinator answers an agent's lease request once the weights out there hold its last result
+        // (lease_wait_for_own_update_ms): publishing takes no simulated time here.
+        if (m_options.waitForOwnUpdate && agent.lastFolded > job().published.version)
+            publish();
         m_scheduler.expire();
         auto granted = m_scheduler.leaseNext(job(), agent.id, agent.cached);
         if (!granted)
@@ -324,6 +330,7 @@ private:
                 m_progress(QStringLiteral("update of workunit %1 not folded in: %2").arg(unit.id).arg(s.error()));
             } else {
                 m_version += 1;
+                m_agents[size_t(event.slot)].lastFolded = m_version;
                 m_samples += event.samples;
                 m_lastFoldMs = m_clock.nowMs();
             }

@@ -18,6 +18,7 @@
 #include <QTest>
 
 #include <cmath>
+#include <future>
 
 using namespace gleaner;
 using namespace gleaner::coordinator;
@@ -70,6 +71,7 @@ private Q_SLOTS:
     void declaredCapabilitiesAreCheckedAndKept();
     void invalidSpecIsRefusedWithTheField();
     void oldWeightsFilesAreRemovedOnceUnneeded();
+    void nextLeaseHoldsTheAgentsOwnResult();
     void batchNormBuffersAreBlendedAndCountersTakeTheMaximum();
     void identicalJobsKeepTheirSharedWeightsFiles();
     void revokedAgentsWorkGoesBackAtOnce();
@@ -469,6 +471,50 @@ void TestCoordinator::invalidSpecIsRefusedWithTheField()
     reply = f.call([&] { return f.core->submitJob(missing); }, &status);
     QCOMPARE(status, 422);
     QVERIFY(reply.value(QStringLiteral("error")).toString().contains(u"/nonexistent/train.safetensors"));
+}
+
+void TestCoordinator::nextLeaseHoldsTheAgentsOwnResult()
+{
+    // An agent asks for its next subtask right after its upload, before any tick published the fold: the answer
+    // waits for a publication asked for then, and hands out weights that hold the agent's own result.
+    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
+    const QString other = f.enroll(QStringLiteral("other")).value(QStringLiteral("agent_id")).toString();
+    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 8, 3, 0.99, 60, QStringLiteral(R"(, "overlap_epochs": false)")));
+    const TensorBundle weights = serverWeights(job);
+    const auto leaseNow = [&](const QString& who) {
+        std::promise<HttpResponse> answered;
+        f.core->state().post([&] {
+            f.core->leaseWhenCurrent(who, QJsonObject{{QStringLiteral("max_tasks"), 1}},
+                                     [&](HttpResponse r) { answered.set_value(std::move(r)); });
+        });
+        const HttpResponse reply = answered.get_future().get();
+        const QJsonArray tasks = QJsonDocument::fromJson(reply.body).object().value(QStringLiteral("tasks")).toArray();
+        if (reply.status != 200 || tasks.size() != 1)
+            return qint64(-1);
+        const QJsonObject manifest = QJsonDocument::fromJson(
+            tasks[0].toObject().value(QStringLiteral("manifest")).toString().toUtf8()).object();
+        return manifest.value(QStringLiteral("base_version")).toInteger(-1);
+    };
+    auto first = lease(agent);
+    QCOMPARE(first[0].manifest.value(QStringLiteral("base_version")).toInteger(), 0);
+    QCOMPARE(upload(agent, first[0].leaseId, shifted(weights, 0.01f), 0), 202);
+    QCOMPARE(leaseNow(agent), 1);
+    // The other agent has no result of its own out: it is answered at once, with what is published.
+    QCOMPARE(leaseNow(other), 1);
+    auto third = lease(other);
+    QCOMPARE(upload(other, third[0].leaseId, shifted(weights, 0.01f), 1), 202);
+    QCOMPARE(leaseNow(other), 2);
+
+    // Without the wait (config 0), the next lease carries the last file the tick published.
+    f.core.reset();
+    f.config.leaseWaitForOwnUpdateMs = 0;
+    QVERIFY(f.reopen());
+    f.core->drain();
+    auto fourth = lease(agent);
+    QVERIFY(!fourth.empty());
+    const qint64 base = fourth[0].manifest.value(QStringLiteral("base_version")).toInteger();
+    QCOMPARE(upload(agent, fourth[0].leaseId, shifted(serverWeights(job), 0.01f), base), 202);
+    QCOMPARE(leaseNow(agent), base);
 }
 
 void TestCoordinator::oldWeightsFilesAreRemovedOnceUnneeded()
