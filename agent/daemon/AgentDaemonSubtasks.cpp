@@ -9,6 +9,7 @@
 #include "format/SafeTensors.h"
 #include "net/CoordinatorClient.h"
 
+#include <QDateTime>
 #include <QDir>
 #include <QFileInfo>
 #include <QSaveFile>
@@ -183,6 +184,34 @@ void AgentDaemon::download(const LeaseId& leaseId)
         });
 }
 
+void AgentDaemon::keepOptimizerState(qint64 jobId, const QString& taskDir)
+{
+    // The worker's optimizer state at the end of the subtask: the job's next subtask on this agent starts from
+    // it (optimizer-in.safetensors). The newest wins when several subtasks of one job run at once.
+    const QString produced = taskDir + QStringLiteral("/optimizer.safetensors");
+    if (!QFileInfo::exists(produced))
+        return;
+    const QString kept = optimizerStateFile(jobId);
+    QDir().mkpath(QFileInfo(kept).path());
+    QFile::remove(kept);
+    if (!QFile::rename(produced, kept))
+        log(QStringLiteral("warning"),
+            QStringLiteral("cannot keep the optimizer state of job %1 in %2; its next subtask starts with a fresh "
+                           "optimizer")
+                .arg(jobId)
+                .arg(kept));
+    // One file per job: those of jobs this agent has not worked on for a week go.
+    const QDir folder(QFileInfo(kept).path());
+    for (const QFileInfo& old : folder.entryInfoList({QStringLiteral("job-*.safetensors")}, QDir::Files))
+        if (old.lastModified().msecsTo(QDateTime::currentDateTimeUtc()) > 7LL * 24 * 3600 * 1000)
+            QFile::remove(old.filePath());
+}
+
+QString AgentDaemon::optimizerStateFile(qint64 jobId) const
+{
+    return m_options.dataDir + QStringLiteral("/optimizer/job-%1.safetensors").arg(jobId);
+}
+
 void AgentDaemon::prepareTaskFolder(const LeaseId& leaseId)
 {
     auto active = m_active.value(leaseId);
@@ -191,10 +220,11 @@ void AgentDaemon::prepareTaskFolder(const LeaseId& leaseId)
     const QString dir = taskFolder(active->manifest->leaseId);
     const QByteArray manifestBytes = active->record.manifest;
     const QList<ManifestFile> files = active->manifest->files;
+    const QString optimizerState = optimizerStateFile(active->manifest->jobId);
     // On the network thread, in order after any download of the same files: hashing is disk work that must
     // not hold up the loop.
     onNetwork(
-        [this, dir, manifestBytes, files] {
+        [this, dir, manifestBytes, files, optimizerState] {
             FetchOutcome outcome;
             if (!QDir().mkpath(dir)) {
                 outcome.error = QStringLiteral("cannot create the task folder %1").arg(dir);
@@ -241,6 +271,12 @@ void AgentDaemon::prepareTaskFolder(const LeaseId& leaseId)
                     return outcome;
                 }
             }
+            // The job's optimizer state from this agent's previous subtask, for a worker that starts afresh (one
+            // that resumes takes its checkpoint's). A copy: the next subtask to finish replaces the original.
+            const QString optimizerIn = dir + QStringLiteral("/optimizer-in.safetensors");
+            if (QFileInfo::exists(optimizerState) && !QFileInfo::exists(dir + QStringLiteral("/checkpoint.safetensors")) &&
+                !QFileInfo::exists(optimizerIn))
+                (void)QFile::copy(optimizerState, optimizerIn);
             outcome.ok = true;
             return outcome;
         },
@@ -369,6 +405,9 @@ void AgentDaemon::onWorkerEvent(const LeaseId& leaseId, const QJsonObject& event
         // The totals are read from the result file at upload, so that they survive a restart in between.
     } else if (name == u"error") {
         active.failure = event.value(QStringLiteral("message")).toString();
+    } else if (name == u"warning") {
+        log(QStringLiteral("warning"), QStringLiteral("lease %1: %2")
+                                           .arg(leaseId.toString(), event.value(QStringLiteral("message")).toString()));
     }
 }
 
@@ -428,6 +467,8 @@ void AgentDaemon::onWorkerEnded(const LeaseId& leaseId, const WorkerEnd& end)
         active.worker->deleteLater();
         active.worker = nullptr;
     }
+    if (end.kind == WorkerEnd::Kind::Done && active.manifest)
+        keepOptimizerState(active.manifest->jobId, active.record.taskDir);
     if (m_stopping) {
         if (end.kind == WorkerEnd::Kind::Done)
             (void)setState(leaseId, SubtaskState::Uploading); // uploaded by the next start

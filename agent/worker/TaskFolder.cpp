@@ -12,6 +12,8 @@ QString TaskFolder::weightsPath() const { return QDir(dir).filePath(QStringLiter
 QString TaskFolder::shardPath() const { return QDir(dir).filePath(QStringLiteral("shard.safetensors")); }
 QString TaskFolder::checkpointPath() const { return QDir(dir).filePath(QStringLiteral("checkpoint.safetensors")); }
 QString TaskFolder::resultPath() const { return QDir(dir).filePath(QStringLiteral("result.safetensors")); }
+QString TaskFolder::optimizerInPath() const { return QDir(dir).filePath(QStringLiteral("optimizer-in.safetensors")); }
+QString TaskFolder::optimizerOutPath() const { return QDir(dir).filePath(QStringLiteral("optimizer.safetensors")); }
 
 Result<TaskFolder> TaskFolder::open(const QString& dir)
 {

@@ -4,9 +4,11 @@
 //   manifest.json           the verified manifest, exactly as signed (docs/protocol.md, section 7)
 //   weights.safetensors     the starting weights (role "weights")
 //   shard.safetensors       the training data (role "shard")
+//   optimizer-in.safetensors  optional: the local optimizer's state an earlier subtask of the job ended with
 // and what the worker writes there:
 //   checkpoint.safetensors  model, optimizer and data position, every N seconds and on request
 //   result.safetensors      the trained weights with the metadata the coordinator asks for
+//   optimizer.safetensors   the local optimizer's state at the end, which the agent keeps for the job's next one
 
 #include "Result.h"
 #include "spec/ModelSpec.h"
@@ -34,6 +36,8 @@ struct TaskFolder
     QString shardPath() const;
     QString checkpointPath() const;
     QString resultPath() const;
+    QString optimizerInPath() const;
+    QString optimizerOutPath() const;
 
     // Reads manifest.json; the error names the file and the field.
     static Result<TaskFolder> open(const QString& dir);

@@ -140,6 +140,13 @@ int failWith(const std::function<void(const QJsonObject&)>& emit, const QString&
     return WorkerFailed;
 }
 
+void warn(const std::function<void(const QJsonObject&)>& emit, const QString& message)
+{
+    QJsonObject e = event("warning");
+    e.insert(QStringLiteral("message"), message);
+    emit(e);
+}
+
 } // namespace
 
 int runWorker(const WorkerOptions& options, WorkerControl& control,
@@ -235,7 +242,22 @@ int runWorker(const WorkerOptions& options, WorkerControl& control,
         auto weights = SafeTensors::load(task->weightsPath());
         if (!weights)
             return failWith(emit, weights.error());
+        // The optimizer state the agent kept from this job's previous subtask: its moments carry over as in
+        // one long run. One that does not fit (the job's optimizer or model differ from what it was written
+        // for) is set aside with a warning, and training starts with a fresh optimizer.
+        if (QFile::exists(task->optimizerInPath())) {
+            auto state = SafeTensors::load(task->optimizerInPath());
+            if (state)
+                request.optimizerState = std::move(*state);
+            else
+                warn(emit, state.error() + QStringLiteral("; training with a fresh optimizer"));
+        }
         outcome = ml::Trainer::train(request, *weights, *shard, hooks);
+        if (!outcome && !request.optimizerState.isEmpty() && !announced) {
+            warn(emit, outcome.error() + QStringLiteral("; training with a fresh optimizer"));
+            request.optimizerState = {};
+            outcome = ml::Trainer::train(request, *weights, *shard, hooks);
+        }
     }
     if (!outcome)
         return failWith(emit, outcome.error());
@@ -270,6 +292,10 @@ int runWorker(const WorkerOptions& options, WorkerControl& control,
         result.setMetadata(QStringLiteral("gleaner.lease_id"), task->leaseId);
     if (auto saved = SafeTensors::save(task->resultPath(), result); !saved)
         return failWith(emit, saved.error());
+    // Before the result is announced: the agent takes it when the worker reports done. Not fatal: the next
+    // subtask then starts with a fresh optimizer.
+    if (auto saved = SafeTensors::save(task->optimizerOutPath(), outcome->optimizerState); !saved)
+        warn(emit, QStringLiteral("cannot keep the optimizer state for the next subtask: %1").arg(saved.error()));
     QFile::remove(task->checkpointPath()); // the result supersedes it
     QJsonObject done = event("done");
     done.insert(QStringLiteral("result"), task->resultPath());

@@ -45,7 +45,7 @@ QString SimOptions::usage()
         "usage: gleaner-sim JOB.json [--agents C] [--speeds SPEEDS] [--rule RULE] [--epochs E] [--seed S]\n"
         "                   [--rate R] [--network SECONDS] [--preemption P] [--churn SECONDS] [--retry SECONDS]\n"
         "                   [--speed-aware on|off] [--publish-interval MS] [--own-update on|off]\n"
-        "                   [--validate-every N] [--threads T] [--ignore-target]\n"
+        "                   [--carry-optimizer on|off] [--validate-every N] [--threads T] [--ignore-target]\n"
         "                   [--json FILE] [--csv FILE] [--quiet]\n"
         "       gleaner-sim JOB.json --baseline [--epochs E] [--rate R] [--validate-every N] [--json FILE]\n"
         "\n"
@@ -70,6 +70,8 @@ QString SimOptions::usage()
         "  --publish-interval MS  the coordinator's publish_interval_ms (default 250): leases get weights this old\n"
         "  --own-update on|off an agent's next lease holds its own last result, published for it at once (default\n"
         "                      on, as the coordinator's lease_wait_for_own_update_ms does)\n"
+        "  --carry-optimizer on|off  an agent starts each subtask of the job with the local optimizer state its\n"
+        "                      previous one ended with, as agents do (default on); off: a fresh optimizer each time\n"
         "  --validate-every N  validate every N folded updates as well as at epoch ends (default shards / 5)\n"
         "  --threads T         libtorch threads for training (default 1); validation uses libtorch's default,\n"
         "                      as on the coordinator\n"
@@ -134,6 +136,13 @@ Result<SimOptions> SimOptions::parse(const QStringList& arguments)
             if (*text != u"on" && *text != u"off")
                 return fail(QStringLiteral("--speed-aware: expected on or off, got \"%1\"").arg(*text));
             options.speedAware = *text == u"on";
+        } else if (arg == u"--carry-optimizer") {
+            auto text = value();
+            if (!text)
+                return fail(text.error());
+            if (*text != u"on" && *text != u"off")
+                return fail(QStringLiteral("--carry-optimizer: expected on or off, got \"%1\"").arg(*text));
+            options.carryOptimizer = *text == u"on";
         } else if (arg == u"--own-update") {
             auto text = value();
             if (!text)

@@ -29,6 +29,7 @@ struct SimOptions
     double retrySeconds = 10.0;      // an agent without work asks again after this long (the coordinator's answer)
     int publishIntervalMs = 250;     // the coordinator's publish_interval_ms: new leases get weights at most this old
     bool waitForOwnUpdate = true;    // lease_wait_for_own_update_ms > 0: an agent's next lease holds its last result
+    bool carryOptimizer = true;      // an agent starts each subtask with the optimizer state its last one ended with
     int validateEvery = 0;           // validate after every N folded updates (0: shards / 5); epoch ends always
     int threads = 1;                 // libtorch intra-op threads for training (validation: libtorch's default)
     bool baseline = false;           // plain single-process training of the same model and data instead

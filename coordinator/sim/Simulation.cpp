@@ -34,6 +34,7 @@ struct Agent
     bool present = true;
     int generation = 0; // bumps when the agent leaves: its pending events are then void
     qint64 lastFolded = 0; // the version its last result made
+    TensorBundle optimizerState; // what its last subtask's local optimizer ended with
     QSet<QString> cached;
 };
 
@@ -132,7 +133,7 @@ public:
         m_report.agents = int(speeds.size());
         m_report.speeds = speeds;
         for (double speed : speeds)
-            m_agents.push_back(Agent{newAgentId(), speed, true, 0, 0, {}});
+            m_agents.push_back(Agent{newAgentId(), speed, true, 0, 0, {}, {}});
     }
 
     Result<SimReport> run()
@@ -198,6 +199,7 @@ public:
                 agent.id = newAgentId();
                 agent.cached.clear();
                 agent.lastFolded = 0;
+                agent.optimizerState = {};
                 post(Event::Kind::Ask, m_clock.nowMs(), event.slot);
                 post(Event::Kind::Leave, m_clock.nowMs() + drawMs(m_options.churnSeconds), event.slot);
                 break;
@@ -292,9 +294,13 @@ private:
         request.steps = lease.steps;
         request.threads = m_options.threads;
         request.checkpointPath.clear();
+        if (m_options.carryOptimizer)
+            request.optimizerState = agent.optimizerState;
         auto trained = ml::Trainer::train(request, m_bases.at(lease.baseVersion), m_data.shards.at(size_t(unit.shard)));
         if (!trained)
             return fail(QStringLiteral("training workunit %1: %2").arg(unit.id).arg(trained.error()));
+        if (m_options.carryOptimizer)
+            agent.optimizerState = std::move(trained->optimizerState);
         Event event;
         event.leaseId = lease.id;
         event.weights = std::move(trained->weights);

@@ -289,6 +289,8 @@ Result<TrainOutcome> Run::execute(const TrainHooks& hooks)
     if (!weights)
         return fail(weights.error());
     outcome.weights = std::move(*weights);
+    if (auto s = m_optimizer.exportState(outcome.optimizerState, QString()); !s)
+        return fail(s.error());
     return finish(TrainOutcome::Status::Finished);
 }
 
@@ -319,6 +321,9 @@ Result<TrainOutcome> Trainer::train(const TrainRequest& request, const TensorBun
         start.run = identityOf(request, model->device(), Checkpoint::contentHash(shard.bundle()),
                                Checkpoint::contentHash(initialWeights), RunSettings::effectiveThreads());
         Run run(request, shard, std::move(*model), start);
+        if (!request.optimizerState.isEmpty())
+            if (auto s = run.optimizer().importState(request.optimizerState, QString()); !s)
+                return fail(QStringLiteral("the optimizer state to start from: %1").arg(s.error()));
         return run.execute(hooks);
     };
     return guarded(QStringLiteral("training"), train);

@@ -38,6 +38,11 @@ struct TrainRequest
     int threads = 0;                         // intra-op threads; 0 leaves libtorch's default
     QString checkpointPath;                  // empty: no checkpoints
     double checkpointIntervalSeconds = 60.0; // periodic checkpoints; 0 only on request
+    // The local optimizer's state to start from instead of a fresh one: what an earlier subtask of the same job
+    // ended with (TrainOutcome::optimizerState), so that its moments and step count carry over from subtask to
+    // subtask as they would in one long run. Empty: a fresh optimizer. train() refuses a state that does not fit
+    // the model and optimizer, naming the tensor; resume() takes the checkpoint's state instead.
+    TensorBundle optimizerState;
 
     // Identifies everything that shapes the result, as train() records it in a checkpoint (RunIdentity in
     // Checkpoint.h): SHA-256 over the model, optimizer, local epochs, batch size and seed; the SHA-256 of the
@@ -88,6 +93,7 @@ struct TrainOutcome
     qint64 steps = 0;
     double seconds = 0.0; // training time, summed over resumed runs
     int checkpointsWritten = 0;
+    TensorBundle optimizerState; // when Finished: the local optimizer's state at the end (see TrainRequest)
 };
 
 class Trainer

@@ -108,6 +108,9 @@ points = [{"seconds": (at - start) / 1000, "epoch": e, "epoch_end": bool(end), "
               "SELECT at_ms, epoch, epoch_end, accuracy, updates FROM validations ORDER BY at_ms")]
 subtasks, busy = db.execute("SELECT COUNT(*), SUM(u.received_ms - l.issued_ms) FROM updates u "
                             "JOIN leases l ON l.id = u.lease_id").fetchone()
+# As the coordinator answers it: the versions folded in between the lease's base and the update's own fold.
+staleness = db.execute("SELECT AVG(applied_version - 1 - base_version) FROM updates "
+                       "WHERE applied_version IS NOT NULL AND applied_version > 0").fetchone()[0]
 agents = json.load(open(sys.argv[2]))["agents"]
 samples = sum(a["samples"] for a in agents)
 train = sum(a["train_seconds"] for a in agents)
@@ -116,7 +119,7 @@ overhead = (busy / 1000 - train) / subtasks if subtasks else 0
 target = float(sys.argv[4])
 reached = next((p["seconds"] for p in points if p["accuracy"] >= target), None)
 print(json.dumps({"agents": int(sys.argv[3]), "target": target, "time_to_target": reached,
-                  "rate": rate, "overhead_seconds": overhead, "subtasks": subtasks,
+                  "rate": rate, "overhead_seconds": overhead, "subtasks": subtasks, "mean_staleness": staleness,
                   "best_per_epoch": {str(e): max(p["accuracy"] for p in points if p["epoch"] == e)
                                      for e in sorted({p["epoch"] for p in points})},
                   "validations": points}, indent=1))
@@ -136,6 +139,7 @@ report = {
     "overhead_seconds_per_subtask": round(real["overhead_seconds"], 3),
     "real_seconds_to_target": real["time_to_target"], "sim_seconds_to_target": sim_time,
     "sim_over_real": round(sim_time / real["time_to_target"], 3) if sim_time and real["time_to_target"] else None,
+    "real_mean_staleness": round(real["mean_staleness"] or 0, 2), "sim_mean_staleness": round(sim["mean_staleness"], 2),
     "real_best_per_epoch": real["best_per_epoch"],
     "sim_best_per_epoch": {str(e["epoch"]): max(p["accuracy"] for p in sim["validations"] if p["epoch"] == e["epoch"])
                            for e in sim["epochs"]},

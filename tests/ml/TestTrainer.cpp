@@ -2,6 +2,7 @@
 #include "ml/Evaluator.h"
 #include "ml/Model.h"
 #include "ml/Trainer.h"
+#include "ml/WeightMath.h"
 
 #include "format/SafeTensors.h"
 
@@ -76,6 +77,7 @@ private Q_SLOTS:
     void resumeEqualsUninterruptedRun();
     void cancelReturnsWithoutWeights();
     void stepsSizeTheSubtask();
+    void optimizerStateCarriesOver();
     void pauseHookBlocksBetweenBatches();
     void resumeRefuses_data();
     void resumeRefuses();
@@ -206,6 +208,43 @@ void TestTrainer::stepsSizeTheSubtask()
     b.steps = 60;
     const TensorBundle start = initialWeights(a);
     QVERIFY(a.fingerprint(shard, start) != b.fingerprint(shard, start));
+}
+
+void TestTrainer::optimizerStateCarriesOver()
+{
+    // A finished run hands back its optimizer's state; a run started from it continues its moments and its step
+    // count (Adam's bias correction then treats it as a run well under way), and learns differently from a
+    // fresh one.
+    const Dataset shard = syntheticSet(160, 4);
+    TrainRequest r = request(Architecture::Mlp, OptimizerSpec::Kind::Adam);
+    r.localEpochs = 1;
+    auto first = Trainer::train(r, initialWeights(r), shard);
+    QVERIFY2(first.ok(), qPrintable(first.error()));
+    const auto stepsOf = [](const TensorBundle& state) {
+        const TensorEntry* steps = state.find(QStringLiteral("steps"));
+        return steps ? state.values<qint64>(*steps)[0] : qint64(-1);
+    };
+    QCOMPARE(stepsOf(first->optimizerState), 10);
+    // Both Adam moments of every parameter (the mlp has no buffers), and the step count.
+    QCOMPARE(first->optimizerState.entries().size(), 2 * first->weights.entries().size() + 1);
+
+    TrainRequest carried = r;
+    carried.optimizerState = first->optimizerState;
+    auto second = Trainer::train(carried, first->weights, shard);
+    QVERIFY2(second.ok(), qPrintable(second.error()));
+    QCOMPARE(stepsOf(second->optimizerState), 20);
+    auto fresh = Trainer::train(r, first->weights, shard);
+    QVERIFY2(fresh.ok(), qPrintable(fresh.error()));
+    QVERIFY(*WeightMath::l2Distance(fresh->weights, second->weights) > 0.0);
+
+    // A state written for another model is refused, naming the tensor that does not fit.
+    TrainRequest wider = r;
+    wider.model.hidden = {32};
+    wider.optimizerState = first->optimizerState;
+    auto refused = Trainer::train(wider, initialWeights(wider), shard);
+    QVERIFY(!refused.ok());
+    QVERIFY2(refused.error().contains(u"optimizer state to start from") && refused.error().contains(u"does not match"),
+             qPrintable(refused.error()));
 }
 
 void TestTrainer::cancelReturnsWithoutWeights()

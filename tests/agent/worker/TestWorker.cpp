@@ -146,6 +146,7 @@ class TestWorker : public QObject
 private Q_SLOTS:
     void trainsAndWritesTheResult();
     void trainsTheStepsTheCoordinatorSized();
+    void optimizerStateIsWrittenAndTakenUp();
     void stoppedThenResumedEqualsUninterrupted();
     void endOfInputKeepsTheWork();
     void deadAgentsPipesKeepTheWork();
@@ -199,6 +200,45 @@ void TestWorker::trainsTheStepsTheCoordinatorSized()
     QCOMPARE(refused.finish(), 1);
     QVERIFY2(refused.events.last().value(QStringLiteral("message")).toString().contains(u"hyperparameters.steps"),
              qPrintable(refused.events.last().value(QStringLiteral("message")).toString()));
+}
+
+void TestWorker::optimizerStateIsWrittenAndTakenUp()
+{
+    // A finished worker leaves its optimizer's state; a worker that finds one as optimizer-in starts from it
+    // (another result than a fresh start), and one that cannot use what it finds warns and trains afresh.
+    const auto first = test::scratchDir();
+    writeTask(first->path());
+    Worker w;
+    w.start(first->path());
+    QCOMPARE(w.finish(), 0);
+    const QString state = first->filePath(QStringLiteral("optimizer.safetensors"));
+    QVERIFY(QFile::exists(state));
+    QVERIFY(!QFile::exists(first->filePath(QStringLiteral("checkpoint.safetensors"))));
+
+    const auto carried = test::scratchDir();
+    writeTask(carried->path());
+    QVERIFY(QFile::copy(state, carried->filePath(QStringLiteral("optimizer-in.safetensors"))));
+    Worker c;
+    c.start(carried->path());
+    QCOMPARE(c.finish(), 0);
+    QVERIFY(firstNamed(c.events, QStringLiteral("warning")).isEmpty());
+    QVERIFY(tensorsOf(carried->filePath(QStringLiteral("result.safetensors"))) !=
+            tensorsOf(first->filePath(QStringLiteral("result.safetensors"))));
+
+    const auto damaged = test::scratchDir();
+    writeTask(damaged->path());
+    QFile junk(damaged->filePath(QStringLiteral("optimizer-in.safetensors")));
+    QVERIFY(junk.open(QIODevice::WriteOnly));
+    junk.write("not a safetensors file");
+    junk.close();
+    Worker d;
+    d.start(damaged->path());
+    QCOMPARE(d.finish(), 0);
+    QVERIFY2(firstNamed(d.events, QStringLiteral("warning")).value(QStringLiteral("message")).toString().contains(u"fresh optimizer"),
+             "a damaged optimizer state is not reported");
+    // Trained afresh: the same result as the first worker's.
+    QCOMPARE(tensorsOf(damaged->filePath(QStringLiteral("result.safetensors"))),
+             tensorsOf(first->filePath(QStringLiteral("result.safetensors"))));
 }
 
 void TestWorker::stoppedThenResumedEqualsUninterrupted()
