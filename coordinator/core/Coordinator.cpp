@@ -165,6 +165,7 @@ Status Coordinator::start()
         m_scheduler = std::make_unique<Scheduler>(m_jobs, *m_schedulerTables, m_clock,
                                                   SchedulerLimits{m_config.leaseLifetimeDeadlines}, &Tokens::randomId);
         m_scheduler->setExpiredObserver([this](const Lease& lease, const JobState* job) { onLeaseExpired(lease, job); });
+        m_intake = std::make_unique<ResultIntake>(m_jobs, *m_scheduler);
         m_standing = std::make_unique<AgentStanding>(*m_db);
         if (auto s = m_standing->load(); !s)
             return s;
@@ -201,6 +202,10 @@ void Coordinator::shutdown()
     m_validation->executor().stop();
     m_weights->executor().stop();
     m_state->call([this] {
+        for (ParkedLease& parked : m_parkedLeases)
+            parked.respond(HttpResponse::error(503, QStringLiteral("the coordinator is stopping; ask again later")));
+        m_parkedLeases.clear();
+        m_intake.reset();
         m_scheduler.reset();
         m_schedulerTables.reset();
         m_db.reset();

@@ -17,6 +17,7 @@
 #include "core/JobState.h"
 #include "core/SerialExecutor.h"
 #include "core/SigningKeys.h"
+#include "scheduling/ResultIntake.h"
 #include "util/DirectoryLock.h"
 #include "crypto/Ed25519.h"
 #include "dashboard/EventHub.h"
@@ -185,8 +186,6 @@ private:
     // A refused result counts against its agent; a run of them quarantines it and gives its work to others.
     void countRefusal(const QString& agentId, const QString& reason);
     void onPublished(qint64 jobId, PublishedWeights published);
-    // Whether a running job holds an accepted update of this agent that its published weights lack.
-    bool waitsForOwnUpdate(const QString& agentId) const;
     // Answers the parked lease requests whose wait is over (their publication is out, or their time is up).
     void answerParkedLeases();
     void onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const QString& sha, const QString& ruleSha);
@@ -200,8 +199,8 @@ private:
     JobState* findJob(qint64 jobId);
     HttpResponse leaseInTransaction(const QString& agentId, const QJsonObject& request);
     // A result for a workunit that already has its first result: compared with it, recorded, not folded in.
-    HttpResponse resultOfDoneWorkunit(JobState& job, Workunit& unit, Lease& lease, const QString& file,
-                                      const ReceivedUpdate& update);
+    HttpResponse resultOfDoneWorkunit(ResultIntake::Verdict& verdict, const ResultIntake::Received& received,
+                                      const QString& file, const ReceivedUpdate& update);
     // The files a lease's manifest names, which its agent may download.
     QStringList leaseFiles(const JobState& job, const Workunit& unit, const Lease& lease) const;
     // How many open leases the agent may hold (config max_leases_per_agent, and twice its declared cores);
@@ -241,6 +240,7 @@ private:
     std::map<qint64, JobState> m_jobs;
     std::unique_ptr<SchedulerTables> m_schedulerTables;
     std::unique_ptr<Scheduler> m_scheduler; // workunits, leases and epochs (coordinator/scheduling/)
+    std::unique_ptr<ResultIntake> m_intake; // what a received result counts for (coordinator/scheduling/)
     struct ParkedLease
     {
         QString agentId;

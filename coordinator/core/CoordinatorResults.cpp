@@ -3,6 +3,7 @@
 #include "aggregation/WeightsKeeper.h"
 #include "core/AgentStanding.h"
 #include "core/Coordinator.h"
+#include "scheduling/ResultIntake.h"
 #include "scheduling/Scheduler.h"
 #include "store/Database.h"
 #include "util/Durability.h"
@@ -75,55 +76,29 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
         QFile::remove(file);
         return HttpResponse::error(status, message);
     };
-    Lease* lease = m_scheduler->find(leaseId);
-    if (!lease) {
+    if (m_standing->quarantine(agentId)) {
+        const Lease* lease = m_scheduler->find(leaseId);
+        if (lease && lease->agentId == agentId)
+            return refuse(409, QStringLiteral("this agent is quarantined; its results are not taken until the "
+                                              "coordinator's admin lifts the quarantine"));
+    }
+    const ResultIntake::Received received{agentId,         leaseId,     update.baseVersion, update.samples,
+                                          update.trainSeconds, update.step, update.baseNorm};
+    ResultIntake::Verdict verdict = m_intake->judge(received);
+    switch (verdict.kind) {
+    case ResultIntake::Verdict::Kind::Unknown:
         QFile::remove(file);
         return leaseNotInMemory(agentId, leaseId);
-    }
-    if (lease->agentId != agentId)
-        return refuse(409, QStringLiteral("lease %1 belongs to another agent").arg(leaseId));
-    if (m_standing->quarantine(agentId))
-        return refuse(409, QStringLiteral("this agent is quarantined; its results are not taken until the "
-                                          "coordinator's admin lifts the quarantine"));
-    if (lease->state == Lease::State::Completed)
-        return refuse(409,
-                      QStringLiteral("the result of lease %1 was already received; this copy is a duplicate")
-                          .arg(leaseId));
-    if (lease->state == Lease::State::Refused)
-        return refuse(409, QStringLiteral("lease %1 was closed after an invalid result").arg(leaseId));
-    JobState* job = findJob(lease->jobId);
-    if (!job || (job->status != JobStatus::Running && job->status != JobStatus::Paused))
-        return refuse(409, job ? QStringLiteral("job %1 is %2 and takes no more results")
-                                     .arg(job->id)
-                                     .arg(jobStatusName(job->status))
-                               : QStringLiteral("the job no longer exists"));
-    if (update.baseVersion != lease->baseVersion) {
+    case ResultIntake::Verdict::Kind::Refuse:
         QFile::remove(file);
-        return refuseResult(
-            agentId, leaseId,
-            QStringLiteral("the result says it trained from version %1 but lease %2 handed out version "
-                           "%3")
-                .arg(update.baseVersion)
-                .arg(leaseId)
-                .arg(lease->baseVersion));
+        return verdict.closesLease ? refuseResult(agentId, leaseId, verdict.reason)
+                                   : HttpResponse::error(verdict.status, verdict.reason);
+    case ResultIntake::Verdict::Kind::Compare:
+        return resultOfDoneWorkunit(verdict, received, file, update);
+    case ResultIntake::Verdict::Kind::Fold:
+        break;
     }
-    auto unit = job->workunits.find(lease->workunitId);
-    if (unit == job->workunits.end())
-        return refuse(409, QStringLiteral("the workunit of lease %1 no longer exists").arg(leaseId));
-    // Finite but huge (x1e6, negated weights, 3e38) passes every check of the file itself; what the job's honest
-    // updates look like does not let it through.
-    if (const double limit = job->updateBound.limit(update.baseNorm); !(update.step <= limit)) {
-        QFile::remove(file);
-        return refuseResult(agentId, leaseId,
-                            QStringLiteral("the result moves the weights by %1 from the version it trained from; "
-                                           "job %2 allows at most %3 (%4)")
-                                .arg(update.step, 0, 'g', 4)
-                                .arg(job->id)
-                                .arg(limit, 0, 'g', 4)
-                                .arg(job->updateBound.describe(update.baseNorm)));
-    }
-    if (unit->second.first)
-        return resultOfDoneWorkunit(*job, unit->second, *lease, file, update);
+    JobState* job = verdict.job;
 
     // Durable before the answer: the file moves next to the database, then one row records it.
     const QString relative = QStringLiteral("updates/%1/%2.safetensors").arg(job->id).arg(leaseId);
@@ -142,8 +117,7 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
     }
     Durability::faultPoint("result.stored");
     const qint64 now = m_clock.nowMs();
-    // Counted while this lease is still open: it is one of them.
-    const int concurrency = std::max(1, m_scheduler->agentsTraining(job->id));
+    const int epoch = verdict.context.epoch;
     qint64 seq = -1;
     const Status recorded = m_db->transaction([&]() -> Status {
         auto r = m_db->exec(
@@ -151,12 +125,12 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
                 "INSERT INTO updates (job_id, lease_id, agent_id, epoch, base_version, file, "
                 "samples, loss, train_seconds, received_ms, step, concurrency) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
                 "?, ?)"),
-            {job->id, leaseId, agentId, unit->second.epoch, update.baseVersion, relative, update.samples,
-             update.loss, update.trainSeconds, now, update.step, concurrency});
+            {job->id, leaseId, agentId, epoch, update.baseVersion, relative, update.samples, update.loss,
+             update.trainSeconds, now, update.step, verdict.context.concurrency});
         if (!r)
             return fail(r.error());
         seq = m_db->lastInsertId();
-        return m_scheduler->recordCompleted(*job, leaseId);
+        return m_intake->record(verdict);
     });
     if (!recorded) {
         QFile::remove(stored);
@@ -168,30 +142,19 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
     Durability::faultPoint("result.recorded"); // recorded, and the agent never heard: it sends it again
     // Memory follows the database only once it committed. A closed lease lives on in the database and, for the
     // 409 its repeats get, in the admission cache; the scheduler keeps only the leases that may still deliver.
-    const QString baseSha = lease->weightsSha;
-    lease = nullptr;
-    m_scheduler->completed(*job, leaseId);
-    unit->second.first = Workunit::FirstResult{seq, agentId, update.baseVersion, update.step, relative};
+    const QString baseSha = verdict.lease->weightsSha;
+    m_intake->accepted(verdict, received, seq, relative);
     m_admission.closeLease(
         leaseId,
         QStringLiteral("the result of lease %1 was already received; this copy is a duplicate").arg(leaseId));
     recordAgentOutcome(agentId, "done", update.samples, update.trainSeconds);
-    m_scheduler->noteSpeed(agentId, update.samples, update.trainSeconds);
     m_standing->recordAccepted(agentId);
-    job->updateBound.accept(update.step);
     touchAgent(agentId);
-    job->updatesReceived += 1;
-    noteAccepted(*job, unit->second.epoch, seq, agentId, update.loss, now);
+    noteAccepted(*job, epoch, seq, agentId, update.loss, now);
 
-    const int epoch = unit->second.epoch;
-    const qint64 staleness = job->updatesApplied - update.baseVersion;
     if (job->spec.aggregation.usesPseudoGradients())
         job->basesInFlight.emplace(seq, baseSha);
-    UpdateContext context{epoch, update.baseVersion, 0};
-    context.concurrency = concurrency;
-    m_weights->apply(job->id, seq, std::move(update.weights), context, baseSha);
-    if (m_config.leaseWaitForOwnUpdateMs > 0)
-        job->unpublishedOf[agentId] = seq; // its next lease waits for weights that hold this update
+    m_weights->apply(job->id, seq, std::move(update.weights), verdict.context, baseSha);
     scheduleValidations(*job); // posted after the update: the validation sees it
     if (m_config.validateEveryUpdates > 0 && job->updatesReceived % m_config.validateEveryUpdates == 0)
         m_weights->validate(job->id, epoch, /*epochEnd=*/false); // an intermediate point, for the history
@@ -200,26 +163,28 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
     QJsonObject reply;
     reply.insert(QStringLiteral("accepted"), true);
     reply.insert(QStringLiteral("seq"), seq);
-    reply.insert(QStringLiteral("staleness"), staleness);
+    reply.insert(QStringLiteral("staleness"), verdict.staleness);
     return HttpResponse::json(202, reply);
 }
 
-HttpResponse Coordinator::resultOfDoneWorkunit(JobState& job, Workunit& unit, Lease& lease, const QString& file,
-                                               const ReceivedUpdate& update)
+HttpResponse Coordinator::resultOfDoneWorkunit(ResultIntake::Verdict& verdict, const ResultIntake::Received& received,
+                                               const QString& file, const ReceivedUpdate& update)
 {
     // Folding a workunit in twice would count its shard twice: a replica (or the late result of an expired lease
     // whose workunit another agent finished) is compared with the first result instead. Replicas train the same
     // shard with the same seed from the same weights, so honest ones land close together; how close depends on
     // the agents' thread counts and devices, hence a tolerance relative to the step.
     QFile::remove(file);
-    const Workunit::FirstResult first = *unit.first;
+    JobState& job = *verdict.job;
+    const Workunit::FirstResult first = *verdict.unit->first;
+    const qint64 unitId = verdict.unit->id;
     std::optional<bool> agrees;
     if (update.replicaDistance)
         agrees = *update.replicaDistance <= kReplicaTolerance * std::max(update.step, first.step) + 1e-12;
-    const QString leaseId = lease.id;
-    const QString agentId = lease.agentId;
+    const QString& leaseId = received.leaseId;
+    const QString& agentId = received.agentId;
     const Status recorded = m_db->transaction([&]() -> Status {
-        if (auto s = m_scheduler->recordCompleted(job, leaseId); !s)
+        if (auto s = m_intake->record(verdict); !s)
             return s;
         if (agrees == false) {
             for (const QString& agent : {agentId, first.agentId})
@@ -234,7 +199,7 @@ HttpResponse Coordinator::resultOfDoneWorkunit(JobState& job, Workunit& unit, Le
         qCCritical(lcCoordinator) << "cannot record the result of lease" << leaseId << ":" << recorded.error();
         return HttpResponse::error(500, QStringLiteral("the coordinator cannot record the result; try again later"));
     }
-    m_scheduler->completed(job, leaseId); // `lease` is gone from here on
+    m_intake->accepted(verdict, received, -1, {}); // the lease is gone from here on
     m_admission.closeLease(
         leaseId,
         QStringLiteral("the result of lease %1 was already received; this copy is a duplicate").arg(leaseId));
@@ -244,7 +209,7 @@ HttpResponse Coordinator::resultOfDoneWorkunit(JobState& job, Workunit& unit, Le
     if (agrees == false) {
         qCWarning(lcCoordinator).nospace()
             << "job " << job.id << ": the result of lease " << leaseId << " (agent " << agentId
-            << ") disagrees with the first result of workunit " << unit.id << " (update " << first.seq << ", agent "
+            << ") disagrees with the first result of workunit " << unitId << " (update " << first.seq << ", agent "
             << first.agentId << "): distance " << *update.replicaDistance << ", steps " << update.step << " and "
             << first.step;
         noteAgentChanged(agentId, "disagreed");

@@ -54,8 +54,7 @@ void Coordinator::onPublished(qint64 jobId, PublishedWeights published)
             job->retired.push_back(job->published);
         job->published = published;
     }
-    std::erase_if(job->unpublishedOf,
-                  [&](const auto& entry) { return entry.second <= job->published.throughSeq; });
+    ResultIntake::published(*job);
     answerParkedLeases();
 }
 

@@ -117,7 +117,7 @@ HttpResponse Coordinator::lease(const QString& agentId, const QJsonObject& reque
 
 void Coordinator::leaseWhenCurrent(const QString& agentId, const QJsonObject& request, Responder respond)
 {
-    if (m_config.leaseWaitForOwnUpdateMs <= 0 || !waitsForOwnUpdate(agentId)) {
+    if (m_config.leaseWaitForOwnUpdateMs <= 0 || !m_intake->waitsForOwnUpdate(agentId)) {
         respond(lease(agentId, request));
         return;
     }
@@ -129,18 +129,6 @@ void Coordinator::leaseWhenCurrent(const QString& agentId, const QJsonObject& re
         ParkedLease{agentId, request, std::move(respond), m_clock.nowMs() + m_config.leaseWaitForOwnUpdateMs});
 }
 
-bool Coordinator::waitsForOwnUpdate(const QString& agentId) const
-{
-    for (const auto& [id, job] : m_jobs) {
-        if (job.status != JobStatus::Running)
-            continue;
-        const auto it = job.unpublishedOf.find(agentId);
-        if (it != job.unpublishedOf.end() && it->second > job.published.throughSeq)
-            return true;
-    }
-    return false;
-}
-
 void Coordinator::answerParkedLeases()
 {
     if (m_parkedLeases.empty())
@@ -149,7 +137,7 @@ void Coordinator::answerParkedLeases()
     std::vector<ParkedLease> parked;
     parked.swap(m_parkedLeases);
     for (ParkedLease& request : parked) {
-        if (now < request.untilMs && waitsForOwnUpdate(request.agentId))
+        if (now < request.untilMs && m_intake->waitsForOwnUpdate(request.agentId))
             m_parkedLeases.push_back(std::move(request));
         else
             request.respond(lease(request.agentId, request.request));

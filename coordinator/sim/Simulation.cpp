@@ -8,7 +8,9 @@
 #include "ml/Checkpoint.h"
 #include "ml/Evaluator.h"
 #include "ml/Trainer.h"
+#include "ml/WeightMath.h"
 #include "ml/data/DatasetLoader.h"
+#include "scheduling/ResultIntake.h"
 #include "scheduling/Scheduler.h"
 #include "util/Clock.h"
 
@@ -33,7 +35,6 @@ struct Agent
     double speed = 1.0;
     bool present = true;
     int generation = 0; // bumps when the agent leaves: its pending events are then void
-    qint64 lastFolded = 0; // the version its last result made
     TensorBundle optimizerState; // what its last subtask's local optimizer ended with
     QSet<QString> cached;
 };
@@ -133,7 +134,7 @@ public:
         m_report.agents = int(speeds.size());
         m_report.speeds = speeds;
         for (double speed : speeds)
-            m_agents.push_back(Agent{newAgentId(), speed, true, 0, 0, {}, {}});
+            m_agents.push_back(Agent{newAgentId(), speed, true, 0, {}, {}});
     }
 
     Result<SimReport> run()
@@ -198,7 +199,6 @@ public:
                 agent.present = true;
                 agent.id = newAgentId();
                 agent.cached.clear();
-                agent.lastFolded = 0;
                 agent.optimizerState = {};
                 post(Event::Kind::Ask, m_clock.nowMs(), event.slot);
                 post(Event::Kind::Leave, m_clock.nowMs() + drawMs(m_options.churnSeconds), event.slot);
@@ -235,9 +235,14 @@ private:
     void publish()
     {
         JobState& j = job();
-        if (j.published.version == m_version)
+        if (j.published.version == m_version) {
+            // Nothing new (the updates since were not folded in): the file out there holds them all the same.
+            j.published.throughSeq = m_handledSeq;
+            ResultIntake::published(j);
             return;
-        j.published = PublishedWeights{m_version, QStringLiteral("v%1").arg(m_version), 0, m_clock.nowMs()};
+        }
+        j.published = PublishedWeights{m_version, QStringLiteral("v%1").arg(m_version), 0, m_clock.nowMs(), m_handledSeq};
+        ResultIntake::published(j);
         m_bases[m_version] = m_weights;
         // Bases no lease can deliver against any more are dropped.
         QSet<qint64> needed{m_version};
@@ -252,7 +257,7 @@ private:
         Agent& agent = m_agents[size_t(slot)];
         // The coordinator answers an agent's lease request once the weights out there hold its last result
         // (lease_wait_for_own_update_ms): publishing takes no simulated time here.
-        if (m_options.waitForOwnUpdate && agent.lastFolded > job().published.version)
+        if (m_options.waitForOwnUpdate && m_intake.waitsForOwnUpdate(agent.id))
             publish();
         m_scheduler.expire();
         auto granted = m_scheduler.leaseNext(job(), agent.id, agent.cached);
@@ -314,52 +319,67 @@ private:
     Status deliver(const Event& event)
     {
         JobState& j = job();
-        Lease* lease = m_scheduler.find(event.leaseId);
+        const Lease* lease = m_scheduler.find(event.leaseId);
         if (!lease)
             return {};
-        Workunit& unit = j.workunits.at(lease->workunitId);
-        const QString agentId = lease->agentId;
-        const qint64 baseVersion = lease->baseVersion;
+        // What UpdateChecker measures of an upload on the coordinator.
+        const TensorBundle& base = m_bases.at(lease->baseVersion);
+        auto step = ml::WeightMath::l2Distance(event.weights, base);
+        if (!step)
+            return fail(step.error());
+        const ResultIntake::Received received{lease->agentId, event.leaseId, lease->baseVersion, event.samples,
+                                              event.trainSeconds, *step, ml::WeightMath::l2Norm(base)};
+        ResultIntake::Verdict verdict = m_intake.judge(received);
         SimUpdate update;
         update.seconds = seconds();
-        update.agent = agentId;
-        update.staleness = m_version - baseVersion;
-        if (unit.first) {
-            // A replica or a late result: compared by the coordinator, never folded in twice.
-            update.folded = false;
-        } else {
-            UpdateContext context{unit.epoch, baseVersion, m_version};
-            context.base = &m_bases.at(baseVersion);
-            context.concurrency = std::max(1, m_scheduler.agentsTraining(kJobId));
+        update.agent = received.agentId;
+        update.staleness = m_version - received.baseVersion;
+        update.folded = false;
+        switch (verdict.kind) {
+        case ResultIntake::Verdict::Kind::Unknown:
+            return {};
+        case ResultIntake::Verdict::Kind::Refuse:
+            m_progress(QStringLiteral("result of lease %1 refused: %2").arg(event.leaseId, verdict.reason));
+            if (verdict.closesLease)
+                m_scheduler.released(&j, event.leaseId, Lease::State::Refused);
+            m_report.updates.push_back(update);
+            return {};
+        case ResultIntake::Verdict::Kind::Compare: // a replica or a late result: never folded in twice
+        case ResultIntake::Verdict::Kind::Fold:
+            break;
+        }
+        if (auto s = m_intake.record(verdict); !s)
+            return s;
+        const bool fold = verdict.kind == ResultIntake::Verdict::Kind::Fold;
+        UpdateContext context = verdict.context;
+        const int epoch = verdict.unit->epoch;
+        m_intake.accepted(verdict, received, fold ? ++m_seq : -1, {});
+        if (fold) {
+            context.serverVersion = m_version;
+            context.base = &base;
             if (auto s = WeightsKeeper::fold(m_weights, m_rule, m_steps, event.weights, context, false); !s) {
-                update.folded = false;
-                m_progress(QStringLiteral("update of workunit %1 not folded in: %2").arg(unit.id).arg(s.error()));
+                m_progress(QStringLiteral("update of lease %1 not folded in: %2").arg(event.leaseId, s.error()));
             } else {
+                update.folded = true;
                 m_version += 1;
-                m_agents[size_t(event.slot)].lastFolded = m_version;
                 m_samples += event.samples;
                 m_lastFoldMs = m_clock.nowMs();
+                j.updatesApplied = m_version;
             }
-            unit.first = Workunit::FirstResult{m_version, agentId, baseVersion, 0.0, {}};
+            m_handledSeq = m_seq;
         }
-        m_scheduler.noteSpeed(agentId, event.samples, event.trainSeconds); // as the agent reports it
-        if (auto s = m_scheduler.recordCompleted(j, event.leaseId); !s)
-            return s;
-        m_scheduler.completed(j, event.leaseId);
-        j.updatesReceived += 1;
-        j.updatesApplied = m_version;
         m_report.updates.push_back(update);
 
         if (update.folded && m_version % m_validateEvery == 0)
-            if (auto s = validate(unit.epoch, false); !s)
+            if (auto s = validate(epoch, false); !s)
                 return s;
-        for (int epoch : m_scheduler.validationsDue(j)) {
-            if (auto s = validate(epoch, true); !s)
+        for (int due : m_scheduler.validationsDue(j)) {
+            if (auto s = validate(due, true); !s)
                 return s;
-            m_scheduler.validated(j, epoch);
+            m_scheduler.validated(j, due);
             const SimPoint& point = m_report.points.back();
             if (!m_options.ignoreTarget && point.accuracy >= j.spec.targetAccuracy)
-                m_ended = QStringLiteral("reached the target accuracy %1 at epoch %2").arg(j.spec.targetAccuracy).arg(epoch);
+                m_ended = QStringLiteral("reached the target accuracy %1 at epoch %2").arg(j.spec.targetAccuracy).arg(due);
             else if (j.validatedEpoch >= j.spec.maxEpochs)
                 m_ended = QStringLiteral("ran its %1 epochs").arg(j.spec.maxEpochs);
             if (!m_ended.isEmpty()) {
@@ -399,6 +419,7 @@ private:
     MemorySchedulerStore m_store;
     qint64 m_lastId = 0;
     Scheduler m_scheduler;
+    ResultIntake m_intake{m_jobs, m_scheduler};
     Simulation::Progress m_progress;
     std::vector<Agent> m_agents;
     qint64 m_lastAgent = 0;
@@ -408,6 +429,8 @@ private:
     std::unique_ptr<AggregationRule> m_rule;
     UpdateBound m_steps;
     qint64 m_version = 0;
+    qint64 m_seq = 0;        // updates taken to fold in (the coordinator's update numbers)
+    qint64 m_handledSeq = 0; // the last of them folded in or refused by the fold
     qint64 m_samples = 0;
     qint64 m_lastFoldMs = kStartMs;
     int m_validateEvery = 10;

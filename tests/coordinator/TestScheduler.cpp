@@ -1,6 +1,8 @@
 // The scheduler's decisions on memory and a manual clock, as gleaner-sim runs them: which workunit comes next,
-// deadlines and re-issue, epochs, replicas, and subtasks sized to agents' speeds.
+// deadlines and re-issue, epochs, replicas, and subtasks sized to agents' speeds; and what a received result
+// counts for (ResultIntake).
 
+#include "scheduling/ResultIntake.h"
 #include "scheduling/Scheduler.h"
 
 #include <QTest>
@@ -41,6 +43,8 @@ private Q_SLOTS:
     void completedAndReleasedLeavesAreCounted();
     void subtasksAreSizedToAgentsSpeeds();
     void agentsBetweenSubtasksStillCountAsTraining();
+    void resultIntakeFoldsFirstResultsAndComparesLaterOnes();
+    void resultIntakeRefusesWhatCannotCount();
 
 private:
     Scheduler& scheduler() { return *m_scheduler; }
@@ -240,6 +244,85 @@ void TestScheduler::agentsBetweenSubtasksStillCountAsTraining()
     // Gone for longer than twice the median subtask (10 s): no longer counted.
     m_clock.advance(20'001);
     QCOMPARE(scheduler().agentsTraining(1), 0);
+}
+
+
+
+void TestScheduler::resultIntakeFoldsFirstResultsAndComparesLaterOnes()
+{
+    ResultIntake intake(m_jobs, scheduler());
+    JobState& j = theJob();
+    const Lease a = lease(QStringLiteral("a"));
+    const Lease b = lease(QStringLiteral("b"));
+    j.updatesApplied = 3; // three updates folded in since both leases' base (version 0)
+    ResultIntake::Received received{QStringLiteral("a"), a.id, 0, 320, 2.0, 1.5, 10.0};
+    ResultIntake::Verdict verdict = intake.judge(received);
+    QCOMPARE(verdict.kind, ResultIntake::Verdict::Kind::Fold);
+    QCOMPARE(verdict.staleness, 3);
+    QCOMPARE(verdict.context.epoch, 1);
+    QCOMPARE(verdict.context.baseVersion, 0);
+    QCOMPARE(verdict.context.concurrency, 2); // a and b hold leases
+    QVERIFY(scheduler().find(a.id)->state == Lease::State::Open); // judging changes nothing
+    QVERIFY(intake.record(verdict).ok());
+    intake.accepted(verdict, received, 41, QStringLiteral("updates/1/a.safetensors"));
+    QVERIFY(!scheduler().find(a.id));
+    const Workunit& unit = j.workunits.at(a.workunitId);
+    QCOMPARE(unit.state, Workunit::State::Done);
+    QVERIFY(unit.first && unit.first->seq == 41 && unit.first->agentId == u"a" && unit.first->step == 1.5);
+    QCOMPARE(j.updatesReceived, 1);
+    QCOMPARE(*scheduler().speedOf(QStringLiteral("a")), 160.0);
+
+    // Its agent's next lease waits until the published weights hold update 41.
+    QVERIFY(intake.waitsForOwnUpdate(QStringLiteral("a")));
+    QVERIFY(!intake.waitsForOwnUpdate(QStringLiteral("b")));
+    j.published = PublishedWeights{4, QStringLiteral("weights-4"), 1000, 0, 41};
+    ResultIntake::published(j);
+    QVERIFY(!intake.waitsForOwnUpdate(QStringLiteral("a")));
+    QVERIFY(j.unpublishedOf.empty());
+
+    // b's workunit got its first result meanwhile (as when another agent finished it after b's lease expired):
+    // b's result is compared with that one, never folded in twice.
+    const Lease late = b;
+    j.workunits.at(late.workunitId).first = Workunit::FirstResult{40, QStringLiteral("x"), 0, 1.0, {}};
+    ResultIntake::Received replica{QStringLiteral("b"), late.id, 0, 320, 2.0, 1.4, 10.0};
+    ResultIntake::Verdict compared = intake.judge(replica);
+    QCOMPARE(compared.kind, ResultIntake::Verdict::Kind::Compare);
+    QVERIFY(intake.record(compared).ok());
+    intake.accepted(compared, replica, -1, {});
+    QCOMPARE(j.updatesReceived, 1); // not counted as an update
+    QCOMPARE(j.workunits.at(late.workunitId).first->seq, 40);
+    QVERIFY(!intake.waitsForOwnUpdate(QStringLiteral("b")));
+}
+
+void TestScheduler::resultIntakeRefusesWhatCannotCount()
+{
+    ResultIntake intake(m_jobs, scheduler());
+    JobState& j = theJob();
+    const Lease a = lease(QStringLiteral("a"));
+    const auto judged = [&](const QString& agent, const QString& leaseId, qint64 base, double step) {
+        return intake.judge(ResultIntake::Received{agent, leaseId, base, 320, 2.0, step, 10.0});
+    };
+    QCOMPARE(judged(QStringLiteral("a"), QStringLiteral("no-such-lease"), 0, 1.0).kind,
+             ResultIntake::Verdict::Kind::Unknown);
+    auto other = judged(QStringLiteral("b"), a.id, 0, 1.0);
+    QCOMPARE(other.kind, ResultIntake::Verdict::Kind::Refuse);
+    QCOMPARE(other.status, 409);
+    QVERIFY(!other.closesLease && other.reason.contains(u"another agent"));
+    auto wrongBase = judged(QStringLiteral("a"), a.id, 7, 1.0);
+    QCOMPARE(wrongBase.status, 422);
+    QVERIFY(wrongBase.closesLease && wrongBase.reason.contains(u"version 7"));
+    // The job's bound on steps, learnt from accepted results: a step far beyond it is refused and closes the lease.
+    for (int i = 0; i < 20; ++i)
+        j.updateBound.accept(1.0);
+    auto huge = judged(QStringLiteral("a"), a.id, 0, 1e6);
+    QCOMPARE(huge.status, 422);
+    QVERIFY(huge.closesLease && huge.reason.contains(u"moves the weights"));
+    QVERIFY(!intake.record(huge).ok()); // a refusal is never recorded as a result
+    j.status = JobStatus::Cancelled;
+    auto ended = judged(QStringLiteral("a"), a.id, 0, 1.0);
+    QCOMPARE(ended.status, 409);
+    QVERIFY(ended.reason.contains(u"takes no more results"));
+    QCOMPARE(scheduler().find(a.id)->state, Lease::State::Open); // none of this touched the lease
 }
 
 QTEST_GUILESS_MAIN(TestScheduler)
