@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Gleaner's demo: installs what is missing, builds, starts a coordinator with the embedded default job (a CNN on
-# Fashion-MNIST, 50 shards, VC-ASGD, target 88% test accuracy) and two local agents, shows the training until the
+# Fashion-MNIST, 50 shards, adaptive-nesterov, target 88% test accuracy) and two local agents, shows the training until the
 # target is reached, and exports the trained model. Ctrl-C stops what this script started, and nothing else.
 #
 #   ./demo.sh                   everything in ./demo (replaced on each run)

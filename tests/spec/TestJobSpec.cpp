@@ -495,8 +495,11 @@ void TestJobSpec::demoJobIsTheDocumentedOne()
     expected.batchSize = 32;
     expected.optimizer.kind = OptimizerSpec::Kind::Adam;
     expected.optimizer.lr = 0.001;
-    expected.aggregation.rule = AggregationSpec::Rule::VcAsgd;
-    expected.aggregation.alphaPerEpoch = true;
+    expected.aggregation.rule = AggregationSpec::Rule::AdaptiveNesterov;
+    expected.aggregation.alphaPerEpoch = false;
+    expected.aggregation.serverLr = 1.0;
+    expected.aggregation.momentum = 0.5;
+    expected.aggregation.staleness.function = StalenessSpec::Function::Constant; // outer momentum: no damping
     expected.targetAccuracy = 0.88;
     expected.maxEpochs = 30;
     expected.deadlineSeconds = 600;
