@@ -108,6 +108,14 @@ Result<SimOptions> SimOptions::parse(const QStringList& arguments)
                 return fail(text.error());
             return number(arg, *text, min, max);
         };
+        const auto onOff = [&]() -> Result<bool> {
+            auto text = value();
+            if (!text)
+                return fail(text.error());
+            if (*text != u"on" && *text != u"off")
+                return fail(QStringLiteral("%1: expected on or off, got \"%2\"").arg(arg, *text));
+            return *text == u"on";
+        };
         Status status;
         const auto take = [&](auto result, auto& out) {
             if (result)
@@ -130,26 +138,13 @@ Result<SimOptions> SimOptions::parse(const QStringList& arguments)
         } else if (arg == u"--epochs") {
             take(integer(1, 100000), options.epochs);
         } else if (arg == u"--speed-aware") {
-            auto text = value();
-            if (!text)
-                return fail(text.error());
-            if (*text != u"on" && *text != u"off")
-                return fail(QStringLiteral("--speed-aware: expected on or off, got \"%1\"").arg(*text));
-            options.speedAware = *text == u"on";
+            bool on = false;
+            take(onOff(), on);
+            options.speedAware = on;
         } else if (arg == u"--carry-optimizer") {
-            auto text = value();
-            if (!text)
-                return fail(text.error());
-            if (*text != u"on" && *text != u"off")
-                return fail(QStringLiteral("--carry-optimizer: expected on or off, got \"%1\"").arg(*text));
-            options.carryOptimizer = *text == u"on";
+            take(onOff(), options.carryOptimizer);
         } else if (arg == u"--own-update") {
-            auto text = value();
-            if (!text)
-                return fail(text.error());
-            if (*text != u"on" && *text != u"off")
-                return fail(QStringLiteral("--own-update: expected on or off, got \"%1\"").arg(*text));
-            options.waitForOwnUpdate = *text == u"on";
+            take(onOff(), options.waitForOwnUpdate);
         } else if (arg == u"--seed") {
             auto text = value();
             if (!text)

@@ -19,6 +19,9 @@ def time_to(run, accuracy):
 
 
 def main():
+    if len(sys.argv) == 2 and sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        return
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     folder = sys.argv[1]
