@@ -14,6 +14,7 @@
 #include <QJsonDocument>
 #include <QLoggingCategory>
 
+#include <algorithm>
 
 Q_DECLARE_LOGGING_CATEGORY(lcCoordinator)
 
@@ -117,7 +118,11 @@ HttpResponse Coordinator::lease(const QString& agentId, const QJsonObject& reque
 
 void Coordinator::leaseWhenCurrent(const QString& agentId, const QJsonObject& request, Responder respond)
 {
-    if (m_config.leaseWaitForOwnUpdateMs <= 0 || !m_intake->waitsForOwnUpdate(agentId)) {
+    // One parked request per agent: a second one while the first waits (a retry, or an agent that floods) is
+    // answered at once, so neither memory nor the weights thread's queue grows with what an agent sends.
+    const bool parked = std::any_of(m_parkedLeases.cbegin(), m_parkedLeases.cend(),
+                                    [&](const ParkedLease& p) { return p.agentId == agentId; });
+    if (m_config.leaseWaitForOwnUpdateMs <= 0 || parked || !m_intake->waitsForOwnUpdate(agentId)) {
         respond(lease(agentId, request));
         return;
     }

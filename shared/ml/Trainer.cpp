@@ -5,6 +5,7 @@
 #include "crypto/Sha256.h"
 #include "format/SafeTensors.h"
 #include "ml/Checkpoint.h"
+#include "ml/WeightMath.h"
 #include "ml/Device.h"
 #include "ml/TorchInternals.h"
 #include "ml/Trainer.h"
@@ -321,9 +322,14 @@ Result<TrainOutcome> Trainer::train(const TrainRequest& request, const TensorBun
         start.run = identityOf(request, model->device(), Checkpoint::contentHash(shard.bundle()),
                                Checkpoint::contentHash(initialWeights), RunSettings::effectiveThreads());
         Run run(request, shard, std::move(*model), start);
-        if (!request.optimizerState.isEmpty())
+        if (!request.optimizerState.isEmpty()) {
+            QString where;
+            if (!WeightMath::allFinite(request.optimizerState, &where))
+                return fail(QStringLiteral("the optimizer state to start from holds NaN or infinite values in \"%1\"")
+                                .arg(where));
             if (auto s = run.optimizer().importState(request.optimizerState, QString()); !s)
                 return fail(QStringLiteral("the optimizer state to start from: %1").arg(s.error()));
+        }
         return run.execute(hooks);
     };
     return guarded(QStringLiteral("training"), train);

@@ -479,7 +479,7 @@ void TestCoordinator::nextLeaseHoldsTheAgentsOwnResult()
     // waits for a publication asked for then, and hands out weights that hold the agent's own result.
     const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
     const QString other = f.enroll(QStringLiteral("other")).value(QStringLiteral("agent_id")).toString();
-    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 8, 3, 0.99, 60, QStringLiteral(R"(, "overlap_epochs": false)")));
+    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 10, 3, 0.99, 60, QStringLiteral(R"(, "overlap_epochs": false)")));
     const TensorBundle weights = serverWeights(job);
     const auto leaseNow = [&](const QString& who) {
         std::promise<HttpResponse> answered;
@@ -503,7 +503,26 @@ void TestCoordinator::nextLeaseHoldsTheAgentsOwnResult()
     QCOMPARE(leaseNow(other), 1);
     auto third = lease(other);
     QCOMPARE(upload(other, third[0].leaseId, shifted(weights, 0.01f), 1), 202);
-    QCOMPARE(leaseNow(other), 2);
+    // Two requests at once: the first waits for the publication, the second (one parked per agent) is answered
+    // at once with what is published.
+    std::vector<std::pair<int, qint64>> answers; // (order, base version)
+    std::promise<void> both;
+    const auto baseOf = [](const HttpResponse& r) {
+        const QJsonArray tasks = QJsonDocument::fromJson(r.body).object().value(QStringLiteral("tasks")).toArray();
+        return tasks.isEmpty() ? qint64(-1)
+                               : QJsonDocument::fromJson(tasks[0].toObject().value(QStringLiteral("manifest")).toString().toUtf8())
+                                     .object().value(QStringLiteral("base_version")).toInteger(-1);
+    };
+    f.core->state().post([&] {
+        for (int i = 0; i < 2; ++i)
+            f.core->leaseWhenCurrent(other, QJsonObject{{QStringLiteral("max_tasks"), 1}}, [&, i](HttpResponse r) {
+                answers.emplace_back(i, baseOf(r));
+                if (answers.size() == 2)
+                    both.set_value();
+            });
+    });
+    both.get_future().wait();
+    QCOMPARE(answers, (std::vector<std::pair<int, qint64>>{{1, 1}, {0, 2}}));
 
     // Without the wait (config 0), the next lease carries the last file the tick published.
     f.core.reset();

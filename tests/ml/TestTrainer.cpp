@@ -14,6 +14,7 @@
 
 #include <array>
 #include <functional>
+#include <limits>
 
 using namespace gleaner;
 using namespace gleaner::ml;
@@ -245,6 +246,14 @@ void TestTrainer::optimizerStateCarriesOver()
     QVERIFY(!refused.ok());
     QVERIFY2(refused.error().contains(u"optimizer state to start from") && refused.error().contains(u"does not match"),
              qPrintable(refused.error()));
+    // And one that holds NaN (a run that went bad) is refused, naming the tensor, before any step is taken.
+    TrainRequest poisoned = r;
+    poisoned.optimizerState = first->optimizerState;
+    const TensorEntry& moment = poisoned.optimizerState.entries().front();
+    poisoned.optimizerState.mutableValues<float>(moment)[0] = std::numeric_limits<float>::quiet_NaN();
+    auto nan = Trainer::train(poisoned, first->weights, shard);
+    QVERIFY(!nan.ok());
+    QVERIFY2(nan.error().contains(u"NaN") && nan.error().contains(moment.name), qPrintable(nan.error()));
 }
 
 void TestTrainer::cancelReturnsWithoutWeights()
