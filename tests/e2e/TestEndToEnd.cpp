@@ -432,12 +432,17 @@ void TestEndToEnd::brokenSignatureIsRefusedWithBackoff()
 }
 
 // (f) The coordinator SIGKILLed mid-job and started again on the same port: the agents say they cannot reach
-// it, try again with backoff, reconnect, and the job completes.
+// it, try again with backoff, reconnect, and the job completes (folded with adaptive-nesterov, whose state
+// and bases a restart must restore).
 void TestEndToEnd::coordinatorKilledAndRestartedMidJob()
 {
     QJsonObject spec = E2eCluster::fashionJob();
     spec.insert(QStringLiteral("name"), QStringLiteral("restart"));
     spec.insert(QStringLiteral("target_accuracy"), 0.75);
+    // The default job's rule: its state (outer momentum) and the bases of unsnapshotted updates must survive
+    // the kill, and the replay must fold as before it.
+    spec.insert(QStringLiteral("aggregation"),
+                QJsonObject{{QStringLiteral("rule"), QStringLiteral("adaptive-nesterov")}});
     auto job = m_cluster->submitJob(spec);
     E2E_VERIFY(job);
     const QList<int> agents =
