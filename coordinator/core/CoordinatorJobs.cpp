@@ -430,6 +430,8 @@ void Coordinator::finishJob(JobState& job, JobStatus status, const QString& reas
         m_weights->unload(job.id);
         m_validation->forget(job.id); // a Fashion-MNIST test split is 8 MB
     }
+    m_scheduler->forget(job.id);
+    job.unpublishedOf.clear(); // no lease of an ended job waits for its weights
     qCInfo(lcCoordinator) << "job" << job.id << jobStatusName(status) << ":" << reason;
 }
 

@@ -53,6 +53,11 @@ int Scheduler::agentsTraining(qint64 jobId) const
     return int(agents.size());
 }
 
+void Scheduler::forget(qint64 jobId)
+{
+    m_activity.erase(jobId);
+}
+
 void Scheduler::restore(Lease lease)
 {
     if (JobState* job = findJob(lease.jobId)) {

@@ -52,6 +52,9 @@ public:
     int agentsTraining(qint64 jobId) const;
     // A lease read back from the store at start: open ones hold their workunit again.
     void restore(Lease lease);
+    // The job ended: what the scheduler learnt of its agents' activity goes (its leases close as they deliver or
+    // expire).
+    void forget(qint64 jobId);
 
     // The next workunit of `job` (which must be running and have published weights) for the agent: a pending one
     // of the oldest epoch, preferring one whose shard the agent holds (`cached`: SHA-256 of its files); else,

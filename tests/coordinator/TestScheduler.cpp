@@ -244,6 +244,11 @@ void TestScheduler::agentsBetweenSubtasksStillCountAsTraining()
     // Gone for longer than twice the median subtask (10 s): no longer counted.
     m_clock.advance(20'001);
     QCOMPARE(scheduler().agentsTraining(1), 0);
+    // An ended job's activity is forgotten: agents that delivered a moment ago no longer count for it.
+    m_clock.advance(-20'001);
+    QCOMPARE(scheduler().agentsTraining(1), 4);
+    scheduler().forget(1);
+    QCOMPARE(scheduler().agentsTraining(1), 0);
 }
 
 
