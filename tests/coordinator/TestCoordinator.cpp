@@ -481,19 +481,22 @@ void TestCoordinator::nextLeaseHoldsTheAgentsOwnResult()
     const QString other = f.enroll(QStringLiteral("other")).value(QStringLiteral("agent_id")).toString();
     const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 10, 3, 0.99, 60, QStringLiteral(R"(, "overlap_epochs": false)")));
     const TensorBundle weights = serverWeights(job);
-    const auto leaseNow = [&](const QString& who) {
-        std::promise<HttpResponse> answered;
-        f.core->state().post([&] {
-            f.core->leaseWhenCurrent(who, QJsonObject{{QStringLiteral("max_tasks"), 1}},
-                                     [&](HttpResponse r) { answered.set_value(std::move(r)); });
-        });
-        const HttpResponse reply = answered.get_future().get();
+    // The base version a lease answer hands out; -1 unless it is one task.
+    const auto baseOf = [](const HttpResponse& reply) {
         const QJsonArray tasks = QJsonDocument::fromJson(reply.body).object().value(QStringLiteral("tasks")).toArray();
         if (reply.status != 200 || tasks.size() != 1)
             return qint64(-1);
         const QJsonObject manifest = QJsonDocument::fromJson(
             tasks[0].toObject().value(QStringLiteral("manifest")).toString().toUtf8()).object();
         return manifest.value(QStringLiteral("base_version")).toInteger(-1);
+    };
+    const auto leaseNow = [&](const QString& who) {
+        std::promise<HttpResponse> answered;
+        f.core->state().post([&] {
+            f.core->leaseWhenCurrent(who, QJsonObject{{QStringLiteral("max_tasks"), 1}},
+                                     [&](HttpResponse r) { answered.set_value(std::move(r)); });
+        });
+        return baseOf(answered.get_future().get());
     };
     auto first = lease(agent);
     QCOMPARE(first[0].manifest.value(QStringLiteral("base_version")).toInteger(), 0);
@@ -507,12 +510,6 @@ void TestCoordinator::nextLeaseHoldsTheAgentsOwnResult()
     // at once with what is published.
     std::vector<std::pair<int, qint64>> answers; // (order, base version)
     std::promise<void> both;
-    const auto baseOf = [](const HttpResponse& r) {
-        const QJsonArray tasks = QJsonDocument::fromJson(r.body).object().value(QStringLiteral("tasks")).toArray();
-        return tasks.isEmpty() ? qint64(-1)
-                               : QJsonDocument::fromJson(tasks[0].toObject().value(QStringLiteral("manifest")).toString().toUtf8())
-                                     .object().value(QStringLiteral("base_version")).toInteger(-1);
-    };
     f.core->state().post([&] {
         for (int i = 0; i < 2; ++i)
             f.core->leaseWhenCurrent(other, QJsonObject{{QStringLiteral("max_tasks"), 1}}, [&, i](HttpResponse r) {
