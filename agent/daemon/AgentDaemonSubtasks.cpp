@@ -184,6 +184,10 @@ void AgentDaemon::download(const LeaseId& leaseId)
         });
 }
 
+namespace {
+constexpr qsizetype kMaxWarningChars = 2000;
+} // namespace
+
 void AgentDaemon::keepOptimizerState(qint64 jobId, const QString& taskDir)
 {
     // The worker's optimizer state at the end of the subtask: the job's next subtask on this agent starts from
@@ -406,8 +410,10 @@ void AgentDaemon::onWorkerEvent(const LeaseId& leaseId, const QJsonObject& event
     } else if (name == u"error") {
         active.failure = event.value(QStringLiteral("message")).toString();
     } else if (name == u"warning") {
-        log(QStringLiteral("warning"), QStringLiteral("lease %1: %2")
-                                           .arg(leaseId.toString(), event.value(QStringLiteral("message")).toString()));
+        // A worker's line may be a megabyte long; the log keeps a readable line of it.
+        log(QStringLiteral("warning"),
+            QStringLiteral("lease %1: %2")
+                .arg(leaseId.toString(), event.value(QStringLiteral("message")).toString().left(kMaxWarningChars)));
     }
 }
 
