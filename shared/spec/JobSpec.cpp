@@ -269,7 +269,7 @@ Result<JobSpec> JobSpec::fromJson(const QJsonObject& json)
     fields.allowOnly({u"name"_s, u"dataset"_s, u"limit_train"_s, u"model"_s, u"shards"_s, u"local_epochs"_s,
                       u"batch_size"_s, u"optimizer"_s, u"aggregation"_s, u"target_accuracy"_s,
                       u"max_epochs"_s, u"deadline_seconds"_s, u"replication"_s, u"seed"_s,
-                      u"overlap_epochs"_s, u"speed_aware"_s});
+                      u"overlap_epochs"_s, u"speed_aware"_s, u"upload"_s});
 
     JobSpec spec;
     fields.readString(u"name", spec.name, Need::Required, kMaxNameLength);
@@ -294,6 +294,8 @@ Result<JobSpec> JobSpec::fromJson(const QJsonObject& json)
     fields.readInt(u"replication", spec.replication, kReplication);
     fields.readBool(u"overlap_epochs", spec.overlapEpochs);
     fields.readBool(u"speed_aware", spec.speedAware);
+    if (fields.readObject(u"upload", object))
+        fields.take(UploadSpec::fromJson(object), spec.upload);
     qint64 seed = 0;
     if (fields.readInt64(u"seed", seed, kSeed))
         spec.seed = quint64(seed);
@@ -340,6 +342,7 @@ QJsonObject JobSpec::toJson() const
         {u"seed"_s, qint64(seed)},
         {u"overlap_epochs"_s, overlapEpochs},
         {u"speed_aware"_s, speedAware},
+        {u"upload"_s, upload.toJson()},
     };
     if (limitTrain)
         json.insert(u"limit_train"_s, *limitTrain);

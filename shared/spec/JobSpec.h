@@ -12,7 +12,8 @@
 //   "aggregation": {"rule": "vc-asgd", "alpha": "epoch"},   // or a constant "alpha": 0.95
 //   "target_accuracy": 0.88, "max_epochs": 20, "deadline_seconds": 600, "replication": 1, "seed": 42,
 //   "overlap_epochs": true,                          // optional; false waits for each epoch's validation
-//   "speed_aware": false                             // optional; true sizes subtasks to each agent's speed
+//   "speed_aware": false,                            // optional; true sizes subtasks to each agent's speed
+//   "upload": {"encoding": "topk", "density": 0.01}  // optional; how agents send results, see UploadSpec
 // }
 //
 // Required: name, dataset, model, optimizer, shards, target_accuracy (they describe the job itself; a default
@@ -24,6 +25,7 @@
 #include "Result.h"
 #include "spec/ModelSpec.h"
 #include "spec/OptimizerSpec.h"
+#include "spec/UploadSpec.h"
 
 #include <QJsonObject>
 #include <QString>
@@ -144,6 +146,7 @@ struct JobSpec
     // Subtasks sized to each agent's measured speed (in mini-batches: a fast agent trains more of its shard's
     // passes, a slow one part of a pass), so agents report at a similar cadence and slow ones are not stale.
     bool speedAware = false;
+    UploadSpec upload;           // default: full fp32 weights
     int replication = 1;         // 1..16
     quint64 seed = 42;           // 0..2^53, the largest integer a JSON number holds exactly
 

@@ -209,6 +209,18 @@ void TestJobSpec::validJobs_data()
     QTest::newRow("fedasync, constant, alpha 1")
         << R"({"aggregation": {"rule": "fedasync", "alpha": 1, "staleness": {"function": "constant"}}})"_ba
         << constant;
+    JobSpec topk = minimalSpec();
+    topk.upload.encoding = UploadSpec::Encoding::TopK;
+    topk.upload.density = 0.02;
+    topk.upload.zstd = false;
+    QTest::newRow("topk upload, no zstd")
+        << R"({"upload": {"encoding": "topk", "density": 0.02, "zstd": false}})"_ba << topk;
+    JobSpec int8 = minimalSpec();
+    int8.upload.encoding = UploadSpec::Encoding::Int8;
+    int8.upload.errorFeedback = false;
+    QTest::newRow("int8 upload without error feedback")
+        << R"({"upload": {"encoding": "int8", "error_feedback": false}})"_ba << int8;
+    QTest::newRow("fp32 upload said") << R"({"upload": {"encoding": "fp32"}})"_ba << minimalSpec();
 }
 
 void TestJobSpec::validJobs()
@@ -388,6 +400,15 @@ void TestJobSpec::invalidJobs_data()
            "aggregation.staleness.a", "got 0");
     change("constant with a", R"({"aggregation": {"rule": "fedasync", "staleness": {"function": "constant", "a": 1}}})",
            "aggregation.staleness.a", "takes no parameters");
+    change("upload encoding unknown", R"({"upload": {"encoding": "int4"}})", "upload.encoding",
+           R"(expected one of "fp32", "fp16", "int8", "topk")");
+    change("upload without encoding", R"({"upload": {"zstd": true}})", "upload.encoding", "required field is missing");
+    change("density for int8", R"({"upload": {"encoding": "int8", "density": 0.1}})", "upload.density",
+           "only used by the topk encoding");
+    change("density zero", R"({"upload": {"encoding": "topk", "density": 0}})", "upload.density", "got 0");
+    change("density above one", R"({"upload": {"encoding": "topk", "density": 1.5}})", "upload.density", "got 1.5");
+    change("zstd for fp32", R"({"upload": {"encoding": "fp32", "zstd": true}})", "upload.zstd",
+           "only used by the update encodings");
     change("hinge start negative",
            R"({"aggregation": {"rule": "fedasync", "staleness": {"function": "hinge", "b": -1}}})",
            "aggregation.staleness.b", "got -1");
