@@ -5,6 +5,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonValue>
+#include <QLocale>
 #include <QStringList>
 
 #include <algorithm>
@@ -137,6 +138,12 @@ QString totalsLine(const QJsonObject& totals)
         parts << QStringLiteral("%1 samples").arg(integer(*samples));
     if (const auto seconds = number(totals, "train_seconds"))
         parts << QStringLiteral("%1 of training").arg(formatDuration(*seconds));
+    const auto up = number(totals, "uploaded_bytes");
+    const auto down = number(totals, "downloaded_bytes");
+    if ((up && *up > 0) || (down && *down > 0))
+        parts << QStringLiteral("%1 sent, %2 received")
+                     .arg(QLocale::c().formattedDataSize(qint64(up.value_or(0)), 1, QLocale::DataSizeSIFormat),
+                          QLocale::c().formattedDataSize(qint64(down.value_or(0)), 1, QLocale::DataSizeSIFormat));
     return parts.join(QStringLiteral(", "));
 }
 

@@ -138,8 +138,8 @@ private:
     void download(const LeaseId& leaseId);
     void prepareTaskFolder(const LeaseId& leaseId);
     // Moves a finished worker's optimizer state to the job's file, which the job's next subtask starts from.
-    void keepOptimizerState(qint64 jobId, const QString& taskDir);
-    QString optimizerStateFile(qint64 jobId) const;
+    void keepJobState(qint64 jobId, const QString& taskDir);
+    QString jobStateFile(const char* folder, qint64 jobId) const;
     void startWorker(const LeaseId& leaseId);
     void onWorkerEvent(const LeaseId& leaseId, const QJsonObject& event);
     void onWorkerEnded(const LeaseId& leaseId, const WorkerEnd& end);

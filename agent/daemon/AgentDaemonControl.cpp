@@ -161,7 +161,9 @@ QJsonObject AgentDaemon::status() const
         totals = QJsonObject{{QStringLiteral("subtasks_done"), t->subtasksDone},
                              {QStringLiteral("subtasks_failed"), t->subtasksFailed},
                              {QStringLiteral("samples"), t->samples},
-                             {QStringLiteral("train_seconds"), t->trainSeconds}};
+                             {QStringLiteral("train_seconds"), t->trainSeconds},
+                             {QStringLiteral("uploaded_bytes"), t->uploadedBytes},
+                             {QStringLiteral("downloaded_bytes"), t->downloadedBytes}};
     }
     return QJsonObject{
         {QStringLiteral("state"), m_state},

@@ -110,6 +110,7 @@ struct FetchOutcome
     bool ok = false;
     bool contentRefused = false; // a file did not match its hash: final
     QString error;
+    qint64 bytes = 0; // fetched from the coordinator (cached files cost nothing)
 };
 
 template <typename Work, typename Then> void AgentDaemon::onNetwork(Work work, Then then)

@@ -4,6 +4,7 @@
 #include "daemon/AgentDaemonInternal.h"
 
 #include "cache/FileCache.h"
+#include "codec/UpdateCodec.h"
 #include "crypto/Sha256.h"
 #include "daemon/StopSignal.h"
 #include "format/SafeTensors.h"
@@ -155,6 +156,7 @@ void AgentDaemon::download(const LeaseId& leaseId)
                             .arg(file.role, leaseId.toString(), committed.error());
                     return outcome;
                 }
+                outcome.bytes += file.size;
                 if (committed->eviction.evicted.size() > 0)
                     qCInfo(lcDaemon).noquote()
                         << "cache: evicted" << committed->eviction.evicted.size() << "file(s)";
@@ -163,6 +165,12 @@ void AgentDaemon::download(const LeaseId& leaseId)
             return outcome;
         },
         [this, leaseId](FetchOutcome outcome) {
+            if (outcome.bytes > 0) {
+                SubtaskTotals add;
+                add.downloadedBytes = outcome.bytes;
+                if (auto s = m_store->addTotals(add); !s)
+                    log(QStringLiteral("error"), s.error());
+            }
             auto active = stepReturned(leaseId);
             if (!active)
                 return;
@@ -188,32 +196,58 @@ namespace {
 constexpr qsizetype kMaxWarningChars = 2000;
 } // namespace
 
-void AgentDaemon::keepOptimizerState(qint64 jobId, const QString& taskDir)
+namespace {
+
+// What a worker leaves for the job's next subtask on this agent, kept per job in DATA_DIR/<folder>/job-<id>.
+struct JobStateFile
 {
-    // The worker's optimizer state at the end of the subtask: the job's next subtask on this agent starts from
-    // it (optimizer-in.safetensors). The newest wins when several subtasks of one job run at once.
-    const QString produced = taskDir + QStringLiteral("/optimizer.safetensors");
-    if (!QFileInfo::exists(produced))
-        return;
-    const QString kept = optimizerStateFile(jobId);
-    QDir().mkpath(QFileInfo(kept).path());
-    QFile::remove(kept);
-    if (!QFile::rename(produced, kept))
-        log(QStringLiteral("warning"),
-            QStringLiteral("cannot keep the optimizer state of job %1 in %2; its next subtask starts with a fresh "
-                           "optimizer")
-                .arg(jobId)
-                .arg(kept));
-    // One file per job: those of jobs this agent has not worked on for a week go.
-    const QDir folder(QFileInfo(kept).path());
-    for (const QFileInfo& old : folder.entryInfoList({QStringLiteral("job-*.safetensors")}, QDir::Files))
-        if (old.lastModified().msecsTo(QDateTime::currentDateTimeUtc()) > 7LL * 24 * 3600 * 1000)
-            QFile::remove(old.filePath());
+    const char* produced; // in the task folder, written by the worker at the end of a subtask
+    const char* folder;   // under the data folder
+    const char* taken;    // in the next task folder, where the worker reads it
+};
+constexpr JobStateFile kOptimizerState{"optimizer.safetensors", "optimizer", "optimizer-in.safetensors"};
+constexpr JobStateFile kResidual{"residual.safetensors", "residual", "residual-in.safetensors"};
+
+// A result as the worker wrote it: safetensors, or an encoded update compressed with zstd (UpdateCodec).
+Result<TensorBundle> readResult(const QString& path)
+{
+    QFile file(path);
+    if (!file.open(QIODevice::ReadOnly))
+        return fail(QStringLiteral("%1: %2").arg(path, file.errorString()));
+    return UpdateCodec::unpack(file.readAll(), qint64(1) << 40);
 }
 
-QString AgentDaemon::optimizerStateFile(qint64 jobId) const
+} // namespace
+
+void AgentDaemon::keepJobState(qint64 jobId, const QString& taskDir)
 {
-    return m_options.dataDir + QStringLiteral("/optimizer/job-%1.safetensors").arg(jobId);
+    // The worker's optimizer state at the end of the subtask: the job's next subtask on this agent starts from
+    // it; and what its upload left out (error feedback): the next upload sends it. The newest wins when several
+    // subtasks of one job run at once.
+    for (const JobStateFile& state : {kOptimizerState, kResidual}) {
+        const QString produced = taskDir + u'/' + QString::fromLatin1(state.produced);
+        if (!QFileInfo::exists(produced))
+            continue;
+        const QString kept = jobStateFile(state.folder, jobId);
+        QDir().mkpath(QFileInfo(kept).path());
+        QFile::remove(kept);
+        if (!QFile::rename(produced, kept))
+            log(QStringLiteral("warning"),
+                QStringLiteral("cannot keep %1 of job %2 in %3; its next subtask starts without it")
+                    .arg(QString::fromLatin1(state.produced))
+                    .arg(jobId)
+                    .arg(kept));
+        // One file per job: those of jobs this agent has not worked on for a week go.
+        const QDir folder(QFileInfo(kept).path());
+        for (const QFileInfo& old : folder.entryInfoList({QStringLiteral("job-*.safetensors")}, QDir::Files))
+            if (old.lastModified().msecsTo(QDateTime::currentDateTimeUtc()) > 7LL * 24 * 3600 * 1000)
+                QFile::remove(old.filePath());
+    }
+}
+
+QString AgentDaemon::jobStateFile(const char* folder, qint64 jobId) const
+{
+    return m_options.dataDir + QStringLiteral("/%1/job-%2.safetensors").arg(QString::fromLatin1(folder)).arg(jobId);
 }
 
 void AgentDaemon::prepareTaskFolder(const LeaseId& leaseId)
@@ -224,11 +258,12 @@ void AgentDaemon::prepareTaskFolder(const LeaseId& leaseId)
     const QString dir = taskFolder(active->manifest->leaseId);
     const QByteArray manifestBytes = active->record.manifest;
     const QList<ManifestFile> files = active->manifest->files;
-    const QString optimizerState = optimizerStateFile(active->manifest->jobId);
+    const QString optimizerState = jobStateFile(kOptimizerState.folder, active->manifest->jobId);
+    const QString residual = jobStateFile(kResidual.folder, active->manifest->jobId);
     // On the network thread, in order after any download of the same files: hashing is disk work that must
     // not hold up the loop.
     onNetwork(
-        [this, dir, manifestBytes, files, optimizerState] {
+        [this, dir, manifestBytes, files, optimizerState, residual] {
             FetchOutcome outcome;
             if (!QDir().mkpath(dir)) {
                 outcome.error = QStringLiteral("cannot create the task folder %1").arg(dir);
@@ -277,10 +312,15 @@ void AgentDaemon::prepareTaskFolder(const LeaseId& leaseId)
             }
             // The job's optimizer state from this agent's previous subtask, for a worker that starts afresh (one
             // that resumes takes its checkpoint's). A copy: the next subtask to finish replaces the original.
-            const QString optimizerIn = dir + QStringLiteral("/optimizer-in.safetensors");
+            const QString optimizerIn = dir + u'/' + QString::fromLatin1(kOptimizerState.taken);
             if (QFileInfo::exists(optimizerState) && !QFileInfo::exists(dir + QStringLiteral("/checkpoint.safetensors")) &&
                 !QFileInfo::exists(optimizerIn))
                 (void)QFile::copy(optimizerState, optimizerIn);
+            // What earlier uploads left out goes with one upload only: moved, not copied, or two subtasks of
+            // the job running at once would both send it.
+            const QString residualIn = dir + u'/' + QString::fromLatin1(kResidual.taken);
+            if (QFileInfo::exists(residual) && !QFileInfo::exists(residualIn))
+                (void)QFile::rename(residual, residualIn);
             outcome.ok = true;
             return outcome;
         },
@@ -474,7 +514,7 @@ void AgentDaemon::onWorkerEnded(const LeaseId& leaseId, const WorkerEnd& end)
         active.worker = nullptr;
     }
     if (end.kind == WorkerEnd::Kind::Done && active.manifest)
-        keepOptimizerState(active.manifest->jobId, active.record.taskDir);
+        keepJobState(active.manifest->jobId, active.record.taskDir);
     if (m_stopping) {
         if (end.kind == WorkerEnd::Kind::Done)
             (void)setState(leaseId, SubtaskState::Uploading); // uploaded by the next start
@@ -543,7 +583,8 @@ void AgentDaemon::upload(const LeaseId& leaseId)
             case UploadOutcome::Accepted: {
                 SubtaskTotals add;
                 add.subtasksDone = 1;
-                if (auto bundle = SafeTensors::load(result)) {
+                add.uploadedBytes = QFileInfo(result).size();
+                if (auto bundle = readResult(result)) {
                     add.samples = bundle->metadata().value(QStringLiteral("gleaner.samples")).toLongLong();
                     add.trainSeconds =
                         bundle->metadata().value(QStringLiteral("gleaner.train_seconds")).toDouble();

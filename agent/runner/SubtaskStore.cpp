@@ -15,8 +15,19 @@ const char* const kSchema[] = {
     "CREATE INDEX subtasks_by_state ON subtasks (state)",
     // The machine's contribution over its whole life: kept apart from the rows, which prune() removes.
     "CREATE TABLE totals (id INTEGER PRIMARY KEY CHECK (id = 1), subtasks_done INTEGER NOT NULL,"
-    " subtasks_failed INTEGER NOT NULL, samples INTEGER NOT NULL, train_seconds REAL NOT NULL)",
-    "INSERT INTO totals VALUES (1, 0, 0, 0, 0)",
+    " subtasks_failed INTEGER NOT NULL, samples INTEGER NOT NULL, train_seconds REAL NOT NULL,"
+    " uploaded_bytes INTEGER NOT NULL DEFAULT 0, downloaded_bytes INTEGER NOT NULL DEFAULT 0)",
+    "INSERT INTO totals VALUES (1, 0, 0, 0, 0, 0, 0)",
+};
+
+// Version 3: the bytes the agent moved, which compressed uploads make worth showing.
+const char* const kUpgradeTo3[] = {
+    "ALTER TABLE totals ADD COLUMN uploaded_bytes INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE totals ADD COLUMN downloaded_bytes INTEGER NOT NULL DEFAULT 0",
+};
+
+const SqliteUpgrade kUpgrades[] = {
+    {2, kUpgradeTo3},
 };
 
 constexpr std::array<std::pair<SubtaskState, const char16_t*>, 8> kNames{{
@@ -62,9 +73,10 @@ Result<std::unique_ptr<SubtaskStore>> SubtaskStore::open(const QString& path)
 {
     std::unique_ptr<SubtaskStore> store(new SubtaskStore);
     store->m_now = [] { return QDateTime::currentMSecsSinceEpoch(); };
-    const SqliteSchema schema{QStringLiteral("the agent's subtask store"), 2, kSchema,
+    const SqliteSchema schema{QStringLiteral("the agent's subtask store"), 3, kSchema,
                               QStringLiteral("use the agent version that wrote it, or remove it (its subtasks are given "
-                                             "up; their leases expire on the coordinator)")};
+                                             "up; their leases expire on the coordinator)"),
+                              kUpgrades};
     if (auto s = store->openFile(path, schema); !s)
         return fail(s.error());
     return store;
@@ -196,14 +208,17 @@ Result<int> SubtaskStore::prune(qint64 beforeMs)
 Status SubtaskStore::addTotals(const SubtaskTotals& add)
 {
     auto r = exec(QStringLiteral("UPDATE totals SET subtasks_done = subtasks_done + ?, subtasks_failed = subtasks_failed + ?,"
-                                 " samples = samples + ?, train_seconds = train_seconds + ? WHERE id = 1"),
-                  {add.subtasksDone, add.subtasksFailed, add.samples, add.trainSeconds});
+                                 " samples = samples + ?, train_seconds = train_seconds + ?, uploaded_bytes = "
+                                 "uploaded_bytes + ?, downloaded_bytes = downloaded_bytes + ? WHERE id = 1"),
+                  {add.subtasksDone, add.subtasksFailed, add.samples, add.trainSeconds, add.uploadedBytes,
+                   add.downloadedBytes});
     return r ? Status() : fail(r.error());
 }
 
 Result<SubtaskTotals> SubtaskStore::totals()
 {
-    auto r = exec(QStringLiteral("SELECT subtasks_done, subtasks_failed, samples, train_seconds FROM totals WHERE id = 1"));
+    auto r = exec(QStringLiteral("SELECT subtasks_done, subtasks_failed, samples, train_seconds, uploaded_bytes, "
+                                 "downloaded_bytes FROM totals WHERE id = 1"));
     if (!r)
         return fail(r.error());
     SubtaskTotals t;
@@ -212,6 +227,8 @@ Result<SubtaskTotals> SubtaskStore::totals()
         t.subtasksFailed = r->value(1).toLongLong();
         t.samples = r->value(2).toLongLong();
         t.trainSeconds = r->value(3).toDouble();
+        t.uploadedBytes = r->value(4).toLongLong();
+        t.downloadedBytes = r->value(5).toLongLong();
     }
     return t;
 }

@@ -51,6 +51,8 @@ struct SubtaskTotals
     qint64 subtasksFailed = 0; // given back with a reason, or refused
     qint64 samples = 0;        // training samples of the accepted results
     double trainSeconds = 0;
+    qint64 uploadedBytes = 0;   // result bodies sent and accepted
+    qint64 downloadedBytes = 0; // files fetched from the coordinator (those found in the cache cost nothing)
 };
 
 class SubtaskStore final : public SqliteDatabase

@@ -14,6 +14,8 @@ QString TaskFolder::checkpointPath() const { return QDir(dir).filePath(QStringLi
 QString TaskFolder::resultPath() const { return QDir(dir).filePath(QStringLiteral("result.safetensors")); }
 QString TaskFolder::optimizerInPath() const { return QDir(dir).filePath(QStringLiteral("optimizer-in.safetensors")); }
 QString TaskFolder::optimizerOutPath() const { return QDir(dir).filePath(QStringLiteral("optimizer.safetensors")); }
+QString TaskFolder::residualInPath() const { return QDir(dir).filePath(QStringLiteral("residual-in.safetensors")); }
+QString TaskFolder::residualOutPath() const { return QDir(dir).filePath(QStringLiteral("residual.safetensors")); }
 
 Result<TaskFolder> TaskFolder::open(const QString& dir)
 {
@@ -51,6 +53,14 @@ Result<TaskFolder> TaskFolder::open(const QString& dir)
     task.baseVersion = manifest.value(QStringLiteral("base_version")).toInteger(-1);
     if (task.baseVersion < 0)
         return fail(where("base_version") + QStringLiteral(": missing"));
+    // An encoding this agent cannot read is no reason to lose the work: full weights are always taken.
+    if (const QJsonValue upload = manifest.value(QStringLiteral("upload")); !upload.isUndefined()) {
+        auto spec = UploadSpec::fromJson(upload.toObject());
+        if (spec)
+            task.upload = *spec;
+        else
+            task.uploadProblem = where("upload") + u": " + spec.error();
+    }
     task.leaseId = manifest.value(QStringLiteral("lease_id")).toString();
     task.nonce = manifest.value(QStringLiteral("nonce")).toString();
     if (task.nonce.isEmpty())

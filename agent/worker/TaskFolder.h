@@ -5,14 +5,18 @@
 //   weights.safetensors     the starting weights (role "weights")
 //   shard.safetensors       the training data (role "shard")
 //   optimizer-in.safetensors  optional: the local optimizer's state an earlier subtask of the job ended with
+//   residual-in.safetensors   optional: what earlier uploads of the job left out (error feedback, UpdateCodec)
 // and what the worker writes there:
 //   checkpoint.safetensors  model, optimizer and data position, every N seconds and on request
-//   result.safetensors      the trained weights with the metadata the coordinator asks for
+//   result.safetensors      the trained weights with the metadata the coordinator asks for, or the update encoded
+//                           as the manifest's "upload" asks (then zstd-compressed when it says so)
 //   optimizer.safetensors   the local optimizer's state at the end, which the agent keeps for the job's next one
+//   residual.safetensors    what this upload left out, which the agent keeps for the job's next one
 
 #include "Result.h"
 #include "spec/ModelSpec.h"
 #include "spec/OptimizerSpec.h"
+#include "spec/UploadSpec.h"
 
 #include <QString>
 
@@ -30,6 +34,8 @@ struct TaskFolder
     qint64 baseVersion = 0;
     QString leaseId;
     QString nonce; // the manifest's, copied into the result so that the coordinator can tell which lease it is for
+    UploadSpec upload;     // how the result is sent (the manifest's "upload"; full fp32 weights without one)
+    QString uploadProblem; // why the manifest's "upload" could not be read (the result then goes as fp32)
 
     QString manifestPath() const;
     QString weightsPath() const;
@@ -38,6 +44,8 @@ struct TaskFolder
     QString resultPath() const;
     QString optimizerInPath() const;
     QString optimizerOutPath() const;
+    QString residualInPath() const;
+    QString residualOutPath() const;
 
     // Reads manifest.json; the error names the file and the field.
     static Result<TaskFolder> open(const QString& dir);

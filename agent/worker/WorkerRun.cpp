@@ -1,5 +1,6 @@
 #include "worker/WorkerRun.h"
 
+#include "codec/UpdateCodec.h"
 #include "format/SafeTensors.h"
 #include "ml/Trainer.h"
 #include "worker/ProcessPriority.h"
@@ -8,6 +9,7 @@
 #include <QElapsedTimer>
 #include <QFile>
 #include <QJsonArray>
+#include <QSaveFile>
 
 #include <chrono>
 
@@ -145,6 +147,54 @@ void warn(const std::function<void(const QJsonObject&)>& emit, const QString& me
     QJsonObject e = event("warning");
     e.insert(QStringLiteral("message"), message);
     emit(e);
+}
+
+// Writes the result as the manifest asks it sent: full weights, or the update against the weights the subtask
+// started from, encoded, with the residual that error feedback carries to the job's next subtask. Anything that
+// keeps the update from being encoded (a residual that does not fit, an encoding this agent does not know) is a
+// warning, and the result goes as full weights, which the coordinator always takes.
+Status saveResult(const TaskFolder& task, const TensorBundle& result,
+                  const std::function<void(const QString&)>& warnings)
+{
+    if (!task.uploadProblem.isEmpty())
+        warnings(task.uploadProblem + QStringLiteral("; sending full weights"));
+    QFile::remove(task.residualOutPath());
+    if (!task.upload.isUpdate())
+        return SafeTensors::save(task.resultPath(), result);
+
+    auto base = SafeTensors::load(task.weightsPath());
+    if (!base) {
+        warnings(base.error() + QStringLiteral("; sending full weights"));
+        return SafeTensors::save(task.resultPath(), result);
+    }
+    TensorBundle residual;
+    if (task.upload.errorFeedback && QFile::exists(task.residualInPath())) {
+        auto kept = SafeTensors::load(task.residualInPath());
+        if (kept)
+            residual = std::move(*kept);
+        else
+            warnings(kept.error() + QStringLiteral("; this upload carries no earlier residual"));
+    }
+    auto encoded = UpdateCodec::encode(result, *base, task.upload, &residual);
+    if (!encoded && !residual.isEmpty()) {
+        warnings(encoded.error() + QStringLiteral("; this upload carries no earlier residual"));
+        residual = {};
+        encoded = UpdateCodec::encode(result, *base, task.upload, &residual);
+    }
+    if (!encoded) {
+        warnings(encoded.error() + QStringLiteral("; sending full weights"));
+        return SafeTensors::save(task.resultPath(), result);
+    }
+    const QByteArray bytes = UpdateCodec::pack(*encoded, task.upload.zstd);
+    QSaveFile file(task.resultPath());
+    if (!file.open(QIODevice::WriteOnly) || file.write(bytes) != bytes.size() || !file.commit())
+        return fail(QStringLiteral("%1: cannot write the result: %2").arg(task.resultPath(), file.errorString()));
+    // Before the result is announced, as the optimizer state: the agent takes both when the worker reports done.
+    if (!residual.isEmpty()) {
+        if (auto saved = SafeTensors::save(task.residualOutPath(), residual); !saved)
+            warnings(QStringLiteral("cannot keep what this upload left out for the next one: %1").arg(saved.error()));
+    }
+    return {};
 }
 
 } // namespace
@@ -290,7 +340,7 @@ int runWorker(const WorkerOptions& options, WorkerControl& control,
     result.setMetadata(QStringLiteral("gleaner.nonce"), task->nonce);
     if (!task->leaseId.isEmpty())
         result.setMetadata(QStringLiteral("gleaner.lease_id"), task->leaseId);
-    if (auto saved = SafeTensors::save(task->resultPath(), result); !saved)
+    if (auto saved = saveResult(*task, result, [&](const QString& message) { warn(emit, message); }); !saved)
         return failWith(emit, saved.error());
     // Before the result is announced: the agent takes it when the worker reports done. Not fatal: the next
     // subtask then starts with a fresh optimizer.

@@ -1,5 +1,6 @@
 #include "aggregation/UpdateChecker.h"
 
+#include "codec/UpdateCodec.h"
 #include "format/SafeTensors.h"
 #include "ml/WeightMath.h"
 
@@ -7,6 +8,8 @@
 
 #include <cmath>
 #include <cstring>
+
+#include <unistd.h>
 
 namespace gleaner::coordinator {
 
@@ -95,9 +98,24 @@ Result<ReceivedUpdate> check(const QString& path, const UpdateExpectations& expe
     QFile file(path);
     if (!file.open(QIODevice::ReadOnly | QIODevice::Unbuffered))
         return fail(QStringLiteral("the coordinator cannot read the upload back; try again later"));
-    auto bundle = SafeTensors::parse(file.readAll());
+    const qint64 uploadBytes = file.size();
+    auto bundle = UpdateCodec::unpack(file.readAll(), maxUploadBytes(expected.schema));
     if (!bundle)
         return fail(QStringLiteral("the result is not a valid safetensors file: %1").arg(bundle.error()));
+    // An encoded update becomes full weights here, and every check below is the one full weights pass.
+    auto encoding = UpdateCodec::encodingOf(*bundle);
+    if (!encoding)
+        return fail(encoding.error());
+    if (*encoding != UploadSpec::Encoding::Fp32) {
+        if (*encoding != expected.upload.encoding)
+            return fail(QStringLiteral("the result is encoded as %1, but its job takes %2 (or full fp32 weights)")
+                            .arg(UploadSpec::encodingNames().at(int(*encoding)), expected.upload.encodingName()));
+        auto decoded = UpdateCodec::decode(*bundle, base.weights);
+        if (!decoded)
+            return fail(QStringLiteral("the result's %1 update cannot be decoded: %2")
+                            .arg(UploadSpec::encodingNames().at(int(*encoding)), decoded.error()));
+        bundle = std::move(*decoded);
+    }
     if (auto s = ml::WeightMath::checkCompatible(expected.schema, *bundle); !s)
         return fail(QStringLiteral("the result does not match the model: %1").arg(s.error()));
     QString where;
@@ -105,6 +123,8 @@ Result<ReceivedUpdate> check(const QString& path, const UpdateExpectations& expe
         return fail(QStringLiteral("the result holds NaN or infinite values in tensor \"%1\"").arg(where));
 
     ReceivedUpdate update;
+    update.encoding = *encoding;
+    update.uploadBytes = uploadBytes;
     const auto& meta = bundle->metadata();
     bool ok = false;
     update.baseVersion = meta.value(QStringLiteral("gleaner.base_version")).toLongLong(&ok);
@@ -148,6 +168,18 @@ Result<ReceivedUpdate> check(const QString& path, const UpdateExpectations& expe
     }
     update.weights = std::move(*bundle);
     return update;
+}
+
+Status keep(const QString& path, const ReceivedUpdate& update)
+{
+    if (update.encoding != UploadSpec::Encoding::Fp32) {
+        if (auto saved = SafeTensors::save(path, update.weights); !saved)
+            return saved;
+    }
+    QFile handle(path);
+    if (!handle.open(QIODevice::ReadOnly) || ::fsync(handle.handle()) != 0)
+        return fail(QStringLiteral("%1: cannot sync it to the disk").arg(path));
+    return {};
 }
 
 } // namespace UpdateChecker

@@ -15,6 +15,7 @@
 //   gleaner.train_seconds  training time (optional)
 
 #include "Result.h"
+#include "spec/UploadSpec.h"
 #include "tensor/TensorBundle.h"
 
 #include <deque>
@@ -30,6 +31,7 @@ struct UpdateExpectations
     QString nonce;           // the nonce signed into the lease's manifest, which the result must carry
     qint64 maxSamples = 0;   // the shard's samples x local epochs
     qint64 maxSteps = 0;     // mini-batches the subtask runs: ceil(samples / batch size) x local epochs
+    UploadSpec upload;       // the job's upload encoding, which the manifest announced (full fp32 is always taken)
     // The workunit's first result, when one was received from the same base version and its file is still kept:
     // this upload is then a replica and is compared with it.
     QString firstResultPath;
@@ -37,7 +39,9 @@ struct UpdateExpectations
 
 struct ReceivedUpdate
 {
-    TensorBundle weights;
+    TensorBundle weights; // full weights, decoded when the upload was an encoded update
+    UploadSpec::Encoding encoding = UploadSpec::Encoding::Fp32; // as the upload came
+    qint64 uploadBytes = 0;                                     // the body's size, as it came over the wire
     qint64 baseVersion = 0;
     qint64 samples = 0;
     double loss = 0.0;
@@ -69,11 +73,17 @@ namespace UpdateChecker {
 
 // The largest body a result upload of this model may have: the tensors plus room for the header and metadata.
 qint64 maxUploadBytes(const TensorBundle& schema);
-// Reads and checks the file against the expectations and the weights the lease handed out (from
+// Reads the file (decompressing zstd and decoding an encoded update against the base, both bounded by the
+// model's size), checks it against the expectations and the weights the lease handed out (from
 // BaseWeightsCache: a coordinator that cannot read them answers 503, it is not the agent's fault); the error
 // says what is wrong in words an agent's log can show.
 Result<ReceivedUpdate> check(const QString& path, const UpdateExpectations& expected,
                              const BaseWeightsCache::Entry& base);
+
+// Makes a checked upload durable as the coordinator keeps it, before the row that records it: the full weights
+// (an encoded update is rewritten decoded, so that a restart or a replica's comparison never needs the base it
+// was encoded against), synced to the disk.
+Status keep(const QString& path, const ReceivedUpdate& update);
 
 } // namespace UpdateChecker
 } // namespace gleaner::coordinator

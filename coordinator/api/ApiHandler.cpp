@@ -9,7 +9,6 @@
 #include <QJsonDocument>
 #include <QLoggingCategory>
 
-#include <unistd.h>
 
 Q_DECLARE_LOGGING_CATEGORY(lcCoordinator)
 
@@ -277,7 +276,18 @@ void ApiHandler::handle(HttpRequest request, Responder respond)
 
 void ApiHandler::observe(const RequestHead& head, const RequestOutcome& outcome)
 {
-    m_coordinator.metrics().observeRequest(head, outcome);
+    Coordinator& c = m_coordinator;
+    c.metrics().observeRequest(head, outcome);
+    // File bytes by what they were for: the accounting of what a subtask costs an agent's downlink.
+    if (outcome.bytesOut > 0 && (outcome.status == 200 || outcome.status == 206) &&
+        metrics::classifyRoute(head) == metrics::Route::Files) {
+        const QByteArray path = head.path();
+        const QString sha = QString::fromLatin1(path.mid(path.lastIndexOf('/') + 1));
+        const auto use = c.admission().fileUse(sha);
+        c.metrics().fileSent(use ? QByteArrayView(use->role) : QByteArrayView("other"), outcome.bytesOut);
+        if (use)
+            c.state().post([&c, jobId = use->jobId, bytes = outcome.bytesOut] { c.noteDownloaded(jobId, bytes); });
+    }
 }
 
 void ApiHandler::handleResult(const QString& agentId, const QString& leaseId, HttpRequest request, Responder respond)
@@ -310,10 +320,9 @@ void ApiHandler::handleResult(const QString& agentId, const QString& leaseId, Ht
                 });
                 return;
             }
-            // The bytes reach the disk before the row that says they were received.
-            QFile handle(file);
-            if (!handle.open(QIODevice::ReadOnly) || ::fsync(handle.handle()) != 0) {
+            if (auto kept = UpdateChecker::keep(file, *update); !kept) {
                 QFile::remove(file);
+                qCCritical(lcCoordinator) << "cannot keep the result of lease" << leaseId << ":" << kept.error();
                 respond(HttpResponse::error(500, QStringLiteral("cannot make the upload durable on the coordinator's "
                                                                 "disk; try again later")));
                 return;

@@ -64,13 +64,28 @@ bool AdmissionCache::agentMayRead(const QString& agentId, const QString& sha256)
     return files != m_agentFiles.cend() && files->contains(sha256);
 }
 
+std::optional<AdmissionCache::FileUse> AdmissionCache::fileUse(const QString& sha256) const
+{
+    std::shared_lock lock(m_mutex);
+    auto use = m_fileUses.constFind(sha256);
+    if (use == m_fileUses.cend())
+        return std::nullopt;
+    return *use;
+}
+
 void AdmissionCache::addFiles(const LeaseEntry& entry)
 {
     if (!entry.closedReason.isEmpty())
         return;
     auto& files = m_agentFiles[entry.agentId];
-    for (const QString& sha : entry.files)
+    for (qsizetype i = 0; i < entry.files.size(); ++i) {
+        const QString& sha = entry.files.at(i);
         files[sha] += 1;
+        FileUse& use = m_fileUses[sha];
+        use.leases += 1;
+        use.role = entry.roles.value(i);
+        use.jobId = entry.jobId;
+    }
 }
 
 void AdmissionCache::removeFiles(const LeaseEntry& entry)
@@ -84,6 +99,9 @@ void AdmissionCache::removeFiles(const LeaseEntry& entry)
         auto file = agent->find(sha);
         if (file != agent->end() && --*file <= 0)
             agent->erase(file);
+        auto use = m_fileUses.find(sha);
+        if (use != m_fileUses.end() && --use->leases <= 0)
+            m_fileUses.erase(use);
     }
     if (agent->isEmpty())
         m_agentFiles.erase(agent);

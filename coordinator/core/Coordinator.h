@@ -57,6 +57,15 @@ public:
         qint64 maxUploadBytes = 0;
         QString closedReason; // not empty: no upload is taken any more, and this says why (answered with 409)
         QStringList files;    // SHA-256 of the files its manifest names: its agent may download them while it is open
+        QList<QByteArray> roles; // each file's role in the manifest ("model", "weights", ...), in the same order
+        qint64 jobId = 0;
+    };
+    // A file some open lease names: what it is, for the accounting of bytes sent.
+    struct FileUse
+    {
+        int leases = 0;
+        QByteArray role;
+        qint64 jobId = 0;
     };
 
     std::optional<AgentEntry> agentByTokenHash(const QString& hash) const;
@@ -64,6 +73,7 @@ public:
     std::optional<LeaseEntry> lease(const QString& leaseId) const;
     // Agents download only the files of their own open leases: knowing a hash is not enough.
     bool agentMayRead(const QString& agentId, const QString& sha256) const;
+    std::optional<FileUse> fileUse(const QString& sha256) const;
 
     void setAgent(const QString& tokenHash, AgentEntry entry);
     void addAdminTokenHash(const QString& hash);
@@ -77,6 +87,7 @@ private:
     QSet<QString> m_adminHashes;
     QHash<QString, LeaseEntry> m_leases;
     QHash<QString, QHash<QString, int>> m_agentFiles; // agent -> file -> open leases naming it
+    QHash<QString, FileUse> m_fileUses;               // file -> open leases naming it, its role and job
 
     void addFiles(const LeaseEntry& entry);
     void removeFiles(const LeaseEntry& entry);
@@ -144,6 +155,8 @@ public:
     void leaseWhenCurrent(const QString& agentId, const QJsonObject& request, Responder respond);
     HttpResponse progress(const QString& agentId, const QString& leaseId, const QJsonObject& report);
     // The upload at `file` has passed UpdateChecker; records it durably and queues it for aggregation.
+    // [state] File bytes sent for one of the job's leases (counted when the response has gone out).
+    void noteDownloaded(qint64 jobId, quint64 bytes);
     HttpResponse result(const QString& agentId, const QString& leaseId, const QString& file, ReceivedUpdate update);
     // An upload for this lease failed UpdateChecker: the lease is closed, its workunit goes back to the queue and
     // the agent's record counts an invalid result.
@@ -196,13 +209,15 @@ private:
     void finishJob(JobState& job, JobStatus status, const QString& reason);
     Status persistJob(const JobState& job);
     QJsonObject jobJson(const JobState& job) const;
+    static QJsonObject transferJson(const JobState& job);
     JobState* findJob(qint64 jobId);
     HttpResponse leaseInTransaction(const QString& agentId, const QJsonObject& request);
     // A result for a workunit that already has its first result: compared with it, recorded, not folded in.
     HttpResponse resultOfDoneWorkunit(ResultIntake::Verdict& verdict, const ResultIntake::Received& received,
                                       const QString& file, const ReceivedUpdate& update);
     // The files a lease's manifest names, which its agent may download.
-    QStringList leaseFiles(const JobState& job, const Workunit& unit, const Lease& lease) const;
+    // What the HTTP threads need to know of an open lease: its agent, its upload limit, the files it names.
+    AdmissionCache::LeaseEntry admissionEntry(const JobState& job, const Workunit* unit, const Lease& lease) const;
     // How many open leases the agent may hold (config max_leases_per_agent, and twice its declared cores);
     // records what the lease request declared of the machine (`capabilities`, checked) on the agent.
     int leaseCapFor(const QString& agentId, const QJsonObject& declared);

@@ -66,6 +66,12 @@ void Coordinator::noteAccepted(const JobState& job, int epoch, qint64 seq, const
                                            {QStringLiteral("at_ms"), atMs}});
 }
 
+void Coordinator::noteDownloaded(qint64 jobId, quint64 bytes)
+{
+    if (JobState* job = findJob(jobId))
+        job->downloadedBytes += qint64(bytes);
+}
+
 void Coordinator::noteApplied(qint64 jobId, qint64 seq, qint64 version)
 {
     if (!m_events.hasSubscribers())
@@ -235,22 +241,23 @@ HttpResponse Coordinator::jobHistory(qint64 jobId)
 
     // The most recent updates, oldest first, with the staleness the aggregation saw (null until folded in).
     auto rows =
-        m_db->exec(QStringLiteral("SELECT received_ms, epoch, loss, applied_version - 1 - base_version FROM "
-                                  "updates WHERE job_id = ? ORDER BY seq DESC LIMIT ?"),
+        m_db->exec(QStringLiteral("SELECT received_ms, epoch, loss, applied_version - 1 - base_version, "
+                                  "NULLIF(upload_bytes, 0) FROM updates WHERE job_id = ? ORDER BY seq DESC LIMIT ?"),
                    {jobId, kMaxUpdatePoints});
     if (!rows)
         return HttpResponse::error(500, rows.error());
-    std::vector<std::array<QJsonValue, 4>> recent;
+    std::vector<std::array<QJsonValue, 5>> recent;
     while (rows->next())
         recent.push_back({rows->value(0).toLongLong(), rows->value(1).toInt(), rows->value(2).toDouble(),
-                          nullable(rows->value(3))});
+                          nullable(rows->value(3)), nullable(rows->value(4))});
     std::reverse(recent.begin(), recent.end());
-    QJsonArray updateAt, updateEpoch, updateLoss, updateStaleness;
+    QJsonArray updateAt, updateEpoch, updateLoss, updateStaleness, updateBytes;
     for (const auto& r : recent) {
         updateAt.append(r[0]);
         updateEpoch.append(r[1]);
         updateLoss.append(r[2]);
         updateStaleness.append(r[3]);
+        updateBytes.append(r[4]);
     }
     auto minutes =
         m_db->exec(QStringLiteral("SELECT received_ms / 60000, COUNT(*) FROM updates WHERE job_id = ? "
@@ -272,7 +279,8 @@ HttpResponse Coordinator::jobHistory(qint64 jobId)
     reply.insert(QStringLiteral("updates"), QJsonObject{{QStringLiteral("at_ms"), updateAt},
                                                         {QStringLiteral("epoch"), updateEpoch},
                                                         {QStringLiteral("loss"), updateLoss},
-                                                        {QStringLiteral("staleness"), updateStaleness}});
+                                                        {QStringLiteral("staleness"), updateStaleness},
+                                                        {QStringLiteral("upload_bytes"), updateBytes}});
     reply.insert(QStringLiteral("updates_per_minute"), QJsonObject{{QStringLiteral("minute_ms"), minuteStart},
                                                                    {QStringLiteral("count"), minuteCount}});
     return HttpResponse::json(200, reply);
@@ -419,6 +427,24 @@ HttpResponse Coordinator::metricsText(const std::function<void(metrics::MetricsR
     return response;
 }
 
+QJsonObject Coordinator::transferJson(const JobState& job)
+{
+    // Bytes per subtask, the figure a volunteer's uplink cares about: the mean upload beside the full weights
+    // it stands for.
+    const qint64 full = job.published.size;
+    const double perUpdate = job.uploadsCounted > 0 ? double(job.uploadedBytes) / double(job.uploadsCounted) : 0.0;
+    QJsonObject json;
+    json.insert(QStringLiteral("upload"), job.spec.upload.toJson());
+    json.insert(QStringLiteral("uploaded_bytes"), job.uploadedBytes);
+    json.insert(QStringLiteral("upload_bytes_per_update"), job.uploadsCounted > 0 ? QJsonValue(qRound64(perUpdate))
+                                                                                  : QJsonValue());
+    json.insert(QStringLiteral("weights_bytes"), full);
+    json.insert(QStringLiteral("upload_ratio"),
+                perUpdate > 0 && full > 0 ? QJsonValue(double(full) / perUpdate) : QJsonValue());
+    json.insert(QStringLiteral("downloaded_bytes"), job.downloadedBytes);
+    return json;
+}
+
 QJsonObject Coordinator::jobJson(const JobState& job) const
 {
     QJsonObject json;
@@ -438,6 +464,7 @@ QJsonObject Coordinator::jobJson(const JobState& job) const
     json.insert(QStringLiteral("shards"), job.spec.shards);
     json.insert(QStringLiteral("aggregation"), job.spec.aggregation.toJson());
     json.insert(QStringLiteral("speed_aware"), job.spec.speedAware);
+    json.insert(QStringLiteral("transfer"), transferJson(job));
     json.insert(QStringLiteral("created_ms"), job.createdMs);
     int pending = 0, leased = 0, done = 0;
     QSet<QString> agents;

@@ -91,9 +91,14 @@ Status Coordinator::loadState()
         }
         while (job.validatedEpochs.count(job.validatedEpoch + 1))
             ++job.validatedEpoch;
-        auto counts = m_db->exec(QStringLiteral("SELECT COUNT(*) FROM updates WHERE job_id = ?"), {id});
-        if (counts && counts->next())
+        auto counts = m_db->exec(QStringLiteral("SELECT COUNT(*), TOTAL(upload_bytes), COUNT(NULLIF(upload_bytes, "
+                                                "0)) FROM updates WHERE job_id = ?"),
+                                 {id});
+        if (counts && counts->next()) {
             job.updatesReceived = counts->value(0).toLongLong();
+            job.uploadedBytes = qint64(counts->value(1).toDouble());
+            job.uploadsCounted = counts->value(2).toLongLong();
+        }
 
         if (job.status == JobStatus::Created) {
             startImport(id);
@@ -200,7 +205,7 @@ Status Coordinator::loadState()
                          .arg(id);
         else if (state == u"failed")
             reason = failedLeaseMessage(id);
-        m_admission.setLease(id, {closed->value(1).toString(), 0, reason, {}});
+        m_admission.setLease(id, {closed->value(1).toString(), 0, reason, {}, {}, 0});
     }
     for (const Lease& lease : m_scheduler->leases()) {
         const JobState* job = findJob(lease.jobId);
@@ -209,7 +214,9 @@ Status Coordinator::loadState()
                                             QStringLiteral("job %1 is %2 and takes no more results")
                                                 .arg(job->id)
                                                 .arg(jobStatusName(job->status)),
-                                            {}});
+                                            {},
+                                            {},
+                                            job->id});
     }
     return {};
 }
@@ -229,9 +236,8 @@ void Coordinator::activateJob(JobState& job, const TensorBundle& weights, qint64
         if (lease.jobId != job.id)
             continue;
         auto unit = job.workunits.find(lease.workunitId);
-        m_admission.setLease(lease.id, {lease.agentId, job.maxUploadBytes, {},
-                                        unit == job.workunits.end() ? QStringList()
-                                                                    : leaseFiles(job, unit->second, lease)});
+        m_admission.setLease(lease.id,
+                             admissionEntry(job, unit == job.workunits.end() ? nullptr : &unit->second, lease));
     }
 
     // The bound on uploads is learnt again from the job's last accepted updates.

@@ -42,6 +42,7 @@ std::optional<UpdateExpectations> Coordinator::expectationsForLease(const QStrin
     expected.baseWeightsSha = lease->weightsSha;
     expected.baseWeightsPath = m_blobs.path(lease->weightsSha);
     expected.nonce = lease->nonce;
+    expected.upload = spec.upload;
     expected.maxSamples = samples * spec.localEpochs;
     expected.maxSteps = (samples + spec.batchSize - 1) / spec.batchSize * spec.localEpochs;
     if (lease->steps > 0) { // a subtask sized to its agent's speed
@@ -123,10 +124,11 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
         auto r = m_db->exec(
             QStringLiteral(
                 "INSERT INTO updates (job_id, lease_id, agent_id, epoch, base_version, file, "
-                "samples, loss, train_seconds, received_ms, step, concurrency) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                "?, ?)"),
+                "samples, loss, train_seconds, received_ms, step, concurrency, upload_bytes, encoding) VALUES (?, ?, "
+                "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
             {job->id, leaseId, agentId, epoch, update.baseVersion, relative, update.samples, update.loss,
-             update.trainSeconds, now, update.step, verdict.context.concurrency});
+             update.trainSeconds, now, update.step, verdict.context.concurrency, update.uploadBytes,
+             UploadSpec::encodingNames().at(int(update.encoding))});
         if (!r)
             return fail(r.error());
         seq = m_db->lastInsertId();
@@ -150,6 +152,9 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
     recordAgentOutcome(agentId, "done", update.samples, update.trainSeconds);
     m_standing->recordAccepted(agentId);
     touchAgent(agentId);
+    job->uploadedBytes += update.uploadBytes;
+    job->uploadsCounted += 1;
+    m_metrics.resultUploaded(update.encoding, update.uploadBytes);
     noteAccepted(*job, epoch, seq, agentId, update.loss, now);
 
     if (job->spec.aggregation.usesPseudoGradients())

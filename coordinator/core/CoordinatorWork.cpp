@@ -90,6 +90,8 @@ QByteArray Coordinator::signedManifest(const JobState& job, const Workunit& unit
     manifest.insert(QStringLiteral("files"), files);
     manifest.insert(QStringLiteral("model"), job.spec.model.toJson());
     manifest.insert(QStringLiteral("hyperparameters"), hyper);
+    if (job.spec.upload.isUpdate()) // how to send the result; agents that do not know the key send full weights
+        manifest.insert(QStringLiteral("upload"), job.spec.upload.toJson());
     manifest.insert(QStringLiteral("issued_ms"), lease.issuedMs);
     manifest.insert(QStringLiteral("deadline_ms"), lease.deadlineMs);
 
@@ -206,7 +208,7 @@ HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJson
                 break;
             const Lease& lease = **granted;
             Workunit* chosen = &job.workunits.at(lease.workunitId);
-            m_admission.setLease(lease.id, {agentId, job.maxUploadBytes, {}, leaseFiles(job, *chosen, lease)});
+            m_admission.setLease(lease.id, admissionEntry(job, chosen, lease));
 
             QByteArray signature;
             const QByteArray manifest = signedManifest(job, *chosen, lease, &signature);
@@ -229,12 +231,22 @@ HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJson
     return HttpResponse::json(200, reply);
 }
 
-QStringList Coordinator::leaseFiles(const JobState& job, const Workunit& unit, const Lease& lease) const
+AdmissionCache::LeaseEntry Coordinator::admissionEntry(const JobState& job, const Workunit* unit,
+                                                       const Lease& lease) const
 {
-    QStringList files{job.files.model.sha256, lease.weightsSha};
-    if (unit.shard >= 0 && unit.shard < job.files.shards.size())
-        files << job.files.shards.at(unit.shard).sha256;
-    return files;
+    AdmissionCache::LeaseEntry entry;
+    entry.agentId = lease.agentId;
+    entry.maxUploadBytes = job.maxUploadBytes;
+    entry.jobId = job.id;
+    if (!unit)
+        return entry;
+    entry.files = {job.files.model.sha256, lease.weightsSha};
+    entry.roles = {"model", "weights"};
+    if (unit->shard >= 0 && unit->shard < job.files.shards.size()) {
+        entry.files << job.files.shards.at(unit->shard).sha256;
+        entry.roles << "shard";
+    }
+    return entry;
 }
 
 QJsonObject Coordinator::checkedCapabilities(const QJsonObject& declared)

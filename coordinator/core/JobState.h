@@ -98,6 +98,9 @@ struct JobState
     qint64 maxUploadBytes = 0;
     std::map<qint64, Workunit> workunits; // by id
     qint64 updatesReceived = 0;
+    qint64 uploadedBytes = 0;  // result bodies as they came over the wire, of the updates that counted them
+    qint64 uploadsCounted = 0; // updates whose bytes are known (those recorded before version 5 of the database are not)
+    qint64 downloadedBytes = 0; // file bytes the coordinator sent for this job's leases since it started
     qint64 updatesApplied = 0;   // = server weights version
     qint64 updatesRefusedAtFold = 0; // received (202) but not folded in: WeightsKeeper refused the result
     UpdateBound updateBound;     // how far an upload may move the weights from its base (learnt from accepted ones)

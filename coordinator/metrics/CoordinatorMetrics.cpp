@@ -99,6 +99,14 @@ const char* refusalReasonName(RefusalReason reason)
     return reason < RefusalReason::Count ? kReasonNames[size_t(reason)] : "other";
 }
 
+template <typename Make> std::array<Counter*, 4> perEncoding(Make make)
+{
+    std::array<Counter*, 4> counters{};
+    for (int i = 0; i < 4; ++i)
+        counters[size_t(i)] = &make(UploadSpec::encodingNames().at(i).toLatin1());
+    return counters;
+}
+
 CoordinatorMetrics::CoordinatorMetrics()
     : m_updatesAccepted(
           m_registry.counter("gleaner_updates_accepted_total",
@@ -115,6 +123,15 @@ CoordinatorMetrics::CoordinatorMetrics()
                                         "Leases an agent gave back because it could not run the subtask.")),
       m_bytesIn(m_registry.counter("gleaner_http_received_bytes_total", "Request body bytes received.")),
       m_bytesOut(m_registry.counter("gleaner_http_sent_bytes_total", "Response body bytes sent.")),
+      m_resultBytes(perEncoding([this](const QByteArray& encoding) -> Counter& {
+          return m_registry.counter("gleaner_result_bytes_total",
+                                    "Body bytes of accepted result uploads, by the upload's encoding.",
+                                    {{"encoding", encoding}});
+      })),
+      m_resultsByEncoding(perEncoding([this](const QByteArray& encoding) -> Counter& {
+          return m_registry.counter("gleaner_results_total", "Accepted result uploads, by the upload's encoding.",
+                                    {{"encoding", encoding}});
+      })),
       m_assimilation(m_registry.histogram(
           "gleaner_assimilation_seconds",
           "Time from an update being recorded (202) until it is folded into the server weights.",
@@ -164,6 +181,14 @@ void CoordinatorMetrics::observeRequest(const RequestHead& head, const RequestOu
         m_updatesRefused[size_t(refusalReason(outcome.status))]->inc();
     if (route == Route::Fail && outcome.status == 200)
         m_leasesFailed.inc();
+}
+
+void CoordinatorMetrics::fileSent(QByteArrayView role, quint64 bytes)
+{
+    // Roles are the manifest's few fixed names; the registry returns the same series for the same labels.
+    m_registry.counter("gleaner_file_sent_bytes_total", "File bytes sent to agents, by the file's role.",
+                       {{"role", role.toByteArray()}})
+        .inc(bytes);
 }
 
 quint64 CoordinatorMetrics::updatesRefused(RefusalReason reason) const

@@ -5,6 +5,7 @@
 
 #include "http/HttpTypes.h"
 #include "metrics/MetricsRegistry.h"
+#include "spec/UploadSpec.h"
 
 #include <array>
 #include <atomic>
@@ -64,6 +65,14 @@ public:
 
     // [state] An update was recorded (answered 202).
     void updateAccepted() { m_updatesAccepted.inc(); }
+    // [state] The body of an accepted result, by its encoding.
+    void resultUploaded(UploadSpec::Encoding encoding, qint64 bytes)
+    {
+        m_resultBytes[size_t(encoding)]->inc(quint64(qMax<qint64>(0, bytes)));
+        m_resultsByEncoding[size_t(encoding)]->inc();
+    }
+    // Any thread: file bytes sent for a lease, by the file's role in the manifest.
+    void fileSent(QByteArrayView role, quint64 bytes);
     // [state] An accepted update whose fold the weights thread refused (not finite, or too long a step).
     void updateNotFolded() { m_updatesNotFolded.inc(); }
     // [state]
@@ -91,6 +100,8 @@ private:
     Counter& m_leasesFailed;
     Counter& m_bytesIn;
     Counter& m_bytesOut;
+    std::array<Counter*, 4> m_resultBytes;       // by UploadSpec::Encoding
+    std::array<Counter*, 4> m_resultsByEncoding; // by UploadSpec::Encoding
     Histogram& m_assimilation;
     Counter& m_eventClientsDropped;
     // Registered on first use, then read without the registry's lock.

@@ -5,7 +5,7 @@ namespace {
 
 // Bumped with every schema change, with an upgrade step from the previous version (kUpgrades) so that an
 // existing data directory keeps its jobs, agents and leases.
-constexpr int kSchemaVersion = 4;
+constexpr int kSchemaVersion = 5;
 
 const char* const kSchema[] = {
     "CREATE TABLE admin_tokens (hash TEXT PRIMARY KEY, created_ms INTEGER NOT NULL)",
@@ -33,7 +33,7 @@ const char* const kSchema[] = {
     " UNIQUE, agent_id TEXT NOT NULL, epoch INTEGER NOT NULL, base_version INTEGER NOT NULL, file TEXT NOT NULL,"
     " samples INTEGER NOT NULL, loss REAL NOT NULL, train_seconds REAL NOT NULL, received_ms INTEGER NOT NULL,"
     " applied_version INTEGER, step REAL, fold_error TEXT NOT NULL DEFAULT '', concurrency INTEGER NOT NULL"
-    " DEFAULT 1)",
+    " DEFAULT 1, upload_bytes INTEGER NOT NULL DEFAULT 0, encoding TEXT NOT NULL DEFAULT 'fp32')",
     "CREATE TABLE snapshots (job_id INTEGER PRIMARY KEY, version INTEGER NOT NULL, last_seq INTEGER NOT NULL,"
     " sha256 TEXT NOT NULL, written_ms INTEGER NOT NULL, rule_sha TEXT NOT NULL DEFAULT '')",
     "CREATE TABLE validations (job_id INTEGER NOT NULL, epoch INTEGER NOT NULL, epoch_end INTEGER NOT NULL,"
@@ -70,10 +70,17 @@ const char* const kUpgradeTo4[] = {
     "ALTER TABLE updates ADD COLUMN concurrency INTEGER NOT NULL DEFAULT 1",
 };
 
+// Version 5: compressed uploads. Each update's bytes as they came over the wire, and its encoding.
+const char* const kUpgradeTo5[] = {
+    "ALTER TABLE updates ADD COLUMN upload_bytes INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE updates ADD COLUMN encoding TEXT NOT NULL DEFAULT 'fp32'",
+};
+
 const SqliteUpgrade kUpgrades[] = {
     {1, kUpgradeTo2},
     {2, kUpgradeTo3},
     {3, kUpgradeTo4},
+    {4, kUpgradeTo5},
 };
 
 } // namespace

@@ -1,6 +1,7 @@
 #include "CoordinatorFixture.h"
 
 #include "TestSupport.h"
+#include "codec/UpdateCodec.h"
 #include "crypto/SignedEnvelope.h"
 #include "format/SafeTensors.h"
 
@@ -151,8 +152,8 @@ TensorBundle CoordinatorFixture::leaseBase(const QString& leaseId)
     return weights ? *weights : TensorBundle();
 }
 
-int CoordinatorFixture::upload(const QString& agentId, const QString& leaseId, const TensorBundle& weights,
-                               qint64 baseVersion, QString* error, qint64 samples, QJsonObject* reply)
+TensorBundle CoordinatorFixture::withResultMetadata(const QString& leaseId, const TensorBundle& weights,
+                                                qint64 baseVersion, qint64 samples)
 {
     TensorBundle result = weights;
     // A nonce the caller set (a test of a wrong one) stays; otherwise the lease's, as the worker copies it.
@@ -162,9 +163,34 @@ int CoordinatorFixture::upload(const QString& agentId, const QString& leaseId, c
     result.setMetadata(QStringLiteral("gleaner.base_version"), QString::number(baseVersion));
     result.setMetadata(QStringLiteral("gleaner.samples"), QString::number(samples));
     result.setMetadata(QStringLiteral("gleaner.loss"), QStringLiteral("0.5"));
-    const QString file = dir.uploadsDir() + QStringLiteral("/test-%1.safetensors").arg(++m_files);
-    if (!SafeTensors::save(file, result).ok())
+    return result;
+}
+
+int CoordinatorFixture::upload(const QString& agentId, const QString& leaseId, const TensorBundle& weights,
+                               qint64 baseVersion, QString* error, qint64 samples, QJsonObject* reply)
+{
+    return uploadBytes(agentId, leaseId, SafeTensors::serialize(withResultMetadata(leaseId, weights, baseVersion, samples)),
+                       error, reply);
+}
+
+int CoordinatorFixture::uploadEncoded(const QString& agentId, const QString& leaseId, const TensorBundle& weights,
+                                      qint64 baseVersion, const UploadSpec& spec, QString* error)
+{
+    auto encoded = UpdateCodec::encode(withResultMetadata(leaseId, weights, baseVersion), leaseBase(leaseId), spec,
+                                       nullptr);
+    if (!encoded)
         return -1;
+    return uploadBytes(agentId, leaseId, UpdateCodec::pack(*encoded, spec.zstd), error);
+}
+
+int CoordinatorFixture::uploadBytes(const QString& agentId, const QString& leaseId, const QByteArray& body,
+                                    QString* error, QJsonObject* reply)
+{
+    const QString file = dir.uploadsDir() + QStringLiteral("/test-%1.safetensors").arg(++m_files);
+    QFile out(file);
+    if (!out.open(QIODevice::WriteOnly) || out.write(body) != body.size())
+        return -1;
+    out.close();
     int status = 0;
     const QJsonObject answer = call(
         [&] {
@@ -178,6 +204,8 @@ int CoordinatorFixture::upload(const QString& agentId, const QString& leaseId, c
             auto update = coordinator::UpdateChecker::check(file, *expected, **base);
             if (!update)
                 return core->refuseResult(agentId, leaseId, update.error());
+            if (auto kept = coordinator::UpdateChecker::keep(file, *update); !kept)
+                return coordinator::HttpResponse::error(500, kept.error());
             return core->result(agentId, leaseId, file, std::move(*update));
         },
         &status);

@@ -5,6 +5,7 @@
 #include "config/Initializer.h"
 #include "core/Coordinator.h"
 #include "ml/data/Dataset.h"
+#include "spec/UploadSpec.h"
 #include "tensor/TensorBundle.h"
 
 #include <QTemporaryDir>
@@ -53,6 +54,16 @@ struct CoordinatorFixture
     // get the protocol's metadata; returns the answer's status and its error text in `error`.
     int upload(const QString& agentId, const QString& leaseId, const TensorBundle& weights, qint64 baseVersion,
                QString* error = nullptr, qint64 samples = 10, QJsonObject* reply = nullptr);
+    // The same upload as a worker writes it for a job whose "upload" is `spec`: the update against the lease's
+    // weights, encoded (and compressed) by UpdateCodec.
+    int uploadEncoded(const QString& agentId, const QString& leaseId, const TensorBundle& weights,
+                      qint64 baseVersion, const UploadSpec& spec, QString* error = nullptr);
+    // An upload of exactly these bytes.
+    int uploadBytes(const QString& agentId, const QString& leaseId, const QByteArray& body, QString* error = nullptr,
+                    QJsonObject* reply = nullptr);
+    // `weights` with the protocol's metadata for the lease, as the worker writes them.
+    TensorBundle withResultMetadata(const QString& leaseId, const TensorBundle& weights, qint64 baseVersion,
+                                    qint64 samples = 10);
 
 private:
     coordinator::BaseWeightsCache m_bases;

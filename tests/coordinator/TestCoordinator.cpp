@@ -826,6 +826,7 @@ void TestCoordinator::databaseOfSchemaVersion1IsUpgraded()
               "ALTER TABLE leases DROP COLUMN fail_stage",
               "ALTER TABLE leases DROP COLUMN fail_reason", "ALTER TABLE snapshots DROP COLUMN rule_sha",
               "ALTER TABLE leases DROP COLUMN steps", "ALTER TABLE updates DROP COLUMN concurrency",
+              "ALTER TABLE updates DROP COLUMN upload_bytes", "ALTER TABLE updates DROP COLUMN encoding",
               "UPDATE meta SET value = '1' WHERE key = 'schema_version'"})
             QVERIFY2(q.exec(QString::fromLatin1(sql)), sql);
         q = QSqlQuery();

@@ -1,12 +1,15 @@
 // The coordinator's core against agents that are broken or hostile: finite but poisoned uploads (scaled, negated,
 // 3e38, impossible counters and sample counts), the bound that learns what honest steps look like, quarantine
 // after repeated refusals and its lifting, the cap on open leases per agent, leases that only progress extends,
-// replicas compared instead of folded in twice, and an accepted update the coordinator lost, shown to the admin.
+// replicas compared instead of folded in twice, an accepted update the coordinator lost, shown to the admin, and
+// compressed uploads: decoded, then held to the same checks, with whatever a decoder could be fed refused.
 #include "CoordinatorFixture.h"
 #include "TestSupport.h"
 
 #include "aggregation/UpdateBound.h"
+#include "codec/UpdateCodec.h"
 #include "format/SafeTensors.h"
+#include "store/Database.h"
 #include "ml/WeightMath.h"
 
 #include <QDir>
@@ -57,6 +60,9 @@ private Q_SLOTS:
     void onlyProgressExtendsALeaseAndExpiredOnesStayExpired();
     void replicasAreComparedNotFoldedTwice();
     void lostUpdateFileIsShownNotSkipped();
+    void encodedUploadsAreDecodedThenChecked();
+    void hostileEncodedUploadsAreRefused_data();
+    void hostileEncodedUploadsAreRefused();
 
 private:
     TensorBundle serverWeights(qint64 jobId);
@@ -411,6 +417,120 @@ void TestHostileUpdates::lostUpdateFileIsShownNotSkipped()
     f.core->drain();
     QCOMPARE(jobStatus(job).value(QStringLiteral("updates")).toInteger(), 1);
     QCOMPARE(jobStatus(job).value(QStringLiteral("updates_not_folded")).toInteger(), 1);
+}
+
+
+void TestHostileUpdates::encodedUploadsAreDecodedThenChecked()
+{
+    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
+    const qint64 job = f.submit(resnetSpec(m_dataset, 4, QStringLiteral(R"(, "upload": {"encoding": "topk", "density": 0.05})")));
+    QVERIFY(job > 0);
+    const TensorBundle before = serverWeights(job);
+    auto leased = f.lease(agent, 3);
+    QCOMPARE(leased.size(), size_t(3));
+    // The manifest announces the encoding, signed with the rest.
+    const QJsonObject upload = leased[0].manifest.value(QStringLiteral("upload")).toObject();
+    QCOMPARE(upload.value(QStringLiteral("encoding")).toString(), QStringLiteral("topk"));
+    QCOMPARE(upload.value(QStringLiteral("density")).toDouble(), 0.05);
+
+    UploadSpec topk;
+    topk.encoding = UploadSpec::Encoding::TopK;
+    topk.density = 0.05;
+    QString error;
+    QCOMPARE(f.uploadEncoded(agent, leased[0].leaseId, moved(before, 0.01f), 0, topk, &error), 202);
+    // An agent that does not know the encoding sends full weights, which are still taken.
+    QCOMPARE(f.upload(agent, leased[1].leaseId, moved(before, 0.01f), 0, &error), 202);
+    f.core->drain();
+
+    // What is kept is the full weights, decoded: the update's file reads as the model.
+    auto db = Database::open(f.dir.databasePath());
+    QVERIFY(db.ok());
+    auto rows = (*db)->exec(QStringLiteral("SELECT file, upload_bytes, encoding FROM updates ORDER BY seq"));
+    QVERIFY(rows.ok());
+    QVERIFY(rows->next());
+    auto kept = SafeTensors::load(f.dir.root() + u'/' + rows->value(0).toString());
+    QVERIFY2(kept.ok(), qPrintable(kept ? QString() : kept.error()));
+    QVERIFY(ml::WeightMath::checkCompatible(before, *kept).ok());
+    const qint64 encodedBytes = rows->value(1).toLongLong();
+    QCOMPARE(rows->value(2).toString(), QStringLiteral("topk"));
+    QVERIFY(rows->next());
+    QCOMPARE(rows->value(2).toString(), QStringLiteral("fp32"));
+    QVERIFY2(encodedBytes > 0 && encodedBytes < rows->value(1).toLongLong(), qPrintable(QStringLiteral("%1 vs %2").arg(encodedBytes).arg(rows->value(1).toLongLong())));
+
+    // The job's status and the metrics count the bytes as they came.
+    const QJsonObject transfer = jobStatus(job).value(QStringLiteral("transfer")).toObject();
+    QCOMPARE(transfer.value(QStringLiteral("uploaded_bytes")).toInteger(), encodedBytes + rows->value(1).toLongLong());
+    QVERIFY(transfer.value(QStringLiteral("upload_ratio")).toDouble() > 1.0);
+    const QByteArray metrics = f.core->metrics().registry().render();
+    const QByteArray series = "gleaner_result_bytes_total{encoding=\"topk\"} " + QByteArray::number(encodedBytes);
+    QVERIFY2(metrics.contains(series),
+             metrics.constData());
+}
+
+void TestHostileUpdates::hostileEncodedUploadsAreRefused_data()
+{
+    QTest::addColumn<QString>("kind");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("an encoding the job did not ask for") << "int8" << "encoded as int8, but its job takes topk";
+    QTest::newRow("an encoding nobody knows") << "int3" << "does not know";
+    QTest::newRow("a zstd bomb") << "bomb" << "decompresses to more than";
+    QTest::newRow("a position outside its tensor") << "position" << "cannot be decoded";
+    QTest::newRow("a scale of 1e30") << "scale" << "moves the weights by";
+    QTest::newRow("a damaged zstd stream") << "damaged" << "zstd";
+}
+
+void TestHostileUpdates::hostileEncodedUploadsAreRefused()
+{
+    QFETCH(QString, kind);
+    QFETCH(QString, message);
+    const QString bad = f.enroll(QStringLiteral("bad")).value(QStringLiteral("agent_id")).toString();
+    const QString good = f.enroll(QStringLiteral("good")).value(QStringLiteral("agent_id")).toString();
+    const qint64 job = f.submit(resnetSpec(m_dataset, 2, QStringLiteral(R"(, "upload": {"encoding": "topk"})")));
+    QVERIFY(job > 0);
+    const TensorBundle before = serverWeights(job);
+    const auto hostile = f.lease(bad);
+    const auto honest = f.lease(good);
+    QCOMPARE(hostile.size(), size_t(1));
+    QCOMPARE(honest.size(), size_t(1));
+
+    UploadSpec spec;
+    spec.encoding = UploadSpec::Encoding::TopK;
+    const QString lease = hostile[0].leaseId;
+    const TensorBundle weights = f.withResultMetadata(lease, moved(before, 0.001f), 0);
+    QByteArray body;
+    if (kind == u"int8") {
+        UploadSpec int8;
+        int8.encoding = UploadSpec::Encoding::Int8;
+        body = UpdateCodec::pack(*UpdateCodec::encode(weights, before, int8, nullptr), true);
+    } else if (kind == u"bomb") {
+        // A few kilobytes that would unpack to far more than the model's upload limit.
+        TensorBundle zeros;
+        (void)zeros.addZeroed(QStringLiteral("x"), DType::U8, {qint64(64) << 20});
+        body = UpdateCodec::pack(zeros, true);
+    } else {
+        TensorBundle encoded = *UpdateCodec::encode(weights, before, spec, nullptr);
+        if (kind == u"int3")
+            encoded.setMetadata(UpdateCodec::kEncodingKey, QStringLiteral("int3"));
+        const TensorEntry& first = *encoded.find(QString(encoded.entries().first().name.section(u'#', 0, 0) + u"#index"));
+        if (kind == u"position")
+            encoded.mutableValues<qint32>(first)[0] = std::numeric_limits<qint32>::max();
+        if (kind == u"scale")
+            for (const TensorEntry& entry : encoded.entries())
+                if (entry.name.endsWith(u"#scale"))
+                    for (float& v : encoded.mutableValues<float>(entry))
+                        v = 1e30f;
+        body = UpdateCodec::pack(encoded, true);
+        if (kind == u"damaged")
+            body.truncate(body.size() / 2);
+    }
+    QString error;
+    QCOMPARE(f.uploadBytes(bad, lease, body, &error), 422);
+    QVERIFY2(error.contains(message), qPrintable(error));
+    QCOMPARE(serverWeights(job).buffer(), before.buffer()); // nothing reached the server copy
+
+    // An honest encoded update is still taken.
+    QCOMPARE(f.uploadEncoded(good, honest[0].leaseId, moved(before, 0.01f), 0, spec, &error), 202);
+    QCOMPARE(jobStatus(job).value(QStringLiteral("updates")).toInteger(), 1);
 }
 
 QTEST_GUILESS_MAIN(TestHostileUpdates)

@@ -1,5 +1,6 @@
 // gleaner-worker as the agent drives it: a real child process on a task folder, JSON events on stdout, commands
 // on stdin, and a stopped-then-resumed subtask that ends with exactly the weights of an uninterrupted one.
+#include "codec/UpdateCodec.h"
 #include "format/SafeTensors.h"
 #include "ml/Model.h"
 #include "ml/data/Dataset.h"
@@ -27,7 +28,8 @@ using namespace gleaner;
 
 namespace {
 
-void writeTask(const QString& dir, int localEpochs = 30, std::optional<qint64> steps = std::nullopt)
+void writeTask(const QString& dir, int localEpochs = 30, std::optional<qint64> steps = std::nullopt,
+               const QJsonObject& upload = {})
 {
     QDir().mkpath(dir);
     std::mt19937 rng(3);
@@ -60,6 +62,8 @@ void writeTask(const QString& dir, int localEpochs = 30, std::optional<qint64> s
                          {QStringLiteral("base_version"), 7},
                          {QStringLiteral("model"), model.toJson()},
                          {QStringLiteral("hyperparameters"), hyper}};
+    if (!upload.isEmpty())
+        manifest.insert(QStringLiteral("upload"), upload);
     QFile file(dir + QStringLiteral("/manifest.json"));
     QVERIFY(file.open(QIODevice::WriteOnly));
     file.write(QJsonDocument(manifest).toJson(QJsonDocument::Compact));
@@ -147,6 +151,7 @@ private Q_SLOTS:
     void trainsAndWritesTheResult();
     void trainsTheStepsTheCoordinatorSized();
     void optimizerStateIsWrittenAndTakenUp();
+    void encodedResultCarriesItsResidual();
     void stoppedThenResumedEqualsUninterrupted();
     void endOfInputKeepsTheWork();
     void deadAgentsPipesKeepTheWork();
@@ -239,6 +244,78 @@ void TestWorker::optimizerStateIsWrittenAndTakenUp()
     // Trained afresh: the same result as the first worker's.
     QCOMPARE(tensorsOf(damaged->filePath(QStringLiteral("result.safetensors"))),
              tensorsOf(first->filePath(QStringLiteral("result.safetensors"))));
+}
+
+void TestWorker::encodedResultCarriesItsResidual()
+{
+    // The same subtask sent as full weights and as a top-k update: the update, decoded, plus what it left out
+    // (the residual the worker writes for the job's next upload) is the full result.
+    const auto full = test::scratchDir();
+    writeTask(full->path(), 2);
+    Worker plain;
+    plain.start(full->path());
+    QCOMPARE(plain.finish(), 0);
+    auto expected = SafeTensors::load(full->filePath(QStringLiteral("result.safetensors")));
+    QVERIFY(expected.ok());
+    QVERIFY(!QFile::exists(full->filePath(QStringLiteral("residual.safetensors"))));
+
+    const QJsonObject topk{{QStringLiteral("encoding"), QStringLiteral("topk")}, {QStringLiteral("density"), 0.05}};
+    const auto encoded = test::scratchDir();
+    writeTask(encoded->path(), 2, std::nullopt, topk);
+    Worker w;
+    w.start(encoded->path());
+    QCOMPARE(w.finish(), 0);
+    QVERIFY(firstNamed(w.events, QStringLiteral("warning")).isEmpty());
+    QFile body(encoded->filePath(QStringLiteral("result.safetensors")));
+    QVERIFY(body.open(QIODevice::ReadOnly));
+    const QByteArray bytes = body.readAll();
+    QVERIFY(UpdateCodec::isZstd(bytes));
+    QVERIFY(bytes.size() * 8 < QFileInfo(full->filePath(QStringLiteral("result.safetensors"))).size());
+    auto upload = UpdateCodec::unpack(bytes, 1 << 24);
+    QVERIFY(upload.ok());
+    QCOMPARE(upload->metadata().value(QStringLiteral("gleaner.nonce")), QStringLiteral("f9e7ba5c922dfa993b0564ddb94c1748"));
+    auto base = SafeTensors::load(encoded->filePath(QStringLiteral("weights.safetensors")));
+    auto decoded = UpdateCodec::decode(*upload, *base);
+    QVERIFY2(decoded.ok(), qPrintable(decoded ? QString() : decoded.error()));
+    auto residual = SafeTensors::load(encoded->filePath(QStringLiteral("residual.safetensors")));
+    QVERIFY(residual.ok());
+    for (const TensorEntry& entry : expected->entries()) {
+        const auto want = expected->values<float>(entry);
+        const auto got = decoded->values<float>(*decoded->find(entry.name));
+        const auto left = residual->values<float>(*residual->find(entry.name));
+        for (size_t i = 0; i < want.size(); ++i)
+            QVERIFY2(std::fabs(got[i] + left[i] - want[i]) < 1e-5f, qPrintable(entry.name));
+    }
+
+    // The next subtask takes the residual up; one it cannot read is reported and left out.
+    const auto next = test::scratchDir();
+    writeTask(next->path(), 2, std::nullopt, topk);
+    QVERIFY(QFile::copy(encoded->filePath(QStringLiteral("residual.safetensors")),
+                        next->filePath(QStringLiteral("residual-in.safetensors"))));
+    Worker n;
+    n.start(next->path());
+    QCOMPARE(n.finish(), 0);
+    QVERIFY(firstNamed(n.events, QStringLiteral("warning")).isEmpty());
+    const auto damaged = test::scratchDir();
+    writeTask(damaged->path(), 2, std::nullopt, topk);
+    QFile junk(damaged->filePath(QStringLiteral("residual-in.safetensors")));
+    QVERIFY(junk.open(QIODevice::WriteOnly));
+    junk.write("not a residual");
+    junk.close();
+    Worker d;
+    d.start(damaged->path());
+    QCOMPARE(d.finish(), 0);
+    QVERIFY(firstNamed(d.events, QStringLiteral("warning")).value(QStringLiteral("message")).toString().contains(u"no earlier residual"));
+
+    // An encoding this agent does not know: full weights, with a warning.
+    const auto unknown = test::scratchDir();
+    writeTask(unknown->path(), 2, std::nullopt, QJsonObject{{QStringLiteral("encoding"), QStringLiteral("int3")}});
+    Worker u;
+    u.start(unknown->path());
+    QCOMPARE(u.finish(), 0);
+    QVERIFY(firstNamed(u.events, QStringLiteral("warning")).value(QStringLiteral("message")).toString().contains(u"sending full weights"));
+    QCOMPARE(tensorsOf(unknown->filePath(QStringLiteral("result.safetensors"))),
+             tensorsOf(full->filePath(QStringLiteral("result.safetensors"))));
 }
 
 void TestWorker::stoppedThenResumedEqualsUninterrupted()
