@@ -280,6 +280,16 @@ EvictionReport FileCache::evictLocked()
     return report;
 }
 
+void FileCache::remove(const QString& sha256)
+{
+    if (!Sha256::isHexDigest(sha256))
+        return;
+    QMutexLocker lock(&m_mutex);
+    auto entry = m_index->find(sha256);
+    if (entry && *entry && (*entry)->pins == 0)
+        dropLocked(sha256);
+}
+
 void FileCache::dropLocked(const QString& sha256)
 {
     QFile::remove(filePath(sha256));

@@ -61,6 +61,8 @@ public:
     QString path(const QString& sha256) const;
     // Marks the file used now (LRU); false when it is not cached.
     bool touch(const QString& sha256);
+    // Forgets a cached file and deletes it (a weights patch, once applied); a pinned one stays.
+    void remove(const QString& sha256);
 
     Status pin(const QString& sha256, const QString& owner);
     Status unpin(const QString& sha256, const QString& owner);

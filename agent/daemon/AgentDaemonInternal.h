@@ -111,6 +111,7 @@ struct FetchOutcome
     bool contentRefused = false; // a file did not match its hash: final
     QString error;
     qint64 bytes = 0; // fetched from the coordinator (cached files cost nothing)
+    QStringList warnings; // logged by the daemon's thread (a patch that did not apply, for one)
 };
 
 template <typename Work, typename Then> void AgentDaemon::onNetwork(Work work, Then then)

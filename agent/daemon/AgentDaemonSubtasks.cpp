@@ -5,6 +5,7 @@
 
 #include "cache/FileCache.h"
 #include "codec/UpdateCodec.h"
+#include "codec/WeightsPatch.h"
 #include "crypto/Sha256.h"
 #include "daemon/StopSignal.h"
 #include "format/SafeTensors.h"
@@ -98,6 +99,52 @@ void AgentDaemon::stepFailed(const LeaseId& leaseId, const QString& what, const 
     retryLater(leaseId, what, error);
 }
 
+Result<qint64> AgentDaemon::fetchByPatch(const ManifestFile& weights, const QList<ManifestPatch>& patches,
+                                         StopSignal* stop)
+{
+    // On the network thread. Every file is checked by its signed SHA-256: the patch as it is downloaded, the
+    // patched weights as they are committed, so a wrong base, patch or arithmetic can only cost a full download.
+    for (const ManifestPatch& patch : patches) {
+        if (!m_cache->contains(patch.fromSha256))
+            continue;
+        qint64 fetched = 0;
+        if (!m_cache->contains(patch.sha256)) {
+            auto writer = m_cache->beginWrite(patch.sha256, patch.size, CacheRole::Unknown);
+            if (!writer)
+                return fail(writer.error());
+            if (auto got = m_client->download(patch.sha256, (*writer)->partialPath(), patch.size,
+                                              [stop](const TransferProgress&) { return !stop->stopped(); });
+                !got)
+                return fail(got.error());
+            if (auto committed = (*writer)->commit(); !committed)
+                return fail(committed.error());
+            fetched = patch.size;
+        }
+        QFile base(m_cache->path(patch.fromSha256));
+        QFile body(m_cache->path(patch.sha256));
+        if (!base.open(QIODevice::ReadOnly) || !body.open(QIODevice::ReadOnly))
+            return fail(QStringLiteral("the cached files left before they could be read"));
+        auto target = WeightsPatch::apply(base.readAll(), body.readAll(), patch.fromSha256, weights.size);
+        m_cache->remove(patch.sha256); // of no further use, whatever the outcome
+        if (!target)
+            return fail(target.error());
+        auto writer = m_cache->beginWrite(weights.sha256, weights.size, CacheRole::Weights);
+        if (writer && (*writer)->resumeOffset() > 0) { // a full download began earlier: start the file afresh
+            (*writer)->discard();
+            writer = m_cache->beginWrite(weights.sha256, weights.size, CacheRole::Weights);
+        }
+        if (!writer)
+            return fail(writer.error());
+        if (auto s = (*writer)->append(*target); !s)
+            return fail(s.error());
+        if (auto committed = (*writer)->commit(); !committed)
+            return fail(QStringLiteral("the patched weights are not the signed file: %1").arg(committed.error()));
+        return fetched;
+    }
+    return fail(QStringLiteral("this agent holds none of the %1 earlier weights files the patches start from")
+                    .arg(patches.size()));
+}
+
 void AgentDaemon::retryLater(const LeaseId& leaseId, const QString& what, const QString& error)
 {
     auto active = m_active.value(leaseId);
@@ -116,18 +163,31 @@ void AgentDaemon::download(const LeaseId& leaseId)
     auto active = m_active.value(leaseId);
     active->busy = true;
     const QList<ManifestFile> files = active->manifest->files;
+    const QList<ManifestPatch> patches = active->manifest->weightsPatches;
     // Files already cached are hashed once more when the task folder is made; after a mismatch there, the
     // cached copy itself is checked here (an altered one is removed and fetched again).
     const bool reverify = active->tries > 0;
     StopSignal* stop = m_stop.get();
     onNetwork(
-        [this, files, stop, leaseId, reverify] {
+        [this, files, patches, stop, leaseId, reverify] {
             FetchOutcome outcome;
             for (const ManifestFile& file : files) {
                 const CacheRole role = cacheRoleFromName(file.role).value_or(CacheRole::Unknown);
                 if (m_cache->contains(file.sha256) && (!reverify || m_cache->verify(file.sha256))) {
                     m_cache->touch(file.sha256);
                     continue;
+                }
+                // The weights, from an earlier file this agent holds and a patch, when the manifest offers one;
+                // whatever goes wrong there, the full file is fetched as before.
+                if (file.role == u"weights" && !patches.isEmpty() && !reverify) {
+                    auto patched = fetchByPatch(file, patches, stop);
+                    if (patched) {
+                        outcome.bytes += *patched;
+                        continue;
+                    }
+                    outcome.warnings << QStringLiteral("lease %1: the weights could not be patched (%2); fetching "
+                                                       "the full file")
+                                            .arg(leaseId.toString(), patched.error());
                 }
                 auto writer = m_cache->beginWrite(file.sha256, file.size, role);
                 if (!writer) {
@@ -165,6 +225,8 @@ void AgentDaemon::download(const LeaseId& leaseId)
             return outcome;
         },
         [this, leaseId](FetchOutcome outcome) {
+            for (const QString& warning : outcome.warnings)
+                log(QStringLiteral("warning"), warning);
             if (outcome.bytes > 0) {
                 SubtaskTotals add;
                 add.downloadedBytes = outcome.bytes;

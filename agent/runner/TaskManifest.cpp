@@ -118,6 +118,31 @@ Result<TaskManifest> checkManifest(const VerifyKey& pinnedKey, const QByteArray&
         task.files.append(entry);
     }
 
+    // Optional: patches from earlier weights files (a job whose publications change few values).
+    const QJsonValue patchesValue = object->value(QStringLiteral("weights_patches"));
+    if (!patchesValue.isUndefined()) {
+        const QJsonArray patches = patchesValue.toArray();
+        if (!patchesValue.isArray() || patches.size() > kManifestMaxPatches)
+            return fail(QStringLiteral("the manifest of lease %1 is signed but malformed: manifest.weights_patches: "
+                                       "expected a list of at most %2 patches")
+                            .arg(lease)
+                            .arg(kManifestMaxPatches));
+        static const QRegularExpression hex(QStringLiteral("^[0-9a-f]{64}$"));
+        for (qsizetype i = 0; i < patches.size(); ++i) {
+            JsonFields patch(patches[i].toObject(), QStringLiteral("manifest.weights_patches[%1]").arg(i));
+            ManifestPatch entry;
+            patch.readString(u"from_sha256", entry.fromSha256, Need::Required, 64);
+            patch.readString(u"sha256", entry.sha256, Need::Required, 64);
+            patch.readInt64(u"size", entry.size, IntRange{1, kMaxInt53}, Need::Required);
+            if (patch.ok() && (!hex.match(entry.fromSha256).hasMatch() || !hex.match(entry.sha256).hasMatch()))
+                patch.fail(u"sha256", QStringLiteral("expected 64 lowercase hex digits"));
+            if (!patch.ok())
+                return fail(QStringLiteral("the manifest of lease %1 is signed but malformed: %2")
+                                .arg(lease, patch.failure().message));
+            task.weightsPatches.append(entry);
+        }
+    }
+
     // The same form as a lease id: 32 lowercase hex digits. The worker copies it into the result.
     if (!LeaseId::isValid(task.nonce))
         return fail(QStringLiteral("the manifest of lease %1 is signed but malformed: manifest.nonce is not 32 "

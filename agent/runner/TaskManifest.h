@@ -23,6 +23,15 @@ struct ManifestFile
     qint64 size = 0;
 };
 
+// A patch the manifest offers: it turns the earlier weights file `fromSha256`, which this agent may still hold
+// in its cache, into the lease's weights file (docs/protocol.md, section 8.5).
+struct ManifestPatch
+{
+    QString fromSha256;
+    QString sha256;
+    qint64 size = 0;
+};
+
 struct TaskManifest
 {
     explicit TaskManifest(LeaseId id) : leaseId(std::move(id)) {}
@@ -39,6 +48,7 @@ struct TaskManifest
     qint64 deadlineMs = 0;     // the first deadline; progress reports move the lease's deadline later
     QString nonce;             // fresh per lease; the result carries it back (gleaner.nonce)
     QList<ManifestFile> files; // model, weights, shard, in that order
+    QList<ManifestPatch> weightsPatches; // optional: patches to the weights from earlier published files
 
     const ManifestFile* file(QStringView role) const;
 };
@@ -56,6 +66,8 @@ Result<TaskManifest> checkManifest(const VerifyKey& pinnedKey, const QByteArray&
 
 // How far the coordinator's clock may be from this machine's before a new manifest's times are refused.
 inline constexpr qint64 kManifestClockSlackMs = 5 * 60 * 1000;
+// The most weights patches a manifest may offer.
+inline constexpr qsizetype kManifestMaxPatches = 16;
 // The longest first lease the protocol allows (a job's deadline_seconds is at most 604 800).
 inline constexpr qint64 kManifestMaxLeaseMs = 604'800LL * 1000;
 

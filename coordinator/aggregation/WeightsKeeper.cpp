@@ -1,5 +1,6 @@
 #include "aggregation/WeightsKeeper.h"
 
+#include "codec/WeightsPatch.h"
 #include "core/Coordinator.h"
 #include "format/SafeTensors.h"
 #include "ml/WeightMath.h"
@@ -8,7 +9,10 @@
 
 #include <QLoggingCategory>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <numeric>
 
 Q_LOGGING_CATEGORY(lcWeights, "gleaner.coordinator.weights")
 
@@ -24,12 +28,16 @@ WeightsKeeper::~WeightsKeeper()
 }
 
 void WeightsKeeper::load(qint64 jobId, TensorBundle weights, qint64 version, const AggregationSpec& rule,
-                         TensorBundle ruleState, std::vector<ReplayedUpdate> replay)
+                         TensorBundle ruleState, std::vector<ReplayedUpdate> replay, const DownloadSpec& download)
 {
     m_thread.post([this, jobId, weights = std::move(weights), version, rule, ruleState = std::move(ruleState),
-                   replay = std::move(replay)]() mutable {
+                   replay = std::move(replay), download]() mutable {
         JobWeights& job = m_jobs[jobId];
         job.weights = std::move(weights);
+        job.download = download;
+        // After a restart the first publication hands out the server copy whole; sparse ones follow from it.
+        job.published = TensorBundle();
+        job.publishedFiles.clear();
         job.version = version;
         job.snapshotVersion = version;
         job.snapshotMs = m_coordinator.clock().nowMs();
@@ -210,8 +218,15 @@ void WeightsKeeper::publish(qint64 jobId)
         if (it == m_jobs.end())
             return;
         JobWeights& job = it->second;
-        PublishedWeights published{job.version, {}, 0, m_coordinator.clock().nowMs(), job.lastSeq};
-        if (job.publishedVersion != job.version) {
+        PublishedWeights published{job.version, {}, 0, m_coordinator.clock().nowMs(), job.lastSeq, {}};
+        if (job.publishedVersion != job.version && job.download.sparse()) {
+            auto sparse = publishSparse(jobId, job);
+            if (!sparse) {
+                qCCritical(lcWeights) << "job" << jobId << "cannot publish weights:" << sparse.error();
+                return;
+            }
+            published = *sparse;
+        } else if (job.publishedVersion != job.version) {
             auto blob = writeBlob(job);
             if (!blob) {
                 qCCritical(lcWeights) << "job" << jobId << "cannot publish weights:" << blob.error();
@@ -279,6 +294,71 @@ void WeightsKeeper::exportWeights(qint64 jobId, std::function<void(Result<BlobIn
         }
         done(writeBlob(it->second));
     });
+}
+
+void WeightsKeeper::track(TensorBundle& published, const TensorBundle& server, const DownloadSpec& download)
+{
+    if (!download.sparse() || published.isEmpty() || published.size() != server.size()) {
+        published = server; // shares the buffer: the next fold writes into a copy
+        return;
+    }
+    for (const TensorEntry& entry : server.entries()) {
+        const TensorEntry* mine = published.find(entry.name);
+        if (!mine || mine->byteSize != entry.byteSize) {
+            published = server;
+            return;
+        }
+        if (entry.dtype != DType::F32) {
+            std::memcpy(published.mutableData(*mine), server.data(entry).data(), size_t(entry.byteSize));
+            continue;
+        }
+        const std::span<const float> target = server.values<float>(entry);
+        const std::span<float> out = published.mutableValues<float>(*mine);
+        const qint64 n = qint64(target.size());
+        const qint64 k = std::clamp<qint64>(qint64(std::ceil(download.density * double(n))), 1, std::max<qint64>(n, 1));
+        std::vector<qint32> order(target.size());
+        std::iota(order.begin(), order.end(), 0);
+        // Where the handed-out copy lags the server copy most (ties to the lower position: the same everywhere).
+        const auto further = [&](qint32 a, qint32 b) {
+            const float x = std::fabs(target[a] - out[a]), y = std::fabs(target[b] - out[b]);
+            return x > y || (x == y && a < b);
+        };
+        if (k < n)
+            std::nth_element(order.begin(), order.begin() + k, order.end(), further);
+        for (qint64 j = 0; j < std::min(k, n); ++j)
+            out[order[j]] = target[order[j]];
+    }
+}
+
+Result<PublishedWeights> WeightsKeeper::publishSparse(qint64 jobId, JobWeights& job)
+{
+    track(job.published, job.weights, job.download);
+    job.published.setMetadata(QStringLiteral("gleaner.version"), QString::number(job.version));
+    const QByteArray bytes = SafeTensors::serialize(job.published);
+    auto blob = m_blobs.put(bytes);
+    if (!blob)
+        return fail(blob.error());
+    PublishedWeights published{job.version, blob->sha256, blob->size, m_coordinator.clock().nowMs(), job.lastSeq, {}};
+    // A patch from each of the last few files agents may hold: kept when it is well under the full file.
+    for (const auto& [sha, earlier] : job.publishedFiles) {
+        if (sha == blob->sha256)
+            continue;
+        auto patch = WeightsPatch::make(earlier, bytes, sha, blob->sha256);
+        if (!patch || patch->size() * 2 > bytes.size())
+            continue;
+        auto patchBlob = m_blobs.put(*patch);
+        if (!patchBlob) {
+            qCWarning(lcWeights) << "job" << jobId << "cannot keep a weights patch:" << patchBlob.error();
+            continue;
+        }
+        published.patches.push_back({sha, patchBlob->sha256, patchBlob->size});
+    }
+    job.publishedFiles.emplace_back(blob->sha256, bytes);
+    while (job.publishedFiles.size() > kPatchSources)
+        job.publishedFiles.pop_front();
+    job.publishedVersion = job.version;
+    remember(job, blob->sha256, job.published);
+    return published;
 }
 
 Result<BlobInfo> WeightsKeeper::writeBlob(JobWeights& job)

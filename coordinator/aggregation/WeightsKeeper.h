@@ -16,10 +16,13 @@
 
 #include "aggregation/AggregationRule.h"
 #include "aggregation/UpdateBound.h"
+#include "core/JobState.h"
+#include "spec/DownloadSpec.h"
 #include "core/SerialExecutor.h"
 #include "store/BlobStore.h"
 #include "tensor/TensorBundle.h"
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -41,6 +44,9 @@ struct ReplayedUpdate
 class WeightsKeeper
 {
 public:
+    // Published versions an agent may hold and still get a patch from (sparse downloads).
+    static constexpr size_t kPatchSources = 8;
+
     WeightsKeeper(Coordinator& coordinator, BlobStore& blobs);
     ~WeightsKeeper();
 
@@ -58,7 +64,11 @@ public:
     // Takes charge of a job's weights at `version` and its rule's state as the snapshot left it (`ruleState`,
     // empty for none), then folds in `replay` (read from disk) in order.
     void load(qint64 jobId, TensorBundle weights, qint64 version, const AggregationSpec& rule, TensorBundle ruleState,
-              std::vector<ReplayedUpdate> replay);
+              std::vector<ReplayedUpdate> replay, const DownloadSpec& download = {});
+    // What a publication hands out: the server copy itself, or with a sparse download, `published` moved toward
+    // it in the `density` share of each F32 tensor's values where the two differ most (every other tensor
+    // whole). Deterministic; also what gleaner-sim publishes.
+    static void track(TensorBundle& published, const TensorBundle& server, const DownloadSpec& download);
     // `baseSha`: the published weights the update's lease handed out.
     void apply(qint64 jobId, qint64 seq, TensorBundle update, UpdateContext context, QString baseSha);
     void publish(qint64 jobId);
@@ -83,6 +93,9 @@ private:
         UpdateBound steps; // how far recent folds moved the server copy
         std::map<QString, TensorBundle> recent; // recently published weights by SHA-256 (rules that need bases)
         std::vector<QString> recentOrder;       // oldest first
+        DownloadSpec download;
+        TensorBundle published; // what the last publication handed out (sparse downloads; else the server copy)
+        std::deque<std::pair<QString, QByteArray>> publishedFiles; // the last few published files, for patches
     };
     static constexpr size_t kRecentBases = 8;
     // `checked`: the update was folded in before a restart; it is folded in again without the step bound.
@@ -97,6 +110,8 @@ private:
     void validateNow(qint64 jobId, const JobWeights& job, int epoch, bool epochEnd);
     // The weights as a safetensors blob, stamped with their version (publish, snapshot and export all need it).
     Result<BlobInfo> writeBlob(JobWeights& job);
+    // A publication of a sparse download: the published copy, its file and the patches to it from the last few.
+    Result<PublishedWeights> publishSparse(qint64 jobId, JobWeights& job);
 
     Coordinator& m_coordinator;
     BlobStore& m_blobs;

@@ -286,7 +286,9 @@ void ApiHandler::observe(const RequestHead& head, const RequestOutcome& outcome)
         const auto use = c.admission().fileUse(sha);
         c.metrics().fileSent(use ? QByteArrayView(use->role) : QByteArrayView("other"), outcome.bytesOut);
         if (use)
-            c.state().post([&c, jobId = use->jobId, bytes = outcome.bytesOut] { c.noteDownloaded(jobId, bytes); });
+            c.state().post([&c, jobId = use->jobId, role = use->role, bytes = outcome.bytesOut] {
+                c.noteDownloaded(jobId, role, bytes);
+            });
     }
 }
 

@@ -156,7 +156,7 @@ public:
     HttpResponse progress(const QString& agentId, const QString& leaseId, const QJsonObject& report);
     // The upload at `file` has passed UpdateChecker; records it durably and queues it for aggregation.
     // [state] File bytes sent for one of the job's leases (counted when the response has gone out).
-    void noteDownloaded(qint64 jobId, quint64 bytes);
+    void noteDownloaded(qint64 jobId, const QByteArray& role, quint64 bytes);
     HttpResponse result(const QString& agentId, const QString& leaseId, const QString& file, ReceivedUpdate update);
     // An upload for this lease failed UpdateChecker: the lease is closed, its workunit goes back to the queue and
     // the agent's record counts an invalid result.

@@ -66,10 +66,12 @@ void Coordinator::noteAccepted(const JobState& job, int epoch, qint64 seq, const
                                            {QStringLiteral("at_ms"), atMs}});
 }
 
-void Coordinator::noteDownloaded(qint64 jobId, quint64 bytes)
+void Coordinator::noteDownloaded(qint64 jobId, const QByteArray& role, quint64 bytes)
 {
-    if (JobState* job = findJob(jobId))
+    if (JobState* job = findJob(jobId)) {
         job->downloadedBytes += qint64(bytes);
+        job->downloadedByRole[role] += qint64(bytes);
+    }
 }
 
 void Coordinator::noteApplied(qint64 jobId, qint64 seq, qint64 version)
@@ -442,6 +444,11 @@ QJsonObject Coordinator::transferJson(const JobState& job)
     json.insert(QStringLiteral("upload_ratio"),
                 perUpdate > 0 && full > 0 ? QJsonValue(double(full) / perUpdate) : QJsonValue());
     json.insert(QStringLiteral("downloaded_bytes"), job.downloadedBytes);
+    QJsonObject byRole;
+    for (const auto& [role, bytes] : job.downloadedByRole)
+        byRole.insert(QString::fromLatin1(role), bytes);
+    json.insert(QStringLiteral("downloaded_bytes_by_role"), byRole);
+    json.insert(QStringLiteral("download"), job.spec.download.toJson());
     return json;
 }
 

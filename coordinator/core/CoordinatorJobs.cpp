@@ -281,7 +281,8 @@ void Coordinator::activateJob(JobState& job, const TensorBundle& weights, qint64
                                       << state.error();
     }
     job.updatesApplied = version;
-    m_weights->load(job.id, weights, version, job.spec.aggregation, std::move(ruleState), std::move(replay));
+    m_weights->load(job.id, weights, version, job.spec.aggregation, std::move(ruleState), std::move(replay),
+                    job.spec.download);
     m_validation->setTestSet(job.id, m_blobs.path(job.files.testSet.sha256), job.spec.model);
     // Epochs that completed before a restart but were never validated: validated once the replay is done.
     scheduleValidations(job);

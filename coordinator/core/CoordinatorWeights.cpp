@@ -51,7 +51,7 @@ void Coordinator::onPublished(qint64 jobId, PublishedWeights published)
             job->published.throughSeq = std::max(job->published.throughSeq, published.throughSeq);
     } else if (published.version > job->published.version) {
         if (!job->published.sha256.isEmpty())
-            job->retired.push_back(job->published);
+            job->retired.push_back(job->published); // its patches go with it
         job->published = published;
     }
     ResultIntake::published(*job);

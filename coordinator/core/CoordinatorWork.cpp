@@ -92,6 +92,15 @@ QByteArray Coordinator::signedManifest(const JobState& job, const Workunit& unit
     manifest.insert(QStringLiteral("hyperparameters"), hyper);
     if (job.spec.upload.isUpdate()) // how to send the result; agents that do not know the key send full weights
         manifest.insert(QStringLiteral("upload"), job.spec.upload.toJson());
+    // An agent that holds one of these earlier files fetches the patch instead of the weights file.
+    if (!job.published.patches.empty() && job.published.sha256 == lease.weightsSha) {
+        QJsonArray patches;
+        for (const WeightsPatchRef& patch : job.published.patches)
+            patches.append(QJsonObject{{QStringLiteral("from_sha256"), patch.fromSha256},
+                                       {QStringLiteral("sha256"), patch.sha256},
+                                       {QStringLiteral("size"), patch.size}});
+        manifest.insert(QStringLiteral("weights_patches"), patches);
+    }
     manifest.insert(QStringLiteral("issued_ms"), lease.issuedMs);
     manifest.insert(QStringLiteral("deadline_ms"), lease.deadlineMs);
 
@@ -242,6 +251,11 @@ AdmissionCache::LeaseEntry Coordinator::admissionEntry(const JobState& job, cons
         return entry;
     entry.files = {job.files.model.sha256, lease.weightsSha};
     entry.roles = {"model", "weights"};
+    if (job.published.sha256 == lease.weightsSha)
+        for (const WeightsPatchRef& patch : job.published.patches) {
+            entry.files << patch.sha256;
+            entry.roles << "weights-patch";
+        }
     if (unit->shard >= 0 && unit->shard < job.files.shards.size()) {
         entry.files << job.files.shards.at(unit->shard).sha256;
         entry.roles << "shard";
@@ -455,6 +469,10 @@ void Coordinator::removeRetiredWeights()
             if (needed.contains(old.sha256))
                 return false;
             QFile::remove(m_blobs.path(old.sha256));
+            // A patch to a file nobody is handed any more is of no use either.
+            for (const WeightsPatchRef& patch : old.patches)
+                if (!needed.contains(patch.sha256))
+                    QFile::remove(m_blobs.path(patch.sha256));
             return true;
         });
         job.retired.erase(keep, job.retired.end());

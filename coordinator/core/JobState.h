@@ -75,6 +75,14 @@ struct ValidationPoint
     qint64 atMs = 0;
 };
 
+// A patch blob that turns an earlier published weights file into this one (WeightsPatch).
+struct WeightsPatchRef
+{
+    QString fromSha256;
+    QString sha256;
+    qint64 size = 0;
+};
+
 struct PublishedWeights
 {
     qint64 version = -1;
@@ -83,6 +91,7 @@ struct PublishedWeights
     qint64 atMs = 0;
     qint64 throughSeq = 0; // every update received up to this seq was folded in (or refused) before the file was
                            // written: what the weights thread had handled when it published
+    std::vector<WeightsPatchRef> patches{}; // from recent publications to this one (jobs with a sparse download)
 };
 
 struct JobState
@@ -101,6 +110,7 @@ struct JobState
     qint64 uploadedBytes = 0;  // result bodies as they came over the wire, of the updates that counted them
     qint64 uploadsCounted = 0; // updates whose bytes are known (those recorded before version 5 of the database are not)
     qint64 downloadedBytes = 0; // file bytes the coordinator sent for this job's leases since it started
+    std::map<QByteArray, qint64> downloadedByRole; // the same by the file's role ("weights", "weights-patch", ...)
     qint64 updatesApplied = 0;   // = server weights version
     qint64 updatesRefusedAtFold = 0; // received (202) but not folded in: WeightsKeeper refused the result
     UpdateBound updateBound;     // how far an upload may move the weights from its base (learnt from accepted ones)

@@ -37,13 +37,34 @@ Result<AggregationSpec> parseRule(const QString& text)
     return *spec;
 }
 
+Result<UploadSpec> parseUpload(const QString& text)
+{
+    // A bare encoding name takes its defaults; JSON gives the job spec's "upload" object.
+    QJsonObject object;
+    if (text.trimmed().startsWith(u'{')) {
+        QJsonParseError error;
+        const QJsonDocument document = QJsonDocument::fromJson(text.toUtf8(), &error);
+        if (!document.isObject())
+            return fail(QStringLiteral("--upload: not a JSON object (%1)").arg(error.errorString()));
+        object = document.object();
+    } else {
+        object.insert(QStringLiteral("encoding"), text);
+    }
+    auto spec = UploadSpec::fromJson(object, QStringLiteral("--upload"));
+    if (!spec)
+        return fail(spec.error());
+    return *spec;
+}
+
 } // namespace
 
 QString SimOptions::usage()
 {
     return QStringLiteral(
-        "usage: gleaner-sim JOB.json [--agents C] [--speeds SPEEDS] [--rule RULE] [--epochs E] [--seed S]\n"
-        "                   [--rate R] [--network SECONDS] [--preemption P] [--churn SECONDS] [--retry SECONDS]\n"
+        "usage: gleaner-sim JOB.json [--agents C] [--speeds SPEEDS] [--rule RULE] [--upload UPLOAD]\n"
+        "                   [--download DENSITY] [--epochs E] [--seed S] [--rate R] [--network SECONDS]\n"
+        "                   [--uplink MBIT] [--preemption P]\n"
+        "                   [--churn SECONDS] [--retry SECONDS]\n"
         "                   [--speed-aware on|off] [--publish-interval MS] [--own-update on|off]\n"
         "                   [--carry-optimizer on|off] [--validate-every N] [--threads T] [--ignore-target]\n"
         "                   [--json FILE] [--csv FILE] [--quiet]\n"
@@ -59,11 +80,16 @@ QString SimOptions::usage()
         "  --rule RULE         vc-asgd, fedasync, fedbuff, delayed-nesterov or adaptive-nesterov with their\n"
         "                      defaults, or a JSON\n"
         "                      object as a job's \"aggregation\" (default: the job's rule)\n"
+        "  --upload UPLOAD     fp32, fp16, int8 or topk with their defaults, or a JSON object as a job's\n"
+        "                      \"upload\" (default: the job's): results are encoded, decoded and counted in bytes\n"
+        "  --download DENSITY  the share of each tensor's values a publication changes (the job's \"download\";\n"
+        "                      below 1 agents fetch patches; needs a pseudo-gradient rule)\n"
         "  --epochs E          the job's max_epochs for this run\n"
         "  --speed-aware on|off  size subtasks to each agent's measured speed (the job's speed_aware)\n"
         "  --seed S            speeds, preemption and churn draws (default 1)\n"
         "  --rate R            samples per simulated second at speed 1 (default 1000)\n"
         "  --network SECONDS   download + upload time of a subtask (default 0)\n"
+        "  --uplink MBIT       agents' uplink in Mbit/s: each upload adds its bytes' time (default: instant)\n"
         "  --preemption P      probability that a subtask is lost part-way; its lease then expires at its deadline\n"
         "  --churn SECONDS     agents leave after a random time of this mean and come back as new agents\n"
         "  --retry SECONDS     an agent without work asks again after this long (default 10, as the coordinator says)\n"
@@ -135,6 +161,20 @@ Result<SimOptions> SimOptions::parse(const QStringList& arguments)
             if (!rule)
                 return fail(rule.error());
             options.rule = *rule;
+        } else if (arg == u"--upload") {
+            auto text = value();
+            if (!text)
+                return fail(text.error());
+            auto upload = parseUpload(*text);
+            if (!upload)
+                return fail(upload.error());
+            options.upload = *upload;
+        } else if (arg == u"--download") {
+            double density = 1.0;
+            take(real(1e-4, 1), density);
+            options.downloadDensity = density;
+        } else if (arg == u"--uplink") {
+            take(real(0.001, 1e6), options.uplinkMbit);
         } else if (arg == u"--epochs") {
             take(integer(1, 100000), options.epochs);
         } else if (arg == u"--speed-aware") {

@@ -5,6 +5,7 @@
 
 #include "Result.h"
 #include "spec/JobSpec.h"
+#include "spec/UploadSpec.h"
 
 #include <QStringList>
 
@@ -19,11 +20,14 @@ struct SimOptions
     int agents = 4;
     QString speedsText = QStringLiteral("1"); // as given: "1,1,2", "lognormal:0.5", "uniform:0.5:2"
     std::optional<AggregationSpec> rule;      // replaces the job's rule when given (--rule JSON or NAME)
+    std::optional<UploadSpec> upload;         // replaces the job's upload encoding when given (--upload)
+    std::optional<double> downloadDensity;    // replaces the job's download density when given (--download)
     int epochs = 0;                           // replaces the job's max_epochs when > 0
     std::optional<bool> speedAware;           // replaces the job's speed_aware when given
     quint64 seed = 1;
     double rate = 1000.0;            // samples per simulated second of an agent of speed 1
     double networkSeconds = 0.0;     // download + upload of one subtask, simulated seconds
+    double uplinkMbit = 0.0;         // an agent's uplink in Mbit/s: the upload's bytes take their time (0: none)
     double preemption = 0.0;         // probability that a subtask is lost at a random point
     double churnSeconds = 0.0;       // mean simulated time an agent stays before it leaves (0: never leaves)
     double retrySeconds = 10.0;      // an agent without work asks again after this long (the coordinator's answer)

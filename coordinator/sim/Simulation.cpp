@@ -5,6 +5,8 @@
 #include "aggregation/AggregationRule.h"
 #include "aggregation/UpdateBound.h"
 #include "aggregation/WeightsKeeper.h"
+#include "codec/UpdateCodec.h"
+#include "codec/WeightsPatch.h"
 #include "format/SafeTensors.h"
 #include "jobs/JobImporter.h"
 #include "ml/Evaluator.h"
@@ -17,9 +19,11 @@
 #include <QDir>
 #include <QFile>
 #include <QJsonArray>
+#include <QSet>
 #include <QTemporaryDir>
 
 #include <cmath>
+#include <deque>
 #include <queue>
 #include <random>
 
@@ -36,6 +40,8 @@ struct Agent
     bool present = true;
     int generation = 0; // bumps when the agent leaves: its pending events are then void
     TensorBundle optimizerState; // what its last subtask's local optimizer ended with
+    TensorBundle residual;       // what its last uploads left out (error feedback of the job's upload encoding)
+    QSet<qint64> heldVersions;   // published weights versions in its cache (the last few)
     QSet<QString> cached;
 };
 
@@ -51,6 +57,7 @@ struct Event
     TensorBundle weights;
     qint64 samples = 0;
     double trainSeconds = 0.0;
+    qint64 uploadBytes = 0;
     bool operator>(const Event& other) const
     {
         return atMs != other.atMs ? atMs > other.atMs : order > other.order;
@@ -82,10 +89,17 @@ Result<Prepared> prepare(const SimOptions& options, const QString& scratch)
         return fail(QStringLiteral("%1: %2").arg(options.jobPath, spec.error()));
     if (options.rule)
         spec->aggregation = *options.rule;
+    if (options.upload)
+        spec->upload = *options.upload;
     if (options.epochs > 0)
         spec->maxEpochs = options.epochs;
     if (options.speedAware)
         spec->speedAware = *options.speedAware;
+    if (options.downloadDensity)
+        spec->download.density = *options.downloadDensity;
+    if (spec->download.sparse() && !spec->aggregation.usesPseudoGradients())
+        return fail(QStringLiteral("--download: a density below 1 needs a rule that folds pseudo-gradients (fedbuff, "
+                                   "delayed-nesterov or adaptive-nesterov)"));
     if (auto s = JobImporter::checkDatasetFiles(spec->dataset); !s)
         return fail(s.error());
     const QString blobDir = scratch + QStringLiteral("/blobs");
@@ -130,11 +144,13 @@ public:
           m_progress(progress)
     {
         m_report.aggregation = m_data.spec.aggregation.toJson();
+        m_report.upload = m_data.spec.upload.toJson();
+        m_report.download = m_data.spec.download.toJson();
         m_report.rule = m_report.aggregation.value(QStringLiteral("rule")).toString();
         m_report.agents = int(speeds.size());
         m_report.speeds = speeds;
         for (double speed : speeds)
-            m_agents.push_back(Agent{newAgentId(), speed, true, 0, {}, {}});
+            m_agents.push_back(Agent{newAgentId(), speed, true, 0, {}, {}, {}, {}});
     }
 
     Result<SimReport> run()
@@ -147,6 +163,7 @@ public:
         job.schema = m_data.initial;
         m_jobs.emplace(kJobId, std::move(job));
         m_weights = m_data.initial;
+        m_report.weightsBytes = SafeTensors::serialize(m_weights).size();
         m_rule = AggregationRule::create(m_data.spec.aggregation);
         publish();
         if (auto s = m_scheduler.createEpoch(this->job(), 1); !s)
@@ -200,6 +217,8 @@ public:
                 agent.id = newAgentId();
                 agent.cached.clear();
                 agent.optimizerState = {};
+                agent.residual = {};
+                agent.heldVersions.clear();
                 post(Event::Kind::Ask, m_clock.nowMs(), event.slot);
                 post(Event::Kind::Leave, m_clock.nowMs() + drawMs(m_options.churnSeconds), event.slot);
                 break;
@@ -243,7 +262,15 @@ private:
         }
         j.published = PublishedWeights{m_version, QStringLiteral("v%1").arg(m_version), 0, m_clock.nowMs(), m_handledSeq};
         ResultIntake::published(j);
-        m_bases[m_version] = m_weights;
+        // What the coordinator's weights thread hands out: the server copy, or with a sparse download the copy
+        // moved toward it (WeightsKeeper::track), with the file agents download and patch.
+        WeightsKeeper::track(m_published, m_weights, m_data.spec.download);
+        m_bases[m_version] = m_published;
+        if (m_data.spec.download.sparse()) {
+            m_publishedFiles.emplace_back(m_version, SafeTensors::serialize(m_published));
+            while (m_publishedFiles.size() > kPatchSources)
+                m_publishedFiles.pop_front();
+        }
         // Bases no lease can deliver against any more are dropped.
         QSet<qint64> needed{m_version};
         for (const Lease& lease : m_scheduler.leases())
@@ -269,6 +296,8 @@ private:
         }
         const Lease lease = **granted;
         const Workunit& unit = job().workunits.at(lease.workunitId);
+        m_report.leases += 1;
+        m_report.downloadBytes += downloadBytes(agent, lease.baseVersion);
         const ShardRef& shard = m_data.files.shards.at(unit.shard);
         agent.cached.insert(shard.sha256);
         // A speed-aware job sized the lease in mini-batches (the last of a pass may be short: an estimate here,
@@ -308,12 +337,55 @@ private:
             agent.optimizerState = std::move(trained->optimizerState);
         Event event;
         event.leaseId = lease.id;
-        event.weights = std::move(trained->weights);
         event.samples = trained->samples;
         event.trainSeconds = double(trained->samples) / (m_options.rate * agent.speed);
-        post(Event::Kind::Deliver, m_clock.nowMs() + std::max<qint64>(1, durationOf(trained->samples)), slot,
+        // The upload as the worker writes it and the coordinator reads it: encoded with the agent's residual,
+        // counted in bytes, decoded against the lease's base.
+        const TensorBundle& base = m_bases.at(lease.baseVersion);
+        const UploadSpec& upload = m_data.spec.upload;
+        auto encoded = UpdateCodec::encode(trained->weights, base, upload, &agent.residual);
+        if (!encoded)
+            return fail(QStringLiteral("encoding workunit %1: %2").arg(unit.id).arg(encoded.error()));
+        event.uploadBytes = UpdateCodec::pack(*encoded, upload.isUpdate() && upload.zstd).size();
+        auto decoded = UpdateCodec::decode(*encoded, base);
+        if (!decoded)
+            return fail(QStringLiteral("decoding workunit %1: %2").arg(unit.id).arg(decoded.error()));
+        event.weights = std::move(*decoded);
+        const qint64 uplinkMs =
+            m_options.uplinkMbit > 0 ? qint64(std::llround(double(event.uploadBytes) * 8.0 / (m_options.uplinkMbit * 1e3))) : 0;
+        post(Event::Kind::Deliver, m_clock.nowMs() + std::max<qint64>(1, durationOf(trained->samples) + uplinkMs), slot,
              std::move(event));
         return {};
+    }
+
+    // The weights bytes an agent fetches for a lease of `version`: none when it holds that file, a patch from the
+    // newest earlier file it holds when the coordinator would offer one (under half the file), else the file.
+    qint64 downloadBytes(Agent& agent, qint64 version)
+    {
+        if (agent.heldVersions.contains(version))
+            return 0;
+        qint64 bytes = m_report.weightsBytes;
+        const auto target = std::find_if(m_publishedFiles.cbegin(), m_publishedFiles.cend(),
+                                         [&](const auto& file) { return file.first == version; });
+        if (target != m_publishedFiles.cend()) {
+            for (auto from = m_publishedFiles.crbegin(); from != m_publishedFiles.crend(); ++from) {
+                if (from->first >= version || !agent.heldVersions.contains(from->first))
+                    continue;
+                const auto key = std::make_pair(from->first, version);
+                auto known = m_patchBytes.find(key);
+                if (known == m_patchBytes.end()) {
+                    auto patch = WeightsPatch::make(from->second, target->second, QString(), QString());
+                    known = m_patchBytes.emplace(key, patch ? qint64(patch->size()) : bytes).first;
+                }
+                if (known->second * 2 <= qint64(target->second.size()))
+                    bytes = known->second;
+                break;
+            }
+        }
+        agent.heldVersions.insert(version);
+        while (agent.heldVersions.size() > int(kPatchSources))
+            agent.heldVersions.erase(std::min_element(agent.heldVersions.begin(), agent.heldVersions.end()));
+        return bytes;
     }
 
     Status deliver(const Event& event)
@@ -333,6 +405,7 @@ private:
         SimUpdate update;
         update.seconds = seconds();
         update.agent = received.agentId;
+        update.uploadBytes = event.uploadBytes;
         update.staleness = m_version - received.baseVersion;
         update.folded = false;
         switch (verdict.kind) {
@@ -435,6 +508,10 @@ private:
     qint64 m_lastFoldMs = kStartMs;
     int m_validateEvery = 10;
     std::map<qint64, TensorBundle> m_bases;
+    TensorBundle m_published; // what the last publication handed out
+    static constexpr size_t kPatchSources = WeightsKeeper::kPatchSources;
+    std::deque<std::pair<qint64, QByteArray>> m_publishedFiles; // sparse downloads: the last few published files
+    std::map<std::pair<qint64, qint64>, qint64> m_patchBytes;    // patch sizes by (from, to) version
     SimReport m_report;
     QString m_ended;
 };
@@ -488,10 +565,13 @@ QJsonObject SimReport::toJson(const SimOptions& options) const
     }
     qint64 folded = 0;
     qint64 stalenessSum = 0;
+    qint64 uploadBytes = 0;
     for (const SimUpdate& update : updates) {
         folded += update.folded;
         stalenessSum += update.staleness;
+        uploadBytes += update.uploadBytes;
     }
+    const double perUpdate = updates.empty() ? 0.0 : double(uploadBytes) / double(updates.size());
     return QJsonObject{
         {QStringLiteral("job"), options.jobPath},
         {QStringLiteral("rule"), rule},
@@ -506,6 +586,14 @@ QJsonObject SimReport::toJson(const SimOptions& options) const
         {QStringLiteral("updates"), qint64(updates.size())},
         {QStringLiteral("folded"), folded},
         {QStringLiteral("mean_staleness"), updates.empty() ? 0.0 : double(stalenessSum) / double(updates.size())},
+        {QStringLiteral("upload"), upload},
+        {QStringLiteral("upload_bytes_per_update"), qRound64(perUpdate)},
+        {QStringLiteral("weights_bytes"), weightsBytes},
+        {QStringLiteral("upload_ratio"), perUpdate > 0 ? double(weightsBytes) / perUpdate : 0.0},
+        {QStringLiteral("download"), download},
+        {QStringLiteral("download_bytes_per_subtask"), leases > 0 ? qRound64(double(downloadBytes) / double(leases)) : 0},
+        {QStringLiteral("download_ratio"),
+         downloadBytes > 0 ? double(weightsBytes) * double(leases) / double(downloadBytes) : 0.0},
         {QStringLiteral("preempted"), preempted},
         {QStringLiteral("ended"), ended},
     };
@@ -513,14 +601,15 @@ QJsonObject SimReport::toJson(const SimOptions& options) const
 
 QByteArray SimReport::toCsv() const
 {
-    QByteArray csv = "sim_seconds,agent,staleness,folded,accuracy\n";
+    QByteArray csv = "sim_seconds,agent,staleness,folded,accuracy,upload_bytes\n";
     for (const SimUpdate& update : updates)
-        csv += QStringLiteral("%1,%2,%3,%4,%5\n")
+        csv += QStringLiteral("%1,%2,%3,%4,%5,%6\n")
                    .arg(update.seconds, 0, 'f', 3)
                    .arg(update.agent)
                    .arg(update.staleness)
                    .arg(update.folded ? 1 : 0)
                    .arg(update.accuracy ? QString::number(*update.accuracy, 'f', 4) : QString())
+                   .arg(update.uploadBytes)
                    .toUtf8();
     return csv;
 }

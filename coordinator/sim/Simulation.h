@@ -37,12 +37,18 @@ struct SimUpdate
     qint64 staleness = 0;
     bool folded = true;
     std::optional<double> accuracy; // when a validation followed this update
+    qint64 uploadBytes = 0;         // the upload as it would go over the wire
 };
 
 struct SimReport
 {
     QString rule;
     QJsonObject aggregation; // the rule's parameters as a job spec gives them
+    QJsonObject upload;      // the upload encoding, as a job spec gives it
+    QJsonObject download;    // the publications' density, as a job spec gives it
+    qint64 weightsBytes = 0; // the full weights file, what an fp32 upload sends
+    qint64 leases = 0;
+    qint64 downloadBytes = 0; // weights bytes agents fetched for their leases (files and patches)
     int agents = 0;
     std::vector<double> speeds;
     std::vector<SimPoint> points; // every validation, in time order

@@ -269,7 +269,7 @@ Result<JobSpec> JobSpec::fromJson(const QJsonObject& json)
     fields.allowOnly({u"name"_s, u"dataset"_s, u"limit_train"_s, u"model"_s, u"shards"_s, u"local_epochs"_s,
                       u"batch_size"_s, u"optimizer"_s, u"aggregation"_s, u"target_accuracy"_s,
                       u"max_epochs"_s, u"deadline_seconds"_s, u"replication"_s, u"seed"_s,
-                      u"overlap_epochs"_s, u"speed_aware"_s, u"upload"_s});
+                      u"overlap_epochs"_s, u"speed_aware"_s, u"upload"_s, u"download"_s});
 
     JobSpec spec;
     fields.readString(u"name", spec.name, Need::Required, kMaxNameLength);
@@ -296,10 +296,16 @@ Result<JobSpec> JobSpec::fromJson(const QJsonObject& json)
     fields.readBool(u"speed_aware", spec.speedAware);
     if (fields.readObject(u"upload", object))
         fields.take(UploadSpec::fromJson(object), spec.upload);
+    if (fields.readObject(u"download", object))
+        fields.take(DownloadSpec::fromJson(object), spec.download);
     qint64 seed = 0;
     if (fields.readInt64(u"seed", seed, kSeed))
         spec.seed = quint64(seed);
 
+    if (fields.ok() && spec.download.sparse() && !spec.aggregation.usesPseudoGradients())
+        fields.fail(u"download", u"a density below 1 needs a rule that folds pseudo-gradients (fedbuff, "
+                                 u"delayed-nesterov or adaptive-nesterov); the %1 rule would pull the server copy "
+                                 u"back toward the weights agents hold"_s.arg(spec.aggregation.toJson().value(u"rule"_s).toString()));
     // Every shard needs at least one sample, or the scheduler would hand out empty workunits.
     if (fields.ok() && spec.limitTrain && *spec.limitTrain < spec.shards) {
         const QString problem =
@@ -343,6 +349,7 @@ QJsonObject JobSpec::toJson() const
         {u"overlap_epochs"_s, overlapEpochs},
         {u"speed_aware"_s, speedAware},
         {u"upload"_s, upload.toJson()},
+        {u"download"_s, download.toJson()},
     };
     if (limitTrain)
         json.insert(u"limit_train"_s, *limitTrain);

@@ -13,7 +13,8 @@
 //   "target_accuracy": 0.88, "max_epochs": 20, "deadline_seconds": 600, "replication": 1, "seed": 42,
 //   "overlap_epochs": true,                          // optional; false waits for each epoch's validation
 //   "speed_aware": false,                            // optional; true sizes subtasks to each agent's speed
-//   "upload": {"encoding": "topk", "density": 0.01}  // optional; how agents send results, see UploadSpec
+//   "upload": {"encoding": "topk", "density": 0.01}, // optional; how agents send results, see UploadSpec
+//   "download": {"density": 0.05}                    // optional; how publications change, see DownloadSpec
 // }
 //
 // Required: name, dataset, model, optimizer, shards, target_accuracy (they describe the job itself; a default
@@ -23,6 +24,7 @@
 // `aggregation.` for the nested objects. resources/jobs/fashion-mnist-cnn.json is the demo job.
 
 #include "Result.h"
+#include "spec/DownloadSpec.h"
 #include "spec/ModelSpec.h"
 #include "spec/OptimizerSpec.h"
 #include "spec/UploadSpec.h"
@@ -147,6 +149,7 @@ struct JobSpec
     // passes, a slow one part of a pass), so agents report at a similar cadence and slow ones are not stale.
     bool speedAware = false;
     UploadSpec upload;           // default: full fp32 weights
+    DownloadSpec download;       // default: every publication changes every value
     int replication = 1;         // 1..16
     quint64 seed = 42;           // 0..2^53, the largest integer a JSON number holds exactly
 

@@ -97,6 +97,7 @@ class TestAggregationRules : public QObject
 {
     Q_OBJECT
 private Q_SLOTS:
+    void sparsePublicationMovesTheLargestGaps();
     void rulesAreCreatedFromTheSpec();
     void vcAsgdKeepsAlphaOfTheServer();
     void stalenessFunctions_data();
@@ -415,6 +416,38 @@ void TestAggregationRules::adaptiveNesterovTakesItsPeriodFromTheAgentsTraining()
         QVERIFY(delayed->apply(b, update, c).ok());
     }
     QCOMPARE(values(a), values(b));
+}
+
+void TestAggregationRules::sparsePublicationMovesTheLargestGaps()
+{
+    TensorBundle server;
+    const std::vector<float> target{1, 2, 3, 4, 5, 6, 7, 8};
+    const std::vector<qint64> counter{42};
+    QVERIFY(server.addValues<float>(QStringLiteral("w"), DType::F32, {8}, target).ok());
+    QVERIFY(server.addValues<qint64>(QStringLiteral("n"), DType::I64, {1}, counter).ok());
+    TensorBundle published;
+    const std::vector<float> held{1, 0, 3, 0, 5, 6.5f, 0, 8}; // lags by 2, 4, 0.5 and 7 at 1, 3, 5 and 6
+    const std::vector<qint64> oldCounter{40};
+    QVERIFY(published.addValues<float>(QStringLiteral("w"), DType::F32, {8}, held).ok());
+    QVERIFY(published.addValues<qint64>(QStringLiteral("n"), DType::I64, {1}, oldCounter).ok());
+
+    DownloadSpec quarter;
+    quarter.density = 0.25; // two of eight values a publication
+    WeightsKeeper::track(published, server, quarter);
+    const auto w = published.values<float>(*published.find(QStringLiteral("w")));
+    QCOMPARE(std::vector<float>(w.begin(), w.end()), (std::vector<float>{1, 0, 3, 4, 5, 6.5f, 7, 8}));
+    QCOMPARE(published.values<qint64>(*published.find(QStringLiteral("n")))[0], 42); // other dtypes whole
+    WeightsKeeper::track(published, server, quarter);
+    const auto again = published.values<float>(*published.find(QStringLiteral("w")));
+    QCOMPARE(std::vector<float>(again.begin(), again.end()), target); // the rest follows
+
+    // Density 1, or nothing published yet: the server copy itself.
+    TensorBundle none;
+    WeightsKeeper::track(none, server, quarter);
+    QCOMPARE(none.buffer(), server.buffer());
+    TensorBundle dense = published;
+    WeightsKeeper::track(dense, server, DownloadSpec{});
+    QCOMPARE(dense.buffer(), server.buffer());
 }
 
 QTEST_GUILESS_MAIN(TestAggregationRules)

@@ -96,6 +96,7 @@ private Q_SLOTS:
     void init();
     void cleanup();
     void twoAgentsReachTheTargetAccuracy();
+    void compressedTransfersReachTheTarget();
     void killedAgentsSubtaskIsCarriedByTheOther();
     void restartedAgentResumesFromItsCheckpoint();
     void alteredShardIsRefusedAndReported();
@@ -236,6 +237,61 @@ void TestEndToEnd::twoAgentsReachTheTargetAccuracy()
                                 .arg(agentDone)
                                 .arg(counter(m_cluster->agentRecord(name), "done"))));
     }
+}
+
+// Two agents on compressed uploads (top-k updates with error feedback) and sparse publications (patches instead
+// of weights files): the job still reaches its target, the bytes each side counts agree, and patches did the
+// downloading of the weights once agents held an earlier version.
+void TestEndToEnd::compressedTransfersReachTheTarget()
+{
+    QJsonObject spec = E2eCluster::fashionJob();
+    spec.insert(QStringLiteral("max_epochs"), 20);
+    spec.insert(QStringLiteral("aggregation"), test::jsonObject(QByteArray(R"({"rule": "adaptive-nesterov"})")));
+    spec.insert(QStringLiteral("upload"), test::jsonObject(QByteArray(R"({"encoding": "topk", "density": 0.05})")));
+    spec.insert(QStringLiteral("download"), test::jsonObject(QByteArray(R"({"density": 0.1})")));
+    auto job = m_cluster->submitJob(spec);
+    E2E_VERIFY(job);
+    const QList<int> agents =
+        startAgents({QStringLiteral("a1"), QStringLiteral("a2")}, E2eCluster::quickAgentOptions());
+    QCOMPARE(agents.size(), 2);
+
+    auto done = m_cluster->waitForJobState(*job, QStringLiteral("completed"), 300'000);
+    E2E_VERIFY(done);
+    const double accuracy = done->value(QStringLiteral("accuracy")).toDouble();
+    QVERIFY2(accuracy >= 0.80, qPrintable(QStringLiteral("completed at %1").arg(accuracy)));
+    const QJsonObject transfer = done->value(QStringLiteral("transfer")).toObject();
+    qInfo("reached %.3f accuracy; transfer %s", accuracy,
+          QJsonDocument(transfer).toJson(QJsonDocument::Compact).constData());
+    QVERIFY2(transfer.value(QStringLiteral("upload_ratio")).toDouble() >= 8.0,
+             QJsonDocument(transfer).toJson(QJsonDocument::Compact).constData());
+    const QJsonObject byRole = transfer.value(QStringLiteral("downloaded_bytes_by_role")).toObject();
+    QVERIFY2(byRole.value(QStringLiteral("weights-patch")).toInteger() > 0,
+             QJsonDocument(transfer).toJson(QJsonDocument::Compact).constData());
+
+    // What the agents say they sent and fetched is what the coordinator counted, once uploads in flight ended.
+    qint64 up = 0, down = 0;
+    const bool agrees = waitUntil(
+        [&] {
+            up = down = 0;
+            for (const int agent : agents) {
+                const QJsonObject totals = m_cluster->agentCli(agent, QStringLiteral("status"), {QStringLiteral("--json")})
+                                               .json()
+                                               .value(QStringLiteral("totals"))
+                                               .toObject();
+                up += totals.value(QStringLiteral("uploaded_bytes")).toInteger();
+                down += totals.value(QStringLiteral("downloaded_bytes")).toInteger();
+            }
+            const QJsonObject now = m_cluster->jobStatus(*job).value(QStringLiteral("transfer")).toObject();
+            return up == now.value(QStringLiteral("uploaded_bytes")).toInteger() &&
+                   down == now.value(QStringLiteral("downloaded_bytes")).toInteger();
+        },
+        15'000, 500);
+    QVERIFY2(agrees, qPrintable(QStringLiteral("agents: %1 bytes up, %2 down; coordinator: %3")
+                                    .arg(up)
+                                    .arg(down)
+                                    .arg(QString::fromUtf8(QJsonDocument(m_cluster->jobStatus(*job).value(
+                                                                             QStringLiteral("transfer")).toObject())
+                                                               .toJson(QJsonDocument::Compact)))));
 }
 
 // (b) An agent SIGKILLed while its worker trains: its worker checkpoints and exits on the end of its stdin,

@@ -66,6 +66,57 @@ def safetensors_seeds():
                       b'"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}', bytes(2)))
 
 
+# ---- update codec and weights patches --------------------------------------------------------------------------
+
+def tensors(metadata, entries):
+    """A safetensors file from (name, dtype, shape, bytes) in order."""
+    header = {"__metadata__": metadata} if metadata else {}
+    data = b""
+    for name, dtype, shape, raw in entries:
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    return safetensors(header, data)
+
+
+def zstd(data):
+    """zstd-compressed bytes through the zstd command, or None where it is missing."""
+    try:
+        return subprocess.run(["zstd", "-q", "-c"], input=data, stdout=subprocess.PIPE, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def update_codec_seeds():
+    # For the fuzz target's fixed base: "w" F32 [300], "n" I64 [1].
+    counter = ("n", "I64", [1], struct.pack("<q", 7))
+    int8 = tensors({"gleaner.encoding": "int8", "gleaner.samples": "10"},
+                   [("w", "I8", [300], bytes(range(0, 300 % 256)) + bytes(300 - 300 % 256)),
+                    ("w#scale", "F32", [2], struct.pack("<ff", 0.01, 0.02)), counter])
+    write("update_codec", "valid-int8", int8)
+    topk = tensors({"gleaner.encoding": "topk"},
+                   [("w#index", "I32", [3], struct.pack("<iii", 5, 10, 20)), ("w#value", "I8", [3], b"\x7f\x81\x01"),
+                    ("w#scale", "F32", [1], struct.pack("<f", 0.5)), counter])
+    write("update_codec", "valid-topk", topk)
+    write("update_codec", "valid-fp16",
+          tensors({"gleaner.encoding": "fp16"}, [("w", "F16", [300], b"\x00\x3c" * 300), counter]))
+    write("update_codec", "invalid-topk-order",
+          tensors({"gleaner.encoding": "topk"},
+                  [("w#index", "I32", [2], struct.pack("<ii", 5, 0)), ("w#value", "I8", [2], b"\x01\x01"),
+                   ("w#scale", "F32", [1], struct.pack("<f", 0.5)), counter]))
+    packed = zstd(topk)
+    if packed:
+        write("update_codec", "valid-topk-zstd", packed)
+    # A patch of the base file (8 + header + 1208 data bytes): its header, two changed words, no tail.
+    head = b'{"w":{"dtype":"F32","shape":[300],"data_offsets":[0,1200]},"n":{"dtype":"I64","shape":[1],' \
+           b'"data_offsets":[1200,1208]}}'
+    head += b" " * (-(8 + len(head)) % 8)
+    head = struct.pack("<Q", len(head)) + head
+    write("update_codec", "valid-patch",
+          tensors({"gleaner.patch_from": "0" * 64, "gleaner.patch_to": "1" * 64},
+                  [("header", "U8", [len(head)], head), ("index", "I32", [2], struct.pack("<ii", 3, 4)),
+                   ("words", "U32", [2], struct.pack("<II", 1, 2)), ("tail", "U8", [0], b"")]))
+
+
 # ---- manifest and envelope -----------------------------------------------------------------------------------
 
 def manifest(**changes):
@@ -100,6 +151,11 @@ def sign(message, seed_hex=None):
 def manifest_seeds():
     write("manifest", "valid", manifest())
     write("manifest", "valid-loopback-name", manifest(coordinator="https://127.0.0.1:8443/"))
+    write("manifest", "valid-with-patches",
+          manifest(weights_patches=[{"from_sha256": "d" * 64, "sha256": "e" * 64, "size": 300}],
+                   upload={"encoding": "topk", "density": 0.01, "error_feedback": True, "zstd": True}))
+    write("manifest", "invalid-patch-hash", manifest(weights_patches=[{"from_sha256": "D" * 64, "sha256": "e" * 64,
+                                                                       "size": 300}]))
     write("manifest", "invalid-other-agent", manifest(agent_id="f" * 32))
     write("manifest", "invalid-file-order", manifest(files=[{"role": "weights", "sha256": "b" * 64, "size": 1}] * 3))
     write("manifest", "invalid-epoch", manifest(subtask={"workunit_id": 7, "epoch": 0, "shard": 3, "samples": 1}))
@@ -220,6 +276,7 @@ def control_seeds():
 
 
 def main():
+    update_codec_seeds()
     safetensors_seeds()
     manifest_seeds()
     envelope_seeds()

@@ -221,6 +221,13 @@ void TestJobSpec::validJobs_data()
     QTest::newRow("int8 upload without error feedback")
         << R"({"upload": {"encoding": "int8", "error_feedback": false}})"_ba << int8;
     QTest::newRow("fp32 upload said") << R"({"upload": {"encoding": "fp32"}})"_ba << minimalSpec();
+    JobSpec sparse = minimalSpec();
+    sparse.aggregation.rule = AggregationSpec::Rule::AdaptiveNesterov;
+    sparse.aggregation.alphaPerEpoch = false;
+    sparse.aggregation.staleness.function = StalenessSpec::Function::Constant;
+    sparse.download.density = 0.05;
+    QTest::newRow("sparse download with adaptive-nesterov")
+        << R"({"aggregation": {"rule": "adaptive-nesterov"}, "download": {"density": 0.05}})"_ba << sparse;
 }
 
 void TestJobSpec::validJobs()
@@ -409,6 +416,11 @@ void TestJobSpec::invalidJobs_data()
     change("density above one", R"({"upload": {"encoding": "topk", "density": 1.5}})", "upload.density", "got 1.5");
     change("zstd for fp32", R"({"upload": {"encoding": "fp32", "zstd": true}})", "upload.zstd",
            "only used by the update encodings");
+    change("sparse download with vc-asgd", R"({"download": {"density": 0.1}})", "job.download",
+           "needs a rule that folds pseudo-gradients");
+    change("download density zero", R"({"aggregation": {"rule": "fedbuff"}, "download": {"density": 0}})",
+           "download.density", "got 0");
+    change("download without density", R"({"download": {}})", "download.density", "required field is missing");
     change("hinge start negative",
            R"({"aggregation": {"rule": "fedasync", "staleness": {"function": "hinge", "b": -1}}})",
            "aggregation.staleness.b", "got -1");
