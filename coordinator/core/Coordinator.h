@@ -228,7 +228,8 @@ private:
     // [state] What the dashboard and the metrics learn as it happens (CoordinatorDashboard.cpp).
     void noteLeased(const JobState& job, const Workunit& unit, const Lease& lease);
     void noteLeaseExpired(const Lease& lease);
-    void noteAccepted(const JobState& job, int epoch, qint64 seq, const QString& agentId, double loss, qint64 atMs);
+    void noteAccepted(const JobState& job, int epoch, qint64 seq, const QString& agentId, double loss, qint64 atMs,
+                      qint64 uploadBytes);
     void noteApplied(qint64 jobId, qint64 seq, qint64 version);
     void noteValidated(qint64 jobId, const ValidationPoint& point);
     void noteAgentChanged(const QString& agentId, const char* what);

@@ -53,7 +53,7 @@ void Coordinator::noteLeaseExpired(const Lease& lease)
 }
 
 void Coordinator::noteAccepted(const JobState& job, int epoch, qint64 seq, const QString& agentId,
-                               double loss, qint64 atMs)
+                               double loss, qint64 atMs, qint64 uploadBytes)
 {
     m_metrics.updateAccepted();
     if (!m_events.hasSubscribers())
@@ -63,7 +63,8 @@ void Coordinator::noteAccepted(const JobState& job, int epoch, qint64 seq, const
                                            {QStringLiteral("epoch"), epoch},
                                            {QStringLiteral("agent"), agentId},
                                            {QStringLiteral("loss"), loss},
-                                           {QStringLiteral("at_ms"), atMs}});
+                                           {QStringLiteral("at_ms"), atMs},
+                                           {QStringLiteral("upload_bytes"), uploadBytes}});
 }
 
 void Coordinator::noteDownloaded(qint64 jobId, const QByteArray& role, quint64 bytes)

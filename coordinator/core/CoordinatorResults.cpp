@@ -155,7 +155,7 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
     job->uploadedBytes += update.uploadBytes;
     job->uploadsCounted += 1;
     m_metrics.resultUploaded(update.encoding, update.uploadBytes);
-    noteAccepted(*job, epoch, seq, agentId, update.loss, now);
+    noteAccepted(*job, epoch, seq, agentId, update.loss, now, update.uploadBytes);
 
     if (job->spec.aggregation.usesPseudoGradients())
         job->basesInFlight.emplace(seq, baseSha);

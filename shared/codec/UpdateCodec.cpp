@@ -54,11 +54,11 @@ std::vector<float> updateOf(std::span<const float> trained, std::span<const floa
     return update;
 }
 
-Status checkScales(const TensorBundle& upload, const TensorEntry& scales)
+Status checkScales(const std::vector<float>& scales, const QString& name)
 {
-    for (const float s : upload.values<float>(scales))
+    for (const float s : scales)
         if (!std::isfinite(s) || s < 0.0f)
-            return fail(u"tensor \"%1\" holds a scale that is negative or not finite"_s.arg(scales.name));
+            return fail(u"tensor \"%1\" holds a scale that is negative or not finite"_s.arg(name));
     return {};
 }
 
@@ -98,12 +98,12 @@ Result<TensorBundle> encode(const TensorBundle& trained, const TensorBundle& bas
                 return fail(s.error());
             continue;
         }
-        std::span<const float> carried;
+        std::vector<float> carried; // a copy: the residual comes from a file, which need not align its tensors
         if (useResidual) {
             const TensorEntry* r = residual->find(entry.name);
             if (!r || r->dtype != DType::F32 || r->shape != entry.shape)
                 return fail(u"the kept residual does not match tensor \"%1\" of the model"_s.arg(entry.name));
-            carried = residual->values<float>(*r);
+            carried = alignedValues<float>(*residual, *r);
         }
         const std::vector<float> update =
             updateOf(trained.values<float>(*mine), base.values<float>(entry), carried);
@@ -253,10 +253,10 @@ Result<TensorBundle> decode(const TensorBundle& upload, const TensorBundle& base
                                  : Result<const TensorEntry*>(fail(values.error()));
             if (!scales)
                 return fail(scales.error());
-            if (auto s = checkScales(upload, **scales); !s)
-                return fail(s.error());
             const std::vector<qint8> q = alignedValues<qint8>(upload, **values);
             const std::vector<float> s = alignedValues<float>(upload, **scales);
+            if (auto bad = checkScales(s, (*scales)->name); !bad)
+                return fail(bad.error());
             for (qint64 i = 0; i < n; ++i)
                 target[i] += dequantized(q, s, i);
             break;
@@ -277,11 +277,11 @@ Result<TensorBundle> decode(const TensorBundle& upload, const TensorBundle& base
                                  : Result<const TensorEntry*>(fail(values.error()));
             if (!scales)
                 return fail(scales.error());
-            if (auto s = checkScales(upload, **scales); !s)
-                return fail(s.error());
             const std::vector<qint32> gaps = alignedValues<qint32>(upload, **positions);
             const std::vector<qint8> q = alignedValues<qint8>(upload, **values);
             const std::vector<float> s = alignedValues<float>(upload, **scales);
+            if (auto bad = checkScales(s, (*scales)->name); !bad)
+                return fail(bad.error());
             qint64 at = -1;
             for (qint64 j = 0; j < k; ++j) {
                 const qint64 gap = gaps[j];

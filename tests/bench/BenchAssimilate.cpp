@@ -2,11 +2,12 @@
 // disk to the blended server copy, with everything the real path does in between (parse and check the file,
 // fsync it, move it beside the database, record the row, fold it in with VC-ASGD). Also the floor: a bare
 // in-memory blend of the same size. Prints one JSON object; times are milliseconds.
-//   bench_assimilate [--params N] [--updates K] [--quick]
+//   bench_assimilate [--params N] [--updates K] [--upload ENCODING] [--quick]
 // The paper measured 870 ms per update in Redis and 1,290 ms in MySQL at 4,972,746 parameters.
 #include "aggregation/UpdateChecker.h"
 #include "aggregation/VcAsgd.h"
 #include "aggregation/WeightsKeeper.h"
+#include "codec/UpdateCodec.h"
 #include "format/SafeTensors.h"
 #include "ml/WeightMath.h"
 #include "store/Database.h"
@@ -63,9 +64,24 @@ int main(int argc, char** argv)
     QCoreApplication app(argc, argv);
     const QStringList args = app.arguments();
     if (args.contains(QStringLiteral("--help"))) {
-        QTextStream(stdout) << "usage: bench_assimilate [--params N] [--updates K] [--quick]\n"
-                               "Prints the per-update server cost (median_ms) and a bare blend (floor_ms) as JSON.\n";
+        QTextStream(stdout)
+            << "usage: bench_assimilate [--params N] [--updates K] [--upload ENCODING] [--quick]\n"
+               "Prints the per-update server cost (median_ms) and a bare blend (floor_ms) as JSON.\n"
+               "  --upload ENCODING  fp32 (default), fp16, int8, topk, or a job's \"upload\" object as JSON: the\n"
+               "                     upload comes encoded, and decoding it is part of the cost\n";
         return 0;
+    }
+    UploadSpec encoding;
+    if (const auto at = args.indexOf(QStringLiteral("--upload")); at >= 0) {
+        const QString text = args.value(at + 1);
+        auto parsed = UploadSpec::fromJson(text.startsWith(u'{') ? QJsonDocument::fromJson(text.toUtf8()).object()
+                                                                  : QJsonObject{{QStringLiteral("encoding"), text}},
+                                           QStringLiteral("--upload"));
+        if (!parsed) {
+            QTextStream(stderr) << "bench_assimilate: " << parsed.error() << "\n";
+            return 2;
+        }
+        encoding = *parsed;
     }
     qint64 params = 4972746;
     int updates = 30;
@@ -106,7 +122,12 @@ int main(int argc, char** argv)
     client.setMetadata(QStringLiteral("gleaner.base_version"), QStringLiteral("0"));
     client.setMetadata(QStringLiteral("gleaner.nonce"), QStringLiteral("0123456789abcdef0123456789abcdef"));
     client.setMetadata(QStringLiteral("gleaner.samples"), QStringLiteral("1200"));
-    const QByteArray upload = SafeTensors::serialize(client);
+    auto encoded = UpdateCodec::encode(client, server, encoding, nullptr);
+    if (!encoded) {
+        QTextStream(stderr) << "bench_assimilate: " << encoded.error() << "\n";
+        return 1;
+    }
+    const QByteArray upload = UpdateCodec::pack(*encoded, encoding.isUpdate() && encoding.zstd);
     // The base weights as the checker thread keeps them (read once, then cached).
     const QString basePath = scratch.filePath(QStringLiteral("base.safetensors"));
     if (!SafeTensors::save(basePath, server)) {
@@ -126,6 +147,7 @@ int main(int argc, char** argv)
     expected.nonce = QStringLiteral("0123456789abcdef0123456789abcdef");
     expected.maxSamples = 1200;
     expected.maxSteps = 38;
+    expected.upload = encoding;
     AggregationSpec spec; // vc-asgd, alpha e/(e+1)
     std::unique_ptr<AggregationRule> rule = std::make_unique<VcAsgd>(spec);
     UpdateBound steps;
@@ -152,10 +174,9 @@ int main(int argc, char** argv)
         }
         check.push_back(ms(step));
         step.restart();
-        {
-            QFile handle(file);
-            if (!handle.open(QIODevice::ReadOnly) || ::fsync(handle.handle()) != 0)
-                return 1;
+        if (auto kept = UpdateChecker::keep(file, *received); !kept) { // decoded weights, when encoded
+            QTextStream(stderr) << "bench_assimilate: " << kept.error() << "\n";
+            return 1;
         }
         const QString stored = QDir(updatesDir).filePath(QStringLiteral("%1.safetensors").arg(i));
         QFile::rename(file, stored);
@@ -190,13 +211,14 @@ int main(int argc, char** argv)
     QJsonObject out;
     out.insert(QStringLiteral("params"), params);
     out.insert(QStringLiteral("updates"), updates);
+    out.insert(QStringLiteral("upload"), encoding.toJson());
     out.insert(QStringLiteral("upload_bytes"), upload.size());
     out.insert(QStringLiteral("median_ms"), bench::median(total));
     out.insert(QStringLiteral("p90_ms"), bench::percentile(total, 0.9));
     out.insert(QStringLiteral("floor_ms"), bench::median(floor));
     QJsonObject parts;
-    parts.insert(QStringLiteral("read_and_check_ms"), bench::median(check));
-    parts.insert(QStringLiteral("fsync_and_move_ms"), bench::median(durable));
+    parts.insert(QStringLiteral("read_decode_and_check_ms"), bench::median(check));
+    parts.insert(QStringLiteral("keep_and_move_ms"), bench::median(durable));
     parts.insert(QStringLiteral("record_row_ms"), bench::median(record));
     parts.insert(QStringLiteral("blend_ms"), bench::median(blend));
     out.insert(QStringLiteral("median_parts"), parts);

@@ -14,7 +14,20 @@ function minuteRange(xs) {
   return [xs[0] - 120, xs[xs.length - 1] + 180];
 }
 
-const COLORS = { accuracy: '#1f6feb', loss: '#d1242f', range: '#8250df', bars: '#2da44e', stale: '#bf8700' };
+// 1234567 -> "1.2 MB": the units a volunteer's connection is measured in.
+function formatBytes(n) {
+  if (n < 1000) return `${Math.round(n)} B`;
+  const units = ['kB', 'MB', 'GB'];
+  let v = n / 1000;
+  let i = 0;
+  while (v >= 1000 && i < units.length - 1) {
+    v /= 1000;
+    i += 1;
+  }
+  return `${v >= 100 ? Math.round(v) : v.toFixed(1)} ${units[i]}`;
+}
+
+const COLORS = { accuracy: '#1f6feb', loss: '#d1242f', range: '#8250df', bars: '#2da44e', stale: '#bf8700', bytes: '#0a7ea4' };
 
 function width(container) {
   return Math.max(260, Math.floor(container.clientWidth || 600));
@@ -98,7 +111,7 @@ export class JobCharts {
   }
 
   all() {
-    return [this.accuracy, this.losses, this.rate, this.staleness].filter(Boolean);
+    return [this.accuracy, this.losses, this.rate, this.staleness, this.bytes].filter(Boolean);
   }
 
   destroy() {
@@ -171,6 +184,20 @@ export class JobCharts {
       },
       this.staleData,
     );
+
+    // What each update cost its agent's uplink (null for updates recorded before the coordinator counted them).
+    const sent = up.at_ms.map((t, i) => [t / 1000, (up.upload_bytes || [])[i]]).filter((p) => p[1] !== null && p[1] !== undefined);
+    this.bytesData = [sent.map((p) => p[0]), sent.map((p) => p[1])];
+    this.bytes = make(
+      this.root.querySelector('[data-chart=bytes]'),
+      {
+        title: 'Upload bytes per update',
+        scales: { x: { time: true }, y: { range: (u, lo, hi) => [0, Math.max(1, hi * 1.15)] } },
+        series: [{}, { label: 'bytes', stroke: COLORS.bytes, width: 1, points: { show: true, size: 4, fill: COLORS.bytes }, value: (u, x) => (x === null ? '–' : formatBytes(x)) }],
+        axes: [{}, { values: (u, ticks) => ticks.map(formatBytes), size: 70 }],
+      },
+      this.bytesData,
+    );
   }
 
   accuracyPoints() {
@@ -187,6 +214,11 @@ export class JobCharts {
   }
 
   addUpdate(event) {
+    if (this.bytes && event.upload_bytes) {
+      this.bytesData[0].push(event.at_ms / 1000);
+      this.bytesData[1].push(event.upload_bytes);
+      this.bytes.setData(this.bytesData);
+    }
     // Per-minute bars.
     const minute = Math.floor(event.at_ms / 60000) * 60;
     const r = this.rateData;

@@ -140,7 +140,7 @@ export class JobView {
     const chartBox = (name) => h('div', { class: 'chart', 'data-chart': name });
     clear(root, 
       h('section', { class: 'card' }, this.head, this.counts),
-      h('section', { class: 'charts' }, chartBox('accuracy'), chartBox('losses'), chartBox('rate'), chartBox('staleness')));
+      h('section', { class: 'charts' }, chartBox('accuracy'), chartBox('losses'), chartBox('rate'), chartBox('staleness'), chartBox('bytes')));
     this.drawHead();
     this.charts = new JobCharts(root);
     this.charts.load(history);
