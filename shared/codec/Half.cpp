@@ -25,12 +25,15 @@ std::uint16_t fromFloat(float value)
         const std::uint32_t half = mantissa >> shift;
         const std::uint32_t rest = mantissa & ((1u << shift) - 1);
         const std::uint32_t midpoint = 1u << (shift - 1);
-        const std::uint32_t rounded = half + ((rest > midpoint || (rest == midpoint && (half & 1u))) ? 1u : 0u);
-        return std::uint16_t(sign | rounded); // a carry into the exponent field gives the smallest normal: right
+        const std::uint32_t rounded =
+            half + ((rest > midpoint || (rest == midpoint && (half & 1u))) ? 1u : 0u);
+        return std::uint16_t(sign |
+                             rounded); // a carry into the exponent field gives the smallest normal: right
     }
     const std::uint32_t half = (std::uint32_t(e) << 10) | (mantissa >> 13);
     const std::uint32_t rest = mantissa & 0x1fffu;
-    // A carry out of the mantissa steps the exponent up, and from the largest finite value to infinity: right.
+    // A carry out of the mantissa steps the exponent up, and from the largest finite value to infinity:
+    // right.
     const std::uint32_t rounded = half + ((rest > 0x1000u || (rest == 0x1000u && (half & 1u))) ? 1u : 0u);
     return std::uint16_t(sign | rounded);
 }

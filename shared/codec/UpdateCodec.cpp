@@ -18,11 +18,23 @@ using namespace Qt::StringLiterals;
 namespace gleaner::UpdateCodec {
 namespace {
 
-QString scaleName(const QString& name) { return name + u"#scale"_s; }
-QString indexName(const QString& name) { return name + u"#index"_s; }
-QString valueName(const QString& name) { return name + u"#value"_s; }
+QString scaleName(const QString& name)
+{
+    return name + u"#scale"_s;
+}
+QString indexName(const QString& name)
+{
+    return name + u"#index"_s;
+}
+QString valueName(const QString& name)
+{
+    return name + u"#value"_s;
+}
 
-qint64 chunksOf(qint64 n) { return (n + kChunk - 1) / kChunk; }
+qint64 chunksOf(qint64 n)
+{
+    return (n + kChunk - 1) / kChunk;
+}
 
 // int8 with one scale per kChunk values: q = round(v / s), s = max |v| / 127 over the chunk.
 void quantize(std::span<const float> values, std::span<qint8> q, std::span<float> scales)
@@ -36,7 +48,8 @@ void quantize(std::span<const float> values, std::span<qint8> q, std::span<float
         const float scale = largest / 127.0f;
         scales[c] = scale;
         for (qint64 i = begin; i < end; ++i)
-            q[i] = scale > 0.0f ? qint8(std::clamp(std::nearbyint(values[i] / scale), -127.0f, 127.0f)) : qint8(0);
+            q[i] = scale > 0.0f ? qint8(std::clamp(std::nearbyint(values[i] / scale), -127.0f, 127.0f))
+                                : qint8(0);
     }
 }
 
@@ -46,7 +59,8 @@ float dequantized(std::span<const qint8> q, std::span<const float> scales, qint6
 }
 
 // Values of the update: trained - base + residual, in one vector per tensor.
-std::vector<float> updateOf(std::span<const float> trained, std::span<const float> base, std::span<const float> residual)
+std::vector<float> updateOf(std::span<const float> trained, std::span<const float> base,
+                            std::span<const float> residual)
 {
     std::vector<float> update(trained.size());
     for (size_t i = 0; i < update.size(); ++i)
@@ -88,17 +102,20 @@ Result<TensorBundle> encode(const TensorBundle& trained, const TensorBundle& bas
     for (const TensorEntry& entry : base.entries()) {
         const TensorEntry* mine = trained.find(entry.name);
         if (!mine || mine->dtype != entry.dtype || mine->shape != entry.shape)
-            return fail(u"tensor \"%1\" of the trained weights does not match the weights it was trained from"_s.arg(
-                entry.name));
+            return fail(
+                u"tensor \"%1\" of the trained weights does not match the weights it was trained from"_s.arg(
+                    entry.name));
         if (entry.name.contains(u'#'))
-            return fail(u"tensor \"%1\": a name with '#' cannot be sent as an update; use the fp32 encoding"_s.arg(
-                entry.name));
+            return fail(
+                u"tensor \"%1\": a name with '#' cannot be sent as an update; use the fp32 encoding"_s.arg(
+                    entry.name));
         if (entry.dtype != DType::F32) {
             if (auto s = out.add(entry.name, entry.dtype, entry.shape, trained.data(*mine)); !s)
                 return fail(s.error());
             continue;
         }
-        std::vector<float> carried; // a copy: the residual comes from a file, which need not align its tensors
+        std::vector<float>
+            carried; // a copy: the residual comes from a file, which need not align its tensors
         if (useResidual) {
             const TensorEntry* r = residual->find(entry.name);
             if (!r || r->dtype != DType::F32 || r->shape != entry.shape)
@@ -130,12 +147,15 @@ Result<TensorBundle> encode(const TensorBundle& trained, const TensorBundle& bas
                 sent[i] = dequantized(q, scales, i);
             if (auto s = out.addValues<qint8>(entry.name, DType::I8, entry.shape, q); !s)
                 return fail(s.error());
-            if (auto s = out.addValues<float>(scaleName(entry.name), DType::F32, {qint64(scales.size())}, scales); !s)
+            if (auto s =
+                    out.addValues<float>(scaleName(entry.name), DType::F32, {qint64(scales.size())}, scales);
+                !s)
                 return fail(s.error());
             break;
         }
         case UploadSpec::Encoding::TopK: {
-            const qint64 k = n == 0 ? 0 : std::clamp<qint64>(qint64(std::ceil(spec.density * double(n))), 1, n);
+            const qint64 k =
+                n == 0 ? 0 : std::clamp<qint64>(qint64(std::ceil(spec.density * double(n))), 1, n);
             std::vector<qint32> order(update.size());
             std::iota(order.begin(), order.end(), 0);
             // The k largest magnitudes (ties to the lower position, so the choice is the same everywhere) ...
@@ -161,7 +181,9 @@ Result<TensorBundle> encode(const TensorBundle& trained, const TensorBundle& bas
                 return fail(s.error());
             if (auto s = out.addValues<qint8>(valueName(entry.name), DType::I8, {k}, q); !s)
                 return fail(s.error());
-            if (auto s = out.addValues<float>(scaleName(entry.name), DType::F32, {qint64(scales.size())}, scales); !s)
+            if (auto s =
+                    out.addValues<float>(scaleName(entry.name), DType::F32, {qint64(scales.size())}, scales);
+                !s)
                 return fail(s.error());
             break;
         }
@@ -208,7 +230,8 @@ Result<TensorBundle> decode(const TensorBundle& upload, const TensorBundle& base
         return upload;
 
     QSet<QString> expected; // the tensors the layout asks for; anything more is refused
-    const auto need = [&](const QString& name, DType dtype, const QList<qint64>& shape) -> Result<const TensorEntry*> {
+    const auto need = [&](const QString& name, DType dtype,
+                          const QList<qint64>& shape) -> Result<const TensorEntry*> {
         const TensorEntry* entry = upload.find(name);
         if (!entry)
             return fail(u"the result lacks tensor \"%1\""_s.arg(name));
@@ -287,10 +310,11 @@ Result<TensorBundle> decode(const TensorBundle& upload, const TensorBundle& base
                 const qint64 gap = gaps[j];
                 const qint64 next = j == 0 ? gap : at + gap;
                 if (gap < (j == 0 ? 0 : 1) || next >= n)
-                    return fail(u"tensor \"%1\": position %2 lies outside its tensor of %3 values or out of order"_s
-                                    .arg(index->name)
-                                    .arg(j)
-                                    .arg(n));
+                    return fail(
+                        u"tensor \"%1\": position %2 lies outside its tensor of %3 values or out of order"_s
+                            .arg(index->name)
+                            .arg(j)
+                            .arg(n));
                 at = next;
                 target[at] += dequantized(q, s, j);
             }
@@ -303,8 +327,9 @@ Result<TensorBundle> decode(const TensorBundle& upload, const TensorBundle& base
     if (upload.size() != expected.size()) {
         for (const TensorEntry& entry : upload.entries())
             if (!expected.contains(entry.name))
-                return fail(u"the result holds tensor \"%1\", which the model and its encoding do not have"_s.arg(
-                    entry.name.left(200)));
+                return fail(
+                    u"the result holds tensor \"%1\", which the model and its encoding do not have"_s.arg(
+                        entry.name.left(200)));
     }
     out.metadata() = upload.metadata();
     out.metadata().remove(kEncodingKey);
@@ -318,8 +343,8 @@ QByteArray pack(const TensorBundle& bundle, bool zstd)
         return plain;
     QByteArray packed(qsizetype(ZSTD_compressBound(size_t(plain.size()))), Qt::Uninitialized);
     // Level 3 (zstd's default): near its best ratio on weights at a fraction of the higher levels' time.
-    const size_t written = ZSTD_compress(packed.data(), size_t(packed.size()), plain.constData(),
-                                         size_t(plain.size()), 3);
+    const size_t written =
+        ZSTD_compress(packed.data(), size_t(packed.size()), plain.constData(), size_t(plain.size()), 3);
     if (ZSTD_isError(written))
         return plain;
     packed.resize(qsizetype(written));
@@ -328,8 +353,8 @@ QByteArray pack(const TensorBundle& bundle, bool zstd)
 
 bool isZstd(QByteArrayView bytes)
 {
-    return bytes.size() >= 4 && quint8(bytes[0]) == 0x28 && quint8(bytes[1]) == 0xb5 && quint8(bytes[2]) == 0x2f &&
-           quint8(bytes[3]) == 0xfd;
+    return bytes.size() >= 4 && quint8(bytes[0]) == 0x28 && quint8(bytes[1]) == 0xb5 &&
+           quint8(bytes[2]) == 0x2f && quint8(bytes[3]) == 0xfd;
 }
 
 Result<TensorBundle> unpack(QByteArray bytes, qint64 maxBytes)
@@ -338,7 +363,8 @@ Result<TensorBundle> unpack(QByteArray bytes, qint64 maxBytes)
         std::unique_ptr<ZSTD_DCtx, decltype(&ZSTD_freeDCtx)> context(ZSTD_createDCtx(), &ZSTD_freeDCtx);
         if (!context)
             return fail(u"cannot decompress: out of memory"_s);
-        // The window a frame may ask for is bounded too: a frame cannot make the decoder allocate more than this.
+        // The window a frame may ask for is bounded too: a frame cannot make the decoder allocate more than
+        // this.
         ZSTD_DCtx_setParameter(context.get(), ZSTD_d_windowLogMax, 27);
         QByteArray plain;
         ZSTD_inBuffer in{bytes.constData(), size_t(bytes.size()), 0};
@@ -348,10 +374,12 @@ Result<TensorBundle> unpack(QByteArray bytes, qint64 maxBytes)
             ZSTD_outBuffer out{chunk.data(), chunk.size(), 0};
             left = ZSTD_decompressStream(context.get(), &out, &in);
             if (ZSTD_isError(left))
-                return fail(u"the zstd stream is damaged: %1"_s.arg(QString::fromLatin1(ZSTD_getErrorName(left))));
+                return fail(
+                    u"the zstd stream is damaged: %1"_s.arg(QString::fromLatin1(ZSTD_getErrorName(left))));
             if (qint64(plain.size()) + qint64(out.pos) > maxBytes)
-                return fail(u"the zstd stream decompresses to more than %1 bytes, the most this model's result may "
-                            u"have"_s.arg(maxBytes));
+                return fail(
+                    u"the zstd stream decompresses to more than %1 bytes, the most this model's result may "
+                    u"have"_s.arg(maxBytes));
             plain.append(chunk.data(), qsizetype(out.pos));
             if (in.pos == in.size && out.pos < out.size)
                 break; // all input read and nothing more held back

@@ -9,15 +9,15 @@
 //   int8:  X (I8, X's shape), X#scale (F32, [ceil(n / 256)])
 //                                                     U[i] = X[i] * X#scale[i / 256]
 //   topk:  X#index (I32, [k]), X#value (I8, [k]), X#scale (F32, [ceil(k / 256)])
-//                                                     the k largest |U| values: X#index holds their positions in
-//                                                     the flattened tensor as gaps (the first position, then
-//                                                     each one's distance from the one before, >= 1), X#value
-//                                                     and X#scale their values as int8 does
+//                                                     the k largest |U| values: X#index holds their positions
+//                                                     in the flattened tensor as gaps (the first position,
+//                                                     then each one's distance from the one before, >= 1),
+//                                                     X#value and X#scale their values as int8 does
 // Tensors of other dtypes (BatchNorm's counters) are sent as their full values under their own names.
 //
-// Error feedback: what an encoding leaves out of U (rounding, the values top-k does not send) is the residual;
-// the agent keeps it per job and adds it to its next update, so every part of every update reaches the server,
-// some of it one subtask later.
+// Error feedback: what an encoding leaves out of U (rounding, the values top-k does not send) is the
+// residual; the agent keeps it per job and adds it to its next update, so every part of every update reaches
+// the server, some of it one subtask later.
 //
 // The whole file may then be compressed with zstd (the body starts with zstd's magic number instead of
 // safetensors' header length, which can never be that large).
@@ -42,18 +42,18 @@ Result<TensorBundle> encode(const TensorBundle& trained, const TensorBundle& bas
 // The encoding an upload names: Fp32 when it names none, an error when it names one this build does not know.
 Result<UploadSpec::Encoding> encodingOf(const TensorBundle& upload);
 
-// The full weights an encoded upload stands for, base + its update, with its metadata (less gleaner.encoding).
-// Refuses, naming the tensor, anything that is not exactly the layout above for `base`'s tensors: a missing or
-// extra tensor, a wrong dtype or shape, a scale that is negative or not finite, a position outside its tensor
-// or out of order. An upload that names no encoding is returned as it is.
+// The full weights an encoded upload stands for, base + its update, with its metadata (less
+// gleaner.encoding). Refuses, naming the tensor, anything that is not exactly the layout above for `base`'s
+// tensors: a missing or extra tensor, a wrong dtype or shape, a scale that is negative or not finite, a
+// position outside its tensor or out of order. An upload that names no encoding is returned as it is.
 Result<TensorBundle> decode(const TensorBundle& upload, const TensorBundle& base);
 
 // The bytes of the file: safetensors, compressed with zstd when `zstd` is set.
 QByteArray pack(const TensorBundle& bundle, bool zstd);
 // Whether `bytes` start with zstd's magic number.
 bool isZstd(QByteArrayView bytes);
-// Reads a file `pack` made: decompresses zstd frames (refusing output beyond `maxBytes`, so a small bomb cannot
-// fill memory), then parses the safetensors file.
+// Reads a file `pack` made: decompresses zstd frames (refusing output beyond `maxBytes`, so a small bomb
+// cannot fill memory), then parses the safetensors file.
 Result<TensorBundle> unpack(QByteArray bytes, qint64 maxBytes);
 
 } // namespace gleaner::UpdateCodec

@@ -55,7 +55,8 @@ Result<QByteArray> make(QByteArrayView from, QByteArrayView to, const QString& f
         if (value == wordAt(a, w))
             continue;
         gaps.push_back(qint32(last < 0 ? w : w - last));
-        words.push_back(value ^ wordAt(a, w)); // a small change leaves sign, exponent and high bits: zeros to zstd
+        words.push_back(value ^
+                        wordAt(a, w)); // a small change leaves sign, exponent and high bits: zeros to zstd
         last = w;
     }
     TensorBundle patch;
@@ -74,7 +75,8 @@ Result<QByteArray> make(QByteArrayView from, QByteArrayView to, const QString& f
     return UpdateCodec::pack(patch, true);
 }
 
-Result<QByteArray> apply(QByteArrayView from, const QByteArray& patchBytes, const QString& fromSha, qint64 maxBytes)
+Result<QByteArray> apply(QByteArrayView from, const QByteArray& patchBytes, const QString& fromSha,
+                         qint64 maxBytes)
 {
     auto fromStart = dataStart(from, "earlier");
     if (!fromStart)
@@ -100,7 +102,9 @@ Result<QByteArray> apply(QByteArrayView from, const QByteArray& patchBytes, cons
     if (!toStart || *toStart != head.size())
         return fail(u"the patch's header is not a weights file's header"_s);
     if (head.size() + length > maxBytes)
-        return fail(u"the patched file would have %1 bytes, more than the %2 expected"_s.arg(head.size() + length).arg(maxBytes));
+        return fail(
+            u"the patched file would have %1 bytes, more than the %2 expected"_s.arg(head.size() + length)
+                .arg(maxBytes));
 
     QByteArray out;
     out.reserve(head.size() + length);

@@ -40,7 +40,8 @@ Result<UploadSpec> UploadSpec::fromJson(const QJsonObject& json, const QString& 
         fields.refuse(u"density", u"only used by the topk encoding"_s);
     if (!spec.isUpdate()) {
         for (const auto key : {u"error_feedback", u"zstd"})
-            fields.refuse(key, u"only used by the update encodings (fp16, int8, topk); fp32 sends full weights"_s);
+            fields.refuse(key,
+                          u"only used by the update encodings (fp16, int8, topk); fp32 sends full weights"_s);
     }
     // Below 1e-6 a tensor of a million values would send one; such a density is a typo.
     fields.readNumber(u"density", spec.density, NumberRange::atLeast(1e-6).atMost(1));

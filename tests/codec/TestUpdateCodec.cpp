@@ -62,8 +62,8 @@ std::span<const float> valuesOf(const TensorBundle& bundle, const char* name)
 }
 
 // An encoded upload with one tensor replaced (or removed when `bytes` is empty and dtype is Bool).
-TensorBundle replaced(const TensorBundle& upload, const QString& name, DType dtype, const QList<qint64>& shape,
-                      QByteArrayView bytes, bool drop = false)
+TensorBundle replaced(const TensorBundle& upload, const QString& name, DType dtype,
+                      const QList<qint64>& shape, QByteArrayView bytes, bool drop = false)
 {
     TensorBundle out;
     for (const TensorEntry& entry : upload.entries()) {
@@ -147,11 +147,13 @@ void TestUpdateCodec::fp16StaysWithinItsBound()
     QVERIFY2(decoded.ok(), qPrintable(decoded ? QString() : decoded.error()));
     QCOMPARE(decoded->metadata().value(QStringLiteral("gleaner.samples")), QStringLiteral("100"));
     QVERIFY(!decoded->metadata().contains(UpdateCodec::kEncodingKey));
-    const auto t = valuesOf(trained, "fc.weight"), b = valuesOf(base, "fc.weight"), d = valuesOf(*decoded, "fc.weight");
+    const auto t = valuesOf(trained, "fc.weight"), b = valuesOf(base, "fc.weight"),
+               d = valuesOf(*decoded, "fc.weight");
     for (size_t i = 0; i < t.size(); ++i) {
         // Half precision keeps 11 significant bits of the update; the sums in float add their own rounding.
         const float update = t[i] - b[i];
-        const float bound = std::fabs(update) * std::ldexp(1.0f, -11) + 2 * std::ldexp(std::fabs(t[i]), -24) + 1e-12f;
+        const float bound =
+            std::fabs(update) * std::ldexp(1.0f, -11) + 2 * std::ldexp(std::fabs(t[i]), -24) + 1e-12f;
         QVERIFY2(std::fabs(d[i] - t[i]) <= bound, qPrintable(QString::number(i)));
     }
 }
@@ -165,7 +167,8 @@ void TestUpdateCodec::int8StaysWithinHalfAStep()
     QCOMPARE(encoded->find(QStringLiteral("fc.weight#scale"))->shape, QList<qint64>{8}); // 2000 values / 256
     auto decoded = UpdateCodec::decode(*encoded, base);
     QVERIFY(decoded.ok());
-    const auto t = valuesOf(trained, "fc.weight"), b = valuesOf(base, "fc.weight"), d = valuesOf(*decoded, "fc.weight");
+    const auto t = valuesOf(trained, "fc.weight"), b = valuesOf(base, "fc.weight"),
+               d = valuesOf(*decoded, "fc.weight");
     for (qint64 chunk = 0; chunk < 8; ++chunk) {
         float largest = 0;
         for (qint64 i = chunk * 256; i < std::min<qint64>(2000, (chunk + 1) * 256); ++i)
@@ -183,11 +186,13 @@ void TestUpdateCodec::topkSendsTheLargestValues()
     auto encoded = UpdateCodec::encode(trained, base, spec(UploadSpec::Encoding::TopK, 0.05), nullptr);
     QVERIFY(encoded.ok());
     QCOMPARE(encoded->find(QStringLiteral("fc.weight#index"))->shape, QList<qint64>{50});
-    QCOMPARE(encoded->find(QStringLiteral("fc.bias#index"))->shape, QList<qint64>{1}); // at least one value a tensor
+    QCOMPARE(encoded->find(QStringLiteral("fc.bias#index"))->shape,
+             QList<qint64>{1}); // at least one value a tensor
     QVERIFY(!encoded->contains(QStringLiteral("fc.weight")));
     auto decoded = UpdateCodec::decode(*encoded, base);
     QVERIFY(decoded.ok());
-    const auto t = valuesOf(trained, "fc.weight"), b = valuesOf(base, "fc.weight"), d = valuesOf(*decoded, "fc.weight");
+    const auto t = valuesOf(trained, "fc.weight"), b = valuesOf(base, "fc.weight"),
+               d = valuesOf(*decoded, "fc.weight");
     std::vector<float> magnitudes;
     for (size_t i = 0; i < t.size(); ++i)
         magnitudes.push_back(std::fabs(t[i] - b[i]));
@@ -208,7 +213,8 @@ void TestUpdateCodec::errorFeedbackLosesNothing()
 {
     // What one upload leaves out, the next sends: after two subtasks the server has both updates but for the
     // last residual, which the agent still holds.
-    for (auto encoding : {UploadSpec::Encoding::Fp16, UploadSpec::Encoding::Int8, UploadSpec::Encoding::TopK}) {
+    for (auto encoding :
+         {UploadSpec::Encoding::Fp16, UploadSpec::Encoding::Int8, UploadSpec::Encoding::TopK}) {
         const TensorBundle w0 = randomWeights(9);
         const TensorBundle w1 = trainedFrom(w0, 10);
         TensorBundle residual;
@@ -222,7 +228,8 @@ void TestUpdateCodec::errorFeedbackLosesNothing()
         const TensorBundle server2 = *UpdateCodec::decode(*second, server1);
         // server2 + residual == w2 + (w1 - server1): the updates, nothing lost.
         const auto s2 = valuesOf(server2, "fc.weight"), r = valuesOf(residual, "fc.weight");
-        const auto t1 = valuesOf(w1, "fc.weight"), t2 = valuesOf(w2, "fc.weight"), s1 = valuesOf(server1, "fc.weight");
+        const auto t1 = valuesOf(w1, "fc.weight"), t2 = valuesOf(w2, "fc.weight"),
+                   s1 = valuesOf(server1, "fc.weight");
         for (size_t i = 0; i < s2.size(); ++i)
             QVERIFY2(std::fabs((s2[i] + r[i]) - (t2[i] + t1[i] - s1[i])) < 1e-5f,
                      qPrintable(UploadSpec{encoding}.encodingName() + QString::number(i)));
@@ -237,8 +244,10 @@ void TestUpdateCodec::countersTravelWhole()
 {
     const TensorBundle base = randomWeights(12);
     const TensorBundle trained = trainedFrom(base, 13);
-    for (auto encoding : {UploadSpec::Encoding::Fp16, UploadSpec::Encoding::Int8, UploadSpec::Encoding::TopK}) {
-        auto decoded = UpdateCodec::decode(*UpdateCodec::encode(trained, base, spec(encoding), nullptr), base);
+    for (auto encoding :
+         {UploadSpec::Encoding::Fp16, UploadSpec::Encoding::Int8, UploadSpec::Encoding::TopK}) {
+        auto decoded =
+            UpdateCodec::decode(*UpdateCodec::encode(trained, base, spec(encoding), nullptr), base);
         QVERIFY(decoded.ok());
         const TensorEntry* counter = decoded->find(QStringLiteral("bn.num_batches_tracked"));
         QCOMPARE(decoded->values<qint64>(*counter)[0], 10);
@@ -249,7 +258,8 @@ void TestUpdateCodec::residualOfAnotherModelIsRefused()
 {
     const TensorBundle base = randomWeights(14);
     TensorBundle residual = randomWeights(15, 500); // another shape
-    auto encoded = UpdateCodec::encode(trainedFrom(base, 16), base, spec(UploadSpec::Encoding::Int8), &residual);
+    auto encoded =
+        UpdateCodec::encode(trainedFrom(base, 16), base, spec(UploadSpec::Encoding::Int8), &residual);
     QVERIFY(!encoded.ok());
     QVERIFY2(encoded.error().contains(QStringLiteral("residual")), qPrintable(encoded.error()));
 }
@@ -261,7 +271,8 @@ void TestUpdateCodec::decodeRefusesMalformedUploads_data()
     const TensorBundle base = randomWeights(17);
     const TensorBundle trained = trainedFrom(base, 18);
     const TensorBundle int8 = *UpdateCodec::encode(trained, base, spec(UploadSpec::Encoding::Int8), nullptr);
-    const TensorBundle topk = *UpdateCodec::encode(trained, base, spec(UploadSpec::Encoding::TopK, 0.01), nullptr);
+    const TensorBundle topk =
+        *UpdateCodec::encode(trained, base, spec(UploadSpec::Encoding::TopK, 0.01), nullptr);
     const QString scale = QStringLiteral("fc.weight#scale");
     const QString index = QStringLiteral("fc.weight#index");
 
@@ -272,39 +283,47 @@ void TestUpdateCodec::decodeRefusesMalformedUploads_data()
     QTest::newRow("extra tensor") << extra << QStringLiteral("\"fc.extra\", which the model");
     const std::vector<float> fourScales(4, 0.1f);
     QTest::newRow("wrong scale count")
-        << replaced(int8, scale, DType::F32, {3}, QByteArrayView(reinterpret_cast<const char*>(fourScales.data()), 12))
+        << replaced(int8, scale, DType::F32, {3},
+                    QByteArrayView(reinterpret_cast<const char*>(fourScales.data()), 12))
         << QStringLiteral("asks for F32 [4]");
     std::vector<float> badScales(4, 0.1f);
     badScales[2] = std::nanf("");
-    QTest::newRow("NaN scale")
-        << replaced(int8, scale, DType::F32, {4}, QByteArrayView(reinterpret_cast<const char*>(badScales.data()), 16))
-        << QStringLiteral("negative or not finite");
+    QTest::newRow("NaN scale") << replaced(
+                                      int8, scale, DType::F32, {4},
+                                      QByteArrayView(reinterpret_cast<const char*>(badScales.data()), 16))
+                               << QStringLiteral("negative or not finite");
     badScales[2] = -1.0f;
-    QTest::newRow("negative scale")
-        << replaced(int8, scale, DType::F32, {4}, QByteArrayView(reinterpret_cast<const char*>(badScales.data()), 16))
-        << QStringLiteral("negative or not finite");
+    QTest::newRow("negative scale") << replaced(int8, scale, DType::F32, {4},
+                                                QByteArrayView(
+                                                    reinterpret_cast<const char*>(badScales.data()), 16))
+                                    << QStringLiteral("negative or not finite");
     const std::vector<float> wrongType(1000, 0.0f);
-    QTest::newRow("wrong dtype") << replaced(int8, QStringLiteral("fc.weight"), DType::F32, {100, 10},
-                                             QByteArrayView(reinterpret_cast<const char*>(wrongType.data()), 4000))
+    QTest::newRow("wrong dtype") << replaced(
+                                        int8, QStringLiteral("fc.weight"), DType::F32, {100, 10},
+                                        QByteArrayView(reinterpret_cast<const char*>(wrongType.data()), 4000))
                                  << QStringLiteral("asks for I8 [100, 10]");
     // 1% of fc.weight's 1,000 values: ten positions, as gaps.
     const auto positions = [&](std::vector<qint32> gaps) {
         return replaced(topk, index, DType::I32, {10},
                         QByteArrayView(reinterpret_cast<const char*>(gaps.data()), 40));
     };
-    QTest::newRow("position beyond the tensor") << positions({990, 1, 1, 1, 1, 1, 1, 1, 1, 10})
-                                                << QStringLiteral("outside its tensor");
-    QTest::newRow("position repeated") << positions({5, 1, 1, 0, 1, 1, 1, 1, 1, 1}) << QStringLiteral("out of order");
-    QTest::newRow("negative position") << positions({-1, 1, 1, 1, 1, 1, 1, 1, 1, 1}) << QStringLiteral("out of order");
+    QTest::newRow("position beyond the tensor")
+        << positions({990, 1, 1, 1, 1, 1, 1, 1, 1, 10}) << QStringLiteral("outside its tensor");
+    QTest::newRow("position repeated")
+        << positions({5, 1, 1, 0, 1, 1, 1, 1, 1, 1}) << QStringLiteral("out of order");
+    QTest::newRow("negative position")
+        << positions({-1, 1, 1, 1, 1, 1, 1, 1, 1, 1}) << QStringLiteral("out of order");
     QTest::newRow("gap overflows") << positions({1, 2147483647, 2147483647, 1, 1, 1, 1, 1, 1, 1})
                                    << QStringLiteral("outside its tensor");
     const std::vector<qint32> many(1001, 1);
     QTest::newRow("more positions than values")
-        << replaced(topk, index, DType::I32, {1001}, QByteArrayView(reinterpret_cast<const char*>(many.data()), 4004))
+        << replaced(topk, index, DType::I32, {1001},
+                    QByteArrayView(reinterpret_cast<const char*>(many.data()), 4004))
         << QStringLiteral("between 0 and 1000 positions");
     const std::vector<qint32> fewer{1};
     QTest::newRow("positions and values differ")
-        << replaced(topk, index, DType::I32, {1}, QByteArrayView(reinterpret_cast<const char*>(fewer.data()), 4))
+        << replaced(topk, index, DType::I32, {1},
+                    QByteArrayView(reinterpret_cast<const char*>(fewer.data()), 4))
         << QStringLiteral("\"fc.weight#value\" is I8 [10] where the topk encoding asks for I8 [1]");
 }
 

@@ -113,7 +113,8 @@ void TestWeightsPatch::foreignOrDamagedPatchesAreRefused()
     index[1] = 1000000;
     auto beyond = WeightsPatch::apply(a, UpdateCodec::pack(parts, true), shaOf(a), b.size());
     QVERIFY(!beyond.ok());
-    QVERIFY2(beyond.error().contains(QStringLiteral("outside the weights or out of order")), qPrintable(beyond.error()));
+    QVERIFY2(beyond.error().contains(QStringLiteral("outside the weights or out of order")),
+             qPrintable(beyond.error()));
     index[1] = 0;
     QVERIFY(!WeightsPatch::apply(a, UpdateCodec::pack(parts, true), shaOf(a), b.size()).ok());
 
