@@ -18,42 +18,21 @@ Result<double> number(const QString& option, const QString& text, double min, do
     return value;
 }
 
-Result<AggregationSpec> parseRule(const QString& text)
+// A spec object given on the command line: a bare name takes its defaults (`key` set to the name); JSON gives the
+// object as a job spec would. Parsed by Spec::fromJson, its errors named after the option.
+template <typename Spec> Result<Spec> parseSpec(const QString& option, const QString& text, const QString& key)
 {
-    // A bare name takes the rule's defaults; JSON gives its parameters as a job spec's "aggregation" does.
     QJsonObject object;
     if (text.trimmed().startsWith(u'{')) {
         QJsonParseError error;
         const QJsonDocument document = QJsonDocument::fromJson(text.toUtf8(), &error);
         if (!document.isObject())
-            return fail(QStringLiteral("--rule: not a JSON object (%1)").arg(error.errorString()));
+            return fail(QStringLiteral("%1: not a JSON object (%2)").arg(option, error.errorString()));
         object = document.object();
     } else {
-        object.insert(QStringLiteral("rule"), text);
+        object.insert(key, text);
     }
-    auto spec = AggregationSpec::fromJson(object, QStringLiteral("--rule"));
-    if (!spec)
-        return fail(spec.error());
-    return *spec;
-}
-
-Result<UploadSpec> parseUpload(const QString& text)
-{
-    // A bare encoding name takes its defaults; JSON gives the job spec's "upload" object.
-    QJsonObject object;
-    if (text.trimmed().startsWith(u'{')) {
-        QJsonParseError error;
-        const QJsonDocument document = QJsonDocument::fromJson(text.toUtf8(), &error);
-        if (!document.isObject())
-            return fail(QStringLiteral("--upload: not a JSON object (%1)").arg(error.errorString()));
-        object = document.object();
-    } else {
-        object.insert(QStringLiteral("encoding"), text);
-    }
-    auto spec = UploadSpec::fromJson(object, QStringLiteral("--upload"));
-    if (!spec)
-        return fail(spec.error());
-    return *spec;
+    return Spec::fromJson(object, option);
 }
 
 } // namespace
@@ -157,7 +136,7 @@ Result<SimOptions> SimOptions::parse(const QStringList& arguments)
             auto text = value();
             if (!text)
                 return fail(text.error());
-            auto rule = parseRule(*text);
+            auto rule = parseSpec<AggregationSpec>(arg, *text, QStringLiteral("rule"));
             if (!rule)
                 return fail(rule.error());
             options.rule = *rule;
@@ -165,7 +144,7 @@ Result<SimOptions> SimOptions::parse(const QStringList& arguments)
             auto text = value();
             if (!text)
                 return fail(text.error());
-            auto upload = parseUpload(*text);
+            auto upload = parseSpec<UploadSpec>(arg, *text, QStringLiteral("encoding"));
             if (!upload)
                 return fail(upload.error());
             options.upload = *upload;
