@@ -5,9 +5,12 @@
 # start, upload), runs gleaner-sim with that rate and overhead for the same C, and prints JSON: wall-clock and
 # simulated time to the baseline's one-pass accuracy, the best accuracy per epoch of both, and their ratio.
 #
-#   tests/bench/convergence-real.sh [--agents C] [--epochs E] [--rule JSON] [--target ACCURACY] [--out DIR]
+#   tests/bench/convergence-real.sh [--agents C] [--epochs E] [--rule JSON] [--upload JSON] [--download DENSITY]
+#                                   [--target ACCURACY] [--out DIR]
 #
 # --target defaults to the one-pass accuracy of `gleaner-sim JOB --baseline` (run once and kept in DIR).
+# --upload and --download set the job's "upload" object and "download" density; the JSON then also gives the
+# bytes an update and a subtask's weights cost, on the wire (the coordinator's counts) and in the lab.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -15,6 +18,8 @@ bin=${GLEANER_BIN:-$root/build/bin}
 agents=1
 epochs=2
 rule=""
+upload=""
+download=""
 target=""
 out=$root/build/convergence
 while [[ $# -gt 0 ]]; do
@@ -22,9 +27,11 @@ while [[ $# -gt 0 ]]; do
         --agents) agents=$2; shift 2 ;;
         --epochs) epochs=$2; shift 2 ;;
         --rule) rule=$2; shift 2 ;;
+        --upload) upload=$2; shift 2 ;;
+        --download) download=$2; shift 2 ;;
         --target) target=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
-        -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "convergence-real: unknown option $1 (--help lists them)" >&2; exit 2 ;;
     esac
 done
@@ -37,12 +44,16 @@ rm -rf "$run"
 mkdir -p "$run/logs"
 
 # The job: the default one, with the target out of reach, E epochs and the rule asked for.
-python3 - "$root/resources/jobs/fashion-mnist-cnn.json" "$run/job.json" "$epochs" "$rule" <<'PY'
+python3 - "$root/resources/jobs/fashion-mnist-cnn.json" "$run/job.json" "$epochs" "$rule" "$upload" "$download" <<'PY'
 import json, sys
 spec = json.load(open(sys.argv[1]))
 spec.update({"target_accuracy": 0.999, "max_epochs": int(sys.argv[3])})
 if sys.argv[4]:
     spec["aggregation"] = json.loads(sys.argv[4])
+if sys.argv[5]:
+    spec["upload"] = json.loads(sys.argv[5])
+if sys.argv[6]:
+    spec["download"] = {"density": float(sys.argv[6])}
 json.dump(spec, open(sys.argv[2], "w"), indent=1)
 PY
 
@@ -96,10 +107,12 @@ while :; do
     case "$state" in completed*|failed*|cancelled*) break ;; esac
     sleep 5
 done
+# The bytes the coordinator counted (its job status; the download counts live in its memory).
+"$bin/gleaner-coordinator" job status "$job" --data-dir "$data" --json >"$run/status.json"
 "$bin/gleaner-coordinator" agent list --data-dir "$data" --json >"$run/agents.json"
 stop_all
 
-python3 - "$data/gleaner.db" "$run/agents.json" "$agents" "$target" >"$run/real.json" <<'PY'
+python3 - "$data/gleaner.db" "$run/agents.json" "$agents" "$target" "$run/status.json" >"$run/real.json" <<'PY'
 import json, sqlite3, sys
 db = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
 start = db.execute("SELECT MIN(issued_ms) FROM leases").fetchone()[0]
@@ -118,7 +131,14 @@ rate = samples / train if train else 0
 overhead = (busy / 1000 - train) / subtasks if subtasks else 0
 target = float(sys.argv[4])
 reached = next((p["seconds"] for p in points if p["accuracy"] >= target), None)
+transfer = json.load(open(sys.argv[5])).get("transfer", {})
+leases = db.execute("SELECT COUNT(*) FROM leases").fetchone()[0]
+by_role = transfer.get("downloaded_bytes_by_role", {})
+weights_down = by_role.get("weights", 0) + by_role.get("weights-patch", 0)
 print(json.dumps({"agents": int(sys.argv[3]), "target": target, "time_to_target": reached,
+                  "upload_bytes_per_update": transfer.get("upload_bytes_per_update"),
+                  "weights_bytes": transfer.get("weights_bytes"),
+                  "weights_download_bytes_per_subtask": weights_down / leases if leases else None,
                   "rate": rate, "overhead_seconds": overhead, "subtasks": subtasks, "mean_staleness": staleness,
                   "best_per_epoch": {str(e): max(p["accuracy"] for p in points if p["epoch"] == e)
                                      for e in sorted({p["epoch"] for p in points})},
@@ -140,6 +160,11 @@ report = {
     "real_seconds_to_target": real["time_to_target"], "sim_seconds_to_target": sim_time,
     "sim_over_real": round(sim_time / real["time_to_target"], 3) if sim_time and real["time_to_target"] else None,
     "real_mean_staleness": round(real["mean_staleness"] or 0, 2), "sim_mean_staleness": round(sim["mean_staleness"], 2),
+    "weights_bytes": real["weights_bytes"],
+    "real_upload_bytes_per_update": real["upload_bytes_per_update"],
+    "sim_upload_bytes_per_update": sim["upload_bytes_per_update"],
+    "real_weights_download_bytes_per_subtask": round(real["weights_download_bytes_per_subtask"] or 0),
+    "sim_weights_download_bytes_per_subtask": sim["download_bytes_per_subtask"],
     "real_best_per_epoch": real["best_per_epoch"],
     "sim_best_per_epoch": {str(e["epoch"]): max(p["accuracy"] for p in sim["validations"] if p["epoch"] == e["epoch"])
                            for e in sim["epochs"]},

@@ -4,6 +4,8 @@
 
 import uPlot from 'uplot';
 
+import { bytes } from './dom.js';
+
 // The x range of the per-minute bars, from the data itself: a few minutes around them, or the last ten minutes
 // while there are none (uPlot's own guess for one bar or none spans years).
 function minuteRange(xs) {
@@ -12,19 +14,6 @@ function minuteRange(xs) {
     return [now - 600, now + 60];
   }
   return [xs[0] - 120, xs[xs.length - 1] + 180];
-}
-
-// 1234567 -> "1.2 MB": the units a volunteer's connection is measured in.
-function formatBytes(n) {
-  if (n < 1000) return `${Math.round(n)} B`;
-  const units = ['kB', 'MB', 'GB'];
-  let v = n / 1000;
-  let i = 0;
-  while (v >= 1000 && i < units.length - 1) {
-    v /= 1000;
-    i += 1;
-  }
-  return `${v >= 100 ? Math.round(v) : v.toFixed(1)} ${units[i]}`;
 }
 
 const COLORS = { accuracy: '#1f6feb', loss: '#d1242f', range: '#8250df', bars: '#2da44e', stale: '#bf8700', bytes: '#0a7ea4' };
@@ -193,8 +182,8 @@ export class JobCharts {
       {
         title: 'Upload bytes per update',
         scales: { x: { time: true }, y: { range: (u, lo, hi) => [0, Math.max(1, hi * 1.15)] } },
-        series: [{}, { label: 'bytes', stroke: COLORS.bytes, width: 1, points: { show: true, size: 4, fill: COLORS.bytes }, value: (u, x) => (x === null ? '–' : formatBytes(x)) }],
-        axes: [{}, { values: (u, ticks) => ticks.map(formatBytes), size: 70 }],
+        series: [{}, { label: 'bytes', stroke: COLORS.bytes, width: 1, points: { show: true, size: 4, fill: COLORS.bytes }, value: (u, x) => (x === null ? '–' : bytes(x)) }],
+        axes: [{}, { values: (u, ticks) => ticks.map(bytes), size: 70 }],
       },
       this.bytesData,
     );

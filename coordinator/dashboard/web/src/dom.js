@@ -48,3 +48,16 @@ export function ago(ms, now = Date.now()) {
 export function clock(ms) {
   return ms ? new Date(ms).toLocaleString() : '–';
 }
+
+// 1234567 -> "1.2 MB": the units a volunteer's connection is measured in.
+export function bytes(n) {
+  if (n < 1000) return `${Math.round(n)} B`;
+  const units = ['kB', 'MB', 'GB'];
+  let v = n / 1000;
+  let i = 0;
+  while (v >= 1000 && i < units.length - 1) {
+    v /= 1000;
+    i += 1;
+  }
+  return `${v >= 100 ? Math.round(v) : v.toFixed(1)} ${units[i]}`;
+}

@@ -3,7 +3,7 @@
 
 import { api, ApiError } from './api.js';
 import { JobCharts } from './charts.js';
-import { ago, clear, clock, h, number, percent } from './dom.js';
+import { ago, bytes, clear, clock, h, number, percent } from './dom.js';
 
 const ACTIONS = { running: ['pause', 'cancel'], paused: ['resume', 'cancel'], created: ['cancel'] };
 
@@ -36,6 +36,21 @@ function ruleText(aggregation, speedAware) {
     .filter(([key]) => key !== 'rule')
     .map(([key, value]) => (typeof value === 'object' ? `${key} ${value.function}` : `${key} ${value}`));
   return `${aggregation.rule}${params.length ? ` (${params.join(', ')})` : ''}${speedAware ? ', speed-aware' : ''}`;
+}
+
+// "topk 1% with error feedback, 10.4 kB an update (162× under the 1.7 MB weights) · patches at 3%": what a
+// subtask costs an agent's connection.
+function transferText(t) {
+  if (!t || !t.upload) return '–';
+  const u = t.upload;
+  let text = u.encoding === 'topk' ? `topk ${+(u.density * 100).toPrecision(3)}%` : u.encoding;
+  if (u.encoding !== 'fp32' && u.error_feedback) text += ' with error feedback';
+  if (t.upload_bytes_per_update) {
+    text += `, ${bytes(t.upload_bytes_per_update)} an update`;
+    if (t.upload_ratio) text += ` (${t.upload_ratio.toFixed(t.upload_ratio < 10 ? 1 : 0)}× under the ${bytes(t.weights_bytes)} weights)`;
+  }
+  if (t.download && t.download.density < 1) text += ` · patches at ${+(t.download.density * 100).toPrecision(3)}%`;
+  return text;
 }
 
 function weightsLink(job) {
@@ -158,7 +173,8 @@ export class JobView {
         h('dt', {}, 'Loss'), h('dd', {}, number(j.loss)),
         h('dt', {}, 'Updates'), h('dd', {}, `${j.updates} folded in, ${j.updates_received} received`),
         h('dt', {}, 'Agents'), h('dd', {}, j.agents),
-        h('dt', {}, 'Rule'), h('dd', { 'data-rule': '' }, ruleText(j.aggregation, j.speed_aware))),
+        h('dt', {}, 'Rule'), h('dd', { 'data-rule': '' }, ruleText(j.aggregation, j.speed_aware)),
+        h('dt', {}, 'Transfer'), h('dd', { 'data-transfer': '' }, transferText(j.transfer))),
       h('div', { class: 'actions' }, actionButtons(j, (updated) => { this.job = { ...this.job, ...updated }; this.drawHead(); }), weightsLink(j)));
     const s = j.subtasks || {};
     clear(this.counts, h('h3', {}, `Subtasks of epoch ${s.epoch ?? j.epoch}`),
