@@ -139,9 +139,6 @@ private:
     void prepareTaskFolder(const LeaseId& leaseId);
     // Moves a finished worker's optimizer state to the job's file, which the job's next subtask starts from.
     void keepJobState(qint64 jobId, const QString& taskDir);
-    // [network thread] The weights file built from a cached earlier one and a patch the manifest offers: the
-    // bytes it downloaded (0 when the patch was cached), or why no patch applied.
-    Result<qint64> fetchByPatch(const ManifestFile& weights, const QList<ManifestPatch>& patches, StopSignal* stop);
     QString jobStateFile(const char* folder, qint64 jobId) const;
     void startWorker(const LeaseId& leaseId);
     void onWorkerEvent(const LeaseId& leaseId, const QJsonObject& event);

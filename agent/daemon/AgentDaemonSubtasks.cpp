@@ -5,11 +5,11 @@
 
 #include "cache/FileCache.h"
 #include "codec/UpdateCodec.h"
-#include "codec/WeightsPatch.h"
 #include "crypto/Sha256.h"
 #include "daemon/StopSignal.h"
 #include "format/SafeTensors.h"
 #include "net/CoordinatorClient.h"
+#include "runner/WeightsPatcher.h"
 
 #include <QDateTime>
 #include <QDir>
@@ -99,52 +99,6 @@ void AgentDaemon::stepFailed(const LeaseId& leaseId, const QString& what, const 
     retryLater(leaseId, what, error);
 }
 
-Result<qint64> AgentDaemon::fetchByPatch(const ManifestFile& weights, const QList<ManifestPatch>& patches,
-                                         StopSignal* stop)
-{
-    // On the network thread. Every file is checked by its signed SHA-256: the patch as it is downloaded, the
-    // patched weights as they are committed, so a wrong base, patch or arithmetic can only cost a full download.
-    for (const ManifestPatch& patch : patches) {
-        if (!m_cache->contains(patch.fromSha256))
-            continue;
-        qint64 fetched = 0;
-        if (!m_cache->contains(patch.sha256)) {
-            auto writer = m_cache->beginWrite(patch.sha256, patch.size, CacheRole::Unknown);
-            if (!writer)
-                return fail(writer.error());
-            if (auto got = m_client->download(patch.sha256, (*writer)->partialPath(), patch.size,
-                                              [stop](const TransferProgress&) { return !stop->stopped(); });
-                !got)
-                return fail(got.error());
-            if (auto committed = (*writer)->commit(); !committed)
-                return fail(committed.error());
-            fetched = patch.size;
-        }
-        QFile base(m_cache->path(patch.fromSha256));
-        QFile body(m_cache->path(patch.sha256));
-        if (!base.open(QIODevice::ReadOnly) || !body.open(QIODevice::ReadOnly))
-            return fail(QStringLiteral("the cached files left before they could be read"));
-        auto target = WeightsPatch::apply(base.readAll(), body.readAll(), patch.fromSha256, weights.size);
-        m_cache->remove(patch.sha256); // of no further use, whatever the outcome
-        if (!target)
-            return fail(target.error());
-        auto writer = m_cache->beginWrite(weights.sha256, weights.size, CacheRole::Weights);
-        if (writer && (*writer)->resumeOffset() > 0) { // a full download began earlier: start the file afresh
-            (*writer)->discard();
-            writer = m_cache->beginWrite(weights.sha256, weights.size, CacheRole::Weights);
-        }
-        if (!writer)
-            return fail(writer.error());
-        if (auto s = (*writer)->append(*target); !s)
-            return fail(s.error());
-        if (auto committed = (*writer)->commit(); !committed)
-            return fail(QStringLiteral("the patched weights are not the signed file: %1").arg(committed.error()));
-        return fetched;
-    }
-    return fail(QStringLiteral("this agent holds none of the %1 earlier weights files the patches start from")
-                    .arg(patches.size()));
-}
-
 void AgentDaemon::retryLater(const LeaseId& leaseId, const QString& what, const QString& error)
 {
     auto active = m_active.value(leaseId);
@@ -180,7 +134,13 @@ void AgentDaemon::download(const LeaseId& leaseId)
                 // The weights, from an earlier file this agent holds and a patch, when the manifest offers one;
                 // whatever goes wrong there, the full file is fetched as before.
                 if (file.role == u"weights" && !patches.isEmpty() && !reverify) {
-                    auto patched = fetchByPatch(file, patches, stop);
+                    auto patched = patchWeights(*m_cache, file, patches,
+                                                [&](const QString& sha, const QString& path, qint64 size) {
+                                                    return m_client->download(sha, path, size,
+                                                                              [stop](const TransferProgress&) {
+                                                                                  return !stop->stopped();
+                                                                              });
+                                                });
                     if (patched) {
                         outcome.bytes += *patched;
                         continue;

@@ -102,6 +102,19 @@ void TestTaskManifest::acceptsAGoodManifest()
     QCOMPARE(task->files.size(), 3);
     QCOMPARE(task->file(u"shard")->size, 2000);
     QCOMPARE(task->file(u"weights")->sha256, QString(64, QLatin1Char('b')));
+    QVERIFY(task->weightsPatches.isEmpty());
+
+    // Patches offered beside the weights are read with the rest.
+    QJsonObject withPatches = manifest();
+    withPatches.insert(QStringLiteral("weights_patches"),
+                       QJsonArray{QJsonObject{{QStringLiteral("from_sha256"), QString(64, QLatin1Char('d'))},
+                                              {QStringLiteral("sha256"), QString(64, QLatin1Char('e'))},
+                                              {QStringLiteral("size"), 300}}});
+    auto patched = check(withPatches);
+    QVERIFY2(patched, qPrintable(patched.error()));
+    QCOMPARE(patched->weightsPatches.size(), 1);
+    QCOMPARE(patched->weightsPatches[0].fromSha256, QString(64, QLatin1Char('d')));
+    QCOMPARE(patched->weightsPatches[0].size, 300);
 }
 
 void TestTaskManifest::refusesAnAlteredManifest()
@@ -183,6 +196,17 @@ void TestTaskManifest::refusesWhatIsNotForThisAgent_data()
     QTest::newRow("hash is a path") << with("files", badHash) << QStringLiteral("manifest.files[2].sha256");
     QTest::newRow("no deadline") << with("deadline_ms", QJsonValue::Undefined)
                                  << QStringLiteral("manifest.deadline_ms");
+    const QJsonObject patch{{QStringLiteral("from_sha256"), QString(64, QLatin1Char('d'))},
+                            {QStringLiteral("sha256"), QStringLiteral("../../victim")},
+                            {QStringLiteral("size"), 300}};
+    QTest::newRow("patch hash is a path") << with("weights_patches", QJsonArray{patch})
+                                          << QStringLiteral("manifest.weights_patches[0].sha256");
+    QTest::newRow("patches not a list") << with("weights_patches", QStringLiteral("x"))
+                                        << QStringLiteral("manifest.weights_patches");
+    QJsonArray many;
+    for (int i = 0; i < 17; ++i)
+        many.append(patch);
+    QTest::newRow("too many patches") << with("weights_patches", many) << QStringLiteral("at most 16");
     QTest::newRow("job not an object") << with("job", QStringLiteral("1")) << QStringLiteral("manifest.job");
 }
 
