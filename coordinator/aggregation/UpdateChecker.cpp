@@ -161,7 +161,8 @@ Result<ReceivedUpdate> check(const QString& path, const UpdateExpectations& expe
     update.baseNorm = base.norm;
     if (!expected.firstResultPath.isEmpty()) {
         // Read only when there is one to compare with; a first result that cannot be read means no comparison.
-        if (auto first = SafeTensors::load(expected.firstResultPath)) {
+        if (auto first = readKept(expected.firstResultPath, maxUploadBytes(expected.schema),
+                                  [&]() -> Result<TensorBundle> { return base.weights; })) {
             if (auto distance = ml::WeightMath::l2Distance(*bundle, *first); distance && std::isfinite(*distance))
                 update.replicaDistance = *distance;
         }
@@ -170,16 +171,34 @@ Result<ReceivedUpdate> check(const QString& path, const UpdateExpectations& expe
     return update;
 }
 
-Status keep(const QString& path, const ReceivedUpdate& update)
+Status keep(const QString& path, const ReceivedUpdate&)
 {
-    if (update.encoding != UploadSpec::Encoding::Fp32) {
-        if (auto saved = SafeTensors::save(path, update.weights); !saved)
-            return saved;
-    }
     QFile handle(path);
     if (!handle.open(QIODevice::ReadOnly) || ::fsync(handle.handle()) != 0)
         return fail(QStringLiteral("%1: cannot sync it to the disk").arg(path));
     return {};
+}
+
+Result<TensorBundle> readKept(const QString& path, qint64 maxBytes, const std::function<Result<TensorBundle>()>& base)
+{
+    QFile file(path);
+    if (!file.open(QIODevice::ReadOnly))
+        return fail(QStringLiteral("%1: %2").arg(path, file.errorString()));
+    auto bundle = UpdateCodec::unpack(file.readAll(), maxBytes);
+    if (!bundle)
+        return fail(QStringLiteral("%1: %2").arg(path, bundle.error()));
+    auto encoding = UpdateCodec::encodingOf(*bundle);
+    if (!encoding)
+        return fail(QStringLiteral("%1: %2").arg(path, encoding.error()));
+    if (*encoding == UploadSpec::Encoding::Fp32)
+        return bundle;
+    auto weights = base();
+    if (!weights)
+        return fail(QStringLiteral("%1 is an encoded update whose base cannot be read: %2").arg(path, weights.error()));
+    auto decoded = UpdateCodec::decode(*bundle, *weights);
+    if (!decoded)
+        return fail(QStringLiteral("%1: %2").arg(path, decoded.error()));
+    return decoded;
 }
 
 } // namespace UpdateChecker

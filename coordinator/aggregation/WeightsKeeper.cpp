@@ -1,5 +1,6 @@
 #include "aggregation/WeightsKeeper.h"
 
+#include "aggregation/UpdateChecker.h"
 #include "codec/WeightsPatch.h"
 #include "core/Coordinator.h"
 #include "format/SafeTensors.h"
@@ -49,8 +50,11 @@ void WeightsKeeper::load(qint64 jobId, TensorBundle weights, qint64 version, con
                                   << "afresh:" << s.error();
             (void)job.rule->loadState(TensorBundle(), job.weights);
         }
+        // An encoded update is read back against the base it names (kept until a snapshot holds the update).
+        const qint64 maxBytes = 2 * job.weights.tensorBytes() + 256 * job.weights.size() + (1 << 20);
         for (const ReplayedUpdate& update : replay) {
-            auto bundle = SafeTensors::load(update.file);
+            auto bundle = UpdateChecker::readKept(update.file, maxBytes,
+                                                  [&]() { return baseWeights(job, update.baseSha); });
             if (!bundle) {
                 // A received update that cannot be read back is lost: the admin sees it on the update, the job's
                 // status and the agent's record; the rest are folded in.

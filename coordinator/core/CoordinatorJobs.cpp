@@ -267,7 +267,7 @@ void Coordinator::activateJob(JobState& job, const TensorBundle& weights, qint64
         update.appliedBefore = rows->value(4).toBool();
         update.baseSha = rows->value(5).toString();
         update.context.concurrency = std::max(1, rows->value(6).toInt());
-        if (job.spec.aggregation.usesPseudoGradients())
+        if (job.spec.aggregation.usesPseudoGradients() || job.spec.upload.isUpdate())
             job.basesInFlight.emplace(update.seq, update.baseSha);
         replay.push_back(std::move(update));
     }

@@ -157,7 +157,9 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
     m_metrics.resultUploaded(update.encoding, update.uploadBytes);
     noteAccepted(*job, epoch, seq, agentId, update.loss, now, update.uploadBytes);
 
-    if (job->spec.aggregation.usesPseudoGradients())
+    // Kept until a snapshot holds the update: a replay folds pseudo-gradients from it, and decodes an encoded
+    // update against it.
+    if (job->spec.aggregation.usesPseudoGradients() || update.encoding != UploadSpec::Encoding::Fp32)
         job->basesInFlight.emplace(seq, baseSha);
     m_weights->apply(job->id, seq, std::move(update.weights), verdict.context, baseSha);
     scheduleValidations(*job); // posted after the update: the validation sees it

@@ -66,6 +66,7 @@ private Q_SLOTS:
     void badResultsAreRefused_data();
     void badResultsAreRefused();
     void jobCompletesAtTargetAccuracy();
+    void restartReplaysReceivedUpdates_data();
     void restartReplaysReceivedUpdates();
     void pseudoGradientRuleContinuesAcrossARestart();
     void declaredCapabilitiesAreCheckedAndKept();
@@ -384,16 +385,34 @@ void TestCoordinator::jobCompletesAtTargetAccuracy()
     QCOMPARE(after.value(QStringLiteral("accuracy")).toDouble(), status.value(QStringLiteral("accuracy")).toDouble());
 }
 
+void TestCoordinator::restartReplaysReceivedUpdates_data()
+{
+    QTest::addColumn<QString>("encoding"); // the job's "upload" object, empty for none
+    QTest::newRow("full weights") << QString();
+    // Kept as they came: a replay decodes them against the weights their leases handed out.
+    QTest::newRow("top-k updates") << QStringLiteral(R"({"encoding": "topk", "density": 0.2})");
+    QTest::newRow("int8 updates") << QStringLiteral(R"({"encoding": "int8"})");
+}
+
 void TestCoordinator::restartReplaysReceivedUpdates()
 {
+    QFETCH(QString, encoding);
     const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
-    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 4, 3, 0.99, 60, QStringLiteral(R"(, "overlap_epochs": false)")));
+    QString extra = QStringLiteral(R"(, "overlap_epochs": false)");
+    if (!encoding.isEmpty())
+        extra += QStringLiteral(R"(, "upload": )") + encoding;
+    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 4, 3, 0.99, 60, extra));
     TensorBundle client = serverWeights(job);
     for (const auto& entry : client.entries())
         for (float& v : client.mutableValues<float>(entry))
             v += 0.02f;
-    for (const Task& task : lease(agent, 3))
-        QCOMPARE(upload(agent, task.leaseId, client, 0), 202);
+    auto spec = UploadSpec::fromJson(QJsonDocument::fromJson(encoding.toUtf8()).object());
+    for (const Task& task : lease(agent, 3)) {
+        if (encoding.isEmpty())
+            QCOMPARE(upload(agent, task.leaseId, client, 0), 202);
+        else
+            QCOMPARE(f.uploadEncoded(agent, task.leaseId, client, 0, *spec), 202);
+    }
     const TensorBundle expected = serverWeights(job);
 
     // Reopen without a snapshot in between: the three received updates are replayed from their files.

@@ -7,6 +7,7 @@
 #include "TestSupport.h"
 
 #include "aggregation/UpdateBound.h"
+#include "aggregation/UpdateChecker.h"
 #include "codec/UpdateCodec.h"
 #include "format/SafeTensors.h"
 #include "store/Database.h"
@@ -14,6 +15,7 @@
 
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QSqlDatabase>
 #include <QSqlQuery>
@@ -442,13 +444,15 @@ void TestHostileUpdates::encodedUploadsAreDecodedThenChecked()
     QCOMPARE(f.upload(agent, leased[1].leaseId, moved(before, 0.01f), 0, &error), 202);
     f.core->drain();
 
-    // What is kept is the full weights, decoded: the update's file reads as the model.
+    // The update is kept as it came, and reads back as the model's weights against its lease's.
     auto db = Database::open(f.dir.databasePath());
     QVERIFY(db.ok());
     auto rows = (*db)->exec(QStringLiteral("SELECT file, upload_bytes, encoding FROM updates ORDER BY seq"));
     QVERIFY(rows.ok());
     QVERIFY(rows->next());
-    auto kept = SafeTensors::load(f.dir.root() + u'/' + rows->value(0).toString());
+    const QString file = f.dir.root() + u'/' + rows->value(0).toString();
+    QCOMPARE(QFileInfo(file).size(), rows->value(1).toLongLong());
+    auto kept = UpdateChecker::readKept(file, 1 << 26, [&]() -> Result<TensorBundle> { return before; });
     QVERIFY2(kept.ok(), qPrintable(kept ? QString() : kept.error()));
     QVERIFY(ml::WeightMath::checkCompatible(before, *kept).ok());
     const qint64 encodedBytes = rows->value(1).toLongLong();
