@@ -176,7 +176,7 @@ void AgentDaemon::download(const LeaseId& leaseId)
                             .arg(file.role, leaseId.toString(), committed.error());
                     return outcome;
                 }
-                outcome.bytes += file.size;
+                outcome.bytes += file.size - w.resumeOffset(); // what this download fetched, not a resumed part
                 if (committed->eviction.evicted.size() > 0)
                     qCInfo(lcDaemon).noquote()
                         << "cache: evicted" << committed->eviction.evicted.size() << "file(s)";

@@ -5,15 +5,22 @@
 
 #include <QFile>
 
+#include <algorithm>
+
 namespace gleaner::agent {
 
 Result<qint64> patchWeights(FileCache& cache, const ManifestFile& weights, const QList<ManifestPatch>& patches,
                             const FetchFile& fetch)
 {
+    // The smallest patch from a file this agent holds: the newest such file is usually the closest to the weights.
+    QList<ManifestPatch> usable;
+    for (const ManifestPatch& patch : patches)
+        if (cache.contains(patch.fromSha256))
+            usable.append(patch);
+    std::stable_sort(usable.begin(), usable.end(),
+                     [](const ManifestPatch& a, const ManifestPatch& b) { return a.size < b.size; });
     QStringList problems;
-    for (const ManifestPatch& patch : patches) {
-        if (!cache.contains(patch.fromSha256))
-            continue;
+    for (const ManifestPatch& patch : usable) {
         qint64 fetched = 0;
         if (!cache.contains(patch.sha256)) {
             auto writer = cache.beginWrite(patch.sha256, patch.size, CacheRole::Unknown);

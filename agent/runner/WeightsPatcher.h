@@ -17,8 +17,8 @@ class FileCache;
 // Fetches the file `sha256` of `size` bytes into `path` (resuming what is there), as CoordinatorClient::download.
 using FetchFile = std::function<Status(const QString& sha256, const QString& path, qint64 size)>;
 
-// Tries the patches whose earlier file the cache holds, newest first as listed; on success the weights are in
-// the cache and the result is the bytes fetched (0 when the patch was cached already).
+// Tries the patches whose earlier file the cache holds, smallest first; on success the weights are in the cache
+// and the result is the bytes fetched (0 when the patch was cached already).
 Result<qint64> patchWeights(FileCache& cache, const ManifestFile& weights, const QList<ManifestPatch>& patches,
                             const FetchFile& fetch);
 

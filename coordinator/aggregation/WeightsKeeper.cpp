@@ -344,7 +344,8 @@ Result<PublishedWeights> WeightsKeeper::publishSparse(qint64 jobId, JobWeights& 
         return fail(blob.error());
     PublishedWeights published{job.version, blob->sha256, blob->size, m_coordinator.clock().nowMs(), job.lastSeq, {}};
     // A patch from each of the last few files agents may hold: kept when it is well under the full file.
-    for (const auto& [sha, earlier] : job.publishedFiles) {
+    for (auto file = job.publishedFiles.crbegin(); file != job.publishedFiles.crend(); ++file) { // newest first
+        const auto& [sha, earlier] = *file;
         if (sha == blob->sha256)
             continue;
         auto patch = WeightsPatch::make(earlier, bytes, sha, blob->sha256);

@@ -62,6 +62,7 @@ class TestWeightsPatcher : public QObject
 private Q_SLOTS:
     void init();
     void weightsAreBuiltFromTheCachedFile();
+    void theSmallestUsablePatchIsTaken();
     void withoutTheBaseNothingIsFetched();
     void alteredBaseIsCaught();
     void patchThatIsNotTheSignedOneIsRefused();
@@ -117,6 +118,23 @@ void TestWeightsPatcher::weightsAreBuiltFromTheCachedFile()
     QVERIFY(m_cache->contains(m_weights.sha256));
     QCOMPARE(readAll(m_cache->path(m_weights.sha256)), m_new); // byte for byte the coordinator's file
     QVERIFY(!m_cache->contains(m_offer.sha256));              // the patch is gone once applied
+}
+
+void TestWeightsPatcher::theSmallestUsablePatchIsTaken()
+{
+    // The agent holds an older and a newer earlier file; the coordinator lists the patch from the older first.
+    const QByteArray older = weightsFile(-0.5f, 0);
+    QVERIFY(put(*m_cache, older, CacheRole::Weights).ok());
+    QVERIFY(put(*m_cache, m_old, CacheRole::Weights).ok());
+    const QByteArray far = *WeightsPatch::make(older, m_new, shaOf(older), shaOf(m_new));
+    const ManifestPatch fromOlder{shaOf(older), shaOf(far), far.size()};
+    QVERIFY(far.size() > m_patch.size());
+    auto fetched = patchWeights(*m_cache, m_weights, {fromOlder, m_offer},
+                                serving({{fromOlder.sha256, far}, {m_offer.sha256, m_patch}}));
+    QVERIFY2(fetched.ok(), qPrintable(fetched ? QString() : fetched.error()));
+    QCOMPARE(*fetched, m_patch.size());
+    QCOMPARE(m_fetches, 1);
+    QCOMPARE(readAll(m_cache->path(m_weights.sha256)), m_new);
 }
 
 void TestWeightsPatcher::withoutTheBaseNothingIsFetched()
