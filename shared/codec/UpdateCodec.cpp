@@ -58,6 +58,25 @@ float dequantized(std::span<const qint8> q, std::span<const float> scales, qint6
     return float(q[i]) * scales[i / kChunk];
 }
 
+// Adds `values` in int8 as tensor `name` (of `shape`) and their scales as `<model tensor>#scale`; returns what
+// the decoder will make of them.
+Result<std::vector<float>> addInt8(TensorBundle& out, const QString& name, const QString& modelTensor,
+                                   const QList<qint64>& shape, std::span<const float> values)
+{
+    const qint64 n = qint64(values.size());
+    std::vector<qint8> q(values.size());
+    std::vector<float> scales(size_t(chunksOf(n)));
+    quantize(values, q, scales);
+    if (auto s = out.addValues<qint8>(name, DType::I8, shape, q); !s)
+        return fail(s.error());
+    if (auto s = out.addValues<float>(modelTensor + u"#scale"_s, DType::F32, {qint64(scales.size())}, scales); !s)
+        return fail(s.error());
+    std::vector<float> decoded(values.size());
+    for (qint64 i = 0; i < n; ++i)
+        decoded[size_t(i)] = dequantized(q, scales, i);
+    return decoded;
+}
+
 // Values of the update: trained - base + residual, in one vector per tensor.
 std::vector<float> updateOf(std::span<const float> trained, std::span<const float> base,
                             std::span<const float> residual)
@@ -140,17 +159,11 @@ Result<TensorBundle> encode(const TensorBundle& trained, const TensorBundle& bas
             break;
         }
         case UploadSpec::Encoding::Int8: {
-            std::vector<qint8> q(update.size());
-            std::vector<float> scales(size_t(chunksOf(n)));
-            quantize(update, q, scales);
+            auto q = addInt8(out, entry.name, entry.name, entry.shape, update);
+            if (!q)
+                return fail(q.error());
             for (qint64 i = 0; i < n; ++i)
-                sent[i] = dequantized(q, scales, i);
-            if (auto s = out.addValues<qint8>(entry.name, DType::I8, entry.shape, q); !s)
-                return fail(s.error());
-            if (auto s =
-                    out.addValues<float>(scaleName(entry.name), DType::F32, {qint64(scales.size())}, scales);
-                !s)
-                return fail(s.error());
+                sent[i] = (*q)[size_t(i)];
             break;
         }
         case UploadSpec::Encoding::TopK: {
@@ -169,22 +182,16 @@ Result<TensorBundle> encode(const TensorBundle& trained, const TensorBundle& bas
             std::vector<float> values(static_cast<size_t>(k));
             for (qint64 j = 0; j < k; ++j)
                 values[j] = update[order[j]];
-            std::vector<qint8> q(static_cast<size_t>(k));
-            std::vector<float> scales(size_t(chunksOf(k)));
-            quantize(values, q, scales);
             std::vector<qint32> gaps(static_cast<size_t>(k));
-            for (qint64 j = 0; j < k; ++j) {
+            for (qint64 j = 0; j < k; ++j)
                 gaps[j] = j == 0 ? order[0] : order[j] - order[j - 1];
-                sent[order[j]] = dequantized(q, scales, j);
-            }
             if (auto s = out.addValues<qint32>(indexName(entry.name), DType::I32, {k}, gaps); !s)
                 return fail(s.error());
-            if (auto s = out.addValues<qint8>(valueName(entry.name), DType::I8, {k}, q); !s)
-                return fail(s.error());
-            if (auto s =
-                    out.addValues<float>(scaleName(entry.name), DType::F32, {qint64(scales.size())}, scales);
-                !s)
-                return fail(s.error());
+            auto q = addInt8(out, valueName(entry.name), entry.name, {k}, values);
+            if (!q)
+                return fail(q.error());
+            for (qint64 j = 0; j < k; ++j)
+                sent[order[j]] = (*q)[size_t(j)];
             break;
         }
         case UploadSpec::Encoding::Fp32:

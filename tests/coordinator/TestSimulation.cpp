@@ -103,7 +103,7 @@ void TestSimulation::jsonHasItsShapeAndAccuracyRises()
     const double best = json.value(u"best_accuracy").toDouble();
     QVERIFY2(best > first + 0.05 && best > 0.5, qPrintable(QStringLiteral("first %1, best %2").arg(first).arg(best)));
     QCOMPARE(report->updates.size(), size_t(10));
-    QVERIFY(report->toCsv().startsWith("sim_seconds,agent,staleness,folded,accuracy\n"));
+    QVERIFY(report->toCsv().startsWith("sim_seconds,agent,staleness,folded,accuracy,upload_bytes\n"));
 }
 
 void TestSimulation::baselineIsReportedTheSameWay()
