@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <numeric>
 
@@ -300,17 +301,45 @@ void WeightsKeeper::exportWeights(qint64 jobId, std::function<void(Result<BlobIn
     });
 }
 
+namespace {
+
+// `value` rounded to bfloat16's precision (8 significant bits, ties to even), kept as a float: a sparse
+// publication's values, so that what changes between two published files is the top half of each word and a patch
+// compresses to about half the bytes.
+float toPublishedGrid(float value)
+{
+    std::uint32_t bits;
+    std::memcpy(&bits, &value, 4);
+    if ((bits & 0x7f800000u) == 0x7f800000u)
+        return value; // infinity or NaN: never in the server copy, which is checked finite
+    bits += 0x7fffu + ((bits >> 16) & 1u);
+    bits &= 0xffff0000u;
+    float rounded;
+    std::memcpy(&rounded, &bits, 4);
+    return rounded;
+}
+
+} // namespace
+
 void WeightsKeeper::track(TensorBundle& published, const TensorBundle& server, const DownloadSpec& download)
 {
-    if (!download.sparse() || published.isEmpty() || published.size() != server.size()) {
+    if (!download.sparse()) {
         published = server; // shares the buffer: the next fold writes into a copy
+        return;
+    }
+    if (published.isEmpty() || published.size() != server.size()) {
+        published = server; // the first publication: every value, on the grid
+        for (const TensorEntry& entry : published.entries())
+            if (entry.dtype == DType::F32)
+                for (float& v : published.mutableValues<float>(entry))
+                    v = toPublishedGrid(v);
         return;
     }
     for (const TensorEntry& entry : server.entries()) {
         const TensorEntry* mine = published.find(entry.name);
         if (!mine || mine->byteSize != entry.byteSize) {
-            published = server;
-            return;
+            published = TensorBundle();
+            return track(published, server, download);
         }
         if (entry.dtype != DType::F32) {
             std::memcpy(published.mutableData(*mine), server.data(entry).data(), size_t(entry.byteSize));
@@ -330,7 +359,7 @@ void WeightsKeeper::track(TensorBundle& published, const TensorBundle& server, c
         if (k < n)
             std::nth_element(order.begin(), order.begin() + k, order.end(), further);
         for (qint64 j = 0; j < std::min(k, n); ++j)
-            out[order[j]] = target[order[j]];
+            out[order[j]] = toPublishedGrid(target[order[j]]);
     }
 }
 

@@ -441,13 +441,19 @@ void TestAggregationRules::sparsePublicationMovesTheLargestGaps()
     const auto again = published.values<float>(*published.find(QStringLiteral("w")));
     QCOMPARE(std::vector<float>(again.begin(), again.end()), target); // the rest follows
 
-    // Density 1, or nothing published yet: the server copy itself.
+    // Nothing published yet: every value, on bfloat16's grid (1 to 8 lie on it; 0.1 does not).
     TensorBundle none;
     WeightsKeeper::track(none, server, quarter);
     QCOMPARE(none.buffer(), server.buffer());
+    TensorBundle tenth;
+    QVERIFY(tenth.addValues<float>(QStringLiteral("w"), DType::F32, {1}, std::vector<float>{0.1f}).ok());
+    TensorBundle rounded;
+    WeightsKeeper::track(rounded, tenth, quarter);
+    QCOMPARE(rounded.values<float>(rounded.entries().first())[0], 0.10009765625f);
+    // Density 1: the server copy itself, not rounded.
     TensorBundle dense = published;
-    WeightsKeeper::track(dense, server, DownloadSpec{});
-    QCOMPARE(dense.buffer(), server.buffer());
+    WeightsKeeper::track(dense, tenth, DownloadSpec{});
+    QCOMPARE(dense.buffer(), tenth.buffer());
 }
 
 QTEST_GUILESS_MAIN(TestAggregationRules)
