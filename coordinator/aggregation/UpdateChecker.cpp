@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstring>
 
-#include <unistd.h>
 
 namespace gleaner::coordinator {
 
@@ -169,14 +168,6 @@ Result<ReceivedUpdate> check(const QString& path, const UpdateExpectations& expe
     }
     update.weights = std::move(*bundle);
     return update;
-}
-
-Status keep(const QString& path, const ReceivedUpdate&)
-{
-    QFile handle(path);
-    if (!handle.open(QIODevice::ReadOnly) || ::fsync(handle.handle()) != 0)
-        return fail(QStringLiteral("%1: cannot sync it to the disk").arg(path));
-    return {};
 }
 
 Result<TensorBundle> readKept(const QString& path, qint64 maxBytes, const std::function<Result<TensorBundle>()>& base)

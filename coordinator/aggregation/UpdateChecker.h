@@ -81,12 +81,9 @@ qint64 maxUploadBytes(const TensorBundle& schema);
 Result<ReceivedUpdate> check(const QString& path, const UpdateExpectations& expected,
                              const BaseWeightsCache::Entry& base);
 
-// Makes a checked upload durable as it came, before the row that records it (synced to the disk). An encoded
-// update stays encoded: a fraction of the disk, and no 20 MB rewrite on the way to the answer; whoever reads it
-// again decodes it against the base it names (readKept), which the coordinator keeps until a snapshot holds it.
-Status keep(const QString& path, const ReceivedUpdate& update);
-
-// An update as keep() left it, as full weights: read (zstd undone, at most `maxBytes`), then decoded against
+// An update file as the coordinator keeps it: as it came (an encoded update stays encoded: a fraction of the disk,
+// and no 20 MB rewrite on the way to the answer), whose base the coordinator keeps until a snapshot holds it. This
+// reads it back, as full weights: read (zstd undone, at most `maxBytes`), then decoded against
 // `base()` when it is an encoded update (`base` is asked only then).
 Result<TensorBundle> readKept(const QString& path, qint64 maxBytes, const std::function<Result<TensorBundle>()>& base);
 

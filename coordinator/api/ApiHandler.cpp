@@ -4,6 +4,7 @@
 #include "core/EnrollmentTokenTerms.h"
 #include "core/Tokens.h"
 #include "crypto/Sha256.h"
+#include "util/Durability.h"
 
 #include <QFile>
 #include <QJsonDocument>
@@ -322,7 +323,9 @@ void ApiHandler::handleResult(const QString& agentId, const QString& leaseId, Ht
                 });
                 return;
             }
-            if (auto kept = UpdateChecker::keep(file, *update); !kept) {
+            // The bytes reach the disk before the row that says they were received; an encoded update is kept as
+            // it came (UpdateChecker::readKept reads it back).
+            if (auto kept = Durability::syncFile(file); !kept) {
                 QFile::remove(file);
                 qCCritical(lcCoordinator) << "cannot keep the result of lease" << leaseId << ":" << kept.error();
                 respond(HttpResponse::error(500, QStringLiteral("cannot make the upload durable on the coordinator's "

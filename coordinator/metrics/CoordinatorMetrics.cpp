@@ -99,10 +99,10 @@ const char* refusalReasonName(RefusalReason reason)
     return reason < RefusalReason::Count ? kReasonNames[size_t(reason)] : "other";
 }
 
-template <typename Make> std::array<Counter*, 4> perEncoding(Make make)
+template <typename Make> std::array<Counter*, UploadSpec::kEncodings> perEncoding(Make make)
 {
-    std::array<Counter*, 4> counters{};
-    for (int i = 0; i < 4; ++i)
+    std::array<Counter*, UploadSpec::kEncodings> counters{};
+    for (int i = 0; i < UploadSpec::kEncodings; ++i)
         counters[size_t(i)] = &make(UploadSpec::encodingNames().at(i).toLatin1());
     return counters;
 }

@@ -100,8 +100,8 @@ private:
     Counter& m_leasesFailed;
     Counter& m_bytesIn;
     Counter& m_bytesOut;
-    std::array<Counter*, 4> m_resultBytes;       // by UploadSpec::Encoding
-    std::array<Counter*, 4> m_resultsByEncoding; // by UploadSpec::Encoding
+    std::array<Counter*, UploadSpec::kEncodings> m_resultBytes;       // by UploadSpec::Encoding
+    std::array<Counter*, UploadSpec::kEncodings> m_resultsByEncoding; // by UploadSpec::Encoding
     Histogram& m_assimilation;
     Counter& m_eventClientsDropped;
     // Registered on first use, then read without the registry's lock.

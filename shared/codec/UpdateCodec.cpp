@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <vector>
@@ -69,7 +70,7 @@ Result<std::vector<float>> addInt8(TensorBundle& out, const QString& name, const
     quantize(values, q, scales);
     if (auto s = out.addValues<qint8>(name, DType::I8, shape, q); !s)
         return fail(s.error());
-    if (auto s = out.addValues<float>(modelTensor + u"#scale"_s, DType::F32, {qint64(scales.size())}, scales); !s)
+    if (auto s = out.addValues<float>(scaleName(modelTensor), DType::F32, {qint64(scales.size())}, scales); !s)
         return fail(s.error());
     std::vector<float> decoded(values.size());
     for (qint64 i = 0; i < n; ++i)
@@ -167,6 +168,8 @@ Result<TensorBundle> encode(const TensorBundle& trained, const TensorBundle& bas
             break;
         }
         case UploadSpec::Encoding::TopK: {
+            if (n > std::numeric_limits<qint32>::max()) // positions are int32
+                return fail(u"tensor \"%1\" has too many values for the topk encoding; use int8"_s.arg(entry.name));
             const qint64 k =
                 n == 0 ? 0 : std::clamp<qint64>(qint64(std::ceil(spec.density * double(n))), 1, n);
             std::vector<qint32> order(update.size());
@@ -279,8 +282,9 @@ Result<TensorBundle> decode(const TensorBundle& upload, const TensorBundle& base
         }
         case UploadSpec::Encoding::Int8: {
             auto values = need(entry.name, DType::I8, entry.shape);
-            auto scales = values ? need(scaleName(entry.name), DType::F32, {chunksOf(n)})
-                                 : Result<const TensorEntry*>(fail(values.error()));
+            if (!values)
+                return fail(values.error());
+            auto scales = need(scaleName(entry.name), DType::F32, {chunksOf(n)});
             if (!scales)
                 return fail(scales.error());
             const std::vector<qint8> q = alignedValues<qint8>(upload, **values);
@@ -301,10 +305,12 @@ Result<TensorBundle> decode(const TensorBundle& upload, const TensorBundle& base
                 return fail(u"tensor \"%1\" must list between 0 and %2 positions, shape [k]; it is %3"_s.arg(
                     index->name, QString::number(n), shapeToString(index->shape)));
             auto positions = need(index->name, DType::I32, {k});
-            auto values = positions ? need(valueName(entry.name), DType::I8, {k})
-                                    : Result<const TensorEntry*>(fail(positions.error()));
-            auto scales = values ? need(scaleName(entry.name), DType::F32, {chunksOf(k)})
-                                 : Result<const TensorEntry*>(fail(values.error()));
+            if (!positions)
+                return fail(positions.error());
+            auto values = need(valueName(entry.name), DType::I8, {k});
+            if (!values)
+                return fail(values.error());
+            auto scales = need(scaleName(entry.name), DType::F32, {chunksOf(k)});
             if (!scales)
                 return fail(scales.error());
             const std::vector<qint32> gaps = alignedValues<qint32>(upload, **positions);

@@ -10,6 +10,7 @@ const QStringList& UploadSpec::encodingNames()
 {
     // In the order of UploadSpec::Encoding, so an index from readChoice() converts directly.
     static const QStringList names{u"fp32"_s, u"fp16"_s, u"int8"_s, u"topk"_s};
+    Q_ASSERT(names.size() == kEncodings);
     return names;
 }
 

@@ -31,7 +31,7 @@ struct UploadSpec
         Int8,
         TopK,
     };
-
+    static constexpr int kEncodings = 4; // how many Encoding has
     Encoding encoding = Encoding::Fp32;
     double density = 0.01;     // topk: the share of each tensor's values sent, (0, 1]
     bool errorFeedback = true; // fp16, int8, topk

@@ -13,6 +13,20 @@
 
 namespace gleaner::Durability {
 
+Status syncFile(const QString& path)
+{
+    const int fd = ::open(QFile::encodeName(path).constData(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return fail(QStringLiteral("cannot open %1 to make it durable: %2")
+                        .arg(path, QString::fromLocal8Bit(std::strerror(errno))));
+    const int synced = ::fsync(fd);
+    const int error = errno;
+    ::close(fd);
+    if (synced != 0)
+        return fail(QStringLiteral("cannot flush %1 to disk: %2").arg(path, QString::fromLocal8Bit(std::strerror(error))));
+    return {};
+}
+
 Status syncFolder(const QString& path)
 {
     const int fd = ::open(QFile::encodeName(path).constData(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

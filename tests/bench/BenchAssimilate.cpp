@@ -174,7 +174,7 @@ int main(int argc, char** argv)
         }
         check.push_back(ms(step));
         step.restart();
-        if (auto kept = UpdateChecker::keep(file, *received); !kept) { // decoded weights, when encoded
+        if (auto kept = Durability::syncFile(file); !kept) { // as it came, encoded or not
             QTextStream(stderr) << "bench_assimilate: " << kept.error() << "\n";
             return 1;
         }

@@ -4,6 +4,7 @@
 #include "codec/UpdateCodec.h"
 #include "crypto/SignedEnvelope.h"
 #include "format/SafeTensors.h"
+#include "util/Durability.h"
 
 #include <QJsonArray>
 
@@ -204,7 +205,7 @@ int CoordinatorFixture::uploadBytes(const QString& agentId, const QString& lease
             auto update = coordinator::UpdateChecker::check(file, *expected, **base);
             if (!update)
                 return core->refuseResult(agentId, leaseId, update.error());
-            if (auto kept = coordinator::UpdateChecker::keep(file, *update); !kept)
+            if (auto kept = Durability::syncFile(file); !kept)
                 return coordinator::HttpResponse::error(500, kept.error());
             return core->result(agentId, leaseId, file, std::move(*update));
         },

@@ -67,6 +67,15 @@ private Q_SLOTS:
     void hostileEncodedUploadsAreRefused();
 
 private:
+    // A hostile and an honest agent with one lease each of a job submitted with `spec`.
+    struct Duel
+    {
+        QString bad, good;
+        qint64 job = 0;
+        TensorBundle before; // the weights both leases hand out
+        QString hostileLease, honestLease;
+    };
+    bool duel(const QByteArray& spec, Duel& out);
     TensorBundle serverWeights(qint64 jobId);
     QJsonObject agentRecord(const QString& agentId);
     QJsonObject jobStatus(qint64 jobId) { return f.call([&] { return f.core->jobStatus(jobId); }); }
@@ -85,6 +94,23 @@ void TestHostileUpdates::init()
 void TestHostileUpdates::cleanup()
 {
     f.core.reset();
+}
+
+bool TestHostileUpdates::duel(const QByteArray& spec, Duel& out)
+{
+    out.bad = f.enroll(QStringLiteral("bad")).value(QStringLiteral("agent_id")).toString();
+    out.good = f.enroll(QStringLiteral("good")).value(QStringLiteral("agent_id")).toString();
+    out.job = f.submit(spec);
+    if (out.job <= 0)
+        return false;
+    out.before = serverWeights(out.job);
+    const auto hostile = f.lease(out.bad);
+    const auto honest = f.lease(out.good);
+    if (hostile.size() != 1 || honest.size() != 1)
+        return false;
+    out.hostileLease = hostile[0].leaseId;
+    out.honestLease = honest[0].leaseId;
+    return true;
 }
 
 TensorBundle TestHostileUpdates::serverWeights(qint64 jobId)
@@ -123,15 +149,9 @@ void TestHostileUpdates::poisonedUpdatesAreRefused()
 {
     QFETCH(QString, kind);
     QFETCH(QString, message);
-    const QString bad = f.enroll(QStringLiteral("bad")).value(QStringLiteral("agent_id")).toString();
-    const QString good = f.enroll(QStringLiteral("good")).value(QStringLiteral("agent_id")).toString();
-    const qint64 job = f.submit(resnetSpec(m_dataset, 2));
-    QVERIFY(job > 0);
-    const TensorBundle before = serverWeights(job);
-    const auto hostile = f.lease(bad);
-    const auto honest = f.lease(good);
-    QCOMPARE(hostile.size(), size_t(1));
-    QCOMPARE(honest.size(), size_t(1));
+    Duel d;
+    QVERIFY(duel(resnetSpec(m_dataset, 2), d));
+    const auto& [bad, good, job, before, hostileLease, honestLease] = d;
 
     TensorBundle poison = moved(before, 0.001f);
     qint64 samples = 10;
@@ -157,18 +177,18 @@ void TestHostileUpdates::poisonedUpdatesAreRefused()
         samples = 1'000'000;
     // The fixture copies the lease's nonce in unless the file already carries one (an empty one reads as none).
     if (kind == u"other-nonce")
-        poison.setMetadata(QStringLiteral("gleaner.nonce"), f.leaseNonce(honest[0].leaseId));
+        poison.setMetadata(QStringLiteral("gleaner.nonce"), f.leaseNonce(honestLease));
     if (kind == u"no-nonce")
         poison.setMetadata(QStringLiteral("gleaner.nonce"), QString());
 
     QString error;
-    QCOMPARE(f.upload(bad, hostile[0].leaseId, poison, 0, &error, samples), 422);
+    QCOMPARE(f.upload(bad, hostileLease, poison, 0, &error, samples), 422);
     QVERIFY2(error.contains(message), qPrintable(error));
     QCOMPARE(serverWeights(job).buffer(), before.buffer()); // nothing reached the server copy
     QCOMPARE(agentRecord(bad).value(QStringLiteral("invalid")).toInteger(), 1);
 
     // An honest update is still taken, and the server copy stays finite.
-    QCOMPARE(f.upload(good, honest[0].leaseId, moved(before, 0.01f), 0, &error), 202);
+    QCOMPARE(f.upload(good, honestLease, moved(before, 0.01f), 0, &error), 202);
     const TensorBundle after = serverWeights(job);
     QVERIFY(ml::WeightMath::allFinite(after));
     QCOMPARE(jobStatus(job).value(QStringLiteral("updates")).toInteger(), 1);
@@ -487,19 +507,13 @@ void TestHostileUpdates::hostileEncodedUploadsAreRefused()
 {
     QFETCH(QString, kind);
     QFETCH(QString, message);
-    const QString bad = f.enroll(QStringLiteral("bad")).value(QStringLiteral("agent_id")).toString();
-    const QString good = f.enroll(QStringLiteral("good")).value(QStringLiteral("agent_id")).toString();
-    const qint64 job = f.submit(resnetSpec(m_dataset, 2, QStringLiteral(R"(, "upload": {"encoding": "topk"})")));
-    QVERIFY(job > 0);
-    const TensorBundle before = serverWeights(job);
-    const auto hostile = f.lease(bad);
-    const auto honest = f.lease(good);
-    QCOMPARE(hostile.size(), size_t(1));
-    QCOMPARE(honest.size(), size_t(1));
+    Duel d;
+    QVERIFY(duel(resnetSpec(m_dataset, 2, QStringLiteral(R"(, "upload": {"encoding": "topk"})")), d));
+    const auto& [bad, good, job, before, hostileLease, honestLease] = d;
 
     UploadSpec spec;
     spec.encoding = UploadSpec::Encoding::TopK;
-    const QString lease = hostile[0].leaseId;
+    const QString lease = hostileLease;
     const TensorBundle weights = f.withResultMetadata(lease, moved(before, 0.001f), 0);
     QByteArray body;
     if (kind == u"int8") {
@@ -533,7 +547,7 @@ void TestHostileUpdates::hostileEncodedUploadsAreRefused()
     QCOMPARE(serverWeights(job).buffer(), before.buffer()); // nothing reached the server copy
 
     // An honest encoded update is still taken.
-    QCOMPARE(f.uploadEncoded(good, honest[0].leaseId, moved(before, 0.01f), 0, spec, &error), 202);
+    QCOMPARE(f.uploadEncoded(good, honestLease, moved(before, 0.01f), 0, spec, &error), 202);
     QCOMPARE(jobStatus(job).value(QStringLiteral("updates")).toInteger(), 1);
 }
 
