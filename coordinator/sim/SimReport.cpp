@@ -42,6 +42,18 @@ QJsonObject SimReport::toJson(const SimOptions& options) const
         stalenessSum += update.staleness;
         uploadBytes += update.uploadBytes;
     }
+    // What a lease's download cost by how far behind the agent's newest usable file was ("behind" 0: it held none).
+    const auto fetchesJson = [&] {
+        QJsonArray rows;
+        for (const auto& [behind, fetches] : fetchesBehind) {
+            const double perLease = double(fetches.bytes) / double(fetches.leases);
+            rows.append(QJsonObject{{QStringLiteral("behind"), behind},
+                                    {QStringLiteral("leases"), fetches.leases},
+                                    {QStringLiteral("bytes_per_lease"), qRound64(perLease)},
+                                    {QStringLiteral("ratio"), perLease > 0 ? double(weightsBytes) / perLease : 0.0}});
+        }
+        return rows;
+    };
     const double perUpdate = updates.empty() ? 0.0 : double(uploadBytes) / double(updates.size());
     return QJsonObject{
         {QStringLiteral("job"), options.jobPath},
@@ -65,6 +77,7 @@ QJsonObject SimReport::toJson(const SimOptions& options) const
         {QStringLiteral("download_bytes_per_subtask"), leases > 0 ? qRound64(double(downloadBytes) / double(leases)) : 0},
         {QStringLiteral("download_ratio"),
          downloadBytes > 0 ? double(weightsBytes) * double(leases) / double(downloadBytes) : 0.0},
+        {QStringLiteral("downloads_by_distance"), fetchesJson()},
         {QStringLiteral("preempted"), preempted},
         {QStringLiteral("ended"), ended},
     };

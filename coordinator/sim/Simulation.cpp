@@ -365,12 +365,15 @@ private:
         if (agent.heldVersions.contains(version))
             return 0;
         qint64 bytes = m_report.weightsBytes;
+        int behind = 0; // publications between the newest file the agent holds and this one; 0: it holds none
         const auto target = std::find_if(m_publishedFiles.cbegin(), m_publishedFiles.cend(),
                                          [&](const auto& file) { return file.first == version; });
         if (target != m_publishedFiles.cend()) {
             for (auto from = m_publishedFiles.crbegin(); from != m_publishedFiles.crend(); ++from) {
                 if (from->first >= version || !agent.heldVersions.contains(from->first))
                     continue;
+                behind = int(std::distance(m_publishedFiles.cbegin(), target)
+                             - std::distance(m_publishedFiles.cbegin(), from.base() - 1));
                 const auto key = std::make_pair(from->first, version);
                 auto known = m_patchBytes.find(key);
                 if (known == m_patchBytes.end()) {
@@ -382,6 +385,9 @@ private:
                 break;
             }
         }
+        SimReport::Fetches& fetches = m_report.fetchesBehind[behind];
+        fetches.leases += 1;
+        fetches.bytes += bytes;
         agent.heldVersions.insert(version);
         while (agent.heldVersions.size() > int(kPatchSources))
             agent.heldVersions.erase(std::min_element(agent.heldVersions.begin(), agent.heldVersions.end()));

@@ -16,6 +16,7 @@
 #include <QJsonObject>
 
 #include <functional>
+#include <map>
 
 namespace gleaner::coordinator::sim {
 
@@ -49,6 +50,14 @@ struct SimReport
     qint64 weightsBytes = 0; // the full weights file, what an fp32 upload sends
     qint64 leases = 0;
     qint64 downloadBytes = 0; // weights bytes agents fetched for their leases (files and patches)
+    // Leases whose weights the agent fetched, by how many publications its newest usable file was behind (0: it
+    // held none of the last few, and fetched the whole file); what they cost. Leases of a file it held cost nothing.
+    struct Fetches
+    {
+        qint64 leases = 0;
+        qint64 bytes = 0;
+    };
+    std::map<int, Fetches> fetchesBehind;
     int agents = 0;
     std::vector<double> speeds;
     std::vector<SimPoint> points; // every validation, in time order

@@ -38,24 +38,4 @@ std::uint16_t fromFloat(float value)
     return std::uint16_t(sign | rounded);
 }
 
-float toFloat(std::uint16_t half)
-{
-    const std::uint32_t sign = std::uint32_t(half & 0x8000u) << 16;
-    const std::uint32_t exponent = (half >> 10) & 0x1fu;
-    std::uint32_t mantissa = half & 0x3ffu;
-    if (exponent == 0x1f)
-        return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));
-    if (exponent != 0)
-        return std::bit_cast<float>(sign | ((exponent - 15 + 127) << 23) | (mantissa << 13));
-    if (mantissa == 0)
-        return std::bit_cast<float>(sign);
-    // Subnormal: normalise it.
-    int e = -1;
-    do {
-        ++e;
-        mantissa <<= 1;
-    } while ((mantissa & 0x400u) == 0);
-    return std::bit_cast<float>(sign | std::uint32_t(127 - 15 - e) << 23 | ((mantissa & 0x3ffu) << 13));
-}
-
 } // namespace gleaner::Half

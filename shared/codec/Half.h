@@ -3,13 +3,32 @@
 // machine, compiler and flag gives the same bits: an agent and the coordinator must agree exactly on what an
 // encoded update says.
 
+#include <bit>
 #include <cstdint>
 
 namespace gleaner::Half {
 
 // Rounds to the nearest half, ties to even; beyond the largest half (65504) gives infinity, NaN stays NaN.
 std::uint16_t fromFloat(float value);
-// Exact: every half is a float.
-float toFloat(std::uint16_t half);
+// Exact: every half is a float. Inline: a decoder calls it for every value of a model.
+inline float toFloat(std::uint16_t half)
+{
+    const std::uint32_t sign = std::uint32_t(half & 0x8000u) << 16;
+    const std::uint32_t exponent = (half >> 10) & 0x1fu;
+    std::uint32_t mantissa = half & 0x3ffu;
+    if (exponent == 0x1f)
+        return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));
+    if (exponent != 0)
+        return std::bit_cast<float>(sign | ((exponent - 15 + 127) << 23) | (mantissa << 13));
+    if (mantissa == 0)
+        return std::bit_cast<float>(sign);
+    // Subnormal: normalise it.
+    int e = -1;
+    do {
+        ++e;
+        mantissa <<= 1;
+    } while ((mantissa & 0x400u) == 0);
+    return std::bit_cast<float>(sign | std::uint32_t(127 - 15 - e) << 23 | ((mantissa & 0x3ffu) << 13));
+}
 
 } // namespace gleaner::Half

@@ -253,22 +253,20 @@ Result<TensorBundle> decode(const TensorBundle& upload, const TensorBundle& base
         return entry;
     };
 
-    TensorBundle out;
-    for (const TensorEntry& entry : base.entries()) {
+    // The rebuilt weights start as the base: one copy of its buffer (on the first write), the update added in
+    // place, and the tensors that are not F32 taken whole from the upload.
+    TensorBundle out = base;
+    for (const TensorEntry& entry : out.entries()) {
         if (entry.dtype != DType::F32) {
             auto full = need(entry.name, entry.dtype, entry.shape);
             if (!full)
                 return fail(full.error());
-            if (auto s = out.add(entry.name, entry.dtype, entry.shape, upload.data(**full)); !s)
-                return fail(s.error());
+            if (entry.byteSize > 0)
+                std::memcpy(out.mutableData(entry), upload.data(**full).data(), size_t(entry.byteSize));
             continue;
         }
-        float* target = reinterpret_cast<float*>(out.addZeroed(entry.name, DType::F32, entry.shape));
-        if (!target)
-            return fail(u"tensor \"%1\" cannot be rebuilt"_s.arg(entry.name));
+        float* target = out.mutableValues<float>(entry).data();
         const qint64 n = entry.elementCount();
-        const std::span<const float> from = base.values<float>(entry);
-        std::copy(from.begin(), from.end(), target);
 
         switch (*encoding) {
         case UploadSpec::Encoding::Fp16: {
@@ -291,8 +289,11 @@ Result<TensorBundle> decode(const TensorBundle& upload, const TensorBundle& base
             const std::vector<float> s = alignedValues<float>(upload, **scales);
             if (auto bad = checkScales(s, (*scales)->name); !bad)
                 return fail(bad.error());
-            for (qint64 i = 0; i < n; ++i)
-                target[i] += dequantized(q, s, i);
+            for (qint64 c = 0; c < qint64(s.size()); ++c) {
+                const float scale = s[size_t(c)];
+                for (qint64 i = c * kChunk, end = std::min(n, i + kChunk); i < end; ++i)
+                    target[i] += float(q[size_t(i)]) * scale;
+            }
             break;
         }
         case UploadSpec::Encoding::TopK: {
@@ -380,6 +381,11 @@ Result<TensorBundle> unpack(QByteArray bytes, qint64 maxBytes)
         // this.
         ZSTD_DCtx_setParameter(context.get(), ZSTD_d_windowLogMax, 27);
         QByteArray plain;
+        // A frame that states its size (ours do) is read into one allocation; the bound below still holds.
+        if (const unsigned long long stated = ZSTD_getFrameContentSize(bytes.constData(), size_t(bytes.size()));
+            stated != ZSTD_CONTENTSIZE_UNKNOWN && stated != ZSTD_CONTENTSIZE_ERROR &&
+            stated <= static_cast<unsigned long long>(maxBytes))
+            plain.reserve(qsizetype(stated));
         ZSTD_inBuffer in{bytes.constData(), size_t(bytes.size()), 0};
         std::vector<char> chunk(ZSTD_DStreamOutSize());
         size_t left = 0; // non-zero while a frame is unfinished
