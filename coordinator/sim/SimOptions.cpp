@@ -42,7 +42,7 @@ QString SimOptions::usage()
     return QStringLiteral(
         "usage: gleaner-sim JOB.json [--agents C] [--speeds SPEEDS] [--rule RULE] [--upload UPLOAD]\n"
         "                   [--download DENSITY] [--epochs E] [--seed S] [--rate R] [--network SECONDS]\n"
-        "                   [--uplink MBIT] [--preemption P]\n"
+        "                   [--jitter J] [--uplink MBIT] [--preemption P]\n"
         "                   [--churn SECONDS] [--retry SECONDS]\n"
         "                   [--speed-aware on|off] [--publish-interval MS] [--own-update on|off]\n"
         "                   [--carry-optimizer on|off] [--validate-every N] [--threads T] [--ignore-target]\n"
@@ -68,6 +68,8 @@ QString SimOptions::usage()
         "  --seed S            speeds, preemption and churn draws (default 1)\n"
         "  --rate R            samples per simulated second at speed 1 (default 1000)\n"
         "  --network SECONDS   download + upload time of a subtask (default 0)\n"
+        "  --jitter J          each subtask takes its time times a factor drawn from 1 - J to 1 + J (default\n"
+        "                      0.05): real machines' pace varies, and agents of one speed do not stay in step\n"
         "  --uplink MBIT       agents' uplink in Mbit/s: each upload adds its bytes' time (default: instant)\n"
         "  --preemption P      probability that a subtask is lost part-way; its lease then expires at its deadline\n"
         "  --churn SECONDS     agents leave after a random time of this mean and come back as new agents\n"
@@ -176,6 +178,8 @@ Result<SimOptions> SimOptions::parse(const QStringList& arguments)
             take(real(1e-3, 1e12), options.rate);
         } else if (arg == u"--network") {
             take(real(0, 1e6), options.networkSeconds);
+        } else if (arg == u"--jitter") {
+            take(real(0, 0.9), options.jitter);
         } else if (arg == u"--preemption") {
             take(real(0, 0.95), options.preemption);
         } else if (arg == u"--churn") {

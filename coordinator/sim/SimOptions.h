@@ -27,6 +27,7 @@ struct SimOptions
     quint64 seed = 1;
     double rate = 1000.0;            // samples per simulated second of an agent of speed 1
     double networkSeconds = 0.0;     // download + upload of one subtask, simulated seconds
+    double jitter = 0.05;            // a subtask's time varies by up to this share, drawn per subtask
     double uplinkMbit = 0.0;         // an agent's uplink in Mbit/s: the upload's bytes take their time (0: none)
     double preemption = 0.0;         // probability that a subtask is lost at a random point
     double churnSeconds = 0.0;       // mean simulated time an agent stays before it leaves (0: never leaves)

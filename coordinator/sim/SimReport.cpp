@@ -63,6 +63,7 @@ QJsonObject SimReport::toJson(const SimOptions& options) const
         {QStringLiteral("speeds"), speedList},
         {QStringLiteral("seed"), QString::number(options.seed)},
         {QStringLiteral("rate"), options.rate},
+        {QStringLiteral("jitter"), options.jitter},
         {QStringLiteral("epochs"), epochs},
         {QStringLiteral("validations"), validations},
         {QStringLiteral("best_accuracy"), bestAccuracy()},

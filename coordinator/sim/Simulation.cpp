@@ -304,13 +304,17 @@ private:
         // the trained count below).
         const qint64 planned = lease.steps > 0 ? lease.steps * m_data.spec.batchSize
                                                : shard.samples * m_data.spec.localEpochs;
+        // A machine's pace varies from subtask to subtask (other programs, caches, the network): --jitter.
+        std::uniform_real_distribution<double> unit01(0.0, 1.0);
+        const double pace = m_options.jitter > 0 ? 1.0 + m_options.jitter * (2.0 * unit01(m_random) - 1.0) : 1.0;
+        const auto trainSecondsOf = [&](qint64 samples) {
+            return double(samples) / (m_options.rate * agent.speed) * pace;
+        };
         const auto durationOf = [&](qint64 samples) {
-            const double trainSeconds = double(samples) / (m_options.rate * agent.speed);
-            return qint64(std::llround((trainSeconds + m_options.networkSeconds) * 1000.0));
+            return qint64(std::llround((trainSecondsOf(samples) + m_options.networkSeconds) * 1000.0));
         };
         const qint64 durationMs = durationOf(planned);
 
-        std::uniform_real_distribution<double> unit01(0.0, 1.0);
         if (m_options.preemption > 0 && unit01(m_random) < m_options.preemption) {
             // Lost part-way: the agent starts afresh after the time it spent; the lease expires at its deadline.
             const qint64 lostMs = std::max<qint64>(1, qint64(unit01(m_random) * double(durationMs)));
@@ -338,7 +342,7 @@ private:
         Event event;
         event.leaseId = lease.id;
         event.samples = trained->samples;
-        event.trainSeconds = double(trained->samples) / (m_options.rate * agent.speed);
+        event.trainSeconds = trainSecondsOf(trained->samples);
         // The upload as the worker writes it and the coordinator reads it: encoded with the agent's residual,
         // counted in bytes, decoded against the lease's base.
         const TensorBundle& base = m_bases.at(lease.baseVersion);

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The aggregation lab checked against the real system (docs/aggregation.md): a real coordinator and C real agents
 # (one worker thread each, on this machine) train the default job with its target out of reach; the script reads
-# when each validation happened, measures the agents' speed and their overhead per subtask (download, worker
-# start, upload), runs gleaner-sim with that rate and overhead for the same C, and prints JSON: wall-clock and
-# simulated time to the baseline's one-pass accuracy, the best accuracy per epoch of both, and their ratio.
+# when each validation happened, measures the agents' speed, their overhead per subtask (download, worker start,
+# upload) and how much a subtask's time varies, runs gleaner-sim with them for the same C, and prints JSON:
+# wall-clock and simulated time to the baseline's one-pass accuracy, the best accuracy per epoch of both, and their
+# ratio.
 #
 #   tests/bench/convergence-real.sh [--agents C] [--epochs E] [--rule JSON] [--upload JSON] [--download DENSITY]
 #                                   [--target ACCURACY] [--out DIR]
@@ -119,8 +120,13 @@ start = db.execute("SELECT MIN(issued_ms) FROM leases").fetchone()[0]
 points = [{"seconds": (at - start) / 1000, "epoch": e, "epoch_end": bool(end), "accuracy": acc, "updates": upd}
           for at, e, end, acc, upd in db.execute(
               "SELECT at_ms, epoch, epoch_end, accuracy, updates FROM validations ORDER BY at_ms")]
-subtasks, busy = db.execute("SELECT COUNT(*), SUM(u.received_ms - l.issued_ms) FROM updates u "
-                            "JOIN leases l ON l.id = u.lease_id").fetchone()
+durations = [ms / 1000 for (ms,) in db.execute("SELECT u.received_ms - l.issued_ms FROM updates u "
+                                               "JOIN leases l ON l.id = u.lease_id")]
+subtasks, busy = len(durations), sum(durations) * 1000
+# How much a subtask's time varies: gleaner-sim's --jitter J draws a factor from 1 - J to 1 + J, whose standard
+# deviation is J / sqrt(3).
+mean = busy / 1000 / subtasks if subtasks else 0
+jitter = (3 * sum((d - mean) ** 2 for d in durations) / subtasks) ** 0.5 / mean if mean else 0
 # As the coordinator answers it: the versions folded in between the lease's base and the update's own fold.
 staleness = db.execute("SELECT AVG(applied_version - 1 - base_version) FROM updates "
                        "WHERE applied_version IS NOT NULL AND applied_version > 0").fetchone()[0]
@@ -139,14 +145,16 @@ print(json.dumps({"agents": int(sys.argv[3]), "target": target, "time_to_target"
                   "upload_bytes_per_update": transfer.get("upload_bytes_per_update"),
                   "weights_bytes": transfer.get("weights_bytes"),
                   "weights_download_bytes_per_subtask": weights_down / leases if leases else None,
-                  "rate": rate, "overhead_seconds": overhead, "subtasks": subtasks, "mean_staleness": staleness,
+                  "rate": rate, "overhead_seconds": overhead, "jitter": jitter, "subtasks": subtasks, "mean_staleness": staleness,
                   "best_per_epoch": {str(e): max(p["accuracy"] for p in points if p["epoch"] == e)
                                      for e in sorted({p["epoch"] for p in points})},
                   "validations": points}, indent=1))
 PY
 rate=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["rate"])' "$run/real.json")
 overhead=$(python3 -c 'import json, sys; print(max(0.0, json.load(open(sys.argv[1]))["overhead_seconds"]))' "$run/real.json")
-"$bin/gleaner-sim" "$run/job.json" --agents "$agents" --rate "$rate" --network "$overhead" --validate-every 10 \
+jitter=$(python3 -c 'import json, sys; print(min(0.9, json.load(open(sys.argv[1]))["jitter"]))' "$run/real.json")
+"$bin/gleaner-sim" "$run/job.json" --agents "$agents" --rate "$rate" --network "$overhead" --jitter "$jitter" \
+    --validate-every 10 \
     --ignore-target --quiet --json "$run/sim.json"
 python3 - "$run/real.json" "$run/sim.json" <<'PY'
 import json, sys
@@ -156,7 +164,7 @@ target = real["target"]
 sim_time = next((p["sim_seconds"] for p in sim["validations"] if p["accuracy"] >= target), None)
 report = {
     "agents": real["agents"], "target_accuracy": target, "rate_samples_per_second": round(real["rate"], 1),
-    "overhead_seconds_per_subtask": round(real["overhead_seconds"], 3),
+    "overhead_seconds_per_subtask": round(real["overhead_seconds"], 3), "jitter": round(real["jitter"], 3),
     "real_seconds_to_target": real["time_to_target"], "sim_seconds_to_target": sim_time,
     "sim_over_real": round(sim_time / real["time_to_target"], 3) if sim_time and real["time_to_target"] else None,
     "real_mean_staleness": round(real["mean_staleness"] or 0, 2), "sim_mean_staleness": round(sim["mean_staleness"], 2),

@@ -8,6 +8,7 @@
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
+#include <QSet>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -23,6 +24,7 @@ private Q_SLOTS:
     void jsonHasItsShapeAndAccuracyRises();
     void baselineIsReportedTheSameWay();
     void preemptedWorkIsReissuedAfterItsDeadline();
+    void jitterBreaksTheStep();
     void badOptionsAreNamed_data();
     void badOptionsAreNamed();
     void speedsAreDrawnReproducibly();
@@ -137,6 +139,27 @@ void TestSimulation::preemptedWorkIsReissuedAfterItsDeadline()
              qPrintable(QString::number(epochs.at(1).toObject().value(u"sim_seconds").toDouble())));
 }
 
+// Agents of one speed without jitter finish their subtasks at the same simulated moments; a pace that varies
+// per subtask, as real machines' does, makes their uploads interleave.
+void TestSimulation::jitterBreaksTheStep()
+{
+    const auto distinctTimes = [](const SimReport& report) {
+        QSet<qint64> times;
+        for (const SimUpdate& update : report.updates)
+            times.insert(qRound64(update.seconds * 1000));
+        return times.size();
+    };
+    auto inStep = Simulation::run(options(2, {QStringLiteral("--jitter"), QStringLiteral("0")}));
+    QVERIFY2(inStep.ok(), qPrintable(inStep.error()));
+    QCOMPARE(inStep->updates.size(), size_t(10));
+    QCOMPARE(distinctTimes(*inStep), 5);
+    auto jittered = Simulation::run(options(2, {QStringLiteral("--jitter"), QStringLiteral("0.2")}));
+    QVERIFY2(jittered.ok(), qPrintable(jittered.error()));
+    QCOMPARE(jittered->updates.size(), size_t(10));
+    // (Subtasks of 0.2 simulated seconds, counted in milliseconds: two may still coincide by chance.)
+    QVERIFY2(distinctTimes(*jittered) >= 8, qPrintable(QString::number(distinctTimes(*jittered))));
+}
+
 void TestSimulation::badOptionsAreNamed_data()
 {
     QTest::addColumn<QStringList>("arguments");
@@ -157,6 +180,8 @@ void TestSimulation::badOptionsAreNamed_data()
                                 << QStringLiteral("--rule.momentum: not used by the fedbuff rule");
     QTest::newRow("preemption 1") << QStringList{QStringLiteral("j.json"), QStringLiteral("--preemption"), QStringLiteral("1")}
                                   << QStringLiteral("--preemption: expected a number from 0 to 0.95");
+    QTest::newRow("jitter 1") << QStringList{QStringLiteral("j.json"), QStringLiteral("--jitter"), QStringLiteral("1")}
+                              << QStringLiteral("--jitter: expected a number from 0 to 0.9");
     QTest::newRow("unknown option") << QStringList{QStringLiteral("j.json"), QStringLiteral("--fast")}
                                     << QStringLiteral("unknown option --fast");
     QTest::newRow("missing value") << QStringList{QStringLiteral("j.json"), QStringLiteral("--seed")}
