@@ -22,13 +22,9 @@ inline float toFloat(std::uint16_t half)
         return std::bit_cast<float>(sign | ((exponent - 15 + 127) << 23) | (mantissa << 13));
     if (mantissa == 0)
         return std::bit_cast<float>(sign);
-    // Subnormal: normalise it.
-    int e = -1;
-    do {
-        ++e;
-        mantissa <<= 1;
-    } while ((mantissa & 0x400u) == 0);
-    return std::bit_cast<float>(sign | std::uint32_t(127 - 15 - e) << 23 | ((mantissa & 0x3ffu) << 13));
+    // Subnormal: mantissa * 2^-24, normalised around its highest set bit p (0 to 9).
+    const int p = 31 - std::countl_zero(mantissa);
+    return std::bit_cast<float>(sign | std::uint32_t(103 + p) << 23 | ((mantissa << (23 - p)) & 0x7fffffu));
 }
 
 } // namespace gleaner::Half

@@ -117,6 +117,10 @@ void TestUpdateCodec::halfConversions()
         if (std::isnan(f))
             continue;
         QCOMPARE(Half::fromFloat(f), quint16(h));
+        if ((h & 0x7c00u) == 0) { // zero and the subnormals: (h & 0x3ff) * 2^-24, signed
+            const float expected = std::ldexp(float(h & 0x3ffu), -24);
+            QCOMPARE(f, (h & 0x8000u) ? -expected : expected);
+        }
     }
 }
 
