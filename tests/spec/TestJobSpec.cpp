@@ -530,8 +530,8 @@ void TestJobSpec::demoJobIsTheDocumentedOne()
     expected.optimizer.lr = 0.001;
     expected.aggregation.rule = AggregationSpec::Rule::AdaptiveNesterov;
     expected.aggregation.alphaPerEpoch = false;
-    expected.aggregation.serverLr = 1.0;
-    expected.aggregation.momentum = 0.5;
+    expected.aggregation.serverLr = 0.5;
+    expected.aggregation.momentum = 0.7;
     expected.aggregation.staleness.function = StalenessSpec::Function::Constant; // outer momentum: no damping
     expected.targetAccuracy = 0.88;
     expected.maxEpochs = 30;
