@@ -146,6 +146,7 @@ AgentDaemon::~AgentDaemon()
 {
     m_stop->stop();
     m_network->stop(); // before the client, the cache and the store it uses go away
+    recordFetchedBytes(); // what a fetch cut short by the stop had already fetched
     for (const auto& active : std::as_const(m_active))
         delete active->worker;
 }

@@ -42,6 +42,7 @@
 #include <QObject>
 #include <QTimer>
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <tuple>
@@ -152,6 +153,7 @@ private:
     std::shared_ptr<Active> stepReturned(const LeaseId& leaseId);
     // A step could not reach the coordinator: stop on refused credentials, otherwise try it again later.
     void stepFailed(const LeaseId& leaseId, const QString& what, const QString& error);
+    void recordFetchedBytes(); // moves m_fetchedBytes into the totals
 
     // Final outcomes: each persists, releases the subtask's pinned files and folder, and tells the control
     // socket.
@@ -208,6 +210,9 @@ private:
     std::unique_ptr<StopSignal> m_stop;
     std::unique_ptr<CurlTransport> m_transport;  // used on the network thread only
     std::unique_ptr<CoordinatorClient> m_client; // likewise
+    // Bytes the network thread fetched into the cache and the totals do not hold yet: a fetch cut short by a stop
+    // never reports back, but what it fetched was downloaded all the same (the coordinator counted it).
+    std::atomic<qint64> m_fetchedBytes{0};
     std::unique_ptr<SerialExecutor> m_network;   // destroyed first (declared last)
 
     QMap<LeaseId, std::shared_ptr<Active>> m_active;

@@ -49,7 +49,7 @@ void AgentDaemon::download(const LeaseId& leaseId)
                                                                               });
                                                 });
                     if (patched) {
-                        outcome.bytes += *patched;
+                        m_fetchedBytes += *patched;
                         continue;
                     }
                     outcome.warnings << QStringLiteral("lease %1: the weights could not be patched (%2); fetching "
@@ -83,7 +83,7 @@ void AgentDaemon::download(const LeaseId& leaseId)
                             .arg(file.role, leaseId.toString(), committed.error());
                     return outcome;
                 }
-                outcome.bytes += file.size - w.resumeOffset(); // what this download fetched, not a resumed part
+                m_fetchedBytes += file.size - w.resumeOffset(); // what this download fetched, not a resumed part
                 if (committed->eviction.evicted.size() > 0)
                     qCInfo(lcDaemon).noquote()
                         << "cache: evicted" << committed->eviction.evicted.size() << "file(s)";
@@ -94,12 +94,7 @@ void AgentDaemon::download(const LeaseId& leaseId)
         [this, leaseId](FetchOutcome outcome) {
             for (const QString& warning : outcome.warnings)
                 log(QStringLiteral("warning"), warning);
-            if (outcome.bytes > 0) {
-                SubtaskTotals add;
-                add.downloadedBytes = outcome.bytes;
-                if (auto s = m_store->addTotals(add); !s)
-                    log(QStringLiteral("error"), s.error());
-            }
+            recordFetchedBytes();
             auto active = stepReturned(leaseId);
             if (!active)
                 return;
@@ -260,6 +255,16 @@ void AgentDaemon::prepareTaskFolder(const LeaseId& leaseId)
             }
             startWorker(leaseId);
         });
+}
+
+void AgentDaemon::recordFetchedBytes()
+{
+    SubtaskTotals add;
+    add.downloadedBytes = m_fetchedBytes.exchange(0);
+    if (add.downloadedBytes == 0)
+        return;
+    if (auto s = m_store->addTotals(add); !s)
+        log(QStringLiteral("error"), s.error());
 }
 
 } // namespace gleaner::agent

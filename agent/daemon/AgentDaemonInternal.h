@@ -110,7 +110,6 @@ struct FetchOutcome
     bool ok = false;
     bool contentRefused = false; // a file did not match its hash: final
     QString error;
-    qint64 bytes = 0; // fetched from the coordinator (cached files cost nothing)
     QStringList warnings; // logged by the daemon's thread (a patch that did not apply, for one)
 };
 
