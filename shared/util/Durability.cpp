@@ -13,33 +13,35 @@
 
 namespace gleaner::Durability {
 
-Status syncFile(const QString& path)
+namespace {
+
+// fsync of a file or a folder (flags O_DIRECTORY); `what` names it in errors, `purpose` says what becomes durable.
+Status syncPath(const QString& path, int flags, const QString& what, const QString& purpose)
 {
-    const int fd = ::open(QFile::encodeName(path).constData(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return fail(QStringLiteral("cannot open %1 to make it durable: %2")
-                        .arg(path, QString::fromLocal8Bit(std::strerror(errno))));
+    const int fd = ::open(QFile::encodeName(path).constData(), O_RDONLY | O_CLOEXEC | flags);
+    if (fd < 0) {
+        const int error = errno;
+        return fail(QStringLiteral("cannot open %1 to make %2 durable: %3")
+                        .arg(what, purpose, QString::fromLocal8Bit(std::strerror(error))));
+    }
     const int synced = ::fsync(fd);
     const int error = errno;
     ::close(fd);
     if (synced != 0)
-        return fail(QStringLiteral("cannot flush %1 to disk: %2").arg(path, QString::fromLocal8Bit(std::strerror(error))));
+        return fail(QStringLiteral("cannot flush %1 to disk: %2").arg(what, QString::fromLocal8Bit(std::strerror(error))));
     return {};
+}
+
+} // namespace
+
+Status syncFile(const QString& path)
+{
+    return syncPath(path, 0, path, QStringLiteral("it"));
 }
 
 Status syncFolder(const QString& path)
 {
-    const int fd = ::open(QFile::encodeName(path).constData(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return fail(QStringLiteral("cannot open the folder %1 to make its entries durable: %2")
-                        .arg(path, QString::fromLocal8Bit(std::strerror(errno))));
-    const int synced = ::fsync(fd);
-    const int error = errno;
-    ::close(fd);
-    if (synced != 0)
-        return fail(QStringLiteral("cannot flush the folder %1 to disk: %2")
-                        .arg(path, QString::fromLocal8Bit(std::strerror(error))));
-    return {};
+    return syncPath(path, O_DIRECTORY, QStringLiteral("the folder %1").arg(path), QStringLiteral("its entries"));
 }
 
 namespace {
