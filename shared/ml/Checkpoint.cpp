@@ -2,6 +2,7 @@
 
 #include "crypto/Sha256.h"
 
+#include <QJsonDocument>
 #include <QStringList>
 
 #include <algorithm>
@@ -95,6 +96,38 @@ QString RunIdentity::mismatch(const RunIdentity& current) const
         return QStringLiteral("the checkpoint was written with libtorch %1 and this is libtorch %2; %3")
             .arg(torchVersion, current.torchVersion, afresh);
     return {};
+}
+
+QString RunIdentity::mismatchForAdoption(const RunIdentity& current) const
+{
+    const QString afresh = QStringLiteral("the subtask starts afresh");
+    if (current.request != request)
+        return QStringLiteral("the handed-back checkpoint was written for another model, optimizer, number of local "
+                              "epochs, batch size, seed or subtask size; %1")
+            .arg(afresh);
+    if (current.shard != shard)
+        return QStringLiteral("the handed-back checkpoint was written for another shard (SHA-256 %1, this one is "
+                              "%2); %3")
+            .arg(shard.left(16), current.shard.left(16), afresh);
+    if (current.initialWeights != initialWeights)
+        return QStringLiteral("the handed-back checkpoint started from other weights (SHA-256 %1, the lease's are "
+                              "%2); %3")
+            .arg(initialWeights.left(16), current.initialWeights.left(16), afresh);
+    return {};
+}
+
+QString RunIdentity::requestHash(const QJsonObject& model, const QJsonObject& optimizer, int localEpochs,
+                                 int batchSize, quint64 seed, qint64 steps)
+{
+    QJsonObject json;
+    json.insert(QStringLiteral("model"), model);
+    json.insert(QStringLiteral("optimizer"), optimizer);
+    json.insert(QStringLiteral("local_epochs"), localEpochs);
+    json.insert(QStringLiteral("batch_size"), batchSize);
+    json.insert(QStringLiteral("seed"), QString::number(seed));
+    if (steps > 0) // absent when unset: fingerprints of earlier checkpoints stay valid
+        json.insert(QStringLiteral("steps"), QString::number(steps));
+    return Sha256::toHex(Sha256::hash(QJsonDocument(json).toJson(QJsonDocument::Compact)));
 }
 
 void CheckpointInfo::writeTo(TensorBundle& bundle) const

@@ -15,6 +15,8 @@
 #include "Result.h"
 #include "tensor/TensorBundle.h"
 
+#include <QJsonObject>
+
 namespace gleaner::ml {
 
 // What a training run's result depends on besides its progress. A checkpoint resumes only a run whose
@@ -34,6 +36,16 @@ struct RunIdentity
     // what to do ("the checkpoint was written with 1 thread; resume with threads=1 or start the subtask
     // afresh"). The initial weights are not compared: resume() takes them from the checkpoint.
     QString mismatch(const RunIdentity& current) const;
+    // Empty when a checkpoint another agent handed back may be continued here: the same request, shard and
+    // starting weights (`current.initialWeights` is the hash of the weights this run was handed). The thread
+    // count, device and libtorch version may differ: the result is then the same training, not the same bits.
+    QString mismatchForAdoption(const RunIdentity& current) const;
+
+    // SHA-256 (hex) over what shapes a run besides its data and starting weights: the model spec, optimizer,
+    // local epochs, batch size, seed and mini-batch count (0: whole local epochs). The coordinator computes it
+    // too, to tell whether a handed-back checkpoint belongs to the workunit it claims.
+    static QString requestHash(const QJsonObject& model, const QJsonObject& optimizer, int localEpochs,
+                               int batchSize, quint64 seed, qint64 steps);
 
     bool operator==(const RunIdentity&) const = default;
 };

@@ -65,15 +65,8 @@ private:
 
 QString requestHash(const TrainRequest& request)
 {
-    QJsonObject json;
-    json.insert(QStringLiteral("model"), request.model.toJson());
-    json.insert(QStringLiteral("optimizer"), request.optimizer.toJson());
-    json.insert(QStringLiteral("local_epochs"), request.localEpochs);
-    json.insert(QStringLiteral("batch_size"), request.batchSize);
-    json.insert(QStringLiteral("seed"), QString::number(request.seed));
-    if (request.steps > 0) // absent when unset: fingerprints of earlier checkpoints stay valid
-        json.insert(QStringLiteral("steps"), QString::number(request.steps));
-    return Sha256::toHex(Sha256::hash(QJsonDocument(json).toJson(QJsonDocument::Compact)));
+    return RunIdentity::requestHash(request.model.toJson(), request.optimizer.toJson(), request.localEpochs,
+                                    request.batchSize, request.seed, request.steps);
 }
 
 RunIdentity identityOf(const TrainRequest& request, const QString& device, const QString& shardHash,
@@ -360,11 +353,22 @@ Result<TrainOutcome> Trainer::resume(const TrainRequest& request, const Dataset&
         const RunSettings settings(request.threads, model->impl().device.is_cuda());
         // The starting weights are not at hand any more: their hash comes from the checkpoint, whose checksum
         // vouches for it; everything else is recomputed from what this call was given.
+        const bool adopting = !request.adoptFromWeights.isEmpty();
         const RunIdentity current =
             identityOf(request, model->device(), Checkpoint::contentHash(shard.bundle()),
-                       info->run.initialWeights, RunSettings::effectiveThreads());
-        if (const QString why = info->run.mismatch(current); !why.isEmpty())
+                       adopting ? request.adoptFromWeights : info->run.initialWeights,
+                       RunSettings::effectiveThreads());
+        const QString why = adopting ? info->run.mismatchForAdoption(current) : info->run.mismatch(current);
+        if (!why.isEmpty())
             return fail(QStringLiteral("%1: %2").arg(path, why));
+        if (adopting) {
+            // Another machine wrote it: nothing in it may poison the run. Later checkpoints are this run's own.
+            QString where;
+            if (!WeightMath::allFinite(*bundle, &where))
+                return fail(QStringLiteral("%1: the handed-back checkpoint holds NaN or infinite values in \"%2\"")
+                                .arg(path, where));
+            info->run = current;
+        }
 
         if (auto s = model->setWeights(stripPrefix(*bundle, Checkpoint::modelPrefix())); !s)
             return fail(QStringLiteral("%1: %2").arg(path, s.error()) + afresh);

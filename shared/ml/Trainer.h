@@ -43,6 +43,11 @@ struct TrainRequest
     // subtask as they would in one long run. Empty: a fresh optimizer. train() refuses a state that does not fit
     // the model and optimizer, naming the tensor; resume() takes the checkpoint's state instead.
     TensorBundle optimizerState;
+    // resume() only: the checkpoint at checkpointPath was handed back by another agent. It is taken when it was
+    // written for the same request and shard from the starting weights whose Checkpoint::contentHash this is;
+    // its thread count, device and libtorch version may differ from this run's. Its values must be finite.
+    // Empty: the checkpoint is this run's own and must match it exactly.
+    QString adoptFromWeights;
 
     // Identifies everything that shapes the result, as train() records it in a checkpoint (RunIdentity in
     // Checkpoint.h): SHA-256 over the model, optimizer, local epochs, batch size and seed; the SHA-256 of the

@@ -82,6 +82,7 @@ private Q_SLOTS:
     void pauseHookBlocksBetweenBatches();
     void resumeRefuses_data();
     void resumeRefuses();
+    void handedBackCheckpointIsAdoptedAcrossMachines();
     void divergenceIsReported();
     void refusesBadRequests_data();
     void refusesBadRequests();
@@ -388,6 +389,92 @@ void TestTrainer::resumeRefuses()
     QVERIFY(!refused.ok());
     QVERIFY2(refused.error().contains(message), qPrintable(refused.error()));
     QVERIFY2(refused.error().contains(r.checkpointPath), qPrintable(refused.error()));
+}
+
+// Another agent's checkpoint (protocol 6.8): taken when it is this subtask's work from these starting weights,
+// whatever thread count wrote it; equal to the uninterrupted run when the thread count is the same.
+void TestTrainer::handedBackCheckpointIsAdoptedAcrossMachines()
+{
+    const auto dir = test::scratchDir();
+    const Dataset shard = syntheticSet(200, 4);
+    TrainRequest r = request(Architecture::Mlp, OptimizerSpec::Kind::Adam);
+    r.checkpointPath = dir->filePath(QStringLiteral("handed.safetensors"));
+    const TensorBundle start = initialWeights(r);
+    auto uninterrupted = Trainer::train(r, start, shard);
+    QVERIFY2(uninterrupted.ok(), qPrintable(uninterrupted.error()));
+    TrainHooks stopper;
+    stopper.betweenBatches = [](const TrainProgress& p) {
+        return p.step == 5 ? TrainControl::CheckpointAndStop : TrainControl::Continue;
+    };
+    QVERIFY(Trainer::train(r, start, shard, stopper).ok());
+    const QByteArray handed = [&] {
+        QFile f(r.checkpointPath);
+        return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+    }();
+    const auto restore = [&] {
+        QFile f(r.checkpointPath);
+        QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        QCOMPARE(f.write(handed), handed.size());
+    };
+
+    // Same thread count: the same bits as one agent that never left.
+    TrainRequest adopt = r;
+    adopt.adoptFromWeights = Checkpoint::contentHash(start);
+    auto same = Trainer::resume(adopt, shard);
+    QVERIFY2(same.ok(), qPrintable(same.error()));
+    QVERIFY(same->weights.buffer() == uninterrupted->weights.buffer());
+
+    // Another thread count: a strict resume refuses, an adoption continues the same training.
+    restore();
+    adopt.threads = 2;
+    TrainRequest strict = adopt;
+    strict.adoptFromWeights.clear();
+    QVERIFY(!Trainer::resume(strict, shard).ok());
+    restore();
+    auto other = Trainer::resume(adopt, shard);
+    QVERIFY2(other.ok(), qPrintable(other.error()));
+    QCOMPARE(other->steps, uninterrupted->steps);
+    QCOMPARE(other->samples, uninterrupted->samples);
+    // Its own checkpoints from here on are this run's: a strict resume of them works.
+    restore();
+    TrainHooks again;
+    again.betweenBatches = [](const TrainProgress& p) {
+        return p.step == 8 ? TrainControl::CheckpointAndStop : TrainControl::Continue;
+    };
+    QVERIFY(Trainer::resume(adopt, shard, again).ok());
+    strict.threads = 2;
+    auto continued = Trainer::resume(strict, shard);
+    QVERIFY2(continued.ok(), qPrintable(continued.error()));
+
+    // Started from other weights, or for another subtask: refused, naming why.
+    restore();
+    TrainRequest wrongBase = adopt;
+    wrongBase.adoptFromWeights = Checkpoint::contentHash(Model::create(r.model, 6)->weights());
+    auto refused = Trainer::resume(wrongBase, shard);
+    QVERIFY(!refused.ok());
+    QVERIFY2(refused.error().contains(u"started from other weights"), qPrintable(refused.error()));
+    TrainRequest wrongSeed = adopt;
+    wrongSeed.seed = 12;
+    refused = Trainer::resume(wrongSeed, shard);
+    QVERIFY(!refused.ok());
+    QVERIFY2(refused.error().contains(u"another model, optimizer"), qPrintable(refused.error()));
+    // Finite values only, even with a valid checksum.
+    rewriteCheckpoint(r.checkpointPath, [](const TensorEntry&) { return true; });
+    {
+        auto loaded = SafeTensors::load(r.checkpointPath);
+        auto info = CheckpointInfo::readFrom(*loaded);
+        QVERIFY(loaded.ok() && info.ok());
+        for (const auto& e : loaded->entries())
+            if (e.name.startsWith(u"model.") && e.dtype == DType::F32) {
+                loaded->mutableValues<float>(e)[0] = std::numeric_limits<float>::infinity();
+                break;
+            }
+        info->writeTo(*loaded);
+        QVERIFY(SafeTensors::save(r.checkpointPath, *loaded).ok());
+    }
+    refused = Trainer::resume(adopt, shard);
+    QVERIFY(!refused.ok());
+    QVERIFY2(refused.error().contains(u"NaN or infinite"), qPrintable(refused.error()));
 }
 
 void TestTrainer::divergenceIsReported()
