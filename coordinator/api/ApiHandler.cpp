@@ -7,6 +7,7 @@
 #include "util/Durability.h"
 
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonDocument>
 #include <QLoggingCategory>
 
@@ -141,7 +142,7 @@ std::variant<BodyPolicy, HttpResponse> ApiHandler::admit(const RequestHead& head
     if (area == "work" && parts.size() == 5 && parts[4] == "fail")
         return method == "POST" ? std::variant<BodyPolicy, HttpResponse>(BodyPolicy{kSmallBody, false})
                                 : wrongMethod("POST");
-    if (area == "work" && parts.size() == 5 && parts[4] == "result") {
+    if (area == "work" && parts.size() == 5 && (parts[4] == "result" || parts[4] == "handback")) {
         if (method != "PUT")
             return wrongMethod("PUT");
         const QString leaseId = QString::fromLatin1(parts[3]);
@@ -154,7 +155,8 @@ std::variant<BodyPolicy, HttpResponse> ApiHandler::admit(const RequestHead& head
             return HttpResponse::error(409, QStringLiteral("lease %1 belongs to another agent").arg(leaseId));
         if (!lease->closedReason.isEmpty())
             return HttpResponse::error(409, lease->closedReason);
-        return BodyPolicy{lease->maxUploadBytes, true};
+        // A handed-back checkpoint holds the model and the optimizer's state (CheckpointChecker::maxBytes).
+        return BodyPolicy{parts[4] == "handback" ? 3 * lease->maxUploadBytes : lease->maxUploadBytes, true};
     }
     return HttpResponse::error(404, QStringLiteral("no such endpoint: %1 %2")
                                         .arg(QString::fromLatin1(method), QString::fromUtf8(head.path())));
@@ -272,7 +274,59 @@ void ApiHandler::handle(HttpRequest request, Responder respond)
             [&c, agentId, leaseId, body = *body, respond] { respond(c.failLease(agentId, leaseId, body)); });
         return;
     }
+    if (parts.value(4) == "handback") {
+        handleHandBack(agentId, leaseId, std::move(request), std::move(respond));
+        return;
+    }
     handleResult(agentId, leaseId, std::move(request), std::move(respond));
+}
+
+void ApiHandler::handleHandBack(const QString& agentId, const QString& leaseId, HttpRequest request, Responder respond)
+{
+    Coordinator& c = m_coordinator;
+    const QString file = request.bodyFile;
+    if (file.isEmpty() || QFileInfo(file).size() == 0) { // handed back without a checkpoint
+        if (!file.isEmpty())
+            QFile::remove(file);
+        c.state().post([&c, agentId, leaseId, respond] {
+            respond(c.handBack(agentId, leaseId, std::nullopt, std::nullopt, {}));
+        });
+        return;
+    }
+    // state: what the checkpoint must match -> checker: check it, keep it as a blob -> state: record the hand-back.
+    c.state().post([this, &c, agentId, leaseId, file, respond] {
+        auto expected = c.checkpointExpectationsFor(leaseId);
+        if (!expected) { // not open, or its job takes no work: the lease is handed back all the same
+            QFile::remove(file);
+            respond(c.handBack(agentId, leaseId, std::nullopt, std::nullopt, {}));
+            return;
+        }
+        m_checker.post([this, &c, agentId, leaseId, file, expected = std::move(*expected), respond] {
+            QString refusal;
+            std::optional<CheckedCheckpoint> checked;
+            std::optional<BlobInfo> blob;
+            auto base = m_bases.get(expected.baseWeightsSha, expected.baseWeightsPath);
+            if (!base) {
+                qCCritical(lcCoordinator) << "cannot read the base weights of lease" << leaseId << ":" << base.error();
+                refusal = QStringLiteral("the coordinator cannot read the weights the lease trained from");
+            } else if (auto result = CheckpointChecker::check(file, expected, **base, m_shardHashes); !result) {
+                refusal = result.error();
+            } else if (auto kept = c.blobs().adoptFile(file); !kept) {
+                qCCritical(lcCoordinator) << "cannot keep the checkpoint of lease" << leaseId << ":" << kept.error();
+                refusal = QStringLiteral("the coordinator cannot keep the checkpoint");
+            } else {
+                checked = *result;
+                blob = *kept;
+            }
+            QFile::remove(file); // moved into the store, or refused
+            if (!refusal.isEmpty())
+                qCWarning(lcCoordinator).nospace() << "the checkpoint agent " << agentId << " handed back with lease "
+                                                   << leaseId << " was refused: " << refusal;
+            c.state().post([&c, agentId, leaseId, blob, checked, refusal, respond] {
+                respond(c.handBack(agentId, leaseId, blob, checked, refusal));
+            });
+        });
+    });
 }
 
 void ApiHandler::observe(const RequestHead& head, const RequestOutcome& outcome)

@@ -36,6 +36,8 @@ private:
     // Who sent the request; a response when the credentials are refused.
     std::variant<Identity, HttpResponse> identify(const RequestHead& head, bool agentAllowed, bool adminAllowed) const;
     void handleResult(const QString& agentId, const QString& leaseId, HttpRequest request, Responder respond);
+    // PUT .../handback (protocol 6.8): the body, when not empty, is the subtask's checkpoint.
+    void handleHandBack(const QString& agentId, const QString& leaseId, HttpRequest request, Responder respond);
     void handleAdmin(const QList<QByteArray>& parts, HttpRequest request, Responder respond);
     HttpResponse info() const;
     // 429 when the client enrolls faster than the configured rate; nullopt when it may go on.
@@ -48,6 +50,7 @@ private:
     // Checks of uploaded results (parse, shapes, finite values, fsync): milliseconds each, kept off both the
     // HTTP threads (which must not block) and the state thread.
     BaseWeightsCache m_bases; // checker thread only
+    CheckpointChecker::ShardHashes m_shardHashes; // checker thread only
     SerialExecutor m_checker; // last: its tasks use the members above
 };
 

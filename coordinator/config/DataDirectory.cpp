@@ -37,6 +37,7 @@ QJsonObject CoordinatorConfig::toJson() const
     json.insert(QStringLiteral("validate_every_updates"), validateEveryUpdates);
     json.insert(QStringLiteral("max_leases_per_agent"), maxLeasesPerAgent);
     json.insert(QStringLiteral("lease_lifetime_deadlines"), leaseLifetimeDeadlines);
+    json.insert(QStringLiteral("handback_cap_mb"), handbackCapMb);
     json.insert(QStringLiteral("metrics_access"), metricsAccess == MetricsAccess::Loopback ? QStringLiteral("loopback")
                                                                                           : QStringLiteral("admin"));
     json.insert(QStringLiteral("agent_online_seconds"), agentOnlineSeconds);
@@ -58,7 +59,7 @@ Result<CoordinatorConfig> CoordinatorConfig::fromJson(const QJsonObject& json)
                       QStringLiteral("validate_every_updates"), QStringLiteral("metrics_access"),
                       QStringLiteral("agent_online_seconds"), QStringLiteral("session_idle_seconds"),
                       QStringLiteral("session_lifetime_seconds"), QStringLiteral("max_leases_per_agent"),
-                      QStringLiteral("lease_lifetime_deadlines")});
+                      QStringLiteral("lease_lifetime_deadlines"), QStringLiteral("handback_cap_mb")});
     CoordinatorConfig config;
     QString listen;
     if (fields.readString(u"listen", listen, Need::Required)) {
@@ -94,6 +95,7 @@ Result<CoordinatorConfig> CoordinatorConfig::fromJson(const QJsonObject& json)
     fields.readInt(u"validate_every_updates", config.validateEveryUpdates, IntRange{0, 1'000'000});
     fields.readInt(u"max_leases_per_agent", config.maxLeasesPerAgent, IntRange{1, 1024});
     fields.readInt(u"lease_lifetime_deadlines", config.leaseLifetimeDeadlines, IntRange{1, 1000});
+    fields.readInt(u"handback_cap_mb", config.handbackCapMb, IntRange{0, 16 * 1024 * 1024});
     int metricsAccess = 0;
     if (fields.readChoice(u"metrics_access", metricsAccess, {QStringLiteral("admin"), QStringLiteral("loopback")}))
         config.metricsAccess = metricsAccess == 1 ? MetricsAccess::Loopback : MetricsAccess::Admin;

@@ -49,6 +49,9 @@ struct CoordinatorConfig
     // its cores), and a lease lives at most this many of its job's deadlines in all, however often it reports.
     int maxLeasesPerAgent = 16;
     int leaseLifetimeDeadlines = 6;
+    // Checkpoints that agents handed back when they left (protocol 6.8) take at most this much disk in all; beyond
+    // it a hand-back is taken without its checkpoint (the workunit starts afresh).
+    int handbackCapMb = 2048;
     // The dashboard and /metrics (docs/dashboard.md).
     enum class MetricsAccess { Admin, Loopback };
     MetricsAccess metricsAccess = MetricsAccess::Admin; // "loopback": no credentials needed from 127.0.0.0/8, ::1

@@ -17,6 +17,7 @@
 #include "core/JobState.h"
 #include "core/SerialExecutor.h"
 #include "core/SigningKeys.h"
+#include "scheduling/CheckpointChecker.h"
 #include "scheduling/ResultIntake.h"
 #include "util/DirectoryLock.h"
 #include "crypto/Ed25519.h"
@@ -106,6 +107,7 @@ public:
     SerialExecutor& state() { return *m_state; }
     AdmissionCache& admission() { return m_admission; }
     const BlobStore& blobs() const { return m_blobs; }
+    BlobStore& blobs() { return m_blobs; } // thread-safe
     const DataDirectory& dataDirectory() const { return m_dir; }
     const CoordinatorConfig& config() const { return m_config; }
     // [state] The port the server really listens on, when the configuration left it to the system (0): the URL
@@ -166,6 +168,16 @@ public:
     // workunit goes back to the queue at once (unless done or held by another lease) and the agent's record
     // counts a failed subtask.
     HttpResponse failLease(const QString& agentId, const QString& leaseId, const QJsonObject& report);
+    // The agent is leaving and hands the lease back (protocol 6.8, CoordinatorHandBack.cpp). `checkpoint`, when the
+    // agent sent one and it passed CheckpointChecker, is the blob it was stored as (`refusal` says why one sent was
+    // not taken). Committed before the answer: the lease closes as handed back, its workunit goes back to the queue
+    // at once (unless done or held by another lease), resuming from the checkpoint when it is kept (it must also
+    // stay within the job's update bound and the coordinator's handback_cap_mb). Not counted against the agent.
+    HttpResponse handBack(const QString& agentId, const QString& leaseId, std::optional<BlobInfo> checkpoint,
+                          std::optional<CheckedCheckpoint> checked, const QString& refusal);
+    // What a checkpoint handed back with the lease must match (CheckpointChecker); nullopt when the lease is not
+    // open, or its job takes no work.
+    std::optional<CheckpointExpectations> checkpointExpectationsFor(const QString& leaseId) const;
     // The answer for a lease that is not (or no longer) in memory: 409 with the reason it was closed, else 404.
     HttpResponse leaseNotInMemory(const QString& agentId, const QString& leaseId) const;
     // What a lease's upload must match and may claim (UpdateChecker); nullopt when the lease is unknown.
@@ -191,6 +203,8 @@ private:
     // What the coordinator does when the scheduler lets a lease expire: the agent's record and the dashboard.
     void onLeaseExpired(const Lease& lease, const JobState* job);
     void removeRetiredWeights();
+    // Deletes the handed-back checkpoints that no workunit resumes from and no lease names any more.
+    void removeUnusedCheckpoints();
     void onApplied(qint64 jobId, qint64 seq, qint64 version);
     // The weights thread did not fold update `seq` in (the rule failed, its result was not finite or moved the
     // weights too far, or its file was lost): the server copy kept its version; the update is marked and shown
@@ -239,6 +253,7 @@ private:
     QJsonObject dashboardJobJson(const JobState& job) const;
     // The 409 every later request for a lease the agent reported failed gets, also after a restart.
     static QString failedLeaseMessage(const QString& leaseId);
+    static QString handedBackLeaseMessage(const QString& leaseId);
 
     DataDirectory m_dir;
     CoordinatorConfig m_config;
@@ -265,6 +280,7 @@ private:
         qint64 untilMs = 0;
     };
     std::vector<ParkedLease> m_parkedLeases; // lease requests waiting for their agent's update (leaseWhenCurrent)
+    QHash<QString, qint64> m_checkpoints;    // handed-back checkpoint blobs kept, and their sizes (handback_cap_mb)
 
     std::unique_ptr<SerialExecutor> m_importer;
     std::unique_ptr<WeightsKeeper> m_weights;

@@ -121,7 +121,9 @@ Status Coordinator::loadState()
                                      shards->value(2).toLongLong(), shards->value(3).toLongLong()});
         job.files.model.size = m_blobs.size(job.files.model.sha256);
 
-        auto units = m_db->exec(QStringLiteral("SELECT id, epoch, shard, state, issued FROM workunits WHERE job_id = ?"),
+        auto units = m_db->exec(QStringLiteral("SELECT id, epoch, shard, state, issued, resume_lease, resume_sha, "
+                                               "resume_size, resume_step, resume_base_version, resume_weights_sha, "
+                                               "resume_steps FROM workunits WHERE job_id = ?"),
                                 {id});
         while (units && units->next()) {
             Workunit unit;
@@ -131,6 +133,13 @@ Status Coordinator::loadState()
             const QString state = units->value(3).toString();
             unit.state = state == u"done" ? Workunit::State::Done : Workunit::State::Pending;
             unit.issued = units->value(4).toInt();
+            if (!units->value(6).toString().isEmpty() && unit.state != Workunit::State::Done) {
+                unit.resume = Workunit::ResumePoint{units->value(5).toString(),     units->value(6).toString(),
+                                                    units->value(7).toLongLong(),   units->value(8).toLongLong(),
+                                                    units->value(9).toLongLong(),   units->value(10).toString(),
+                                                    units->value(11).toLongLong()};
+                m_checkpoints.insert(unit.resume->sha256, unit.resume->size);
+            }
             job.workunits.emplace(unit.id, unit);
         }
         // Each workunit's first result: later ones are compared with it.
@@ -146,7 +155,7 @@ Status Coordinator::loadState()
                                                            firsts->value(4).toString()};
         }
         auto leases = m_db->exec(QStringLiteral("SELECT l.id, l.workunit_id, l.agent_id, l.issued_ms, l.deadline_ms, "
-                                                "l.state, l.base_version, l.weights_sha, l.nonce, l.steps FROM leases l JOIN workunits w "
+                                                "l.state, l.base_version, l.weights_sha, l.nonce, l.steps, l.checkpoint_sha, l.resume_step FROM leases l JOIN workunits w "
                                                 "ON w.id = l.workunit_id WHERE w.job_id = ? AND l.state IN "
                                                 "('open', 'expired')"),
                                  {id});
@@ -163,6 +172,10 @@ Status Coordinator::loadState()
             lease.weightsSha = leases->value(7).toString();
             lease.nonce = leases->value(8).toString(); // a result must carry it back, restart or not
             lease.steps = leases->value(9).toLongLong(); // what its upload may claim
+            lease.checkpointSha = leases->value(10).toString(); // its agent may still download it
+            lease.resumeStep = leases->value(11).toLongLong();
+            if (!lease.checkpointSha.isEmpty())
+                m_checkpoints.insert(lease.checkpointSha, std::max<qint64>(0, m_blobs.size(lease.checkpointSha)));
             lease.lastMoveMs = m_clock.nowMs(); // the step is not stored: a restart counts as a move
             m_scheduler->restore(std::move(lease));
         }
@@ -195,7 +208,7 @@ Status Coordinator::loadState()
     auto closed =
         m_db->exec(QStringLiteral("SELECT l.id, l.agent_id, l.state, w.job_id FROM leases l JOIN "
                                   "workunits w ON w.id = l.workunit_id WHERE l.state IN ('completed', "
-                                  "'refused', 'failed')"));
+                                  "'refused', 'failed', 'handed_back')"));
     while (closed && closed->next()) {
         const QString id = closed->value(0).toString();
         const QString state = closed->value(2).toString();
@@ -205,6 +218,8 @@ Status Coordinator::loadState()
                          .arg(id);
         else if (state == u"failed")
             reason = failedLeaseMessage(id);
+        else if (state == u"handed_back")
+            reason = handedBackLeaseMessage(id);
         m_admission.setLease(id, {closed->value(1).toString(), 0, reason, {}, {}, 0});
     }
     for (const Lease& lease : m_scheduler->leases()) {

@@ -65,8 +65,7 @@ QByteArray Coordinator::signedManifest(const JobState& job, const Workunit& unit
     hyper.insert(QStringLiteral("batch_size"), job.spec.batchSize);
     hyper.insert(QStringLiteral("optimizer"), job.spec.optimizer.toJson());
     // Each workunit trains with its own data order, reproducibly.
-    hyper.insert(QStringLiteral("seed"),
-                 qint64((job.spec.seed + quint64(unit.id) * 1000003ULL) % (1ULL << 53)));
+    hyper.insert(QStringLiteral("seed"), qint64(workunitSeed(job.spec, unit.id)));
 
     QJsonObject subtask;
     subtask.insert(QStringLiteral("workunit_id"), unit.id);
@@ -101,6 +100,13 @@ QByteArray Coordinator::signedManifest(const JobState& job, const Workunit& unit
                                        {QStringLiteral("size"), patch.size}});
         manifest.insert(QStringLiteral("weights_patches"), patches);
     }
+    // The workunit was handed back part-way: this lease resumes from that checkpoint (protocol 6.8). Agents that
+    // do not know the key train from step 0 on the same base, which is still a valid result.
+    if (!lease.checkpointSha.isEmpty() && unit.resume && unit.resume->sha256 == lease.checkpointSha)
+        manifest.insert(QStringLiteral("resume"), QJsonObject{{QStringLiteral("sha256"), unit.resume->sha256},
+                                                              {QStringLiteral("size"), unit.resume->size},
+                                                              {QStringLiteral("step"), unit.resume->step},
+                                                              {QStringLiteral("from_lease"), unit.resume->fromLease}});
     manifest.insert(QStringLiteral("issued_ms"), lease.issuedMs);
     manifest.insert(QStringLiteral("deadline_ms"), lease.deadlineMs);
 
@@ -260,6 +266,10 @@ AdmissionCache::LeaseEntry Coordinator::admissionEntry(const JobState& job, cons
         entry.files << job.files.shards.at(unit->shard).sha256;
         entry.roles << "shard";
     }
+    if (!lease.checkpointSha.isEmpty()) {
+        entry.files << lease.checkpointSha;
+        entry.roles << "checkpoint";
+    }
     return entry;
 }
 
@@ -286,6 +296,10 @@ QJsonObject Coordinator::checkedCapabilities(const QJsonObject& declared)
     text("gpu", 200);
     text("device", 32);
     text("arch", 32);
+    // What the agent is (docs/clusters.md): shown to the admin, one of a few words.
+    const QString kind = declared.value(QStringLiteral("kind")).toString();
+    if (kind == u"desktop" || kind == u"dedicated" || kind == u"batch" || kind == u"cloud")
+        kept.insert(QStringLiteral("kind"), kind);
     if (declared.value(QStringLiteral("dedicated")).isBool())
         kept.insert(QStringLiteral("dedicated"), declared.value(QStringLiteral("dedicated")).toBool());
     return kept;
@@ -457,6 +471,9 @@ void Coordinator::removeRetiredWeights()
         if (lease.state == Lease::State::Open || lease.state == Lease::State::Expired)
             needed.insert(lease.weightsSha);
     for (const auto& [id, job] : m_jobs) {
+        for (const auto& [unitId, unit] : job.workunits) // the next lease of a handed-back workunit trains from it
+            if (unit.resume)
+                needed.insert(unit.resume->weightsSha);
         needed.insert(job.published.sha256);
         needed.insert(job.snapshotSha);
         needed.insert(job.snapshotRuleSha);
@@ -484,6 +501,7 @@ void Coordinator::tick()
     answerParkedLeases(); // those whose publication did not come in time (a weights thread busy with a backlog)
     m_scheduler->expire();
     removeRetiredWeights();
+    removeUnusedCheckpoints();
     const qint64 now = m_clock.nowMs();
     for (auto& [id, job] : m_jobs) {
         if (job.status != JobStatus::Running && job.status != JobStatus::Paused)

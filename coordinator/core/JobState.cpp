@@ -32,6 +32,7 @@ QString leaseStateName(Lease::State state)
     case Lease::State::Completed: return QStringLiteral("completed");
     case Lease::State::Refused: return QStringLiteral("refused");
     case Lease::State::Failed: return QStringLiteral("failed");
+    case Lease::State::HandedBack: return QStringLiteral("handed_back");
     }
     return QStringLiteral("open");
 }

@@ -40,13 +40,28 @@ struct Workunit
         QString file; // relative to the data directory; empty once a snapshot made it unneeded
     };
     std::optional<FirstResult> first;
+    // Where the next lease of the workunit starts: a checkpoint its last agent handed back when it left
+    // (protocol 6.8). The lease that resumes it trains from the same base weights, sized the same, so the result
+    // is the one an agent that never left would have delivered. Cleared once the workunit is done.
+    struct ResumePoint
+    {
+        QString fromLease;  // the lease that handed it back
+        QString sha256;     // the checkpoint blob
+        qint64 size = 0;
+        qint64 step = 0;    // mini-batches it holds, of the subtask's
+        qint64 baseVersion = 0;
+        QString weightsSha; // the base weights it trained from
+        qint64 steps = 0;   // the subtask's size in mini-batches (0: whole local epochs)
+    };
+    std::optional<ResumePoint> resume;
 };
 
 struct Lease
 {
     // Open and Expired leases may still deliver and live in memory; the closed ones (Completed, Refused, Failed:
-    // the agent gave it back, protocol 6.7) live on in the database and the admission cache only.
-    enum class State { Open, Expired, Completed, Refused, Failed };
+    // the agent gave it back, protocol 6.7; HandedBack: the agent left and handed the work back, 6.8) live on in
+    // the database and the admission cache only.
+    enum class State { Open, Expired, Completed, Refused, Failed, HandedBack };
     QString id;
     qint64 jobId = 0;
     qint64 workunitId = 0;
@@ -58,11 +73,20 @@ struct Lease
     QString weightsSha;
     QString nonce; // signed into the manifest and stored with the lease
     qint64 steps = 0; // mini-batches the subtask was sized to (speed-aware jobs); 0: whole local epochs
+    QString checkpointSha; // the handed-back checkpoint it resumes from (Workunit::ResumePoint); empty: none
+    qint64 resumeStep = 0; // the mini-batch that checkpoint reached
     // Progress (memory only: a restart forgets the step, and the lease counts as having moved at the restart).
     qint64 lastStep = -1;   // the highest step a progress report gave
     qint64 lastMoveMs = 0;  // when that step arrived (issuedMs before the first)
 };
 QString leaseStateName(Lease::State state);
+
+// The data-order seed of a workunit's training, as its manifest says: each workunit trains in its own order,
+// reproducibly.
+inline quint64 workunitSeed(const JobSpec& spec, qint64 workunitId)
+{
+    return (spec.seed + quint64(workunitId) * 1000003ULL) % (1ULL << 53);
+}
 
 struct ValidationPoint
 {

@@ -81,12 +81,13 @@ Workunit* Scheduler::choose(JobState& job, const QString& agentId, const QSet<QS
         return unit.shard >= 0 && unit.shard < job.files.shards.size() &&
                cached.contains(job.files.shards.at(unit.shard).sha256);
     };
+    const auto rank = [&](const Workunit& unit) { return 2 * int(unit.resume.has_value()) + int(holds(unit)); };
     for (auto& [id, unit] : job.workunits) {
         if (unit.state != Workunit::State::Pending)
             continue;
         if (!chosen || unit.epoch < chosen->epoch)
             chosen = &unit;
-        else if (unit.epoch == chosen->epoch && holds(unit) && !holds(*chosen))
+        else if (unit.epoch == chosen->epoch && rank(unit) > rank(*chosen))
             chosen = &unit;
     }
     if (chosen || job.spec.replication <= 1)
@@ -125,6 +126,14 @@ Result<std::optional<Lease>> Scheduler::leaseNext(JobState& job, const QString& 
     lease.nonce = m_ids();
     lease.lastMoveMs = now;
     lease.steps = stepsFor(job, chosen->shard, agentId);
+    if (const auto& resume = chosen->resume) {
+        // The checkpoint goes on where it stopped: the same base and size, or it would not be the same training.
+        lease.baseVersion = resume->baseVersion;
+        lease.weightsSha = resume->weightsSha;
+        lease.steps = resume->steps;
+        lease.checkpointSha = resume->sha256;
+        lease.resumeStep = resume->step;
+    }
 
     Workunit leased = *chosen;
     leased.state = Workunit::State::Leased;
@@ -249,6 +258,7 @@ Status Scheduler::recordCompleted(const JobState& job, const QString& leaseId)
         return {};
     Workunit done = unit->second;
     done.state = Workunit::State::Done;
+    done.resume.reset();
     return m_store.saveWorkunit(done);
 }
 
@@ -267,6 +277,7 @@ void Scheduler::completed(JobState& job, const QString& leaseId)
     if (unit != job.workunits.end()) {
         unit->second.state = Workunit::State::Done;
         unit->second.openLeases.removeAll(leaseId);
+        unit->second.resume.reset();
     }
     // A closed lease lives on in the store only; memory keeps the leases that may still deliver.
     m_leases.erase(lease);
@@ -294,6 +305,42 @@ bool Scheduler::released(JobState* job, const QString& leaseId, Lease::State clo
     }
     m_leases.erase(lease);
     return requeued;
+}
+
+Scheduler::HandBackOutcome Scheduler::handedBack(JobState* job, const QString& leaseId,
+                                                 std::optional<Workunit::ResumePoint> resume)
+{
+    HandBackOutcome outcome;
+    auto lease = m_leases.find(leaseId);
+    if (lease == m_leases.end())
+        return outcome;
+    Lease closed = *lease;
+    closed.state = Lease::State::HandedBack;
+    (void)m_store.saveLease(closed);
+    Workunit* unit = nullptr;
+    if (job) {
+        auto found = job->workunits.find(lease->workunitId);
+        if (found != job->workunits.end())
+            unit = &found->second;
+    }
+    if (unit) {
+        unit->openLeases.removeAll(leaseId);
+        if (unit->state == Workunit::State::Leased && unit->openLeases.isEmpty()) {
+            unit->state = Workunit::State::Pending; // handed to the next agent that asks, now
+            outcome.requeued = true;
+            if (resume) {
+                unit->resume = std::move(resume);
+                outcome.resumeKept = true;
+            }
+            (void)m_store.saveWorkunit(*unit);
+        }
+    }
+    m_leases.erase(lease);
+    // The agent stops being counted as training this job now, not when its deliveries age out.
+    if (job)
+        if (auto activity = m_activity.find(job->id); activity != m_activity.end())
+            activity->second.lastDeliveredMs.remove(closed.agentId);
+    return outcome;
 }
 
 Status Scheduler::createEpoch(JobState& job, int epoch)

@@ -57,10 +57,12 @@ public:
     void forget(qint64 jobId);
 
     // The next workunit of `job` (which must be running and have published weights) for the agent: a pending one
-    // of the oldest epoch, preferring one whose shard the agent holds (`cached`: SHA-256 of its files); else,
+    // of the oldest epoch, preferring one that resumes a handed-back checkpoint (work half done, on an old base),
+    // then one whose shard the agent holds (`cached`: SHA-256 of its files); else,
     // when the job allows replicas, a straggler another agent holds. Opens the next epoch first when it is due.
     // Records the lease (store) with the job's published weights as its base, and answers it; nullopt when the
-    // job has nothing for this agent now. A speed-aware job sizes the lease to the agent (stepsFor()).
+    // job has nothing for this agent now. A speed-aware job sizes the lease to the agent (stepsFor()). A workunit
+    // with a resume point is leased with its base and size instead, naming its checkpoint.
     Result<std::optional<Lease>> leaseNext(JobState& job, const QString& agentId, const QSet<QString>& cached);
 
     // A progress report with mini-batch `step`: a step that moves keeps the lease alive one deadline from now; a
@@ -76,13 +78,24 @@ public:
     void expireAllOf(const QString& agentId);
 
     // The result of a lease was received. recordCompleted() writes the closed lease and the done workunit to the
-    // store, inside the caller's transaction; completed() changes memory once that transaction committed.
+    // store, inside the caller's transaction; completed() changes memory once that transaction committed (a done
+    // workunit has no resume point any more).
     Status recordCompleted(const JobState& job, const QString& leaseId);
     void completed(JobState& job, const QString& leaseId);
     // The lease closes without a result it counts (Refused, or Failed: given back): the store records it closed
     // as `closedAs`, it leaves memory, and its workunit goes back to the queue unless it is done or another lease
     // holds it. `job` may be null (the job is gone). Answers whether the workunit went back to the queue.
     bool released(JobState* job, const QString& leaseId, Lease::State closedAs);
+    // The agent left and handed the lease back (protocol 6.8): it closes as HandedBack and its workunit goes back
+    // to the queue at once, unless it is done or another lease holds it. `resume`, when given and the workunit
+    // went back, is where its next lease starts (it replaces an older one). Answers whether the workunit went
+    // back to the queue and `resume` was kept.
+    struct HandBackOutcome
+    {
+        bool requeued = false;
+        bool resumeKept = false;
+    };
+    HandBackOutcome handedBack(JobState* job, const QString& leaseId, std::optional<Workunit::ResumePoint> resume);
 
     // ---- speeds (speed-aware work)
     // What one result showed of an agent's speed: `samples` trained in `seconds` (smoothed over its results).

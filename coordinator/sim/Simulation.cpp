@@ -328,7 +328,7 @@ private:
         request.optimizer = m_data.spec.optimizer;
         request.localEpochs = m_data.spec.localEpochs;
         request.batchSize = m_data.spec.batchSize;
-        request.seed = (m_data.spec.seed + quint64(unit.id) * 1000003ULL) % (1ULL << 53); // as the manifest says
+        request.seed = workunitSeed(m_data.spec, unit.id); // as the manifest says
         request.steps = lease.steps;
         request.threads = m_options.threads;
         request.checkpointPath.clear();

@@ -5,7 +5,7 @@ namespace {
 
 // Bumped with every schema change, with an upgrade step from the previous version (kUpgrades) so that an
 // existing data directory keeps its jobs, agents and leases.
-constexpr int kSchemaVersion = 5;
+constexpr int kSchemaVersion = 6;
 
 const char* const kSchema[] = {
     "CREATE TABLE admin_tokens (hash TEXT PRIMARY KEY, created_ms INTEGER NOT NULL)",
@@ -23,11 +23,15 @@ const char* const kSchema[] = {
     "CREATE TABLE shards (job_id INTEGER NOT NULL, idx INTEGER NOT NULL, sha256 TEXT NOT NULL, bytes INTEGER NOT"
     " NULL, samples INTEGER NOT NULL, PRIMARY KEY (job_id, idx))",
     "CREATE TABLE workunits (id INTEGER PRIMARY KEY, job_id INTEGER NOT NULL, epoch INTEGER NOT NULL, shard INTEGER"
-    " NOT NULL, state TEXT NOT NULL, issued INTEGER NOT NULL DEFAULT 0, UNIQUE (job_id, epoch, shard))",
+    " NOT NULL, state TEXT NOT NULL, issued INTEGER NOT NULL DEFAULT 0, resume_lease TEXT NOT NULL DEFAULT '',"
+    " resume_sha TEXT NOT NULL DEFAULT '', resume_size INTEGER NOT NULL DEFAULT 0, resume_step INTEGER NOT NULL"
+    " DEFAULT 0, resume_base_version INTEGER NOT NULL DEFAULT 0, resume_weights_sha TEXT NOT NULL DEFAULT '',"
+    " resume_steps INTEGER NOT NULL DEFAULT 0, UNIQUE (job_id, epoch, shard))",
     "CREATE TABLE leases (id TEXT PRIMARY KEY, workunit_id INTEGER NOT NULL, agent_id TEXT NOT NULL,"
     " issued_ms INTEGER NOT NULL, deadline_ms INTEGER NOT NULL, state TEXT NOT NULL, base_version INTEGER NOT NULL,"
     " weights_sha TEXT NOT NULL, nonce TEXT NOT NULL, fail_stage TEXT NOT NULL DEFAULT '',"
-    " fail_reason TEXT NOT NULL DEFAULT '', steps INTEGER NOT NULL DEFAULT 0)",
+    " fail_reason TEXT NOT NULL DEFAULT '', steps INTEGER NOT NULL DEFAULT 0, checkpoint_sha TEXT NOT NULL"
+    " DEFAULT '', resume_step INTEGER NOT NULL DEFAULT 0)",
     "CREATE INDEX leases_by_state ON leases (state)",
     "CREATE TABLE updates (seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id INTEGER NOT NULL, lease_id TEXT NOT NULL"
     " UNIQUE, agent_id TEXT NOT NULL, epoch INTEGER NOT NULL, base_version INTEGER NOT NULL, file TEXT NOT NULL,"
@@ -76,11 +80,26 @@ const char* const kUpgradeTo5[] = {
     "ALTER TABLE updates ADD COLUMN encoding TEXT NOT NULL DEFAULT 'fp32'",
 };
 
+// Version 6: agents that leave hand their work back (protocol 6.8). A workunit's resume point (the handed-back
+// checkpoint, the base it trained from and its size) and the checkpoint each lease resumes from.
+const char* const kUpgradeTo6[] = {
+    "ALTER TABLE workunits ADD COLUMN resume_lease TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE workunits ADD COLUMN resume_sha TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE workunits ADD COLUMN resume_size INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE workunits ADD COLUMN resume_step INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE workunits ADD COLUMN resume_base_version INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE workunits ADD COLUMN resume_weights_sha TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE workunits ADD COLUMN resume_steps INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE leases ADD COLUMN checkpoint_sha TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE leases ADD COLUMN resume_step INTEGER NOT NULL DEFAULT 0",
+};
+
 const SqliteUpgrade kUpgrades[] = {
     {1, kUpgradeTo2},
     {2, kUpgradeTo3},
     {3, kUpgradeTo4},
     {4, kUpgradeTo5},
+    {5, kUpgradeTo6},
 };
 
 } // namespace

@@ -4,6 +4,9 @@
 #include "codec/UpdateCodec.h"
 #include "crypto/SignedEnvelope.h"
 #include "format/SafeTensors.h"
+#include "ml/Trainer.h"
+#include "spec/ModelSpec.h"
+#include "spec/OptimizerSpec.h"
 #include "util/Durability.h"
 
 #include <QJsonArray>
@@ -216,6 +219,72 @@ int CoordinatorFixture::uploadBytes(const QString& agentId, const QString& lease
         *reply = answer;
     core->drain();
     return status;
+}
+
+int CoordinatorFixture::handBack(const QString& agentId, const QString& leaseId, const QByteArray& checkpoint,
+                                 QJsonObject* reply)
+{
+    const QString file = dir.uploadsDir() + QStringLiteral("/checkpoint-%1.safetensors").arg(++m_files);
+    QFile out(file);
+    if (!out.open(QIODevice::WriteOnly) || out.write(checkpoint) != checkpoint.size())
+        return -1;
+    out.close();
+    int status = 0;
+    const QJsonObject answer = call(
+        [&] {
+            if (checkpoint.isEmpty())
+                return core->handBack(agentId, leaseId, std::nullopt, std::nullopt, {});
+            auto expected = core->checkpointExpectationsFor(leaseId);
+            if (!expected)
+                return core->handBack(agentId, leaseId, std::nullopt, std::nullopt, {});
+            // The checker thread's steps, run here on the state thread: nothing else runs meanwhile.
+            auto base = m_bases.get(expected->baseWeightsSha, expected->baseWeightsPath);
+            if (!base)
+                return coordinator::HttpResponse::error(503, base.error());
+            auto checked = coordinator::CheckpointChecker::check(file, *expected, **base, m_shardHashes);
+            if (!checked)
+                return core->handBack(agentId, leaseId, std::nullopt, std::nullopt, checked.error());
+            auto blob = core->blobs().adoptFile(file);
+            if (!blob)
+                return coordinator::HttpResponse::error(500, blob.error());
+            return core->handBack(agentId, leaseId, *blob, *checked, {});
+        },
+        &status);
+    QFile::remove(file);
+    if (reply)
+        *reply = answer;
+    return status;
+}
+
+QByteArray CoordinatorFixture::checkpointOf(const LeasedTask& task, qint64 steps)
+{
+    const QJsonObject hyper = task.manifest.value(QStringLiteral("hyperparameters")).toObject();
+    ml::TrainRequest request;
+    request.model = *ModelSpec::fromJson(task.manifest.value(QStringLiteral("model")).toObject());
+    request.optimizer = *OptimizerSpec::fromJson(hyper.value(QStringLiteral("optimizer")).toObject());
+    request.localEpochs = hyper.value(QStringLiteral("local_epochs")).toInt();
+    request.batchSize = hyper.value(QStringLiteral("batch_size")).toInt();
+    request.steps = hyper.value(QStringLiteral("steps")).toInteger(0);
+    request.seed = quint64(hyper.value(QStringLiteral("seed")).toInteger());
+    request.threads = 1;
+    request.checkpointPath = scratch->filePath(QStringLiteral("checkpoint-%1.safetensors").arg(++m_files));
+    request.checkpointIntervalSeconds = 0;
+    QString shardSha;
+    for (const auto& value : task.manifest.value(QStringLiteral("files")).toArray())
+        if (value.toObject().value(QStringLiteral("role")).toString() == u"shard")
+            shardSha = value.toObject().value(QStringLiteral("sha256")).toString();
+    auto shard = ml::Dataset::fromBundle(*SafeTensors::load(core->blobs().path(shardSha)), QStringLiteral("shard"));
+    if (!shard)
+        return {};
+    ml::TrainHooks hooks;
+    hooks.betweenBatches = [steps](const ml::TrainProgress& p) {
+        return p.step >= steps ? ml::TrainControl::CheckpointAndStop : ml::TrainControl::Continue;
+    };
+    auto stopped = ml::Trainer::train(request, leaseBase(task.leaseId), *shard, hooks);
+    if (!stopped || stopped->status != ml::TrainOutcome::Status::Stopped)
+        return {};
+    QFile file(request.checkpointPath);
+    return file.open(QIODevice::ReadOnly) ? file.readAll() : QByteArray();
 }
 
 } // namespace gleaner::test

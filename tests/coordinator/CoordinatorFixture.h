@@ -61,12 +61,19 @@ struct CoordinatorFixture
     // An upload of exactly these bytes.
     int uploadBytes(const QString& agentId, const QString& leaseId, const QByteArray& body, QString* error = nullptr,
                     QJsonObject* reply = nullptr);
+    // A hand-back through the same steps as ApiHandler (protocol 6.8): with `checkpoint` bytes (empty: none),
+    // expectations, CheckpointChecker, the blob store, then the hand-back itself.
+    int handBack(const QString& agentId, const QString& leaseId, const QByteArray& checkpoint,
+                 QJsonObject* reply = nullptr);
+    // A genuine checkpoint of the lease's subtask, as its worker writes it when stopped after `steps` mini-batches.
+    QByteArray checkpointOf(const LeasedTask& task, qint64 steps);
     // `weights` with the protocol's metadata for the lease, as the worker writes them.
     TensorBundle withResultMetadata(const QString& leaseId, const TensorBundle& weights, qint64 baseVersion,
                                     qint64 samples = 10);
 
 private:
     coordinator::BaseWeightsCache m_bases;
+    coordinator::CheckpointChecker::ShardHashes m_shardHashes;
     int m_files = 0;
 };
 

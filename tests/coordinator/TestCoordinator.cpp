@@ -846,6 +846,11 @@ void TestCoordinator::databaseOfSchemaVersion1IsUpgraded()
               "ALTER TABLE leases DROP COLUMN fail_reason", "ALTER TABLE snapshots DROP COLUMN rule_sha",
               "ALTER TABLE leases DROP COLUMN steps", "ALTER TABLE updates DROP COLUMN concurrency",
               "ALTER TABLE updates DROP COLUMN upload_bytes", "ALTER TABLE updates DROP COLUMN encoding",
+              "ALTER TABLE workunits DROP COLUMN resume_lease", "ALTER TABLE workunits DROP COLUMN resume_sha",
+              "ALTER TABLE workunits DROP COLUMN resume_size", "ALTER TABLE workunits DROP COLUMN resume_step",
+              "ALTER TABLE workunits DROP COLUMN resume_base_version",
+              "ALTER TABLE workunits DROP COLUMN resume_weights_sha", "ALTER TABLE workunits DROP COLUMN resume_steps",
+              "ALTER TABLE leases DROP COLUMN checkpoint_sha", "ALTER TABLE leases DROP COLUMN resume_step",
               "UPDATE meta SET value = '1' WHERE key = 'schema_version'"})
             QVERIFY2(q.exec(QString::fromLatin1(sql)), sql);
         q = QSqlQuery();

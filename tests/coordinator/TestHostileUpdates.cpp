@@ -9,8 +9,10 @@
 #include "aggregation/UpdateBound.h"
 #include "aggregation/UpdateChecker.h"
 #include "codec/UpdateCodec.h"
+#include "crypto/Sha256.h"
 #include "format/SafeTensors.h"
 #include "store/Database.h"
+#include "ml/Checkpoint.h"
 #include "ml/WeightMath.h"
 
 #include <QDir>
@@ -21,7 +23,9 @@
 #include <QSqlQuery>
 #include <QTest>
 
+#include <array>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 using namespace gleaner;
@@ -38,6 +42,22 @@ TensorBundle moved(const TensorBundle& weights, float delta)
             for (float& v : out.mutableValues<float>(entry))
                 v += delta;
     return out;
+}
+
+// A checkpoint's bytes with `change` applied to its tensors and the checksum written again: a hostile agent can
+// compute a checksum as well as anyone.
+QByteArray rewritten(const QByteArray& checkpoint, const std::function<void(TensorBundle&)>& change,
+                     const std::function<void(ml::CheckpointInfo&)>& claim = {})
+{
+    auto bundle = SafeTensors::parse(checkpoint);
+    auto info = ml::CheckpointInfo::readFrom(*bundle);
+    if (!bundle || !info)
+        return {};
+    change(*bundle);
+    if (claim)
+        claim(*info);
+    info->writeTo(*bundle);
+    return SafeTensors::serialize(*bundle);
 }
 
 QByteArray resnetSpec(const QString& dataset, int shards, const QString& extra = {})
@@ -65,6 +85,9 @@ private Q_SLOTS:
     void encodedUploadsAreDecodedThenChecked();
     void hostileEncodedUploadsAreRefused_data();
     void hostileEncodedUploadsAreRefused();
+    void handedBackCheckpointIsKeptAndNamedToTheNextAgent();
+    void hostileCheckpointsAreRefused_data();
+    void hostileCheckpointsAreRefused();
 
 private:
     // A hostile and an honest agent with one lease each of a job submitted with `spec`.
@@ -129,6 +152,146 @@ QJsonObject TestHostileUpdates::agentRecord(const QString& agentId)
         if (a.toObject().value(QStringLiteral("id")).toString() == agentId)
             return a.toObject();
     return {};
+}
+
+void TestHostileUpdates::handedBackCheckpointIsKeptAndNamedToTheNextAgent()
+{
+    const QString leaving = f.enroll(QStringLiteral("leaving")).value(QStringLiteral("agent_id")).toString();
+    const QString next = f.enroll(QStringLiteral("next")).value(QStringLiteral("agent_id")).toString();
+    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 1, 3, 0.99, 600));
+    QVERIFY(job > 0);
+    const auto held = f.lease(leaving);
+    QCOMPARE(held.size(), size_t(1));
+    const QByteArray checkpoint = f.checkpointOf(held[0], 3);
+    QVERIFY(!checkpoint.isEmpty());
+    QJsonObject reply;
+    QCOMPARE(f.handBack(leaving, held[0].leaseId, checkpoint, &reply), 200);
+    QCOMPARE(reply.value(QStringLiteral("checkpoint")).toString(), QStringLiteral("kept"));
+    QCOMPARE(reply.value(QStringLiteral("step")).toInteger(), 3);
+    QVERIFY(reply.value(QStringLiteral("requeued")).toBool());
+    // Closed: a late result or a second hand-back is answered 409 with why.
+    QString error;
+    QCOMPARE(f.upload(leaving, held[0].leaseId, f.leaseBase(held[0].leaseId), 0, &error), 409);
+    QVERIFY2(error.contains(u"handed it back"), qPrintable(error));
+
+    // The next agent's manifest names the checkpoint (signed, with its hash) and the first lease's base.
+    const auto resumed = f.lease(next);
+    QCOMPARE(resumed.size(), size_t(1));
+    const QJsonObject resume = resumed[0].manifest.value(QStringLiteral("resume")).toObject();
+    QCOMPARE(resume.value(QStringLiteral("step")).toInteger(), 3);
+    QCOMPARE(resume.value(QStringLiteral("from_lease")).toString(), held[0].leaseId);
+    const QString sha = resume.value(QStringLiteral("sha256")).toString();
+    QCOMPARE(sha, Sha256::toHex(Sha256::hash(checkpoint)));
+    QVERIFY(f.core->admission().agentMayRead(next, sha));
+    QVERIFY(!f.core->admission().agentMayRead(leaving, sha));
+    QCOMPARE(resumed[0].manifest.value(QStringLiteral("base_version")), held[0].manifest.value(QStringLiteral("base_version")));
+    QCOMPARE(resumed[0].manifest.value(QStringLiteral("subtask")), held[0].manifest.value(QStringLiteral("subtask")));
+    QCOMPARE(resumed[0].manifest.value(QStringLiteral("hyperparameters")),
+             held[0].manifest.value(QStringLiteral("hyperparameters")));
+
+    // Its result folds in once; the checkpoint then goes from the disk.
+    QCOMPARE(f.upload(next, resumed[0].leaseId, f.leaseBase(resumed[0].leaseId), 0), 202);
+    f.call([&] {
+        f.core->tick();
+        return HttpResponse::json(200, {});
+    });
+    QVERIFY(!QFileInfo::exists(f.core->blobs().path(sha)));
+    QCOMPARE(jobStatus(job).value(QStringLiteral("updates_received")).toInteger(), 1);
+    // A hand-back is not a failure of the agent.
+    QCOMPARE(agentRecord(leaving).value(QStringLiteral("failed")).toInteger(), 0);
+}
+
+void TestHostileUpdates::hostileCheckpointsAreRefused_data()
+{
+    QTest::addColumn<QString>("variant");
+    QTest::addColumn<QString>("reason");
+    QTest::newRow("none") << QStringLiteral("none") << QString();
+    QTest::newRow("damaged") << QStringLiteral("damaged") << QStringLiteral("checksum");
+    QTest::newRow("not safetensors") << QStringLiteral("garbage") << QStringLiteral("not a valid safetensors");
+    QTest::newRow("NaN") << QStringLiteral("nan") << QStringLiteral("NaN");
+    QTest::newRow("extra tensor") << QStringLiteral("extra") << QStringLiteral("which no checkpoint has");
+    QTest::newRow("missing tensor") << QStringLiteral("missing") << QStringLiteral("of the model's");
+    QTest::newRow("another workunit") << QStringLiteral("other") << QStringLiteral("another training");
+    QTest::newRow("scaled x1000") << QStringLiteral("scaled") << QStringLiteral("more than this job allows");
+    QTest::newRow("progress beyond") << QStringLiteral("beyond") << QStringLiteral("progress the subtask does not have");
+    QTest::newRow("too large") << QStringLiteral("large") << QStringLiteral("bytes; one of this model has at most");
+}
+
+void TestHostileUpdates::hostileCheckpointsAreRefused()
+{
+    QFETCH(QString, variant);
+    QFETCH(QString, reason);
+    const QString bad = f.enroll(QStringLiteral("bad")).value(QStringLiteral("agent_id")).toString();
+    const QString good = f.enroll(QStringLiteral("good")).value(QStringLiteral("agent_id")).toString();
+    QVERIFY(f.submit(test::tinyJobSpec(m_dataset, 2, 3, 0.99, 600)) > 0);
+    const auto held = f.lease(bad, 2);
+    QCOMPARE(held.size(), size_t(2));
+    const QByteArray genuine = f.checkpointOf(held[0], 2);
+    QVERIFY(!genuine.isEmpty());
+    QByteArray sent;
+    if (variant == u"damaged") {
+        sent = genuine;
+        sent[sent.size() - 5] = char(sent[sent.size() - 5] ^ 0x40);
+    } else if (variant == u"garbage") {
+        sent = QByteArray(4096, 'x');
+    } else if (variant == u"nan") {
+        sent = rewritten(genuine, [](TensorBundle& b) {
+            for (const auto& e : b.entries())
+                if (e.name.startsWith(u"model.") && e.dtype == DType::F32) {
+                    b.mutableValues<float>(e)[0] = std::numeric_limits<float>::quiet_NaN();
+                    return;
+                }
+        });
+    } else if (variant == u"extra") {
+        sent = rewritten(genuine, [](TensorBundle& b) {
+            const std::array<float, 4> evil{1, 2, 3, 4};
+            (void)b.addValues<float>(QStringLiteral("payload.evil"), DType::F32, {4}, evil);
+        });
+    } else if (variant == u"missing") {
+        sent = rewritten(genuine, [](TensorBundle& b) {
+            TensorBundle kept;
+            bool dropped = false;
+            for (const auto& e : b.entries()) {
+                if (!dropped && e.name.startsWith(u"model.")) {
+                    dropped = true;
+                    continue;
+                }
+                (void)kept.add(e.name, e.dtype, e.shape, b.data(e));
+            }
+            kept.metadata() = b.metadata();
+            b = kept;
+        });
+    } else if (variant == u"other") {
+        sent = f.checkpointOf(held[1], 2); // the other workunit's: another seed and shard
+    } else if (variant == u"scaled") {
+        sent = rewritten(genuine, [](TensorBundle& b) {
+            for (const auto& e : b.entries())
+                if (e.name.startsWith(u"model.") && e.dtype == DType::F32)
+                    for (float& v : b.mutableValues<float>(e))
+                        v *= 1000.0f;
+        });
+    } else if (variant == u"beyond") {
+        sent = rewritten(genuine, [](TensorBundle&) {}, [](ml::CheckpointInfo& info) { info.epoch = 40; });
+    } else if (variant == u"large") {
+        sent = genuine + QByteArray(512 * 1024, ' ');
+    }
+    QJsonObject reply;
+    QCOMPARE(f.handBack(bad, held[0].leaseId, sent, &reply), 200); // the lease is handed back all the same
+    QVERIFY(reply.value(QStringLiteral("released")).toBool());
+    QCOMPARE(reply.value(QStringLiteral("checkpoint")).toString(),
+             variant == u"none" ? QStringLiteral("none") : QStringLiteral("refused"));
+    QVERIFY2(reply.value(QStringLiteral("reason")).toString().contains(reason),
+             qPrintable(reply.value(QStringLiteral("reason")).toString()));
+    // The workunit goes to the next agent at once, from step 0: nothing of the refused file is named or kept.
+    const auto next = f.lease(good);
+    QCOMPARE(next.size(), size_t(1));
+    QVERIFY(!next[0].manifest.contains(QStringLiteral("resume")));
+    QCOMPARE(next[0].manifest.value(QStringLiteral("subtask")), held[0].manifest.value(QStringLiteral("subtask")));
+    const QStringList blobs = QDir(f.dir.blobsDir()).entryList(QDir::Dirs | QDir::NoDotAndDotDot);
+    for (const QString& folder : blobs)
+        for (const QString& blob : QDir(f.dir.blobsDir() + u'/' + folder).entryList(QDir::Files))
+            QVERIFY2(!blob.startsWith(Sha256::toHex(Sha256::hash(sent))), "a refused checkpoint was kept");
+    QCOMPARE(agentRecord(bad).value(QStringLiteral("failed")).toInteger(), 0);
 }
 
 void TestHostileUpdates::poisonedUpdatesAreRefused_data()

@@ -41,6 +41,7 @@ private Q_SLOTS:
     void nextEpochOpensWithOverlapAndValidation();
     void stragglersAreReplicatedWhenTheJobAllowsIt();
     void completedAndReleasedLeavesAreCounted();
+    void handedBackWorkunitResumesOnItsBase();
     void subtasksAreSizedToAgentsSpeeds();
     void agentsBetweenSubtasksStillCountAsTraining();
     void resultIntakeFoldsFirstResultsAndComparesLaterOnes();
@@ -196,6 +197,64 @@ void TestScheduler::completedAndReleasedLeavesAreCounted()
     QVERIFY(scheduler().released(&theJob(), given.id, Lease::State::Refused)); // back to the queue
     QCOMPARE(theJob().workunits.at(given.workunitId).state, Workunit::State::Pending);
     QCOMPARE(scheduler().openLeasesOf(QStringLiteral("a")), 0);
+}
+
+void TestScheduler::handedBackWorkunitResumesOnItsBase()
+{
+    theJob().spec.speedAware = true;
+    scheduler().noteSpeed(QStringLiteral("fast"), 4000, 1.0);
+    scheduler().noteSpeed(QStringLiteral("slow"), 1000, 1.0);
+    scheduler().noteSpeed(QStringLiteral("median"), 2000, 1.0);
+    const Lease left = lease(QStringLiteral("fast"), {QStringLiteral("shard-3")});
+    QCOMPARE(left.steps, qint64(20)); // sized to the fast agent: twice the median's 10 mini-batches
+    // The server moves on while the agent trains; then the agent leaves and hands the lease back part-way.
+    theJob().published = PublishedWeights{5, QStringLiteral("weights-5"), 1000, 0};
+    const Workunit::ResumePoint point{left.id, QStringLiteral("checkpoint-a"), 3000, 7, left.baseVersion,
+                                      left.weightsSha, left.steps};
+    const auto outcome = scheduler().handedBack(&theJob(), left.id, point);
+    QVERIFY(outcome.requeued && outcome.resumeKept);
+    QVERIFY(!scheduler().find(left.id));
+    QCOMPARE(scheduler().openLeasesOf(QStringLiteral("fast")), 0);
+    QCOMPARE(scheduler().agentsTraining(1), 0); // it left: not counted as training any more
+    QCOMPARE(theJob().workunits.at(left.workunitId).state, Workunit::State::Pending);
+
+    // The next agent gets it first (even over a shard it holds), on the same base and size, from the checkpoint.
+    const Lease next = lease(QStringLiteral("slow"), {QStringLiteral("shard-0")});
+    QCOMPARE(next.workunitId, left.workunitId);
+    QCOMPARE(next.baseVersion, qint64(0));
+    QCOMPARE(next.weightsSha, QStringLiteral("weights-0"));
+    QCOMPARE(next.steps, left.steps);
+    QCOMPARE(next.checkpointSha, QStringLiteral("checkpoint-a"));
+    QCOMPARE(next.resumeStep, qint64(7));
+
+    // Its lease expires: the resume point stays for the one after.
+    m_clock.advance(61'000);
+    scheduler().expire();
+    QCOMPARE(lease(QStringLiteral("other")).checkpointSha, QStringLiteral("checkpoint-a"));
+
+    // A hand-back without a checkpoint keeps the older one; a done workunit needs none.
+    const Lease other = lease(QStringLiteral("other"));
+    QVERIFY(other.checkpointSha.isEmpty()); // another workunit
+    const Lease third = [&] {
+        for (const Lease& l : scheduler().leases())
+            if (l.workunitId == left.workunitId && l.state == Lease::State::Open)
+                return l;
+        return Lease{};
+    }();
+    QVERIFY(!third.id.isEmpty());
+    QVERIFY(scheduler().handedBack(&theJob(), third.id, std::nullopt).requeued);
+    QCOMPARE(theJob().workunits.at(left.workunitId).resume->sha256, QStringLiteral("checkpoint-a"));
+    const Lease fourth = lease(QStringLiteral("slow"));
+    QCOMPARE(fourth.checkpointSha, QStringLiteral("checkpoint-a"));
+    QVERIFY(scheduler().recordCompleted(theJob(), fourth.id).ok());
+    scheduler().completed(theJob(), fourth.id);
+    QVERIFY(!theJob().workunits.at(left.workunitId).resume);
+    // A checkpoint handed back for a workunit another lease still holds (replicas) is not kept.
+    const Lease a = lease(QStringLiteral("a"));
+    QVERIFY(!a.id.isEmpty());
+    theJob().workunits.at(a.workunitId).openLeases.append(QStringLiteral("someone-else"));
+    const auto kept = scheduler().handedBack(&theJob(), a.id, point);
+    QVERIFY(!kept.requeued && !kept.resumeKept);
 }
 
 void TestScheduler::subtasksAreSizedToAgentsSpeeds()
