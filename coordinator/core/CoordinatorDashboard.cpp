@@ -335,6 +335,11 @@ HttpResponse Coordinator::listAgentsDetailed()
         agent.insert(QStringLiteral("cores"), hardware.value(QStringLiteral("cores")));
         agent.insert(QStringLiteral("gpu"), hardware.value(QStringLiteral("gpu")));
         agent.insert(QStringLiteral("ram_mb"), hardware.value(QStringLiteral("ram_mb")));
+        // desktop, dedicated, batch or cloud, as the agent declared it (agents from before it say nothing).
+        agent.insert(QStringLiteral("kind"), hardware.value(QStringLiteral("kind")).toString(
+                                                 hardware.value(QStringLiteral("dedicated")).toBool()
+                                                     ? QStringLiteral("dedicated")
+                                                     : QStringLiteral("desktop")));
         // The speed the scheduler sizes its subtasks by (smoothed over recent results), when known.
         if (const auto speed = m_scheduler->speedOf(id))
             agent.insert(QStringLiteral("speed"), *speed);

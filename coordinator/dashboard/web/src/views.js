@@ -217,7 +217,7 @@ export class AgentsView {
     this.tbody = h('tbody');
     clear(root, h('section', { class: 'card' }, h('h2', {}, 'Agents'),
       h('table', { class: 'list agents' },
-        h('thead', {}, h('tr', {}, ['Agent', 'Online', 'Platform', 'Cores', 'GPU', 'Speed', 'Done', 'Timed out', 'Invalid', 'Failed', 'Last seen', 'Current subtask', ''].map((t) => h('th', {}, t)))),
+        h('thead', {}, h('tr', {}, ['Agent', 'Online', 'Kind', 'Platform', 'Cores', 'GPU', 'Speed', 'Done', 'Timed out', 'Invalid', 'Failed', 'Last seen', 'Current subtask', ''].map((t) => h('th', {}, t)))),
         this.tbody)));
     await this.refresh();
   }
@@ -225,7 +225,7 @@ export class AgentsView {
   async refresh() {
     const { agents, now_ms: now } = await api('GET', '/api/v1/admin/agents');
     clear(this.tbody);
-    if (!agents.length) this.tbody.append(h('tr', {}, h('td', { colspan: 13, class: 'empty' }, 'No agent has enrolled yet: create an enrollment token.')));
+    if (!agents.length) this.tbody.append(h('tr', {}, h('td', { colspan: 14, class: 'empty' }, 'No agent has enrolled yet: create an enrollment token.')));
     for (const a of agents) {
       const current = (a.current || []).map((c) => h('div', {}, `job ${c.job} · epoch ${c.epoch} · shard ${c.shard}${c.state === 'expired' ? ' (late)' : ''}`));
       this.tbody.append(h('tr', { 'data-agent': a.id, class: a.revoked ? 'revoked' : '' },
@@ -233,6 +233,7 @@ export class AgentsView {
         h('td', { 'data-label': 'Online' }, a.revoked ? h('span', { class: 'badge state-cancelled' }, 'revoked') : h('span', { class: `dot ${a.online ? 'on' : 'off'}`, 'data-online': String(a.online) }, a.online ? 'online' : 'offline'),
           a.quarantined ? h('div', { class: 'badge state-failed', 'data-quarantined': 'true', title: a.quarantine_reason }, 'quarantined') : null,
           a.quarantined ? h('div', { class: 'muted quarantine-reason' }, a.quarantine_reason) : null),
+        h('td', { 'data-label': 'Kind', 'data-kind': a.kind || 'desktop' }, h('span', { class: `badge kind-${a.kind || 'desktop'}` }, a.kind || 'desktop')),
         h('td', { 'data-label': 'Platform' }, a.platform || '–'),
         h('td', { 'data-label': 'Cores' }, a.cores ?? '–'),
         h('td', { 'data-label': 'GPU' }, a.gpu === undefined || a.gpu === null || a.gpu === false ? '–' : String(a.gpu)),
