@@ -33,7 +33,8 @@ const CommandInfo kCommands[] = {
      "Pauses the agent: training stops between two mini-batches and nothing is lost; `resume` continues."},
     {"resume", "Lets a paused agent train again."},
     {"finish", "Lets the agent finish the subtasks it holds without leasing new ones; it exits when they are "
-               "done."},
+               "done. With --now it leaves at once instead: each subtask is checkpointed and handed back to the "
+               "coordinator, which gives it to the next agent to resume."},
     {"snooze",
      "Pauses the agent for MINUTES (default 60), after which it resumes by itself; `resume` ends it "
      "early."},
@@ -96,6 +97,9 @@ QString describeResult(const QString& command, const QString& dataDir, const QJs
                     .arg(QDateTime::fromMSecsSinceEpoch(
                              qint64(result.value(QStringLiteral("until_ms")).toDouble()))
                              .toString(QStringLiteral("HH:mm")));
+    else if (command == u"finish" && result.value(QStringLiteral("leaving")).toBool())
+        line += QStringLiteral(" It hands the subtasks it holds back to the coordinator, with their checkpoints, "
+                               "and exits.");
     else if (command == u"finish")
         line +=
             QStringLiteral(" It completes the subtasks it holds, leases no new ones, and exits when they are "
@@ -141,6 +145,10 @@ int controlCommand(const QStringList& arguments)
     if (isStatus)
         parser.addOption(
             {QStringLiteral("follow"), QStringLiteral("Keep printing each change until Ctrl-C.")});
+    if (command == u"finish")
+        parser.addOption({QStringLiteral("now"),
+                          QStringLiteral("Hand the subtasks back (with their checkpoints) and exit, instead of "
+                                         "finishing them.")});
     const bool isSnooze = command == u"snooze";
     if (isSnooze)
         parser.addPositionalArgument(QStringLiteral("MINUTES"),
@@ -152,6 +160,8 @@ int controlCommand(const QStringList& arguments)
         return 0;
     }
     QJsonObject args;
+    if (command == u"finish" && parser.isSet(QStringLiteral("now")))
+        args.insert(QStringLiteral("now"), true);
     const QStringList positional = parser.positionalArguments();
     if (isSnooze && positional.size() <= 1) {
         bool ok = true;

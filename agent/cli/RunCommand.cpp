@@ -2,15 +2,21 @@
 
 #include "AgentPaths.h"
 #include "cli/CliErrors.h"
+#include "config/AgentConfig.h"
+#include "config/Enroller.h"
 #include "control/ControlServer.h"
 #include "daemon/AgentDaemon.h"
 
 #include <QCommandLineParser>
 #include <QCoreApplication>
+#include <QFile>
+#include <QFileInfo>
 #include <QSocketNotifier>
 #include <QTextStream>
 
+#include <cmath>
 #include <csignal>
+#include <optional>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -52,6 +58,26 @@ bool parseBytes(const QString& text, qint64& out)
     return true;
 }
 
+// "3600", "90s", "90m", "4h", "2d": seconds.
+std::optional<double> parseDuration(const QString& text)
+{
+    QString t = text.trimmed().toLower();
+    double unit = 1;
+    if (t.endsWith(u's'))
+        t.chop(1);
+    else if (t.endsWith(u'm'))
+        unit = 60, t.chop(1);
+    else if (t.endsWith(u'h'))
+        unit = 3600, t.chop(1);
+    else if (t.endsWith(u'd'))
+        unit = 86400, t.chop(1);
+    bool ok = false;
+    const double value = t.toDouble(&ok);
+    if (!ok || !std::isfinite(value) || value <= 0 || value * unit > 365.0 * 86400)
+        return std::nullopt;
+    return value * unit;
+}
+
 } // namespace
 
 int runCommand(const QStringList& arguments)
@@ -63,8 +89,10 @@ int runCommand(const QStringList& arguments)
         "gleaner-worker processes at the lowest priority, and uploads the results. Logs go to stderr (the "
         "journal "
         "under systemd). `gleaner-agent status|pause|resume|finish` talk to it over its control socket. "
-        "SIGTERM or "
-        "Ctrl-C: the workers write a checkpoint and the agent exits; the next start resumes them."));
+        "SIGTERM or Ctrl-C: within --grace seconds each subtask is finished and uploaded, or checkpointed and "
+        "handed back to the coordinator, which gives it to the next agent to resume; then the agent exits 0 "
+        "(with --keep-on-stop the subtasks stay and the next start resumes them). Batch systems and preemptible "
+        "instances: --dedicated --until-empty [--max-runtime D] [--enroll URL --token-file F] (docs/clusters.md)."));
     parser.addHelpOption();
     const auto option = [&parser](const char* name, const char* help, const char* value = nullptr) {
         parser.addOption(value ? QCommandLineOption(QString::fromLatin1(name), QString::fromLatin1(help),
@@ -97,6 +125,26 @@ int runCommand(const QStringList& arguments)
     option("worker", "The gleaner-worker executable (default: next to gleaner-agent).", "PATH");
     option("progress-interval", "Seconds between progress reports to the coordinator (default 30).",
            "SECONDS");
+    option("grace", "Seconds the agent has after SIGTERM to hand its work back before it must exit (default 25; "
+                    "GCE preemption gives 30, AWS spot 120, Slurm what --signal asks).",
+           "SECONDS");
+    option("keep-on-stop", "On SIGTERM keep the leases instead of handing them back: the next start resumes them "
+                           "(a quick restart, an upgrade).");
+    option("until-empty", "Batch mode: exit 0 once the coordinator has had no work for this agent for --idle-exit "
+                          "seconds and it holds none.");
+    option("idle-exit", "With --until-empty: how long without work before exiting (default 120).", "SECONDS");
+    option("max-runtime", "Exit 0 after this long (e.g. 3600, 90m, 4h), handing back what is held --grace seconds "
+                          "before the end.",
+           "DURATION");
+    option("kind", "What this agent is, shown to the coordinator's admin: desktop, dedicated, batch or cloud "
+                   "(default: desktop, or dedicated with --dedicated).",
+           "KIND");
+    option("enroll", "Enroll with the coordinator at URL first when the data folder holds no enrolled agent (with "
+                     "--token-file; for batch jobs and cloud instances).",
+           "URL");
+    option("token-file", "With --enroll: the file holding the enrollment token.", "FILE");
+    option("ca", "With --enroll: the coordinator's certificate (PEM) to pin.", "FILE");
+    option("name", "With --enroll: this agent's name for the admin (default: the host name).", "NAME");
     if (!parser.parse(arguments))
         return usageError(kCommand, parser.errorText());
     if (parser.isSet(QStringLiteral("help"))) {
@@ -137,8 +185,29 @@ int runCommand(const QStringList& arguments)
     double progressSeconds = double(options.progressReportMs) / 1000.0;
     number("progress-interval", progressSeconds, 0.1, 3600);
     options.progressReportMs = qint64(progressSeconds * 1000);
+    number("grace", options.graceSeconds, 1, 3600);
+    number("idle-exit", options.idleExitSeconds, 1, 7 * 86400);
     if (!ok)
         return 2;
+    options.handBackOnStop = !parser.isSet(QStringLiteral("keep-on-stop"));
+    options.untilEmpty = parser.isSet(QStringLiteral("until-empty"));
+    if (parser.isSet(QStringLiteral("idle-exit")) && !options.untilEmpty)
+        return usageError(kCommand, QStringLiteral("--idle-exit goes with --until-empty"));
+    if (parser.isSet(QStringLiteral("max-runtime"))) {
+        const auto runtime = parseDuration(parser.value(QStringLiteral("max-runtime")));
+        if (!runtime || *runtime <= options.graceSeconds)
+            return usageError(kCommand, QStringLiteral("--max-runtime takes a duration longer than --grace (%1 s), "
+                                                       "such as 3600, 90m or 4h, not \"%2\"")
+                                            .arg(options.graceSeconds)
+                                            .arg(parser.value(QStringLiteral("max-runtime"))));
+        options.maxRuntimeSeconds = *runtime;
+    }
+    if (parser.isSet(QStringLiteral("kind"))) {
+        options.kind = parser.value(QStringLiteral("kind"));
+        if (!QStringList{QStringLiteral("desktop"), QStringLiteral("dedicated"), QStringLiteral("batch"), QStringLiteral("cloud")}.contains(options.kind))
+            return usageError(kCommand, QStringLiteral("--kind takes desktop, dedicated, batch or cloud, not \"%1\"")
+                                            .arg(options.kind));
+    }
     const std::pair<const char*, qint64*> sizes[] = {{"memory-cap", &options.memoryCapBytes},
                                                      {"cache-cap", &options.cacheCapBytes},
                                                      {"upload-limit", &options.uploadBytesPerSecond},
@@ -173,6 +242,36 @@ int runCommand(const QStringList& arguments)
         options.device = parser.value(QStringLiteral("device"));
     if (parser.isSet(QStringLiteral("worker")))
         options.workerProgram = parser.value(QStringLiteral("worker"));
+
+    for (const char* flag : {"token-file", "ca", "name"})
+        if (parser.isSet(QString::fromLatin1(flag)) && !parser.isSet(QStringLiteral("enroll")))
+            return usageError(kCommand, QStringLiteral("--%1 goes with --enroll").arg(QString::fromLatin1(flag)));
+    if (parser.isSet(QStringLiteral("enroll")) && !QFileInfo::exists(AgentConfig::configPath(options.dataDir))) {
+        EnrollOptions enroll;
+        enroll.url = parser.value(QStringLiteral("enroll"));
+        enroll.caFile = parser.value(QStringLiteral("ca"));
+        enroll.name = parser.value(QStringLiteral("name"));
+        enroll.dataDir = options.dataDir;
+        if (parser.isSet(QStringLiteral("token-file"))) {
+            const QString path = parser.value(QStringLiteral("token-file"));
+            QFile file(path);
+            if (!file.open(QIODevice::ReadOnly))
+                return usageError(kCommand, QStringLiteral("cannot read the enrollment token from %1 (--token-file): "
+                                                           "%2")
+                                                .arg(path, file.errorString()));
+            enroll.token = QString::fromUtf8(file.read(4096)).trimmed();
+            if (enroll.token.isEmpty())
+                return usageError(kCommand, QStringLiteral("%1 (--token-file) holds no token").arg(path));
+        }
+        auto enrolled = enrollAgent(enroll);
+        if (!enrolled) {
+            QTextStream(stderr) << "gleaner-agent run: enrolling with " << enroll.url << ": " << enrolled.error()
+                                << "\n";
+            return 1;
+        }
+        QTextStream(stderr) << "gleaner-agent run: enrolled as \"" << enrolled->name << "\" (agent "
+                            << enrolled->agentId << ") with " << enrolled->coordinatorUrl << "\n";
+    }
 
     auto daemon = AgentDaemon::create(options);
     if (!daemon) {

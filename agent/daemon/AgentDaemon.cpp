@@ -130,6 +130,27 @@ AgentDaemon::AgentDaemon(DaemonOptions options, AgentConfig config, PinnedKeys k
     connect(&m_keepAlive, &QTimer::timeout, this, &AgentDaemon::keepLeasesAlive);
     m_shutdownTimer.setSingleShot(true);
     connect(&m_shutdownTimer, &QTimer::timeout, this, [this] {
+        if (m_leaving) {
+            // The grace budget is spent: what was not handed back stays for the next start.
+            m_leaving = false;
+            m_stop->stop();
+            int kept = 0;
+            for (const auto& active : std::as_const(m_active))
+                if (!active->kept) {
+                    active->kept = true;
+                    ++kept;
+                    if (active->worker && active->worker->running())
+                        active->worker->send("stop");
+                }
+            if (kept)
+                log(QStringLiteral("warning"),
+                    QStringLiteral("the grace period (--grace %1 s) ended before %2 subtask(s) were handed back; they "
+                                   "stay with this agent")
+                        .arg(m_options.graceSeconds)
+                        .arg(kept));
+            m_shutdownTimer.start(int(kShutdownGraceMs)); // for the workers to write their checkpoints
+            return checkFinished();
+        }
         for (const auto& active : std::as_const(m_active))
             if (active->worker && active->worker->running()) {
                 log(QStringLiteral("warning"),
@@ -192,6 +213,14 @@ void AgentDaemon::start()
                 .arg(m_options.idleSource));
     }
     m_desktop->start(); // the first decision, before any worker starts
+    if (m_options.maxRuntimeSeconds > 0) {
+        // Leave while the grace budget still fits in the runtime, so that nothing held is lost at its end.
+        const double leaveAfter = std::max(0.0, m_options.maxRuntimeSeconds - m_options.graceSeconds);
+        m_runtimeTimer.setSingleShot(true);
+        connect(&m_runtimeTimer, &QTimer::timeout, this,
+                [this] { leave(QStringLiteral("--max-runtime %1 s is up").arg(m_options.maxRuntimeSeconds)); });
+        m_runtimeTimer.start(int(std::min(leaveAfter * 1000.0, 2.0e9)));
+    }
     resumeUnfinished();
     updateState();
     scheduleLease(0);
@@ -289,6 +318,9 @@ void AgentDaemon::requestLease()
     capabilities.insert(QStringLiteral("threads"), m_options.threads);
     capabilities.insert(QStringLiteral("device"), workerDevice());
     capabilities.insert(QStringLiteral("dedicated"), m_options.dedicated);
+    capabilities.insert(QStringLiteral("kind"), !m_options.kind.isEmpty() ? m_options.kind
+                                                : m_options.dedicated    ? QStringLiteral("dedicated")
+                                                                          : QStringLiteral("desktop"));
     onNetwork([this, held, free, capabilities] { return m_client->lease(held, free, capabilities); },
               [this](Result<LeaseReply> reply) {
                   if (m_stopping) {
@@ -392,6 +424,10 @@ void AgentDaemon::takeLeaseReply(const LeaseReply& reply)
         m_lastFailure = refusal;
         ++m_failureStreak;
     }
+    if (reply.tasks.isEmpty())
+        noteNoWork();
+    else
+        m_noWorkSinceMs = -1;
     if (reply.tasks.isEmpty() && reply.refused.isEmpty())
         scheduleLease(std::max<qint64>(1, reply.retryAfterSeconds) * 1000);
     else

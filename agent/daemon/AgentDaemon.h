@@ -81,6 +81,18 @@ struct DaemonOptions
     // values here are then only the starting point that the preferences replace.
     QString idleSource = QStringLiteral("auto");
     QString policyFile;
+    // Leaving (SIGTERM, `finish --now`, the end of --max-runtime; docs/clusters.md): within `graceSeconds` each
+    // subtask is finished and uploaded, or checkpointed and handed back to the coordinator (protocol 6.8), which
+    // gives it to the next agent at once. Without handBackOnStop (--keep-on-stop) a stop keeps the leases, and the
+    // subtasks resume here at the next start.
+    bool handBackOnStop = true;
+    double graceSeconds = 25;
+    // Batch mode (--until-empty): stop, exit code 0, once the coordinator had no work for this agent for
+    // `idleExitSeconds` and it holds none.
+    bool untilEmpty = false;
+    double idleExitSeconds = 120;
+    double maxRuntimeSeconds = 0; // 0: none; otherwise leave `graceSeconds` before it is up
+    QString kind;                 // what the agent declares itself: desktop, dedicated, batch, cloud
 };
 
 class AgentDaemon final : public QObject, public ControlHandler
@@ -92,8 +104,10 @@ public:
 
     // Resumes what the store holds and starts leasing.
     void start();
-    // SIGTERM / SIGINT: workers checkpoint and exit, state is persisted, then stopped() is emitted (within
-    // about ten seconds: a worker that does not stop in time is killed, its last checkpoint kept).
+    // SIGTERM / SIGINT: each subtask is finished, or checkpointed and handed back to the coordinator, within the
+    // grace budget (leave(); options().handBackOnStop). With --keep-on-stop, or what could not be handed back:
+    // workers checkpoint and exit, state is persisted, then stopped() is emitted (within about ten seconds: a
+    // worker that does not stop in time is killed, its last checkpoint kept) and the next start resumes them.
     void shutdown();
 
     // Control requests (docs/control-protocol.md, docs/desktop.md): status, pause, resume, finish, snooze,
@@ -150,10 +164,22 @@ private:
     void retryLater(const LeaseId& leaseId, const QString& what, const QString& error);
     // A step's answer came back from the network thread: its subtask (no longer busy), or null when the
     // subtask is gone or the daemon is stopping.
-    std::shared_ptr<Active> stepReturned(const LeaseId& leaseId);
+    // While leaving, only `whileLeaving` steps (an upload) go on; the others come back to leaveSubtask().
+    std::shared_ptr<Active> stepReturned(const LeaseId& leaseId, bool whileLeaving = false);
     // A step could not reach the coordinator: stop on refused credentials, otherwise try it again later.
     void stepFailed(const LeaseId& leaseId, const QString& what, const QString& error);
     void recordFetchedBytes(); // moves m_fetchedBytes into the totals
+
+    // Leaving (AgentDaemonLeave.cpp): every subtask is finished, or handed back with or without its checkpoint
+    // (ExitPlan), within the grace budget; then stopped() is emitted. What could not be handed back in time stays,
+    // as after a plain stop, for the next start.
+    void leave(const QString& why);
+    void leaveSubtask(const LeaseId& leaseId);
+    void handBack(const LeaseId& leaseId, bool withCheckpoint);
+    void reviewFinishingWorkers(); // stops a finishing worker whose end no longer fits in the time left
+    double secondsLeftToLeave() const;
+    // Batch mode: the coordinator had no work for this agent; stops once that lasted --idle-exit.
+    void noteNoWork();
 
     // Final outcomes: each persists, releases the subtask's pinned files and folder, and tells the control
     // socket.
@@ -213,6 +239,7 @@ private:
     // Bytes the network thread fetched into the cache and the totals do not hold yet: a fetch cut short by a stop
     // never reports back, but what it fetched was downloaded all the same (the coordinator counted it).
     std::atomic<qint64> m_fetchedBytes{0};
+    std::atomic<bool> m_abortFetches{false}; // leaving: downloads end, their subtasks are handed back
     std::unique_ptr<SerialExecutor> m_network;   // destroyed first (declared last)
 
     QMap<LeaseId, std::shared_ptr<Active>> m_active;
@@ -242,6 +269,13 @@ private:
     bool m_computeWasAllowed = false; // at the last decision, to lease again only when that changes
     QTimer m_shutdownTimer;
     QTimer m_keepAlive; // progress reports for workers that report nothing themselves (paused, starved)
+    bool m_leaving = false;
+    qint64 m_leaveByMs = 0;
+    QString m_leaveReason;
+    QTimer m_leaveReview;              // while leaving: reviewFinishingWorkers() every second
+    double m_uploadBytesPerSecond = 0; // measured on result uploads, for the exit plan
+    qint64 m_noWorkSinceMs = -1;       // batch mode: since when the coordinator has had no work for this agent
+    QTimer m_runtimeTimer;             // --max-runtime
 };
 
 } // namespace gleaner::agent

@@ -231,6 +231,10 @@ Result<QJsonObject> AgentDaemon::handle(const QString& command, const QJsonObjec
         updateState();
         return QJsonObject{{QStringLiteral("state"), m_state}};
     }
+    if (command == u"finish" && args.value(QStringLiteral("now")).toBool()) {
+        leave(QStringLiteral("finish --now"));
+        return QJsonObject{{QStringLiteral("state"), m_state}, {QStringLiteral("leaving"), true}};
+    }
     if (command == u"finish") {
         m_finishing = true;
         m_leaseTimer.stop();
@@ -251,6 +255,14 @@ Result<QJsonObject> AgentDaemon::handle(const QString& command, const QJsonObjec
 
 void AgentDaemon::shutdown()
 {
+    if (m_stopping && !m_finishing)
+        return;
+    // Work held goes back to the coordinator now rather than waiting for its deadline (and for this machine to
+    // come back), unless the operator asked to keep it for the next start (--keep-on-stop).
+    if (m_options.handBackOnStop && m_fatal.isEmpty() && !m_active.isEmpty() && !m_leaving) {
+        leave(QStringLiteral("asked to stop"));
+        return;
+    }
     if (m_stopping)
         return;
     m_stopping = true;
@@ -276,9 +288,13 @@ void AgentDaemon::checkFinished()
     if (m_stoppedEmitted)
         return;
     if (m_stopping) {
-        for (const auto& active : std::as_const(m_active))
+        for (const auto& active : std::as_const(m_active)) {
             if (active->worker && active->worker->running())
                 return;
+            if (m_leaving && !active->kept) // still finishing, uploading or being handed back
+                return;
+        }
+        m_leaveReview.stop();
         m_stoppedEmitted = true;
         m_shutdownTimer.stop();
         Q_EMIT stopped(0);

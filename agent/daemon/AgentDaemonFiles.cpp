@@ -44,8 +44,9 @@ void AgentDaemon::download(const LeaseId& leaseId)
                     auto patched = patchWeights(*m_cache, file, patches,
                                                 [&](const QString& sha, const QString& path, qint64 size) {
                                                     return m_client->download(sha, path, size,
-                                                                              [stop](const TransferProgress&) {
-                                                                                  return !stop->stopped();
+                                                                              [this, stop](const TransferProgress&) {
+                                                                                  return !stop->stopped() &&
+                                                                                         !m_abortFetches;
                                                                               });
                                                 });
                     if (patched) {
@@ -63,7 +64,9 @@ void AgentDaemon::download(const LeaseId& leaseId)
                 }
                 const CacheWriter& w = **writer;
                 Status got = m_client->download(file.sha256, w.partialPath(), file.size,
-                                                [stop](const TransferProgress&) { return !stop->stopped(); });
+                                                [this, stop](const TransferProgress&) {
+                                                    return !stop->stopped() && !m_abortFetches; // leaving: hand back
+                                                });
                 if (!got) {
                     // More bytes than the signed size: the coordinator's copy is another file, as when its
                     // hash differs. Final, and nothing of it is kept.

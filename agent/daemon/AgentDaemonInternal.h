@@ -33,9 +33,10 @@ inline constexpr qsizetype kRecentLogLines = 50;
 
 inline QString fileName(QStringView role)
 {
-    return role == u"weights" ? QStringLiteral("weights.safetensors")
-           : role == u"shard" ? QStringLiteral("shard.safetensors")
-                              : QStringLiteral("model.json");
+    return role == u"weights"      ? QStringLiteral("weights.safetensors")
+           : role == u"shard"      ? QStringLiteral("shard.safetensors")
+           : role == u"checkpoint" ? QStringLiteral("handed-checkpoint.safetensors")
+                                   : QStringLiteral("model.json");
 }
 
 // A hard link when the task folder and the cache share a file system (no copy of a large shard); a copy
@@ -95,6 +96,11 @@ struct AgentDaemon::Active
     QString failure;  // the last worker failure, for the report
     int workerFailures =
         0; // in this run of the daemon: the first is retried from the checkpoint, the second is final
+    // Leaving: the worker was told to finish (its result is uploaded) or to stop (it is handed back); kept: it could
+    // not be handed back and stays for the next start.
+    bool finishing = false;
+    bool stopSent = false;
+    bool kept = false;
 
     qint64 etaSeconds(qint64 now) const
     {

@@ -82,12 +82,16 @@ void AgentDaemon::checkLeaseStillOpen(const LeaseId& leaseId)
               });
 }
 
-std::shared_ptr<AgentDaemon::Active> AgentDaemon::stepReturned(const LeaseId& leaseId)
+std::shared_ptr<AgentDaemon::Active> AgentDaemon::stepReturned(const LeaseId& leaseId, bool whileLeaving)
 {
     auto active = m_active.value(leaseId);
-    if (!active || m_stopping)
+    if (!active || (m_stopping && !m_leaving))
         return {};
     active->busy = false;
+    if (m_leaving && !whileLeaving) {
+        QTimer::singleShot(0, this, [this, leaseId] { leaveSubtask(leaseId); });
+        return {};
+    }
     return active;
 }
 
@@ -195,7 +199,14 @@ void AgentDaemon::onWorkerEvent(const LeaseId& leaseId, const QJsonObject& event
         active.step = event.value(QStringLiteral("step")).toInteger(active.step);
         active.of = event.value(QStringLiteral("of")).toInteger(active.of);
         if (name == u"started") {
-            if (event.value(QStringLiteral("resumed")).toBool())
+            if (event.value(QStringLiteral("handed_back")).toBool())
+                log(QStringLiteral("info"),
+                    QStringLiteral("lease %1: worker resumed from the checkpoint lease %4 handed back, at step %2 of %3")
+                        .arg(leaseId.toString())
+                        .arg(active.step)
+                        .arg(active.of)
+                        .arg(active.manifest ? active.manifest->resumeFromLease : QString()));
+            else if (event.value(QStringLiteral("resumed")).toBool())
                 log(QStringLiteral("info"),
                     QStringLiteral("lease %1: worker resumed from its checkpoint at step %2 of %3")
                         .arg(leaseId.toString())
@@ -298,8 +309,14 @@ void AgentDaemon::onWorkerEnded(const LeaseId& leaseId, const WorkerEnd& end)
     if (end.kind == WorkerEnd::Kind::Done && active.manifest)
         keepJobState(active.manifest->jobId, active.record.taskDir);
     if (m_stopping) {
-        if (end.kind == WorkerEnd::Kind::Done)
-            (void)setState(leaseId, SubtaskState::Uploading); // uploaded by the next start
+        if (end.kind == WorkerEnd::Kind::Done) {
+            if (!setState(leaseId, SubtaskState::Uploading)) // uploaded by the next start, or now when leaving
+                return checkFinished();
+            if (m_leaving && !active.kept)
+                return upload(leaseId);
+        } else if (m_leaving && !active.kept) {
+            return leaveSubtask(leaseId); // stopped with its checkpoint written: handed back
+        }
         return checkFinished();
     }
     if (!active.cancelReason.isEmpty())
@@ -348,13 +365,26 @@ void AgentDaemon::upload(const LeaseId& leaseId)
     StopSignal* stop = m_stop.get();
     onNetwork(
         [this, leaseId, result, stop] {
-            return m_client->uploadResult(leaseId, result,
-                                          [stop](const TransferProgress&) { return !stop->stopped(); });
+            QElapsedTimer took;
+            took.start();
+            auto reply = m_client->uploadResult(leaseId, result,
+                                                [stop](const TransferProgress&) { return !stop->stopped(); });
+            return std::make_pair(std::move(reply), took.elapsed());
         },
-        [this, leaseId, result](Result<UploadReply> reply) {
-            auto active = stepReturned(leaseId);
+        [this, leaseId, result](std::pair<Result<UploadReply>, qint64> sent) {
+            Result<UploadReply>& reply = sent.first;
+            auto active = stepReturned(leaseId, true);
             if (!active)
-                return;
+                return checkFinished();
+            if (reply && sent.second > 0) // the uplink's pace, for the exit plan's estimates
+                m_uploadBytesPerSecond = double(QFileInfo(result).size()) / (double(sent.second) / 1000.0);
+            if (!reply && m_leaving) {
+                log(QStringLiteral("warning"), QStringLiteral("uploading the result of lease %1 failed (%2); it is "
+                                                              "uploaded at the next start")
+                                                   .arg(leaseId.toString(), reply.error()));
+                active->kept = true;
+                return checkFinished();
+            }
             if (!reply) {
                 return stepFailed(leaseId,
                                   QStringLiteral("uploading the result of lease %1").arg(leaseId.toString()),

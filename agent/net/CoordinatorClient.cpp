@@ -296,6 +296,34 @@ Result<bool> CoordinatorClient::reportFailure(const LeaseId& leaseId, const QStr
     return released;
 }
 
+Result<HandBackReply> CoordinatorClient::handBack(const LeaseId& leaseId, const QString& checkpointPath,
+                                                  const ProgressCallback& progress)
+{
+    const QString what = QStringLiteral("handing lease %1 back").arg(leaseId.toString());
+    TransportRequest r = request("PUT", QStringLiteral("/api/v1/work/%1/handback").arg(leaseId.toString()), true);
+    r.headers.emplaceBack("Content-Type", "application/octet-stream");
+    if (!checkpointPath.isEmpty()) {
+        if (!QFileInfo(checkpointPath).isFile())
+            return fail(QStringLiteral("%1: the checkpoint %2 does not exist").arg(what, checkpointPath));
+        r.uploadFile = checkpointPath;
+        r.maxSendBytesPerSecond = m_uploadCap;
+    }
+    const Exchange e = exchange(what, r, RetryWhen::Retryable, progress);
+    if (!e.response.ok())
+        return describe(what, e);
+    if (e.response.status == 404 || e.response.status == 409) {
+        HandBackReply reply;
+        reply.reason = CoordinatorMessages::errorText(e.response.body);
+        return reply;
+    }
+    if (e.response.status != 200)
+        return describe(what, e);
+    auto reply = CoordinatorMessages::parseHandBack(e.response.body);
+    if (!reply)
+        return fail(what + QStringLiteral(" at ") + m_baseUrl + QStringLiteral(": ") + reply.error());
+    return reply;
+}
+
 Result<UploadReply> CoordinatorClient::uploadResult(const LeaseId& leaseId, const QString& filePath,
                                                     const ProgressCallback& progress)
 {

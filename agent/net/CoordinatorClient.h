@@ -57,6 +57,11 @@ public:
     // answer was lost), or another agent's. Errors: a bad stage or blank reason (nothing is sent), no answer
     // after retries, 401/403, a 400.
     Result<bool> reportFailure(const LeaseId& leaseId, const QString& stage, const QString& reason);
+    // Hands the lease back because the agent is leaving (protocol 6.8), with the subtask's checkpoint when
+    // `checkpointPath` is not empty, so that the next agent resumes where this one stopped. A 404 or 409 is an
+    // answer (released false: nothing left to hand back); errors are failures to get one.
+    Result<HandBackReply> handBack(const LeaseId& leaseId, const QString& checkpointPath,
+                                   const ProgressCallback& progress = {});
 
     // Whether an error of this client says the coordinator no longer accepts the agent (401 / 403): retrying will
     // not help, an operator must act.

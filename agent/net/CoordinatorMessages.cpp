@@ -239,6 +239,22 @@ Result<bool> CoordinatorMessages::parseReleased(const QByteArray& body)
     return released.toBool();
 }
 
+Result<HandBackReply> CoordinatorMessages::parseHandBack(const QByteArray& body)
+{
+    const auto o = object(body);
+    if (!o)
+        return fail(o.error());
+    HandBackReply reply;
+    const QJsonValue released = o->value(QStringLiteral("released"));
+    if (!released.isBool())
+        return fail(QStringLiteral("the answer has no boolean field \"released\""));
+    reply.released = released.toBool();
+    reply.checkpoint = o->value(QStringLiteral("checkpoint")).toString(QStringLiteral("none")).left(16);
+    reply.step = std::max<qint64>(0, o->value(QStringLiteral("step")).toInteger(0));
+    reply.reason = o->value(QStringLiteral("reason")).toString().left(2000);
+    return reply;
+}
+
 QString CoordinatorMessages::errorText(const QByteArray& body)
 {
     const QJsonValue error = QJsonDocument::fromJson(body).object().value(QStringLiteral("error"));

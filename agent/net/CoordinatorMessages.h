@@ -100,6 +100,15 @@ struct UploadReply
     qint64 staleness = -1;
 };
 
+// The answer to a hand-back (protocol 6.8).
+struct HandBackReply
+{
+    bool released = false; // false: 404 / 409, nothing (left) to hand back
+    QString checkpoint;    // "kept", "refused" or "none"
+    qint64 step = 0;       // the step the next agent resumes at, when kept
+    QString reason;        // why a checkpoint was not kept, or the 404 / 409's text
+};
+
 class CoordinatorMessages
 {
 public:
@@ -124,6 +133,7 @@ public:
     static Result<UploadReply> parseAccepted(const QByteArray& body);
     // The 200 answer of a failure report: {"released": true}.
     static Result<bool> parseReleased(const QByteArray& body);
+    static Result<HandBackReply> parseHandBack(const QByteArray& body);
 
     // The "error" field of an error answer; the raw text (shortened) when the body is not the usual JSON.
     static QString errorText(const QByteArray& body);

@@ -143,6 +143,30 @@ Result<TaskManifest> checkManifest(const VerifyKey& pinnedKey, const QByteArray&
         }
     }
 
+    // Optional: a checkpoint the workunit's last agent handed back, to resume from. Fetched and hashed like
+    // every other file; the worker checks that it belongs to this subtask before it trains from it.
+    const QJsonValue resumeValue = object->value(QStringLiteral("resume"));
+    if (!resumeValue.isUndefined()) {
+        JsonFields resume(resumeValue.toObject(), QStringLiteral("manifest.resume"));
+        ManifestFile checkpoint;
+        checkpoint.role = QStringLiteral("checkpoint");
+        resume.readString(u"sha256", checkpoint.sha256, Need::Required, 64);
+        resume.readInt64(u"size", checkpoint.size, IntRange{1, kMaxInt53}, Need::Required);
+        resume.readInt64(u"step", task.resumeStep, IntRange{0, kMaxInt53}, Need::Required);
+        resume.readString(u"from_lease", task.resumeFromLease, Need::Optional, 64);
+        static const QRegularExpression hex(QStringLiteral("^[0-9a-f]{64}$"));
+        if (resume.ok() && !hex.match(checkpoint.sha256).hasMatch())
+            resume.fail(u"sha256", QStringLiteral("expected 64 lowercase hex digits"));
+        if (!resumeValue.isObject())
+            return fail(QStringLiteral("the manifest of lease %1 is signed but malformed: manifest.resume: expected "
+                                       "an object")
+                            .arg(lease));
+        if (!resume.ok())
+            return fail(QStringLiteral("the manifest of lease %1 is signed but malformed: %2")
+                            .arg(lease, resume.failure().message));
+        task.files.append(checkpoint);
+    }
+
     // The same form as a lease id: 32 lowercase hex digits. The worker copies it into the result.
     if (!LeaseId::isValid(task.nonce))
         return fail(QStringLiteral("the manifest of lease %1 is signed but malformed: manifest.nonce is not 32 "

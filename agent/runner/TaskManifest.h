@@ -47,8 +47,13 @@ struct TaskManifest
     qint64 issuedMs = 0;
     qint64 deadlineMs = 0;     // the first deadline; progress reports move the lease's deadline later
     QString nonce;             // fresh per lease; the result carries it back (gleaner.nonce)
-    QList<ManifestFile> files; // model, weights, shard, in that order
+    // model, weights, shard, in that order; then "checkpoint" when the manifest resumes a handed-back subtask
+    QList<ManifestFile> files;
     QList<ManifestPatch> weightsPatches; // optional: patches to the weights from earlier published files
+    // Optional (protocol 6.8): the subtask was handed back part-way by lease `resumeFromLease`; the worker resumes
+    // from its checkpoint (files' "checkpoint") at mini-batch `resumeStep`.
+    qint64 resumeStep = 0;
+    QString resumeFromLease;
 
     const ManifestFile* file(QStringView role) const;
 };

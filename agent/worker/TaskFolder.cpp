@@ -11,6 +11,10 @@ QString TaskFolder::manifestPath() const { return QDir(dir).filePath(QStringLite
 QString TaskFolder::weightsPath() const { return QDir(dir).filePath(QStringLiteral("weights.safetensors")); }
 QString TaskFolder::shardPath() const { return QDir(dir).filePath(QStringLiteral("shard.safetensors")); }
 QString TaskFolder::checkpointPath() const { return QDir(dir).filePath(QStringLiteral("checkpoint.safetensors")); }
+QString TaskFolder::handedCheckpointPath() const
+{
+    return QDir(dir).filePath(QStringLiteral("handed-checkpoint.safetensors"));
+}
 QString TaskFolder::resultPath() const { return QDir(dir).filePath(QStringLiteral("result.safetensors")); }
 QString TaskFolder::optimizerInPath() const { return QDir(dir).filePath(QStringLiteral("optimizer-in.safetensors")); }
 QString TaskFolder::optimizerOutPath() const { return QDir(dir).filePath(QStringLiteral("optimizer.safetensors")); }

@@ -6,6 +6,8 @@
 //   shard.safetensors       the training data (role "shard")
 //   optimizer-in.safetensors  optional: the local optimizer's state an earlier subtask of the job ended with
 //   residual-in.safetensors   optional: what earlier uploads of the job left out (error feedback, UpdateCodec)
+//   handed-checkpoint.safetensors  optional (role "checkpoint"): the checkpoint another agent handed back when it
+//                           left; the worker resumes from it (protocol 6.8)
 // and what the worker writes there:
 //   checkpoint.safetensors  model, optimizer and data position, every N seconds and on request
 //   result.safetensors      the trained weights with the metadata the coordinator asks for, or the update encoded
@@ -41,6 +43,7 @@ struct TaskFolder
     QString weightsPath() const;
     QString shardPath() const;
     QString checkpointPath() const;
+    QString handedCheckpointPath() const;
     QString resultPath() const;
     QString optimizerInPath() const;
     QString optimizerOutPath() const;

@@ -2,6 +2,7 @@
 
 #include "codec/UpdateCodec.h"
 #include "format/SafeTensors.h"
+#include "ml/Checkpoint.h"
 #include "ml/Trainer.h"
 #include "worker/ProcessPriority.h"
 #include "worker/TaskFolder.h"
@@ -231,7 +232,20 @@ int runWorker(const WorkerOptions& options, WorkerControl& control,
     double computeAtLastHook = 0.0;
     qint64 lastStep = 0;
     bool announced = false;
-    const bool resuming = QFile::exists(task->checkpointPath());
+    // A checkpoint another agent handed back (protocol 6.8) becomes this run's first checkpoint; it is taken when it
+    // was written for this subtask (its request, shard and starting weights), whatever machine wrote it.
+    const bool handed = QFile::exists(task->handedCheckpointPath());
+    if (handed && !QFile::exists(task->checkpointPath()) &&
+        !QFile::copy(task->handedCheckpointPath(), task->checkpointPath()))
+        warn(emit, QStringLiteral("cannot take the handed-back checkpoint %1; training from step 0")
+                       .arg(task->handedCheckpointPath()));
+    bool resuming = QFile::exists(task->checkpointPath());
+    if (resuming && handed) {
+        auto weights = SafeTensors::load(task->weightsPath());
+        if (!weights)
+            return failWith(emit, weights.error());
+        request.adoptFromWeights = ml::Checkpoint::contentHash(*weights);
+    }
 
     ml::TrainHooks hooks;
     hooks.betweenBatches = [&](const ml::TrainProgress& p) {
@@ -241,6 +255,8 @@ int runWorker(const WorkerOptions& options, WorkerControl& control,
             started.insert(QStringLiteral("step"), p.step - 1);
             started.insert(QStringLiteral("of"), p.totalSteps);
             started.insert(QStringLiteral("resumed"), resuming);
+            if (resuming && handed)
+                started.insert(QStringLiteral("handed_back"), true);
             emit(started);
             announced = true;
         }
@@ -286,9 +302,17 @@ int runWorker(const WorkerOptions& options, WorkerControl& control,
     };
 
     Result<ml::TrainOutcome> outcome = fail(QString());
-    if (resuming) {
+    if (resuming)
         outcome = ml::Trainer::resume(request, *shard, hooks);
-    } else {
+    if (resuming && handed && !outcome && !announced) {
+        // Not this subtask's, damaged or hostile: discarded, and the subtask starts afresh from the lease's weights.
+        warn(emit, outcome.error() + QStringLiteral("; training from step 0"));
+        QFile::remove(task->checkpointPath());
+        QFile::remove(task->handedCheckpointPath());
+        request.adoptFromWeights.clear();
+        resuming = false;
+    }
+    if (!resuming) {
         auto weights = SafeTensors::load(task->weightsPath());
         if (!weights)
             return failWith(emit, weights.error());

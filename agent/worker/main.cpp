@@ -66,6 +66,12 @@ int main(int argc, char** argv)
     // The agent reads the events; when it dies, a write to the pipe would raise SIGPIPE and end the worker
     // before it saw the end of its stdin and checkpointed. Ignored, a write just fails, and the work is kept.
     std::signal(SIGPIPE, SIG_IGN);
+    // The agent decides when the worker stops: a batch system's scancel or a service manager signals every process
+    // of the job, and a worker that died on that signal would lose the work since its last checkpoint, while the
+    // agent is about to ask it for a fresh one and hand it back (docs/clusters.md). The end of its stdin stops it.
+    std::signal(SIGTERM, SIG_IGN);
+    std::signal(SIGINT, SIG_IGN);
+    std::signal(SIGHUP, SIG_IGN);
     std::mutex out;
     const auto emit = [&out](const QJsonObject& event) {
         const QByteArray line = QJsonDocument(event).toJson(QJsonDocument::Compact);

@@ -100,6 +100,7 @@ private Q_SLOTS:
     void compressedTransfersReachTheTarget();
     void killedAgentsSubtaskIsCarriedByTheOther();
     void restartedAgentResumesFromItsCheckpoint();
+    void stoppedAgentHandsItsSubtaskBack();
     void alteredShardIsRefusedAndReported();
     void brokenSignatureIsRefusedWithBackoff();
     void coordinatorKilledAndRestartedMidJob();
@@ -411,6 +412,72 @@ void TestEndToEnd::restartedAgentResumesFromItsCheckpoint()
     const QString after = m_cluster->agentLog(agent, mark);
     QVERIFY2(after.contains(QStringLiteral("resuming lease %1").arg(lease)), qPrintable(after.left(2000)));
     QCOMPARE(counter(m_cluster->agentRecord(m_cluster->agent(agent).name), "timed_out"), 0);
+}
+
+// (c2) An agent SIGTERMed mid-subtask (a preempted instance, a Slurm job at its limit) hands its lease back with the
+// checkpoint its worker wrote: a second agent gets the workunit within seconds, not at the lease's 10-minute
+// deadline, resumes at the step the first reached, and the job holds one fold of that workunit.
+void TestEndToEnd::stoppedAgentHandsItsSubtaskBack()
+{
+    // One workunit, several passes over 3,000 images: only a hand-back can give it to the second agent in time.
+    auto job = m_cluster->submitJob(cnnJob(QStringLiteral("hand-back"), 1, 4, 600));
+    E2E_VERIFY(job);
+    QStringList options = E2eCluster::quickAgentOptions();
+    options[options.indexOf(QStringLiteral("--checkpoint-interval")) + 1] = QStringLiteral("600");
+    options << QStringLiteral("--grace") << QStringLiteral("20");
+    const QList<int> first = startAgents({QStringLiteral("preempted")}, options);
+    QCOMPARE(first.size(), 1);
+    QVERIFY2(waitForTrainingStep(first[0], 90'000), "the first agent's worker never reported a training step");
+    // Past its first few steps: the checkpoint on the stop holds work worth keeping.
+    QVERIFY(waitUntil(
+        [&] {
+            const QJsonObject status =
+                m_cluster->agentCli(first[0], QStringLiteral("status"), {QStringLiteral("--json")}).json();
+            const QJsonArray subtasks = status.value(QStringLiteral("subtasks")).toArray();
+            return !subtasks.isEmpty() && subtasks.first().toObject().value(QStringLiteral("step")).toInteger() >= 20;
+        },
+        60'000, 200));
+
+    QElapsedTimer sinceStop;
+    sinceStop.start();
+    QVERIFY2(m_cluster->stopAgent(first[0], SIGTERM, 30'000), "the agent did not exit within its grace period");
+    const QString firstLog = m_cluster->agentLog(first[0]);
+    const QRegularExpression handed(QStringLiteral("lease ([0-9a-f]{32}) handed back: the next agent resumes it at "
+                                                   "step (\\d+)"));
+    const QRegularExpressionMatch handedBack = handed.match(firstLog);
+    QVERIFY2(handedBack.hasMatch(), qPrintable(firstLog.right(3000)));
+    const QString lease = handedBack.captured(1);
+    const qint64 handedStep = handedBack.captured(2).toLongLong();
+    QVERIFY2(handedStep >= 20, qPrintable(handedBack.captured(0)));
+    // Nothing of the subtask is left on the first agent: its folder went with the hand-back.
+    QVERIFY(QDir(m_cluster->agent(first[0]).dir + QStringLiteral("/tasks"))
+                .entryList(QDir::Dirs | QDir::NoDotAndDotDot)
+                .isEmpty());
+
+    const QList<int> second = startAgents({QStringLiteral("successor")}, E2eCluster::quickAgentOptions());
+    QCOMPARE(second.size(), 1);
+    auto resumed = m_cluster->waitForAgentLog(
+        second[0],
+        QRegularExpression(QStringLiteral("worker resumed from the checkpoint lease %1 handed back, at step (\\d+) of "
+                                          "(\\d+)")
+                               .arg(lease)),
+        90'000);
+    E2E_VERIFY(resumed);
+    qInfo("handed back at step %lld; the successor resumed at %s of %s, %.1f s after the stop", handedStep,
+          qPrintable(resumed->captured(1)), qPrintable(resumed->captured(2)), double(sinceStop.elapsed()) / 1000.0);
+    QCOMPARE(resumed->captured(1).toLongLong(), handedStep);
+    QVERIFY(handedStep < resumed->captured(2).toLongLong());
+    QVERIFY2(sinceStop.elapsed() < 120'000, "the workunit waited for something like the lease's deadline");
+
+    auto done = m_cluster->waitForJobState(*job, QStringLiteral("completed"), 240'000);
+    E2E_VERIFY(done);
+    // One workunit, one fold: the hand-back added no update of its own, and the resumed result counted once.
+    QCOMPARE(done->value(QStringLiteral("updates_received")).toInteger(), 1);
+    QCOMPARE(done->value(QStringLiteral("updates")).toInteger(), 1);
+    const QJsonObject firstRecord = m_cluster->agentRecord(m_cluster->agent(first[0]).name);
+    QCOMPARE(counter(firstRecord, "timed_out"), 0);
+    QCOMPARE(counter(firstRecord, "failed"), 0);
+    QCOMPARE(counter(m_cluster->agentRecord(m_cluster->agent(second[0]).name), "done"), 1);
 }
 
 // (d) A shard altered on the coordinator's disk after import: the agent refuses it with both hashes in its
