@@ -18,6 +18,8 @@
 #include <QSet>
 #include <QThread>
 
+#include <limits>
+
 namespace gleaner::agent {
 
 Q_LOGGING_CATEGORY(lcDaemon, "gleaner.agent")
@@ -429,7 +431,10 @@ void AgentDaemon::takeLeaseReply(const LeaseReply& reply)
     else
         m_noWorkSinceMs = -1;
     if (reply.tasks.isEmpty() && reply.refused.isEmpty())
-        scheduleLease(std::max<qint64>(1, reply.retryAfterSeconds) * 1000);
+        // Batch mode asks again by the end of its idle wait at the latest, to stop on time.
+        scheduleLease(std::min<qint64>(std::max<qint64>(1, reply.retryAfterSeconds) * 1000,
+                                       m_options.untilEmpty ? qint64(m_options.idleExitSeconds * 1000) + 100
+                                                            : std::numeric_limits<qint64>::max()));
     else
         // Fill the remaining slots, if any; not at once after refusing work.
         scheduleLease(m_failureStreak > 0 ? backoffMs(m_failureStreak) : 0);

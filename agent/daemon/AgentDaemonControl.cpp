@@ -27,7 +27,10 @@ void AgentDaemon::updateState()
     if (m_stopping) {
         state = QStringLiteral("stopped");
         code = QStringLiteral("stopping");
-        reason = QStringLiteral("Stopping: the subtasks are kept for the next start");
+        reason = m_leaving ? QStringLiteral("Leaving (%1): handing the subtasks back to the coordinator")
+                                 .arg(m_leaveReason)
+                 : m_active.isEmpty() ? QStringLiteral("Stopping")
+                                      : QStringLiteral("Stopping: the subtasks are kept for the next start");
     } else if (!m_fatal.isEmpty()) {
         state = QStringLiteral("error");
         code = QStringLiteral("error");

@@ -42,7 +42,7 @@ QString SimOptions::usage()
     return QStringLiteral(
         "usage: gleaner-sim JOB.json [--agents C] [--speeds SPEEDS] [--rule RULE] [--upload UPLOAD]\n"
         "                   [--download DENSITY] [--epochs E] [--seed S] [--rate R] [--network SECONDS]\n"
-        "                   [--jitter J] [--uplink MBIT] [--preemption P]\n"
+        "                   [--jitter J] [--uplink MBIT] [--preemption P] [--on-preempt WHAT]\n"
         "                   [--churn SECONDS] [--retry SECONDS]\n"
         "                   [--speed-aware on|off] [--publish-interval MS] [--own-update on|off]\n"
         "                   [--carry-optimizer on|off] [--validate-every N] [--threads T] [--ignore-target]\n"
@@ -71,7 +71,11 @@ QString SimOptions::usage()
         "  --jitter J          each subtask takes its time times a factor drawn from 1 - J to 1 + J (default\n"
         "                      0.05): real machines' pace varies, and agents of one speed do not stay in step\n"
         "  --uplink MBIT       agents' uplink in Mbit/s: each upload adds its bytes' time (default: instant)\n"
-        "  --preemption P      probability that a subtask is lost part-way; its lease then expires at its deadline\n"
+        "  --preemption P      probability that a subtask is lost part-way (its agent is preempted)\n"
+        "  --on-preempt WHAT   what the preempted agent does within its grace period: hand-back (its checkpoint;\n"
+        "                      the next agent resumes at that step; default, as agents do), bare (handed back\n"
+        "                      without a checkpoint: redone from step 0 at once) or keep (the lease expires at its\n"
+        "                      deadline, then the work is redone)\n"
         "  --churn SECONDS     agents leave after a random time of this mean and come back as new agents\n"
         "  --retry SECONDS     an agent without work asks again after this long (default 10, as the coordinator says)\n"
         "  --publish-interval MS  the coordinator's publish_interval_ms (default 250): leases get weights this old\n"
@@ -182,6 +186,18 @@ Result<SimOptions> SimOptions::parse(const QStringList& arguments)
             take(real(0, 0.9), options.jitter);
         } else if (arg == u"--preemption") {
             take(real(0, 0.95), options.preemption);
+        } else if (arg == u"--on-preempt") {
+            auto text = value();
+            if (!text)
+                return fail(text.error());
+            if (*text == u"hand-back")
+                options.onPreempt = SimOptions::OnPreempt::HandBack;
+            else if (*text == u"bare")
+                options.onPreempt = SimOptions::OnPreempt::Bare;
+            else if (*text == u"keep")
+                options.onPreempt = SimOptions::OnPreempt::Keep;
+            else
+                return fail(QStringLiteral("--on-preempt: expected hand-back, bare or keep, got \"%1\"").arg(*text));
         } else if (arg == u"--churn") {
             take(real(0, 1e9), options.churnSeconds);
         } else if (arg == u"--retry") {

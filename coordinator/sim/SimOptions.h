@@ -30,6 +30,11 @@ struct SimOptions
     double jitter = 0.05;            // a subtask's time varies by up to this share, drawn per subtask
     double uplinkMbit = 0.0;         // an agent's uplink in Mbit/s: the upload's bytes take their time (0: none)
     double preemption = 0.0;         // probability that a subtask is lost at a random point
+    // What a preempted agent does with its subtask (docs/clusters.md): hands it back with its checkpoint (the
+    // agent's default: the next agent resumes at that step), hands it back bare (the next agent starts at once
+    // from step 0), or keeps it (the lease expires at its deadline, the work is redone from step 0).
+    enum class OnPreempt { HandBack, Bare, Keep };
+    OnPreempt onPreempt = OnPreempt::HandBack;
     double churnSeconds = 0.0;       // mean simulated time an agent stays before it leaves (0: never leaves)
     double retrySeconds = 10.0;      // an agent without work asks again after this long (the coordinator's answer)
     int publishIntervalMs = 250;     // the coordinator's publish_interval_ms: new leases get weights at most this old

@@ -80,6 +80,12 @@ QJsonObject SimReport::toJson(const SimOptions& options) const
          downloadBytes > 0 ? double(weightsBytes) * double(leases) / double(downloadBytes) : 0.0},
         {QStringLiteral("downloads_by_distance"), fetchesJson()},
         {QStringLiteral("preempted"), preempted},
+        {QStringLiteral("on_preempt"), options.onPreempt == SimOptions::OnPreempt::HandBack ? QStringLiteral("hand-back")
+                                       : options.onPreempt == SimOptions::OnPreempt::Bare   ? QStringLiteral("bare")
+                                                                                            : QStringLiteral("keep")},
+        {QStringLiteral("handed_back"), handedBack},
+        {QStringLiteral("resumed_leases"), resumedLeases},
+        {QStringLiteral("lost_train_seconds"), lostTrainSeconds},
         {QStringLiteral("ended"), ended},
     };
 }

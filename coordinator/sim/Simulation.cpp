@@ -47,7 +47,7 @@ struct Agent
 
 struct Event
 {
-    enum class Kind { Ask, Deliver, Leave, Join, Tick };
+    enum class Kind { Ask, Deliver, Leave, Join, Tick, HandBack };
     qint64 atMs = 0;
     qint64 order = 0;
     Kind kind = Kind::Ask;
@@ -207,6 +207,13 @@ public:
                 agent.generation += 1;
                 post(Event::Kind::Join, m_clock.nowMs() + drawMs(m_options.churnSeconds / 4), event.slot);
                 break;
+            case Event::Kind::HandBack:
+                // The preempted agent hands its lease back within its grace period (the coordinator's own
+                // Scheduler::handedBack), with the step its checkpoint holds or bare; its replacement asks again.
+                handBack(event);
+                if (agent.present && event.generation == agent.generation)
+                    post(Event::Kind::Ask, m_clock.nowMs(), event.slot);
+                break;
             case Event::Kind::Tick:
                 // The coordinator's housekeeping tick publishes the folded weights for the leases after it.
                 publish();
@@ -249,6 +256,20 @@ private:
         m_events.push(std::move(event));
     }
 
+    // A preempted agent's hand-back: `event.samples` is the step its checkpoint reached (0: handed back bare).
+    void handBack(const Event& event)
+    {
+        const Lease* lease = m_scheduler.find(event.leaseId);
+        if (!lease)
+            return;
+        std::optional<Workunit::ResumePoint> resume;
+        if (event.samples > 0)
+            resume = Workunit::ResumePoint{lease->id, QStringLiteral("checkpoint-%1").arg(lease->id), 0, event.samples,
+                                           lease->baseVersion, lease->weightsSha, lease->steps};
+        m_report.handedBack += 1;
+        (void)m_scheduler.handedBack(&job(), event.leaseId, std::move(resume));
+    }
+
     // The coordinator publishes the server copy for new leases on its housekeeping tick, at most once per publish
     // interval (the Tick events): a lease gets the weights of the last tick, without the updates folded since.
     void publish()
@@ -275,6 +296,9 @@ private:
         QSet<qint64> needed{m_version};
         for (const Lease& lease : m_scheduler.leases())
             needed.insert(lease.baseVersion);
+        for (const auto& [id, unit] : job().workunits) // a handed-back workunit resumes on its base
+            if (unit.resume)
+                needed.insert(unit.resume->baseVersion);
         for (auto it = m_bases.begin(); it != m_bases.end();)
             it = needed.contains(it->first) ? std::next(it) : m_bases.erase(it);
     }
@@ -302,8 +326,13 @@ private:
         agent.cached.insert(shard.sha256);
         // A speed-aware job sized the lease in mini-batches (the last of a pass may be short: an estimate here,
         // the trained count below).
-        const qint64 planned = lease.steps > 0 ? lease.steps * m_data.spec.batchSize
-                                               : shard.samples * m_data.spec.localEpochs;
+        const qint64 whole = lease.steps > 0 ? lease.steps * m_data.spec.batchSize
+                                             : shard.samples * m_data.spec.localEpochs;
+        // A lease that resumes a handed-back checkpoint trains only what is left of the subtask (the result is the
+        // same training: trained whole below, from the same base, as a resumed run ends bit for bit).
+        const qint64 planned = std::max<qint64>(1, whole - lease.resumeStep * m_data.spec.batchSize);
+        if (lease.resumeStep > 0)
+            m_report.resumedLeases += 1;
         // A machine's pace varies from subtask to subtask (other programs, caches, the network): --jitter.
         std::uniform_real_distribution<double> unit01(0.0, 1.0);
         const double pace = m_options.jitter > 0 ? 1.0 + m_options.jitter * (2.0 * unit01(m_random) - 1.0) : 1.0;
@@ -316,10 +345,27 @@ private:
         const qint64 durationMs = durationOf(planned);
 
         if (m_options.preemption > 0 && unit01(m_random) < m_options.preemption) {
-            // Lost part-way: the agent starts afresh after the time it spent; the lease expires at its deadline.
-            const qint64 lostMs = std::max<qint64>(1, qint64(unit01(m_random) * double(durationMs)));
+            // Preempted part-way, after `spentMs`: what it trained is kept (a checkpoint handed back) or redone.
+            const double at = unit01(m_random);
+            const qint64 spentMs = std::max<qint64>(1, qint64(at * double(durationMs)));
+            const double trainedSeconds = at * trainSecondsOf(planned);
             m_report.preempted += 1;
-            post(Event::Kind::Ask, m_clock.nowMs() + lostMs, slot);
+            if (m_options.onPreempt == SimOptions::OnPreempt::Keep) {
+                // The lease expires at its deadline; the replacement agent starts on other work.
+                m_report.lostTrainSeconds += trainedSeconds;
+                post(Event::Kind::Ask, m_clock.nowMs() + spentMs, slot);
+                return {};
+            }
+            Event handed;
+            handed.leaseId = lease.id;
+            // The checkpoint the worker writes on the stop holds every whole mini-batch done so far.
+            const qint64 stepsDone = qint64(at * double(planned) / double(m_data.spec.batchSize));
+            handed.samples = m_options.onPreempt == SimOptions::OnPreempt::HandBack && stepsDone > 0
+                                 ? lease.resumeStep + stepsDone
+                                 : 0;
+            m_report.lostTrainSeconds +=
+                handed.samples > 0 ? trainedSeconds - trainSecondsOf(stepsDone * m_data.spec.batchSize) : trainedSeconds;
+            post(Event::Kind::HandBack, m_clock.nowMs() + spentMs, slot, std::move(handed));
             return {};
         }
 

@@ -63,6 +63,9 @@ struct SimReport
     std::vector<SimPoint> points; // every validation, in time order
     std::vector<SimUpdate> updates;
     qint64 preempted = 0; // subtasks lost part-way (--preemption)
+    qint64 handedBack = 0; // of those, handed back by their agent (--on-preempt hand-back or bare)
+    qint64 resumedLeases = 0; // leases that resumed a handed-back checkpoint
+    double lostTrainSeconds = 0.0; // training time preempted agents spent that nobody resumed from (redone)
     QString ended; // why the run stopped
     double bestAccuracy() const;
     QJsonObject toJson(const SimOptions& options) const;

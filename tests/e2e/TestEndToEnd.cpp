@@ -101,6 +101,7 @@ private Q_SLOTS:
     void killedAgentsSubtaskIsCarriedByTheOther();
     void restartedAgentResumesFromItsCheckpoint();
     void stoppedAgentHandsItsSubtaskBack();
+    void batchAgentsLeaveAtTheirRuntimeAndWhenTheQueueIsEmpty();
     void alteredShardIsRefusedAndReported();
     void brokenSignatureIsRefusedWithBackoff();
     void coordinatorKilledAndRestartedMidJob();
@@ -478,6 +479,47 @@ void TestEndToEnd::stoppedAgentHandsItsSubtaskBack()
     QCOMPARE(counter(firstRecord, "timed_out"), 0);
     QCOMPARE(counter(firstRecord, "failed"), 0);
     QCOMPARE(counter(m_cluster->agentRecord(m_cluster->agent(second[0]).name), "done"), 1);
+}
+
+// (c3) Batch mode, as a cluster job runs it: an agent whose --max-runtime ends mid-subtask hands the subtask back and
+// exits 0; another, --until-empty, finishes the job and exits 0 once the coordinator has had no work for it.
+void TestEndToEnd::batchAgentsLeaveAtTheirRuntimeAndWhenTheQueueIsEmpty()
+{
+    // Two subtasks of ten passes over 3,000 images: each trains for longer than the first agent's runtime.
+    auto job = m_cluster->submitJob(cnnJob(QStringLiteral("batch"), 2, 10, 600));
+    E2E_VERIFY(job);
+    QStringList timed = E2eCluster::quickAgentOptions();
+    // A grace that fits a checkpoint of a few MB at the 1 MB/s an agent assumes before it measured its uplink.
+    timed << QStringLiteral("--until-empty") << QStringLiteral("--max-runtime") << QStringLiteral("24")
+          << QStringLiteral("--grace") << QStringLiteral("15") << QStringLiteral("--kind") << QStringLiteral("batch");
+    const QList<int> first = startAgents({QStringLiteral("timed")}, timed);
+    QCOMPARE(first.size(), 1);
+    QVERIFY2(waitUntil([&] { return !m_cluster->agentRunning(first[0]); }, 60'000),
+             "the agent outlived its --max-runtime");
+    QCOMPARE(m_cluster->agent(first[0]).process->exitStatus(), QProcess::NormalExit);
+    QCOMPARE(m_cluster->agent(first[0]).process->exitCode(), 0);
+    const QString log = m_cluster->agentLog(first[0]);
+    QVERIFY2(log.contains(u"leaving (--max-runtime 24 s is up)"), qPrintable(log.right(3000)));
+    QVERIFY2(log.contains(u"handed back: the next agent resumes it at step"), qPrintable(log.right(3000)));
+    QCOMPARE(m_cluster->agentRecord(m_cluster->agent(first[0]).name)
+                 .value(QStringLiteral("hardware"))
+                 .toObject()
+                 .value(QStringLiteral("kind"))
+                 .toString(),
+             QStringLiteral("batch"));
+
+    QStringList drain = E2eCluster::quickAgentOptions();
+    drain << QStringLiteral("--until-empty") << QStringLiteral("--idle-exit") << QStringLiteral("3");
+    const QList<int> second = startAgents({QStringLiteral("drain")}, drain);
+    QCOMPARE(second.size(), 1);
+    E2E_VERIFY(m_cluster->waitForJobState(*job, QStringLiteral("completed"), 240'000));
+    QVERIFY2(waitUntil([&] { return !m_cluster->agentRunning(second[0]); }, 30'000),
+             "the --until-empty agent did not stop once the queue was empty");
+    QCOMPARE(m_cluster->agent(second[0]).process->exitCode(), 0);
+    const QString drained = m_cluster->agentLog(second[0]);
+    QVERIFY2(drained.contains(u"worker resumed from the checkpoint lease"), qPrintable(drained.right(3000)));
+    QVERIFY2(drained.contains(u"has had no work for this agent"), qPrintable(drained.right(3000)));
+    QCOMPARE(m_cluster->jobStatus(*job).value(QStringLiteral("updates_received")).toInteger(), 2);
 }
 
 // (d) A shard altered on the coordinator's disk after import: the agent refuses it with both hashes in its
