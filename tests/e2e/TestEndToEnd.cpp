@@ -308,10 +308,9 @@ void TestEndToEnd::compressedTransfersReachTheTarget()
                 down += totals.value(QStringLiteral("downloaded_bytes")).toInteger();
             }
             // Downloads up to one weights file, which the stop may have cut off in flight (sent by the
-            // coordinator, never received by the agent). Uploads up to one: an upload the stop cut off after the
-            // coordinator had the whole body is accepted there, while the agent, started again, sends it once more,
-            // hears 409 "duplicate" and drops it uncounted (the protocol's answer; the hand-back on a stop is to
-            // finish such an upload first).
+            // coordinator, never received by the agent). Uploads up to one: a leaving agent finishes an upload in
+            // flight, but one its grace period cut off after the coordinator had the whole body is accepted there,
+            // while the agent, started again, sends it once more, hears 409 "duplicate" and drops it uncounted.
             const QJsonObject now = m_cluster->jobStatus(*job).value(QStringLiteral("transfer")).toObject();
             const qint64 sent = now.value(QStringLiteral("downloaded_bytes")).toInteger();
             const qint64 received = now.value(QStringLiteral("uploaded_bytes")).toInteger();
