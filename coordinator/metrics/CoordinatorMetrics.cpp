@@ -6,8 +6,8 @@ namespace gleaner::coordinator::metrics {
 
 namespace {
 
-const char* const kRouteNames[] = {"info",  "enroll", "lease",  "progress", "result",    "fail",
-                                   "files", "admin",  "events", "metrics",  "dashboard", "other"};
+const char* const kRouteNames[] = {"info",  "enroll", "lease",   "progress", "result",    "fail", "handback",
+                                   "files", "admin",  "events",  "metrics",  "dashboard", "other"};
 static_assert(std::size(kRouteNames) == size_t(Route::Count));
 
 const char* const kReasonNames[] = {"malformed", "unauthorized", "revoked", "unknown_lease", "conflict",
@@ -62,6 +62,8 @@ Route classifyRoute(const RequestHead& head)
             return Route::Result;
         if (action == "fail")
             return Route::Fail;
+        if (action == "handback")
+            return Route::HandBack;
     }
     return Route::Other;
 }
@@ -121,6 +123,8 @@ CoordinatorMetrics::CoordinatorMetrics()
                                          "Leases whose deadline passed before their result arrived.")),
       m_leasesFailed(m_registry.counter("gleaner_leases_failed_total",
                                         "Leases an agent gave back because it could not run the subtask.")),
+      m_leasesHandedBack(m_registry.counter("gleaner_leases_handed_back_total",
+                                            "Leases an agent handed back when it left (with or without a checkpoint).")),
       m_bytesIn(m_registry.counter("gleaner_http_received_bytes_total", "Request body bytes received.")),
       m_bytesOut(m_registry.counter("gleaner_http_sent_bytes_total", "Response body bytes sent.")),
       m_resultBytes(perEncoding([this](const QByteArray& encoding) -> Counter& {
@@ -181,6 +185,8 @@ void CoordinatorMetrics::observeRequest(const RequestHead& head, const RequestOu
         m_updatesRefused[size_t(refusalReason(outcome.status))]->inc();
     if (route == Route::Fail && outcome.status == 200)
         m_leasesFailed.inc();
+    if (route == Route::HandBack && outcome.status == 200)
+        m_leasesHandedBack.inc();
 }
 
 void CoordinatorMetrics::fileSent(QByteArrayView role, quint64 bytes)

@@ -22,6 +22,7 @@ enum class Route
     Progress,
     Result,
     Fail,
+    HandBack,
     Files,
     Admin,
     Events,
@@ -98,6 +99,7 @@ private:
     Counter& m_leasesIssued;
     Counter& m_leasesExpired;
     Counter& m_leasesFailed;
+    Counter& m_leasesHandedBack;
     Counter& m_bytesIn;
     Counter& m_bytesOut;
     std::array<Counter*, UploadSpec::kEncodings> m_resultBytes;       // by UploadSpec::Encoding
