@@ -150,7 +150,8 @@ AgentDaemon::AgentDaemon(DaemonOptions options, AgentConfig config, PinnedKeys k
                                    "stay with this agent")
                         .arg(m_options.graceSeconds)
                         .arg(kept));
-            m_shutdownTimer.start(int(kShutdownGraceMs)); // for the workers to write their checkpoints
+            // For the workers to write their checkpoints, within what is left of the budget.
+            m_shutdownTimer.start(int(std::min<qint64>(kShutdownGraceMs, kLeaveMarginMs)));
             return checkFinished();
         }
         for (const auto& active : std::as_const(m_active))

@@ -25,6 +25,9 @@ namespace daemon_detail {
 // as a problem; the step is still tried again after that, with the longest backoff.
 inline constexpr int kDownloadTriesBeforeFailing = 6;
 inline constexpr qint64 kShutdownGraceMs = 8'000;
+// A leaving agent keeps this much of its grace budget for the end: persisting what stays and letting the workers of
+// what was not handed back write their checkpoints.
+inline constexpr qint64 kLeaveMarginMs = 1'500;
 inline constexpr qint64 kPublishProgressEveryMs = 500;
 // Subtasks failed in a row after which the agent's state is "error" (a wrong pinned key, a broken worker).
 inline constexpr int kFailuresBeforeError = 3;

@@ -18,8 +18,6 @@ using namespace daemon_detail;
 namespace {
 
 constexpr qint64 kLeaveReviewMs = 1000;
-// Before the budget is up the agent must still persist and exit: what was not handed back by then stays.
-constexpr qint64 kLeaveMarginMs = 1500;
 
 QString checkpointIn(const QString& taskDir)
 {
