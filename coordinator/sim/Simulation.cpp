@@ -403,7 +403,9 @@ private:
         event.weights = std::move(*decoded);
         const qint64 uplinkMs =
             m_options.uplinkMbit > 0 ? qint64(std::llround(double(event.uploadBytes) * 8.0 / (m_options.uplinkMbit * 1e3))) : 0;
-        post(Event::Kind::Deliver, m_clock.nowMs() + std::max<qint64>(1, durationOf(trained->samples) + uplinkMs), slot,
+        // A resumed lease spends only the rest of the subtask's time (its result is the whole subtask's).
+        const qint64 trainedHere = std::max<qint64>(1, trained->samples - lease.resumeStep * m_data.spec.batchSize);
+        post(Event::Kind::Deliver, m_clock.nowMs() + std::max<qint64>(1, durationOf(trainedHere) + uplinkMs), slot,
              std::move(event));
         return {};
     }

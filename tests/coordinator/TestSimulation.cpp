@@ -24,6 +24,7 @@ private Q_SLOTS:
     void jsonHasItsShapeAndAccuracyRises();
     void baselineIsReportedTheSameWay();
     void preemptedWorkIsReissuedAfterItsDeadline();
+    void handedBackWorkIsResumedAtOnce();
     void jitterBreaksTheStep();
     void badOptionsAreNamed_data();
     void badOptionsAreNamed();
@@ -126,8 +127,8 @@ void TestSimulation::baselineIsReportedTheSameWay()
 
 void TestSimulation::preemptedWorkIsReissuedAfterItsDeadline()
 {
-    const SimOptions run =
-        options(2, {QStringLiteral("--preemption"), QStringLiteral("0.4"), QStringLiteral("--seed"), QStringLiteral("5")});
+    const SimOptions run = options(2, {QStringLiteral("--preemption"), QStringLiteral("0.4"), QStringLiteral("--seed"),
+                                       QStringLiteral("5"), QStringLiteral("--on-preempt"), QStringLiteral("keep")});
     auto report = Simulation::run(run);
     QVERIFY2(report.ok(), qPrintable(report.error()));
     const QJsonArray epochs = report->toJson(run).value(u"epochs").toArray();
@@ -137,6 +138,39 @@ void TestSimulation::preemptedWorkIsReissuedAfterItsDeadline()
     // A lost subtask waits for its lease's deadline (10 s) before another agent gets it.
     QVERIFY2(epochs.at(1).toObject().value(u"sim_seconds").toDouble() > 10.0,
              qPrintable(QString::number(epochs.at(1).toObject().value(u"sim_seconds").toDouble())));
+}
+
+// The same preemptions, handed back by the leaving agents: with their checkpoints nothing but the mini-batch in
+// progress is redone and nothing waits for a deadline; bare, the work is redone at once.
+void TestSimulation::handedBackWorkIsResumedAtOnce()
+{
+    const auto run = [&](const QString& onPreempt) {
+        const SimOptions o = options(2, {QStringLiteral("--preemption"), QStringLiteral("0.4"), QStringLiteral("--seed"),
+                                         QStringLiteral("5"), QStringLiteral("--on-preempt"), onPreempt});
+        auto report = Simulation::run(o);
+        return report ? report->toJson(o) : QJsonObject{{QStringLiteral("error"), report.error()}};
+    };
+    const QJsonObject keep = run(QStringLiteral("keep"));
+    const QJsonObject bare = run(QStringLiteral("bare"));
+    const QJsonObject handBack = run(QStringLiteral("hand-back"));
+    for (const QJsonObject* report : {&keep, &bare, &handBack}) {
+        QVERIFY2(!report->contains(u"error"), qPrintable(report->value(u"error").toString()));
+        QCOMPARE(report->value(u"epochs").toArray().at(1).toObject().value(u"samples").toInteger(), qint64(2000));
+        QCOMPARE(report->value(u"preempted").toInteger(), keep.value(u"preempted").toInteger()); // the same draws
+    }
+    QVERIFY(keep.value(u"preempted").toInteger() > 0);
+    QCOMPARE(handBack.value(u"handed_back").toInteger(), handBack.value(u"preempted").toInteger());
+    QVERIFY(handBack.value(u"resumed_leases").toInteger() > 0);
+    QCOMPARE(bare.value(u"resumed_leases").toInteger(), 0);
+    QCOMPARE(keep.value(u"handed_back").toInteger(), 0);
+    const auto lost = [](const QJsonObject& r) { return r.value(u"lost_train_seconds").toDouble(); };
+    QVERIFY2(lost(handBack) < lost(bare) / 5, qPrintable(QStringLiteral("%1 %2").arg(lost(handBack)).arg(lost(bare))));
+    QCOMPARE(lost(bare), lost(keep));
+    const auto end = [](const QJsonObject& r) {
+        return r.value(u"epochs").toArray().at(1).toObject().value(u"sim_seconds").toDouble();
+    };
+    QVERIFY2(end(handBack) < 10.0 && end(bare) < 10.0 && end(keep) > 10.0,
+             qPrintable(QStringLiteral("%1 %2 %3").arg(end(handBack)).arg(end(bare)).arg(end(keep))));
 }
 
 // Agents of one speed without jitter finish their subtasks at the same simulated moments; a pace that varies
@@ -180,6 +214,8 @@ void TestSimulation::badOptionsAreNamed_data()
                                 << QStringLiteral("--rule.momentum: not used by the fedbuff rule");
     QTest::newRow("preemption 1") << QStringList{QStringLiteral("j.json"), QStringLiteral("--preemption"), QStringLiteral("1")}
                                   << QStringLiteral("--preemption: expected a number from 0 to 0.95");
+    QTest::newRow("on-preempt") << QStringList{QStringLiteral("j.json"), QStringLiteral("--on-preempt"), QStringLiteral("wait")}
+                                << QStringLiteral("--on-preempt: expected hand-back, bare or keep, got \"wait\"");
     QTest::newRow("jitter 1") << QStringList{QStringLiteral("j.json"), QStringLiteral("--jitter"), QStringLiteral("1")}
                               << QStringLiteral("--jitter: expected a number from 0 to 0.9");
     QTest::newRow("unknown option") << QStringList{QStringLiteral("j.json"), QStringLiteral("--fast")}
