@@ -31,6 +31,8 @@ QString cacheRoleName(CacheRole role)
         return QStringLiteral("weights");
     case CacheRole::Shard:
         return QStringLiteral("shard");
+    case CacheRole::Checkpoint:
+        return QStringLiteral("checkpoint");
     case CacheRole::Unknown:
         break;
     }
@@ -39,7 +41,8 @@ QString cacheRoleName(CacheRole role)
 
 std::optional<CacheRole> cacheRoleFromName(const QString& name)
 {
-    for (CacheRole role : {CacheRole::Model, CacheRole::Weights, CacheRole::Shard, CacheRole::Unknown})
+    for (CacheRole role :
+         {CacheRole::Model, CacheRole::Weights, CacheRole::Shard, CacheRole::Checkpoint, CacheRole::Unknown})
         if (name == cacheRoleName(role))
             return role;
     return std::nullopt;

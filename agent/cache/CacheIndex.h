@@ -32,10 +32,11 @@ enum class CacheRole
     Model,
     Weights,
     Shard,
+    Checkpoint, // handed back by another agent, for the lease that resumes it (protocol 6.8)
     Unknown
 };
 
-// "model", "weights", "shard", "unknown": the spelling in the index and in logs.
+// "model", "weights", "shard", "checkpoint", "unknown": the spelling in the index and in logs.
 QString cacheRoleName(CacheRole role);
 std::optional<CacheRole> cacheRoleFromName(const QString& name);
 

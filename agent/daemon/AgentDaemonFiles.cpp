@@ -74,6 +74,12 @@ void AgentDaemon::download(const LeaseId& leaseId)
                         (*writer)->discard();
                         outcome.contentRefused = true;
                     }
+                    // The coordinator answered that it does not serve the file for this lease: asking again
+                    // until the deadline would hold the workunit for nothing. Final too.
+                    if (CoordinatorClient::isMissingFile(got.error())) {
+                        (*writer)->discard();
+                        outcome.contentRefused = true;
+                    }
                     outcome.error = got.error();
                     return outcome;
                 }

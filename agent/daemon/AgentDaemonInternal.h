@@ -117,7 +117,7 @@ struct AgentDaemon::Active
 struct FetchOutcome
 {
     bool ok = false;
-    bool contentRefused = false; // a file did not match its hash: final
+    bool contentRefused = false; // a file did not match its hash, or the coordinator has none for this lease: final
     QString error;
     QStringList warnings; // logged by the daemon's thread (a patch that did not apply, for one)
 };

@@ -110,11 +110,18 @@ const QString kCredentialsRefused = QStringLiteral("the coordinator refused the 
 const QString kAgentRefused = QStringLiteral("the coordinator refused this agent");
 // The words of an oversized download, which isOversizedDownload() recognises.
 const QString kOversized = QStringLiteral("sent more bytes than the signed manifest gives the file");
+// The words of a 404 for a file, which isMissingFile() recognises.
+const QString kMissingFile = QStringLiteral("the coordinator has no such file");
 } // namespace
 
 bool CoordinatorClient::isCredentialRefusal(const QString& message)
 {
     return message.contains(kCredentialsRefused) || message.contains(kAgentRefused);
+}
+
+bool CoordinatorClient::isMissingFile(const QString& message)
+{
+    return message.contains(kMissingFile);
 }
 
 bool CoordinatorClient::isOversizedDownload(const QString& message)
@@ -427,9 +434,8 @@ Status CoordinatorClient::downloadOnce(const QString& sha256, const QString& tar
         return fail(what + QStringLiteral(": the coordinator refused to resume it (416)"));
     }
     if (e.response.ok() && e.response.status == 404)
-        return fail(QStringLiteral("%1 at %2: the coordinator has no such file (404: %3); the task that names it "
-                                   "cannot be run")
-                        .arg(what, m_baseUrl, CoordinatorMessages::errorText(e.response.body)));
+        return fail(QStringLiteral("%1 at %2: %3 (404: %4); the task that names it cannot be run")
+                        .arg(what, m_baseUrl, kMissingFile, CoordinatorMessages::errorText(e.response.body)));
     if (!e.response.ok() || (e.response.status != 200 && e.response.status != 206))
         return describe(what, e);
     const qint64 got = fileSize(targetPath);

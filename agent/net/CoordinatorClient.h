@@ -69,6 +69,9 @@ public:
     // Whether an error of download() says the coordinator sent more than the file's signed size: its copy is
     // not the file, so the subtask cannot be run from it.
     static bool isOversizedDownload(const QString& message);
+    // Whether an error of download() is the coordinator's 404 for the file: it will not serve it for this lease, so
+    // trying again will not help (the subtask is given back).
+    static bool isMissingFile(const QString& message);
 
 private:
     enum class RetryWhen { Retryable, Unreachable };

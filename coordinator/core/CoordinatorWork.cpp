@@ -55,7 +55,11 @@ QByteArray Coordinator::signedManifest(const JobState& job, const Workunit& unit
     const ShardRef& shard = job.files.shards.at(unit.shard);
     QJsonArray files;
     files.append(fileEntry("model", job.files.model.sha256, job.files.model.size));
-    files.append(fileEntry("weights", job.published.sha256, job.published.size));
+    // The lease's base: the published weights, or for a lease that resumes a handed-back checkpoint the older file
+    // that checkpoint trained from.
+    const qint64 weightsSize =
+        lease.weightsSha == job.published.sha256 ? job.published.size : m_blobs.size(lease.weightsSha);
+    files.append(fileEntry("weights", lease.weightsSha, weightsSize));
     files.append(fileEntry("shard", shard.sha256, shard.bytes));
 
     QJsonObject hyper;

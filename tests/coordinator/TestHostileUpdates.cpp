@@ -158,10 +158,24 @@ void TestHostileUpdates::handedBackCheckpointIsKeptAndNamedToTheNextAgent()
 {
     const QString leaving = f.enroll(QStringLiteral("leaving")).value(QStringLiteral("agent_id")).toString();
     const QString next = f.enroll(QStringLiteral("next")).value(QStringLiteral("agent_id")).toString();
-    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 1, 3, 0.99, 600));
+    const QString busy = f.enroll(QStringLiteral("busy")).value(QStringLiteral("agent_id")).toString();
+    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 2, 3, 0.99, 600));
     QVERIFY(job > 0);
     const auto held = f.lease(leaving);
     QCOMPARE(held.size(), size_t(1));
+    // Another agent's result is folded and published meanwhile: the server moves on from the leaving lease's base.
+    const auto other = f.lease(busy);
+    QCOMPARE(other.size(), size_t(1));
+    QCOMPARE(f.upload(busy, other[0].leaseId, moved(f.leaseBase(other[0].leaseId), 0.01f), 0), 202);
+    f.call([&] {
+        f.core->tick();
+        return HttpResponse::json(200, {});
+    });
+    f.core->drain();
+    f.call([&] {
+        f.core->tick();
+        return HttpResponse::json(200, {});
+    });
     const QByteArray checkpoint = f.checkpointOf(held[0], 3);
     QVERIFY(!checkpoint.isEmpty());
     QJsonObject reply;
@@ -185,6 +199,14 @@ void TestHostileUpdates::handedBackCheckpointIsKeptAndNamedToTheNextAgent()
     QVERIFY(f.core->admission().agentMayRead(next, sha));
     QVERIFY(!f.core->admission().agentMayRead(leaving, sha));
     QCOMPARE(resumed[0].manifest.value(QStringLiteral("base_version")), held[0].manifest.value(QStringLiteral("base_version")));
+    // Its weights file is that base, not the file published since, and its agent may fetch it.
+    const QJsonObject baseFile = resumed[0].manifest.value(QStringLiteral("files")).toArray().at(1).toObject();
+    QCOMPARE(baseFile, held[0].manifest.value(QStringLiteral("files")).toArray().at(1).toObject());
+    QVERIFY(f.core->admission().agentMayRead(next, baseFile.value(QStringLiteral("sha256")).toString()));
+    QVERIFY(!resumed[0].manifest.contains(QStringLiteral("weights_patches")));
+    const auto fresh = f.lease(busy); // the epoch's other workunit is done; nothing else, or a later epoch's
+    for (const auto& task : fresh)
+        QVERIFY(task.manifest.value(QStringLiteral("base_version")).toInteger() > 0);
     QCOMPARE(resumed[0].manifest.value(QStringLiteral("subtask")), held[0].manifest.value(QStringLiteral("subtask")));
     QCOMPARE(resumed[0].manifest.value(QStringLiteral("hyperparameters")),
              held[0].manifest.value(QStringLiteral("hyperparameters")));
@@ -196,7 +218,7 @@ void TestHostileUpdates::handedBackCheckpointIsKeptAndNamedToTheNextAgent()
         return HttpResponse::json(200, {});
     });
     QVERIFY(!QFileInfo::exists(f.core->blobs().path(sha)));
-    QCOMPARE(jobStatus(job).value(QStringLiteral("updates_received")).toInteger(), 1);
+    QCOMPARE(jobStatus(job).value(QStringLiteral("updates_received")).toInteger(), 2);
     // A hand-back is not a failure of the agent.
     QCOMPARE(agentRecord(leaving).value(QStringLiteral("failed")).toInteger(), 0);
 }

@@ -82,7 +82,8 @@ class HostileCoordinator final : public coordinator::RequestHandler
 public:
     enum class Files
     {
-        Missing,
+        Missing,     // 404: the agent gives the subtask back at once
+        Unavailable, // 503: the agent keeps trying while the lease lasts
         Endless
     };
 
@@ -168,6 +169,10 @@ public:
                 lock.unlock();
                 return respond(coordinator::HttpResponse::error(404, QStringLiteral("no such file")));
             }
+            if (m_files == Files::Unavailable) {
+                lock.unlock();
+                return respond(coordinator::HttpResponse::error(503, QStringLiteral("try again later")));
+            }
             coordinator::HttpResponse r;
             r.contentType = "application/octet-stream";
             r.stream = std::make_shared<EndlessFile>(&m_streamed);
@@ -243,6 +248,7 @@ private Q_SLOTS:
     void leaseIdsThatAreNotLeaseIdsTouchNothing_data();
     void leaseIdsThatAreNotLeaseIdsTouchNothing();
     void downloadLongerThanSignedIsCutOff();
+    void fileTheCoordinatorDoesNotServeGivesTheSubtaskBack();
     void expiredManifestIsRefused();
     void leaseSentAgainIsNotRunAgain();
     void signingKeyRotationIsFollowed();
@@ -491,6 +497,26 @@ void TestHostileCoordinator::downloadLongerThanSignedIsCutOff()
     checkNothingOutsideTouched();
 }
 
+void TestHostileCoordinator::fileTheCoordinatorDoesNotServeGivesTheSubtaskBack()
+{
+    // A 404 for a file of the lease is an answer, not an outage: the subtask is given back at once, so that the
+    // workunit goes to another agent rather than waiting for the lease's deadline.
+    m_handler.reset(HostileCoordinator::Files::Missing);
+    const QString lease = freshLeaseId();
+    m_handler.queueLease(QJsonArray{freshTask(lease)});
+    startDaemon();
+    QTRY_VERIFY_WITH_TIMEOUT(!m_handler.failures(lease).isEmpty(), 30'000);
+    const QJsonObject report = m_handler.failures(lease).first();
+    QCOMPARE(report.value(QStringLiteral("stage")).toString(), QStringLiteral("download"));
+    QVERIFY2(report.value(QStringLiteral("reason")).toString().contains(u"has no such file"),
+             qPrintable(report.value(QStringLiteral("reason")).toString()));
+    QCOMPARE(m_handler.fileRequests(), 1);
+    QVERIFY2(!logSays(QStringLiteral("Cannot reach the coordinator")), qPrintable(m_log.join(u'\n')));
+    stopDaemon();
+    QCOMPARE(storedSubtasks(m_dataDir).value(lease), QStringLiteral("failed"));
+    checkNothingOutsideTouched();
+}
+
 void TestHostileCoordinator::expiredManifestIsRefused()
 {
     // Signed, for this agent, but its lease ended two hours ago: an old manifest sent again.
@@ -544,9 +570,13 @@ void TestHostileCoordinator::signingKeyRotationIsFollowed()
                               {QStringLiteral("key"), QString::fromLatin1(k2->publicKey().toPem())},
                               {QStringLiteral("rotations"), KeyRotation::toJson(chain)}});
     const QString lease = freshLeaseId();
+    m_handler.reset(HostileCoordinator::Files::Unavailable);
+    m_handler.setSigningKeys({{QStringLiteral("fingerprint"), target},
+                              {QStringLiteral("key"), QString::fromLatin1(k2->publicKey().toPem())},
+                              {QStringLiteral("rotations"), KeyRotation::toJson(chain)}});
     m_handler.queueLease(QJsonArray{task(lease, nowMs(), nowMs() + 600'000, kAgentId, &*k2)}, target);
     startDaemon();
-    // The manifest signed with k2 verified: the subtask got as far as fetching its files (which are missing,
+    // The manifest signed with k2 verified: the subtask got as far as fetching its files (which are unavailable,
     // so the agent keeps trying while its lease lasts), and nothing was reported as failed.
     QTRY_VERIFY_WITH_TIMEOUT(m_handler.fileRequests() > 0, 20'000);
     QVERIFY(m_handler.failures(lease).isEmpty());
@@ -592,6 +622,7 @@ void TestHostileCoordinator::subtaskLeasedBeforeARotationGoesOn()
     auto next = SigningKey::generate();
     QVERIFY(next.ok());
     const QString target = next->publicKey().fingerprint();
+    m_handler.reset(HostileCoordinator::Files::Unavailable); // the agent keeps asking for the files
     m_handler.setSigningKeys(
         {{QStringLiteral("fingerprint"), target},
          {QStringLiteral("rotations"), KeyRotation::toJson({KeyRotation::announce(*m_key, next->publicKey(), nowMs())})}});
