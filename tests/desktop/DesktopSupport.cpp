@@ -26,7 +26,7 @@ Status moveThePointer()
     return {};
 }
 
-Result<DesktopAgent> startDesktopAgent(E2eCluster& cluster, const QJsonObject& preferences)
+Result<DesktopAgent> startDesktopAgent(E2eCluster& cluster, const QJsonObject& preferences, const QStringList& options)
 {
     if (qEnvironmentVariableIsEmpty("DISPLAY"))
         return fail(QStringLiteral("no DISPLAY: run this under tests/tools/with-xvfb.sh"));
@@ -53,11 +53,12 @@ Result<DesktopAgent> startDesktopAgent(E2eCluster& cluster, const QJsonObject& p
     if (!prefs.open(QIODevice::WriteOnly) || prefs.write(QJsonDocument(preferences).toJson()) < 0)
         return fail(QStringLiteral("cannot write %1").arg(prefs.fileName()));
     prefs.close();
-    if (auto s = cluster.startAgent(*agent, {QStringLiteral("--idle-source"), QStringLiteral("x11"),
-                                             QStringLiteral("--policy-file"),
-                                             dir + QStringLiteral("/no-organisation-policy.json"),
-                                             QStringLiteral("--progress-interval"), QStringLiteral("2")});
-        !s)
+    const QStringList arguments = QStringList{QStringLiteral("--idle-source"), QStringLiteral("x11"),
+                                              QStringLiteral("--policy-file"),
+                                              dir + QStringLiteral("/no-organisation-policy.json"),
+                                              QStringLiteral("--progress-interval"), QStringLiteral("2")} +
+                                  options;
+    if (auto s = cluster.startAgent(*agent, arguments); !s)
         return fail(s.error());
 
     auto control = connectWhenUp(dir, 30'000);

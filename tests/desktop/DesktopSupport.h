@@ -18,13 +18,14 @@ namespace gleaner::e2e {
 Status moveThePointer();
 
 // A coordinator with a CNN job whose subtasks train for minutes, and one enrolled agent started in desktop
-// mode with `preferences` written into its folder first (idle_seconds etc.) and `--idle-source x11`.
+// mode with `preferences` written into its folder first (idle_seconds etc.), `--idle-source x11` and `options`.
 struct DesktopAgent
 {
     int agent = -1;
     std::unique_ptr<agent::ControlConnection> control; // subscribed to events
 };
-Result<DesktopAgent> startDesktopAgent(E2eCluster& cluster, const QJsonObject& preferences);
+Result<DesktopAgent> startDesktopAgent(E2eCluster& cluster, const QJsonObject& preferences,
+                                       const QStringList& options = {});
 
 // Connects to the control socket of the agent of `dataDir` as soon as it listens (an agent just started),
 // subscribed to its events when `subscribe`; fails after `timeoutMs` with the last reason.

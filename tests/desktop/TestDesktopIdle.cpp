@@ -46,9 +46,13 @@ void TestDesktopIdle::pausesOnInputAndResumesWhereItStopped()
     QElapsedTimer sinceInput;
     sinceInput.start();
     // One core, and no CPU limit: other tests running beside this one must not hold the agent back.
-    auto desktop = startDesktopAgent(cluster, QJsonObject{{QStringLiteral("idle_seconds"), kIdleSeconds},
-                                                          {QStringLiteral("max_cores"), 1},
-                                                          {QStringLiteral("other_cpu_limit_percent"), 100}});
+    // --keep-on-stop: the restart below is one its owner expects to be short (a logout, a reboot), so the agent
+    // keeps its subtask instead of handing it back to the coordinator.
+    auto desktop = startDesktopAgent(cluster,
+                                     QJsonObject{{QStringLiteral("idle_seconds"), kIdleSeconds},
+                                                 {QStringLiteral("max_cores"), 1},
+                                                 {QStringLiteral("other_cpu_limit_percent"), 100}},
+                                     {QStringLiteral("--keep-on-stop")});
     QVERIFY2(desktop, qPrintable(desktop ? QString() : desktop.error() + cluster.logTails()));
     auto& control = *desktop->control;
 
