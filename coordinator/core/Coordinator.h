@@ -162,7 +162,11 @@ public:
     HttpResponse result(const QString& agentId, const QString& leaseId, const QString& file, ReceivedUpdate update);
     // An upload for this lease failed UpdateChecker: the lease is closed, its workunit goes back to the queue and
     // the agent's record counts an invalid result.
-    HttpResponse refuseResult(const QString& agentId, const QString& leaseId, const QString& reason);
+    // `outOfBound`: refused for the distance it moved the weights. When the lease resumed a handed-back checkpoint,
+    // that distance may be the checkpoint's doing, not the agent's: it is not counted against the agent, and the
+    // checkpoint is discarded (the next lease starts the workunit afresh).
+    HttpResponse refuseResult(const QString& agentId, const QString& leaseId, const QString& reason,
+                              bool outOfBound = false);
     // The agent gives the lease back because it cannot run the subtask (protocol 6.7); `report` is the
     // request body, {"reason", "stage"}. Committed before the answer: the lease is closed as failed, its
     // workunit goes back to the queue at once (unless done or held by another lease) and the agent's record

@@ -87,10 +87,12 @@ HttpResponse Coordinator::handBack(const QString& agentId, const QString& leaseI
             why = QStringLiteral("the lease had expired: its workunit may be another agent's by now");
         else if (checked->step <= 0)
             why = QStringLiteral("the checkpoint holds no training yet");
-        else if (checked->distance > limit)
-            why = QStringLiteral("its weights moved %1 from the lease's, more than this job allows (%2)")
+        // Half the bound: the rest of the subtask's training must still fit in it (an honest checkpoint is a
+        // part of one step, a fifth of the bound at most once the bound is learnt).
+        else if (checked->distance > limit / 2)
+            why = QStringLiteral("its weights moved %1 from the lease's, more than this job allows part-way (%2)")
                       .arg(checked->distance, 0, 'g', 4)
-                      .arg(limit, 0, 'g', 4);
+                      .arg(limit / 2, 0, 'g', 4);
         else if (kept + checkpoint->size > qint64(m_config.handbackCapMb) * 1024 * 1024)
             why = QStringLiteral("the coordinator's room for handed-back checkpoints (handback_cap_mb %1) is full")
                       .arg(m_config.handbackCapMb);

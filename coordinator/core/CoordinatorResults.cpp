@@ -55,17 +55,32 @@ std::optional<UpdateExpectations> Coordinator::expectationsForLease(const QStrin
     return expected;
 }
 
-HttpResponse Coordinator::refuseResult(const QString& agentId, const QString& leaseId, const QString& reason)
+HttpResponse Coordinator::refuseResult(const QString& agentId, const QString& leaseId, const QString& reason,
+                                       bool outOfBound)
 {
     Lease* lease = m_scheduler->find(leaseId);
     if (lease && lease->agentId == agentId && lease->state != Lease::State::Completed) {
         m_admission.closeLease(leaseId,
                                QStringLiteral("lease %1 was closed after an invalid result").arg(leaseId));
-        m_scheduler->released(findJob(lease->jobId), leaseId, Lease::State::Refused);
+        // A checkpoint another agent handed back set where this training started: a hostile one just inside the
+        // bound could push an honest resumer's result over it, and have the honest agent quarantined.
+        const bool fromCheckpoint = outOfBound && !lease->checkpointSha.isEmpty();
+        JobState* job = findJob(lease->jobId);
+        const qint64 workunitId = lease->workunitId;
+        m_scheduler->released(job, leaseId, Lease::State::Refused);
         lease = nullptr;
         qCWarning(lcCoordinator) << "refused the result of lease" << leaseId << "from agent" << agentId << ":"
                                  << reason;
-        countRefusal(agentId, reason);
+        if (fromCheckpoint) {
+            m_scheduler->discardResume(job, workunitId);
+            qCWarning(lcCoordinator).noquote()
+                << QStringLiteral("the result of lease %1 trained on from a handed-back checkpoint: not counted "
+                                  "against agent %2; workunit %3 starts afresh")
+                       .arg(leaseId, agentId)
+                       .arg(workunitId);
+        } else {
+            countRefusal(agentId, reason);
+        }
     }
     return HttpResponse::error(422, reason);
 }
@@ -92,7 +107,7 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
         return leaseNotInMemory(agentId, leaseId);
     case ResultIntake::Verdict::Kind::Refuse:
         QFile::remove(file);
-        return verdict.closesLease ? refuseResult(agentId, leaseId, verdict.reason)
+        return verdict.closesLease ? refuseResult(agentId, leaseId, verdict.reason, verdict.outOfBound)
                                    : HttpResponse::error(verdict.status, verdict.reason);
     case ResultIntake::Verdict::Kind::Compare:
         return resultOfDoneWorkunit(verdict, received, file, update);

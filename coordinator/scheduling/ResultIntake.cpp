@@ -51,7 +51,8 @@ ResultIntake::Verdict ResultIntake::judge(const Received& received)
         return refuse(409, QStringLiteral("the workunit of lease %1 no longer exists").arg(id));
     // Finite but huge (x1e6, negated weights, 3e38) passes every check of the file itself; what the job's honest
     // updates look like does not let it through.
-    if (const double limit = j.updateBound.limit(received.baseNorm); !(received.step <= limit))
+    if (const double limit = j.updateBound.limit(received.baseNorm); !(received.step <= limit)) {
+        verdict.outOfBound = true;
         return refuse(422,
                       QStringLiteral("the result moves the weights by %1 from the version it trained from; job %2 "
                                      "allows at most %3 (%4)")
@@ -60,6 +61,7 @@ ResultIntake::Verdict ResultIntake::judge(const Received& received)
                           .arg(limit, 0, 'g', 4)
                           .arg(j.updateBound.describe(received.baseNorm)),
                       true);
+    }
     verdict.unit = &unit->second;
     if (unit->second.first) {
         verdict.kind = Verdict::Kind::Compare;

@@ -54,6 +54,7 @@ public:
         int status = 0;
         QString reason;
         bool closesLease = false;
+        bool outOfBound = false; // Refuse: the result moved the weights further than the job's bound allows
         JobState* job = nullptr;
         Lease* lease = nullptr;
         Workunit* unit = nullptr;

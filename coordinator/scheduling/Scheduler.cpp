@@ -343,6 +343,17 @@ Scheduler::HandBackOutcome Scheduler::handedBack(JobState* job, const QString& l
     return outcome;
 }
 
+void Scheduler::discardResume(JobState* job, qint64 workunitId)
+{
+    if (!job)
+        return;
+    auto unit = job->workunits.find(workunitId);
+    if (unit == job->workunits.end() || !unit->second.resume)
+        return;
+    unit->second.resume.reset();
+    (void)m_store.saveWorkunit(unit->second);
+}
+
 Status Scheduler::createEpoch(JobState& job, int epoch)
 {
     std::vector<Workunit> created;

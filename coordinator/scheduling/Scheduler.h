@@ -96,6 +96,8 @@ public:
         bool resumeKept = false;
     };
     HandBackOutcome handedBack(JobState* job, const QString& leaseId, std::optional<Workunit::ResumePoint> resume);
+    // The workunit's resume point led to a result that was refused: its next lease starts afresh.
+    void discardResume(JobState* job, qint64 workunitId);
 
     // ---- speeds (speed-aware work)
     // What one result showed of an agent's speed: `samples` trained in `seconds` (smoothed over its results).

@@ -86,6 +86,7 @@ private Q_SLOTS:
     void hostileEncodedUploadsAreRefused_data();
     void hostileEncodedUploadsAreRefused();
     void handedBackCheckpointIsKeptAndNamedToTheNextAgent();
+    void resumedResultOutOfBoundIsNotBlamedOnItsAgent();
     void hostileCheckpointsAreRefused_data();
     void hostileCheckpointsAreRefused();
 
@@ -221,6 +222,32 @@ void TestHostileUpdates::handedBackCheckpointIsKeptAndNamedToTheNextAgent()
     QCOMPARE(jobStatus(job).value(QStringLiteral("updates_received")).toInteger(), 2);
     // A hand-back is not a failure of the agent.
     QCOMPARE(agentRecord(leaving).value(QStringLiteral("failed")).toInteger(), 0);
+}
+
+// A checkpoint within the bound can still push the result trained on from it over the bound: the agent that
+// resumed it is not blamed (nor quarantined for it), and the workunit starts afresh.
+void TestHostileUpdates::resumedResultOutOfBoundIsNotBlamedOnItsAgent()
+{
+    const QString leaving = f.enroll(QStringLiteral("leaving")).value(QStringLiteral("agent_id")).toString();
+    const QString honest = f.enroll(QStringLiteral("honest")).value(QStringLiteral("agent_id")).toString();
+    QVERIFY(f.submit(test::tinyJobSpec(m_dataset, 1, 3, 0.99, 600)) > 0);
+    const auto held = f.lease(leaving);
+    QCOMPARE(held.size(), size_t(1));
+    QJsonObject reply;
+    QCOMPARE(f.handBack(leaving, held[0].leaseId, f.checkpointOf(held[0], 2), &reply), 200);
+    QCOMPARE(reply.value(QStringLiteral("checkpoint")).toString(), QStringLiteral("kept"));
+    for (int i = 0; i < 3; ++i) { // three in a row would quarantine an agent whose own results they were
+        const auto resumed = f.lease(honest);
+        QCOMPARE(resumed.size(), size_t(1));
+        QCOMPARE(resumed[0].manifest.contains(QStringLiteral("resume")), i == 0);
+        QString error;
+        QCOMPARE(f.upload(honest, resumed[0].leaseId, moved(f.leaseBase(resumed[0].leaseId), 100.0f), 0, &error), 422);
+        QVERIFY2(error.contains(u"allows at most"), qPrintable(error));
+        if (i == 0) // the first refusal was the checkpoint's doing; the later ones are the agent's own
+            QCOMPARE(agentRecord(honest).value(QStringLiteral("invalid")).toInteger(), 0);
+    }
+    QCOMPARE(agentRecord(honest).value(QStringLiteral("invalid")).toInteger(), 2);
+    QCOMPARE(agentRecord(honest).value(QStringLiteral("quarantined")).toBool(), false);
 }
 
 void TestHostileUpdates::hostileCheckpointsAreRefused_data()
