@@ -177,6 +177,8 @@ private:
     void leaveSubtask(const LeaseId& leaseId);
     void handBack(const LeaseId& leaseId, bool withCheckpoint);
     void reviewFinishingWorkers(); // stops a finishing worker whose end no longer fits in the time left
+    void graceEnded();             // the budget is spent: what is left stays, as after a plain stop
+    void armRuntimeLimit();        // --max-runtime: leave in time
     double secondsLeftToLeave() const;
     // Batch mode: the coordinator had no work for this agent; stops once that lasted --idle-exit.
     void noteNoWork();

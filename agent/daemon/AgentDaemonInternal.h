@@ -1,7 +1,8 @@
 #pragma once
-// What the daemon's files share: AgentDaemon.cpp (set-up, leasing, outcomes), AgentDaemonSubtasks.cpp (one
-// subtask's steps), AgentDaemonControl.cpp (state, status, control requests, shutdown) and
-// AgentDaemonDesktop.cpp (the desktop policy's decisions): the per-subtask record, the hand-off to the network
+// What the daemon's files share: AgentDaemon.cpp (set-up, outcomes), AgentDaemonLeasing.cpp (asking for work and
+// taking it on), AgentDaemonSubtasks.cpp (one subtask's steps), AgentDaemonFiles.cpp (its files),
+// AgentDaemonControl.cpp (state, status, control requests, shutdown), AgentDaemonLeave.cpp (leaving within the
+// grace budget) and AgentDaemonDesktop.cpp (the desktop policy's decisions): the per-subtask record, the hand-off to the network
 // thread, and a few helpers. Private to the daemon.
 
 #include "daemon/AgentDaemon.h"

@@ -60,6 +60,42 @@ void AgentDaemon::leave(const QString& why)
     checkFinished();
 }
 
+void AgentDaemon::armRuntimeLimit()
+{
+    if (m_options.maxRuntimeSeconds <= 0)
+        return;
+    // Leave while the grace budget still fits in the runtime, so that nothing held is lost at its end.
+    const double leaveAfter = std::max(0.0, m_options.maxRuntimeSeconds - m_options.graceSeconds);
+    m_runtimeTimer.setSingleShot(true);
+    connect(&m_runtimeTimer, &QTimer::timeout, this,
+            [this] { leave(QStringLiteral("--max-runtime %1 s is up").arg(m_options.maxRuntimeSeconds)); });
+    m_runtimeTimer.start(int(std::min(leaveAfter * 1000.0, 2.0e9)));
+}
+
+void AgentDaemon::graceEnded()
+{
+    // The grace budget is spent: what was not handed back stays for the next start.
+    m_leaving = false;
+    m_stop->stop();
+    int kept = 0;
+    for (const auto& active : std::as_const(m_active))
+        if (!active->kept) {
+            active->kept = true;
+            ++kept;
+            if (active->worker && active->worker->running())
+                active->worker->send("stop");
+        }
+    if (kept)
+        log(QStringLiteral("warning"),
+            QStringLiteral("the grace period (--grace %1 s) ended before %2 subtask(s) were handed back; they stay "
+                           "with this agent")
+                .arg(m_options.graceSeconds)
+                .arg(kept));
+    // For the workers to write their checkpoints, within what is left of the budget; then the plain stop's end.
+    m_shutdownTimer.start(int(std::min<qint64>(kShutdownGraceMs, kLeaveMarginMs)));
+    checkFinished();
+}
+
 void AgentDaemon::leaveSubtask(const LeaseId& leaseId)
 {
     if (!m_leaving)
