@@ -303,6 +303,7 @@ void ApiHandler::handleHandBack(const QString& agentId, const QString& leaseId, 
         }
         m_checker.post([this, &c, agentId, leaseId, file, expected = std::move(*expected), respond] {
             QString refusal;
+            bool refusedByCheck = false;
             std::optional<CheckedCheckpoint> checked;
             std::optional<BlobInfo> blob;
             auto base = m_bases.get(expected.baseWeightsSha, expected.baseWeightsPath);
@@ -311,6 +312,7 @@ void ApiHandler::handleHandBack(const QString& agentId, const QString& leaseId, 
                 refusal = QStringLiteral("the coordinator cannot read the weights the lease trained from");
             } else if (auto result = CheckpointChecker::check(file, expected, **base, m_shardHashes); !result) {
                 refusal = result.error();
+                refusedByCheck = true;
             } else if (auto kept = c.blobs().adoptFile(file); !kept) {
                 qCCritical(lcCoordinator) << "cannot keep the checkpoint of lease" << leaseId << ":" << kept.error();
                 refusal = QStringLiteral("the coordinator cannot keep the checkpoint");
@@ -322,8 +324,8 @@ void ApiHandler::handleHandBack(const QString& agentId, const QString& leaseId, 
             if (!refusal.isEmpty())
                 qCWarning(lcCoordinator).nospace() << "the checkpoint agent " << agentId << " handed back with lease "
                                                    << leaseId << " was refused: " << refusal;
-            c.state().post([&c, agentId, leaseId, blob, checked, refusal, respond] {
-                respond(c.handBack(agentId, leaseId, blob, checked, refusal));
+            c.state().post([&c, agentId, leaseId, blob, checked, refusal, refusedByCheck, respond] {
+                respond(c.handBack(agentId, leaseId, blob, checked, refusal, refusedByCheck));
             });
         });
     });

@@ -177,8 +177,11 @@ public:
     // not taken). Committed before the answer: the lease closes as handed back, its workunit goes back to the queue
     // at once (unless done or held by another lease), resuming from the checkpoint when it is kept (it must also
     // stay within the job's update bound and the coordinator's handback_cap_mb). Not counted against the agent.
+    // A checkpoint that CheckpointChecker refused (`refusedByCheck`: malformed, another workunit's, hostile) counts
+    // against the agent like a refused result.
     HttpResponse handBack(const QString& agentId, const QString& leaseId, std::optional<BlobInfo> checkpoint,
-                          std::optional<CheckedCheckpoint> checked, const QString& refusal);
+                          std::optional<CheckedCheckpoint> checked, const QString& refusal,
+                          bool refusedByCheck = false);
     // What a checkpoint handed back with the lease must match (CheckpointChecker); nullopt when the lease is not
     // open, or its job takes no work.
     std::optional<CheckpointExpectations> checkpointExpectationsFor(const QString& leaseId) const;

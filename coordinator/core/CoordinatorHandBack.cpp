@@ -48,7 +48,7 @@ std::optional<CheckpointExpectations> Coordinator::checkpointExpectationsFor(con
 }
 
 HttpResponse Coordinator::handBack(const QString& agentId, const QString& leaseId, std::optional<BlobInfo> checkpoint,
-                                   std::optional<CheckedCheckpoint> checked, const QString& refusal)
+                                   std::optional<CheckedCheckpoint> checked, const QString& refusal, bool refusedByCheck)
 {
     // A checkpoint blob this call does not keep is deleted at the end, unless something else names it.
     QString dropped = checkpoint ? checkpoint->sha256 : QString();
@@ -118,6 +118,10 @@ HttpResponse Coordinator::handBack(const QString& agentId, const QString& leaseI
         return HttpResponse::error(500, QStringLiteral("the coordinator cannot record the hand-back; try again later"));
     }
     m_admission.closeLease(leaseId, handedBackLeaseMessage(leaseId));
+    // An honest agent's worker writes checkpoints that pass; one that does not is counted like a refused result, so
+    // that an agent that keeps sending them is quarantined (the lease is handed back all the same).
+    if (refusedByCheck && !refusal.isEmpty())
+        countRefusal(agentId, QStringLiteral("the checkpoint it handed back was refused: %1").arg(refusal));
     if (outcome.resumeKept) {
         m_checkpoints.insert(checkpoint->sha256, checkpoint->size);
         dropped.clear();

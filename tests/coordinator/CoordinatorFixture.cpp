@@ -243,7 +243,7 @@ int CoordinatorFixture::handBack(const QString& agentId, const QString& leaseId,
                 return coordinator::HttpResponse::error(503, base.error());
             auto checked = coordinator::CheckpointChecker::check(file, *expected, **base, m_shardHashes);
             if (!checked)
-                return core->handBack(agentId, leaseId, std::nullopt, std::nullopt, checked.error());
+                return core->handBack(agentId, leaseId, std::nullopt, std::nullopt, checked.error(), true);
             auto blob = core->blobs().adoptFile(file);
             if (!blob)
                 return coordinator::HttpResponse::error(500, blob.error());
