@@ -169,7 +169,9 @@ void AgentDaemon::reviewFinishingWorkers()
         const double fallback = ExitPlan::kStopSeconds +
                                 ExitPlan::uploadSeconds(3 * weightsBytes, m_uploadBytesPerSecond) +
                                 ExitPlan::kRequestSeconds;
-        if (eta >= 0 && ExitPlan::kSafety * (finish + fallback) <= left)
+        // A worker the owner or the desktop policy paused meanwhile does not finish in time either.
+        const bool computing = !active->workerPaused && !active->pauseSent;
+        if (computing && eta >= 0 && ExitPlan::kSafety * (finish + fallback) <= left)
             continue;
         log(QStringLiteral("info"), QStringLiteral("lease %1: its training would not end in the time left; handing "
                                                    "it back instead")

@@ -105,11 +105,10 @@ HttpResponse Coordinator::handBack(const QString& agentId, const QString& leaseI
     const qint64 workunitId = lease->workunitId;
     const qint64 reachedStep = std::max<qint64>(lease->lastStep, 0);
     Scheduler::HandBackOutcome outcome;
+    // The closed lease and the workunit with its resume point, in one commit.
     const Status recorded = m_db->transaction([&]() -> Status {
         outcome = m_scheduler->handedBack(job, leaseId, resume);
-        auto agent = m_db->exec(QStringLiteral("UPDATE agents SET last_seen_ms = ? WHERE id = ?"),
-                                {m_clock.nowMs(), agentId});
-        return agent ? Status() : fail(agent.error());
+        return {};
     });
     lease = nullptr; // gone from the scheduler's memory
     if (!recorded) {
