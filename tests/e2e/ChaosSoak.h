@@ -1,10 +1,10 @@
 #pragma once
 // A chaos soak: a real coordinator and N real agents on the loopback interface (E2eCluster) train jobs while,
-// for a set time, a seeded random schedule SIGKILLs an agent or the coordinator and starts it again after a
-// short random delay. A job that completes during the chaos is followed by the next round of the same job, so
-// the kills always meet work. Then the kills stop, the last job runs to its end, every process is stopped,
-// and SoakAudit checks what an operator can see: every update answered 202 folded in exactly once, no
-// workunit lost or done twice, every job at its target.
+// for a set time, a seeded random schedule SIGKILLs an agent or the coordinator (or SIGTERMs an agent, which hands
+// its work back) and starts it again after a short random delay. A job that completes during the chaos is followed
+// by the next round of the same job, so the kills always meet work. Then the kills stop, the last job runs to its
+// end, every process is stopped, and SoakAudit checks what an operator can see: every update answered 202 folded
+// in exactly once, no workunit lost or done twice, every job at its target.
 //
 //     auto options = ChaosOptions::parse(arguments);   // --seconds 600 --agents 3 --seed 1 ...
 //     ChaosSoak soak(*options, scratchFolder);
@@ -88,6 +88,7 @@ private:
     double m_lastSecondsToTarget = -1;
     bool m_currentCompleted = false;
     int m_agentKills = 0;
+    int m_agentLeaves = 0; // agent kills by SIGTERM (the agent hands back what it holds)
     int m_coordinatorKills = 0;
     double m_chaosSeconds = 0;
     QStringList m_errors;
