@@ -66,10 +66,14 @@ Result<CheckedCheckpoint> check(const QString& path, const CheckpointExpectation
     if (info->run.initialWeights != ml::Checkpoint::contentHash(base.weights))
         return fail(QStringLiteral("the checkpoint did not start from the weights this lease handed out"));
 
-    // Progress within the subtask.
-    const qint64 step = qint64(info->epoch) * expected.stepsPerPass + info->batch;
-    if (info->epoch < 0 || info->batch < 0 || info->batch > expected.stepsPerPass || step > expected.maxSteps ||
-        info->totalSteps > expected.maxSteps || info->samples < 0 || info->samples > expected.maxSamples)
+    // Progress within the subtask. Each field is bounded before any arithmetic on it: a hostile file may claim
+    // any 64-bit count.
+    const qint64 maxPasses = expected.stepsPerPass > 0 ? expected.maxSteps / expected.stepsPerPass + 1 : 0;
+    const bool inRange = info->epoch >= 0 && info->epoch <= maxPasses && info->batch >= 0 &&
+                         info->batch <= expected.stepsPerPass;
+    const qint64 step = inRange ? qint64(info->epoch) * expected.stepsPerPass + info->batch : 0;
+    if (!inRange || step > expected.maxSteps || info->totalSteps > expected.maxSteps || info->samples < 0 ||
+        info->samples > expected.maxSamples)
         return fail(QStringLiteral("the checkpoint claims progress the subtask does not have (epoch %1, mini-batch "
                                    "%2, %3 samples; the subtask has %4 mini-batches of %5 samples in all)")
                         .arg(info->epoch)

@@ -263,6 +263,8 @@ void TestHostileUpdates::hostileCheckpointsAreRefused_data()
     QTest::newRow("another workunit") << QStringLiteral("other") << QStringLiteral("another training");
     QTest::newRow("scaled x1000") << QStringLiteral("scaled") << QStringLiteral("more than this job allows");
     QTest::newRow("progress beyond") << QStringLiteral("beyond") << QStringLiteral("progress the subtask does not have");
+    QTest::newRow("progress overflowing") << QStringLiteral("overflow")
+                                          << QStringLiteral("progress the subtask does not have");
     QTest::newRow("too large") << QStringLiteral("large") << QStringLiteral("bytes; one of this model has at most");
 }
 
@@ -321,6 +323,11 @@ void TestHostileUpdates::hostileCheckpointsAreRefused()
         });
     } else if (variant == u"beyond") {
         sent = rewritten(genuine, [](TensorBundle&) {}, [](ml::CheckpointInfo& info) { info.epoch = 40; });
+    } else if (variant == u"overflow") {
+        sent = rewritten(genuine, [](TensorBundle&) {}, [](ml::CheckpointInfo& info) {
+            info.epoch = std::numeric_limits<int>::max();
+            info.batch = std::numeric_limits<qint64>::max();
+        });
     } else if (variant == u"large") {
         sent = genuine + QByteArray(512 * 1024, ' ');
     }
