@@ -40,8 +40,17 @@ Result<std::unique_ptr<AgentDaemon>> AgentDaemon::create(DaemonOptions options)
         return fail(keys.error());
     if (options.maxTasks < 1)
         return fail(QStringLiteral("the number of subtasks at once must be at least 1"));
-    if (options.workerProgram.isEmpty())
-        options.workerProgram = QCoreApplication::applicationDirPath() + QStringLiteral("/gleaner-worker");
+    if (options.workerProgram.isEmpty()) {
+        // Beside gleaner-agent in a build tree; in libexec where the packages install it, off the PATH.
+        const QString besideUs = QCoreApplication::applicationDirPath() + QStringLiteral("/gleaner-worker");
+        const QString installed = QDir::cleanPath(QCoreApplication::applicationDirPath() +
+                                                  QStringLiteral("/../libexec/gleaner/gleaner-worker"));
+        options.workerProgram = QFileInfo(besideUs).isExecutable() ? besideUs : installed;
+        if (!QFileInfo(options.workerProgram).isExecutable())
+            return fail(QStringLiteral("neither %1 nor %2 is an executable gleaner-worker; reinstall Gleaner or "
+                                       "pass --worker PATH")
+                            .arg(besideUs, installed));
+    }
     if (!QFileInfo(options.workerProgram).isExecutable())
         return fail(
             QStringLiteral("%1 is not an executable gleaner-worker; reinstall Gleaner or pass --worker PATH")
