@@ -8,10 +8,25 @@
 #include "util/Clock.h"
 
 #include <QDir>
+#include <QFile>
 #include <QFileInfo>
 
 namespace gleaner::coordinator {
 namespace {
+
+constexpr QDir::Filters kEverything = QDir::AllEntries | QDir::Hidden | QDir::System | QDir::NoDotAndDotDot;
+
+void removeAllBut(const QDir& folder, const QStringList& kept)
+{
+    for (const QFileInfo& entry : folder.entryInfoList(kEverything)) {
+        if (kept.contains(entry.fileName()))
+            continue;
+        if (entry.isDir() && !entry.isSymLink())
+            QDir(entry.filePath()).removeRecursively();
+        else
+            QFile::remove(entry.filePath());
+    }
+}
 
 Status createEverything(const DataDirectory& dir, const CoordinatorConfig& config, const QString& certificateFile,
                         const QString& keyFile, InitResult& out)
@@ -56,16 +71,24 @@ Result<InitResult> initializeDataDirectory(const DataDirectory& dir, const Coord
                                            const QString& certificateFile, const QString& keyFile)
 {
     const QDir folder(dir.root());
-    if (folder.exists() && !folder.isEmpty())
+    const bool existed = folder.exists();
+    if (existed && !folder.isEmpty())
         return fail(QStringLiteral("%1 already exists and is not empty; init never overwrites a data directory. "
                                    "Choose a new folder, or remove this one if you really mean to start over.")
                         .arg(dir.root()));
     if (!QDir().mkpath(dir.root())
         || !QFile::setPermissions(dir.root(), QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ExeOwner))
         return fail(QStringLiteral("%1: cannot create the data directory").arg(dir.root()));
+    // isEmpty() does not count hidden entries: those stay whatever happens.
+    const QStringList before = existed ? folder.entryList(kEverything) : QStringList();
     InitResult out;
     if (auto s = createEverything(dir, config, certificateFile, keyFile, out); !s) {
-        QDir(dir.root()).removeRecursively(); // nothing half-made is left to be mistaken for a data directory
+        // Nothing half-made is left to be mistaken for a data directory. A folder that was there before stays, as
+        // it was: the service user of a package cannot create another one in /var/lib to try again.
+        if (existed)
+            removeAllBut(folder, before);
+        else
+            QDir(dir.root()).removeRecursively();
         return fail(s.error());
     }
     return out;

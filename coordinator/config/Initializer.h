@@ -1,7 +1,8 @@
 #pragma once
 // Creates a coordinator data directory (see DataDirectory.h): signing key, TLS identity, admin token, database
 // and configuration. Used by `gleaner-coordinator init` and by tests. Refuses a folder that exists and is not
-// empty, and leaves nothing behind when a step fails.
+// empty; takes an empty one (the package's /var/lib/gleaner-coordinator) and keeps it. Leaves nothing it made
+// behind when a step fails.
 
 #include "Result.h"
 #include "config/DataDirectory.h"
