@@ -4,14 +4,21 @@
 #include "cli/CliErrors.h"
 #include "config/AgentConfig.h"
 #include "config/Enroller.h"
+#include "config/PresentedCertificate.h"
 #include "control/ControlServer.h"
 #include "daemon/AgentDaemon.h"
+#include "policy/PolicyEnrollment.h"
+#include "policy/PolicyLocks.h"
+#include "policy/PreferenceStore.h"
 
 #include <QCommandLineParser>
 #include <QCoreApplication>
 #include <QFile>
 #include <QFileInfo>
 #include <QSocketNotifier>
+#include <QSysInfo>
+#include <QTemporaryFile>
+#include <QUrl>
 #include <QTextStream>
 
 #include <cmath>
@@ -76,6 +83,20 @@ std::optional<double> parseDuration(const QString& text)
     if (!ok || !std::isfinite(value) || value <= 0 || value * unit > 365.0 * 86400)
         return std::nullopt;
     return value * unit;
+}
+
+// Enrolls a data folder that holds no agent yet; `source` says who asked (--enroll or the policy file).
+int enrollFirst(const EnrollOptions& enroll, const QString& source)
+{
+    auto enrolled = enrollAgent(enroll);
+    if (!enrolled) {
+        QTextStream(stderr) << "gleaner-agent run: enrolling with " << enroll.url << " (" << source
+                            << "): " << enrolled.error() << "\n";
+        return 1;
+    }
+    QTextStream(stderr) << "gleaner-agent run: enrolled as \"" << enrolled->name << "\" (agent " << enrolled->agentId
+                        << ") with " << enrolled->coordinatorUrl << " (" << source << ")\n";
+    return 0;
 }
 
 } // namespace
@@ -238,6 +259,16 @@ int runCommand(const QStringList& arguments)
         options.idleSource = parser.value(QStringLiteral("idle-source"));
     if (parser.isSet(QStringLiteral("policy-file")))
         options.policyFile = parser.value(QStringLiteral("policy-file"));
+    PolicyOverrides overrides;
+    overrides.policyFlag = options.policyFile;
+    overrides.policyEnvironment = qEnvironmentVariable("GLEANER_POLICY_FILE");
+    overrides.dedicated = options.dedicated;
+    if (auto locks = checkPolicyOverrides(overrides, systemPolicyFile(), QFileInfo::exists(systemPolicyFile()),
+                                          mayOverridePolicy());
+        !locks) {
+        QTextStream(stderr) << "gleaner-agent run: " << locks.error() << "\n";
+        return 2;
+    }
     if (parser.isSet(QStringLiteral("device")))
         options.device = parser.value(QStringLiteral("device"));
     if (parser.isSet(QStringLiteral("worker")))
@@ -246,7 +277,9 @@ int runCommand(const QStringList& arguments)
     for (const char* flag : {"token-file", "ca", "name"})
         if (parser.isSet(QString::fromLatin1(flag)) && !parser.isSet(QStringLiteral("enroll")))
             return usageError(kCommand, QStringLiteral("--%1 goes with --enroll").arg(QString::fromLatin1(flag)));
-    if (parser.isSet(QStringLiteral("enroll")) && !QFileInfo::exists(AgentConfig::configPath(options.dataDir))) {
+    // --enroll and the policy's "enrollment" are for the first start only.
+    const bool enrolled = QFileInfo::exists(AgentConfig::configPath(options.dataDir));
+    if (!enrolled && parser.isSet(QStringLiteral("enroll"))) {
         EnrollOptions enroll;
         enroll.url = parser.value(QStringLiteral("enroll"));
         enroll.caFile = parser.value(QStringLiteral("ca"));
@@ -263,14 +296,37 @@ int runCommand(const QStringList& arguments)
             if (enroll.token.isEmpty())
                 return usageError(kCommand, QStringLiteral("%1 (--token-file) holds no token").arg(path));
         }
-        auto enrolled = enrollAgent(enroll);
-        if (!enrolled) {
-            QTextStream(stderr) << "gleaner-agent run: enrolling with " << enroll.url << ": " << enrolled.error()
-                                << "\n";
+        if (const int code = enrollFirst(enroll, QStringLiteral("--enroll")); code != 0)
+            return code;
+    } else if (!enrolled) {
+        // A managed fleet: the organisation's policy file says where to enroll (docs/packages.md).
+        const QString policyFile =
+            options.policyFile.isEmpty() ? PreferenceStore::defaultPolicyFile() : options.policyFile;
+        auto fromPolicy = PolicyEnrollment::read(policyFile);
+        if (!fromPolicy) {
+            QTextStream(stderr) << "gleaner-agent run: " << fromPolicy.error() << "\n";
             return 1;
         }
-        QTextStream(stderr) << "gleaner-agent run: enrolled as \"" << enrolled->name << "\" (agent "
-                            << enrolled->agentId << ") with " << enrolled->coordinatorUrl << "\n";
+        if (*fromPolicy) {
+            const PolicyEnrollment& policy = **fromPolicy;
+            EnrollOptions enroll;
+            enroll.url = policy.url;
+            enroll.token = policy.token;
+            enroll.name = policy.namePrefix + QSysInfo::machineHostName();
+            enroll.dataDir = options.dataDir;
+            QTemporaryFile pinned;
+            if (!policy.certificateSha256.isEmpty()) {
+                auto certificate = presentedCertificate(QUrl(policy.url), policy.certificateSha256);
+                if (!certificate || !pinned.open() || pinned.write(*certificate) != certificate->size() || !pinned.flush()) {
+                    QTextStream(stderr) << "gleaner-agent run: enrolling as " << policyFile << " says: "
+                                        << (certificate ? pinned.errorString() : certificate.error()) << "\n";
+                    return 1;
+                }
+                enroll.caFile = pinned.fileName();
+            }
+            if (const int code = enrollFirst(enroll, policyFile); code != 0)
+                return code;
+        }
     }
 
     auto daemon = AgentDaemon::create(options);

@@ -1,5 +1,8 @@
 #include "PreferenceStore.h"
 
+#include "JsonFile.h"
+#include "PolicyEnrollment.h"
+
 #include <QDateTime>
 #include <QDir>
 #include <QFile>
@@ -25,28 +28,6 @@ QString jsonText(const QJsonValue& value)
 {
     const QByteArray wrapped = QJsonDocument(QJsonArray{value}).toJson(QJsonDocument::Compact);
     return QString::fromUtf8(wrapped.mid(1, wrapped.size() - 2));
-}
-
-struct ReadJson
-{
-    QJsonObject object;
-    QString problem; // empty when the file held a JSON object
-};
-
-ReadJson readJsonObject(const QString& path)
-{
-    QFile file(path);
-    if (!file.open(QIODevice::ReadOnly))
-        return {{}, QStringLiteral("cannot be read (%1)").arg(file.errorString())};
-    QJsonParseError error{};
-    const QJsonDocument document = QJsonDocument::fromJson(file.readAll(), &error);
-    if (error.error != QJsonParseError::NoError)
-        return {
-            {},
-            QStringLiteral("is not valid JSON (%1 at byte %2)").arg(error.errorString()).arg(error.offset)};
-    if (!document.isObject())
-        return {{}, QStringLiteral("does not hold a JSON object")};
-    return {document.object(), {}};
 }
 
 } // namespace
@@ -81,12 +62,15 @@ Result<void> PreferenceStore::loadPolicy()
                 .arg(file, read.problem));
 
     const QString expected =
-        QStringLiteral("the policy file holds only \"preferences\" (an object) and \"locked\" "
-                       "(a list of preference names)");
+        QStringLiteral("the policy file holds only \"preferences\" (an object), \"locked\" "
+                       "(a list of preference names) and \"enrollment\" (an object)");
     for (auto it = read.object.begin(); it != read.object.end(); ++it) {
-        if (it.key() != u"preferences" && it.key() != u"locked")
+        if (it.key() != u"preferences" && it.key() != u"locked" && it.key() != u"enrollment")
             return fail(QStringLiteral("%1: unknown key \"%2\"; %3").arg(file, it.key(), expected));
     }
+    // Used before the agent enrolls (RunCommand); checked here too, so a typo there never goes unnoticed.
+    if (auto enrollment = PolicyEnrollment::parse(read.object.value(QStringLiteral("enrollment")), file); !enrollment)
+        return fail(enrollment.error());
     const QJsonValue preferences = read.object.value(QStringLiteral("preferences"));
     if (!preferences.isUndefined() && !preferences.isObject())
         return fail(QStringLiteral("%1: \"preferences\" is not an object; %2").arg(file, expected));
