@@ -110,7 +110,7 @@ int runCommand(const QStringList& arguments)
         "gleaner-worker processes at the lowest priority, and uploads the results. Logs go to stderr (the "
         "journal "
         "under systemd). `gleaner-agent status|pause|resume|finish` talk to it over its control socket. "
-        "SIGTERM or Ctrl-C: within --grace seconds each subtask is finished and uploaded, or checkpointed and "
+        "SIGHUP re-reads the organisation's policy file (so does a change to it). SIGTERM or Ctrl-C: within --grace seconds each subtask is finished and uploaded, or checkpointed and "
         "handed back to the coordinator, which gives it to the next agent to resume; then the agent exits 0 "
         "(with --keep-on-stop the subtasks stay and the next start resumes them). Batch systems and preemptible "
         "instances: --dedicated --until-empty [--max-runtime D] [--enroll URL --token-file F] (docs/clusters.md)."));
@@ -350,7 +350,10 @@ int runCommand(const QStringList& arguments)
     QObject::connect(&notifier, &QSocketNotifier::activated, daemon->get(), [&daemon] {
         char byte = 0;
         [[maybe_unused]] const auto got = ::read(g_signalPipe[0], &byte, 1);
-        (*daemon)->shutdown();
+        if (byte == SIGHUP)
+            (*daemon)->reloadPolicy(QStringLiteral("SIGHUP"));
+        else
+            (*daemon)->shutdown();
     });
     struct sigaction action = {};
     action.sa_handler = onSignal;

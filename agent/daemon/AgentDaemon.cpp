@@ -192,6 +192,7 @@ void AgentDaemon::start()
                 .arg(m_options.idleSource));
     }
     m_desktop->start(); // the first decision, before any worker starts
+    watchPolicyFile();
     armRuntimeLimit();
     resumeUnfinished();
     updateState();

@@ -100,7 +100,16 @@ void DesktopPolicy::evaluate()
 
 Result<bool> DesktopPolicy::setPreferences(const QJsonObject& values)
 {
-    auto changed = m_store.set(values);
+    return changed(m_store.set(values));
+}
+
+Result<bool> DesktopPolicy::reloadPolicy()
+{
+    return changed(m_store.reloadPolicy());
+}
+
+Result<bool> DesktopPolicy::changed(Result<bool> changed)
+{
     if (!changed)
         return changed;
     if (*changed) {

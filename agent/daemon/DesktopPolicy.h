@@ -78,6 +78,9 @@ public:
 
     // The control socket's `set_preferences`: all or nothing; persists, then re-evaluates at once.
     Result<bool> setPreferences(const QJsonObject& values);
+    // The organisation's policy file read again (PreferenceStore::reloadPolicy); re-evaluates at once when it
+    // changed anything.
+    Result<bool> reloadPolicy();
 
     // The status object's "policy" member (docs/desktop.md), less what the daemon adds.
     QJsonObject statusObject() const;
@@ -88,6 +91,8 @@ Q_SIGNALS:
 
 private:
     void evaluate();
+    // After the store changed: preferencesChanged() and a new sample when it changed anything.
+    Result<bool> changed(Result<bool> changed);
 
     PreferenceStore m_store;
     DesktopProbes m_probes;

@@ -50,6 +50,21 @@ Result<PreferenceStore> PreferenceStore::open(const QString& userFile, const QSt
     return store;
 }
 
+Result<bool> PreferenceStore::reloadPolicy()
+{
+    PreferenceStore fresh;
+    fresh.m_userFile = m_userFile;
+    fresh.m_policyFile = m_policyFile;
+    if (Result<void> policy = fresh.loadPolicy(); !policy)
+        return fail(policy.error());
+    fresh.m_user = m_user; // already validated; the user's file is the agent's own and has not changed
+    fresh.m_current = fresh.compose(fresh.m_user);
+    const bool changed = !(fresh.m_current == m_current) || fresh.m_locked != m_locked;
+    fresh.m_warnings = m_warnings;
+    *this = std::move(fresh);
+    return changed;
+}
+
 Result<void> PreferenceStore::loadPolicy()
 {
     if (m_policyFile.isEmpty() || !QFileInfo::exists(m_policyFile))

@@ -24,6 +24,7 @@ private Q_SLOTS:
     void preferenceStoreChecksEnrollmentToo();
     void normalizesFingerprints();
     void locksHoldForDeskUsers();
+    void reloadTakesEffectOrKeepsTheLastGoodPolicy();
 };
 
 namespace {
@@ -167,6 +168,48 @@ void TestPolicyFleet::locksHoldForDeskUsers()
         QVERIFY(checkPolicyOverrides(overrides, kFile, true, true).ok());
         QVERIFY(checkPolicyOverrides(overrides, kFile, false, false).ok());
     }
+}
+
+void TestPolicyFleet::reloadTakesEffectOrKeepsTheLastGoodPolicy()
+{
+    const auto scratch = test::scratchDir();
+    const QString policy = scratch->filePath(QStringLiteral("policy.json"));
+    const QString user = scratch->filePath(QStringLiteral("prefs.json"));
+    QVERIFY(test::writeFile(policy, R"({"preferences": {"max_cores": 2}})"));
+    auto store = PreferenceStore::open(user, policy);
+    QVERIFY2(store.ok(), qPrintable(store.error()));
+    QVERIFY(store->set(QJsonObject{{QStringLiteral("idle_seconds"), 120}}).ok()); // the desk user's own value
+    QCOMPARE(store->current().value(QStringLiteral("idle_seconds")).toInt(), 120);
+
+    // Unchanged file: nothing changes.
+    auto same = store->reloadPolicy();
+    QVERIFY(same.ok());
+    QVERIFY(!*same);
+
+    // The organisation locks idle_seconds at 900: the user's value no longer counts.
+    QVERIFY(test::writeFile(policy, R"({"preferences": {"max_cores": 2, "idle_seconds": 900}, "locked": ["idle_seconds"]})"));
+    auto locked = store->reloadPolicy();
+    QVERIFY2(locked.ok(), qPrintable(locked.error()));
+    QVERIFY(*locked);
+    QVERIFY(store->isLocked(QStringLiteral("idle_seconds")));
+    QCOMPARE(store->current().value(QStringLiteral("idle_seconds")).toInt(), 900);
+    QVERIFY(!store->set(QJsonObject{{QStringLiteral("idle_seconds"), 60}}).ok());
+
+    // A typo made while the agent runs: refused, naming the file and the key; the lock stays.
+    QVERIFY(test::writeFile(policy, R"({"preferences": {"idle_seconds": 900}, "lockd": []})"));
+    auto broken = store->reloadPolicy();
+    QVERIFY(!broken.ok());
+    QVERIFY2(broken.error().contains(policy) && broken.error().contains(QStringLiteral("\"lockd\"")),
+             qPrintable(broken.error()));
+    QVERIFY(store->isLocked(QStringLiteral("idle_seconds")));
+    QCOMPARE(store->current().value(QStringLiteral("idle_seconds")).toInt(), 900);
+
+    // The lock lifted by the organisation: the user's own value shows again.
+    QVERIFY(test::writeFile(policy, R"({})"));
+    auto lifted = store->reloadPolicy();
+    QVERIFY(lifted.ok() && *lifted);
+    QVERIFY(!store->isLocked(QStringLiteral("idle_seconds")));
+    QCOMPARE(store->current().value(QStringLiteral("idle_seconds")).toInt(), 120);
 }
 
 QTEST_GUILESS_MAIN(TestPolicyFleet)
