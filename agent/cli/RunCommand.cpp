@@ -7,6 +7,8 @@
 #include "config/PresentedCertificate.h"
 #include "control/ControlServer.h"
 #include "daemon/AgentDaemon.h"
+#include "daemon/SessionDesk.h"
+#include "idle/SessionIdleSource.h"
 #include "policy/PolicyEnrollment.h"
 #include "policy/PolicyLocks.h"
 #include "policy/PreferenceStore.h"
@@ -121,7 +123,13 @@ int runCommand(const QStringList& arguments)
                                : QCommandLineOption(QString::fromLatin1(name), QString::fromLatin1(help)));
     };
     option("data-dir", "The agent's folder (default: the per-user one).", "DIR");
-    option("system", "Use the system service's folder, /var/lib/gleaner.");
+    option("system", "The system service of a managed or shared machine: the folder /var/lib/gleaner, and the "
+                     "session socket (below) at $RUNTIME_DIRECTORY/sessions.sock (/run/gleaner/sessions.sock).");
+    option("session-socket",
+           "Listen here for the idle time of every session on the machine (`gleaner-agent session-report` in each "
+           "one) and take the most active (--idle-source sessions, the default with it). Every local user may "
+           "connect; the socket only reads status and takes idle reports.",
+           "PATH");
     option(
         "dedicated",
         "Compute regardless of the user and the desktop policy (cloud and lab machines). Without it the "
@@ -255,6 +263,15 @@ int runCommand(const QStringList& arguments)
                                                  "preference %2 (`gleaner-agent prefs set %2=...`)")
                                       .arg(QString::fromLatin1(flag), QString::fromLatin1(key)));
     }
+    QString sessionSocket = parser.value(QStringLiteral("session-socket"));
+    if (sessionSocket.isEmpty() && parser.isSet(QStringLiteral("system")) && !parser.isSet(QStringLiteral("data-dir"))) {
+        const QString runtime = qEnvironmentVariable("RUNTIME_DIRECTORY").split(u':').constFirst();
+        sessionSocket = (runtime.isEmpty() ? QStringLiteral("/run/gleaner") : runtime) + QStringLiteral("/sessions.sock");
+    }
+    if (!sessionSocket.isEmpty()) {
+        options.sessions = std::make_shared<SessionReports>(&SessionIdleSource::logindOwner);
+        options.idleSource = QStringLiteral("sessions");
+    }
     if (parser.isSet(QStringLiteral("idle-source")))
         options.idleSource = parser.value(QStringLiteral("idle-source"));
     if (parser.isSet(QStringLiteral("policy-file")))
@@ -340,6 +357,20 @@ int runCommand(const QStringList& arguments)
         return 1;
     }
     QObject::connect(daemon->get(), &AgentDaemon::controlEvent, &control, &ControlServer::publish);
+    std::unique_ptr<SessionDesk> desk;
+    std::unique_ptr<ControlServer> sessions;
+    if (options.sessions) {
+        desk = std::make_unique<SessionDesk>(**daemon, options.sessions);
+        sessions = std::make_unique<ControlServer>(*desk);
+        if (auto s = sessions->listenShared(sessionSocket); !s) {
+            QTextStream(stderr) << "gleaner-agent run: the session socket (--session-socket): " << s.error() << "\n";
+            return 1;
+        }
+        QObject::connect(daemon->get(), &AgentDaemon::controlEvent, sessions.get(), [&sessions](const QJsonObject& event) {
+            if (SessionDesk::forDesks(event))
+                sessions->publish(event);
+        });
+    }
 
     // Signals reach the event loop through a pipe: the handler itself only writes one byte.
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, g_signalPipe) != 0) {
@@ -372,6 +403,8 @@ int runCommand(const QStringList& arguments)
     (*daemon)->start();
     QCoreApplication::exec();
     control.close();
+    if (sessions)
+        sessions->close();
     return exitCode;
 }
 

@@ -87,7 +87,8 @@ Result<std::unique_ptr<AgentDaemon>> AgentDaemon::create(DaemonOptions options)
         return fail(QStringLiteral("cannot create %1/tasks").arg(dir));
     if (auto source = SystemIdleProbe::checkPreference(options.idleSource); !source)
         return fail(source.error());
-    DesktopProbes probes = options.dedicated ? DesktopProbes() : DesktopProbes::system(options.idleSource);
+    DesktopProbes probes =
+        options.dedicated ? DesktopProbes() : DesktopProbes::system(options.idleSource, options.sessions);
     return std::unique_ptr<AgentDaemon>(new AgentDaemon(std::move(options), *config, std::move(*keys), std::move(*lock),
                                                         std::move(*store), std::move(*cache),
                                                         std::move(*preferences), std::move(probes)));

@@ -54,6 +54,8 @@ class SerialExecutor;
 
 namespace gleaner::agent {
 
+class SessionReports;
+
 class CoordinatorClient;
 class CurlTransport;
 class FileCache;
@@ -94,6 +96,9 @@ struct DaemonOptions
     double idleExitSeconds = 120;
     double maxRuntimeSeconds = 0; // 0: none; otherwise leave `graceSeconds` before it is up
     QString kind;                 // what the agent declares itself: desktop, dedicated, batch, cloud
+    // The system service's session reports (--session-socket): with idleSource "sessions", the idle time is
+    // every session's (SessionIdleSource).
+    std::shared_ptr<SessionReports> sessions;
 };
 
 class AgentDaemon final : public QObject, public ControlHandler
@@ -122,6 +127,8 @@ public:
     QJsonObject status() const;
 
     const DaemonOptions& options() const { return m_options; }
+    // The organisation's policy file in force (empty: none).
+    QString policyFile() const;
 
 Q_SIGNALS:
     // An event for the control socket's subscribers.

@@ -122,6 +122,11 @@ void AgentDaemon::applyDecision(const Decision& decision)
     updateState();
 }
 
+QString AgentDaemon::policyFile() const
+{
+    return m_desktop->store().policyFile();
+}
+
 void AgentDaemon::watchPolicyFile()
 {
     const QString file = m_desktop->store().policyFile();

@@ -25,6 +25,8 @@
 
 namespace gleaner::agent {
 
+class SessionReports;
+
 class IdleProbe;
 class PowerProbe;
 class CpuProbe;
@@ -38,8 +40,9 @@ struct DesktopProbes
     DesktopProbes& operator=(DesktopProbes&&) noexcept;
     ~DesktopProbes();
 
-    // This machine's probes; `idleSource` is "auto", one source's name, or "none".
-    static DesktopProbes system(const QString& idleSource);
+    // This machine's probes; `idleSource` is "auto", one source's name, "none", or "sessions" (the system
+    // service: every session's idle time, from `sessions` and logind).
+    static DesktopProbes system(const QString& idleSource, std::shared_ptr<SessionReports> sessions = {});
 
     std::unique_ptr<IdleProbe> idle;
     std::unique_ptr<PowerProbe> power;
