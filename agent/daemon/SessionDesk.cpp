@@ -2,6 +2,8 @@
 
 #include "daemon/AgentDaemon.h"
 
+#include <QJsonArray>
+
 namespace gleaner::agent {
 
 SessionDesk::SessionDesk(AgentDaemon& daemon, std::shared_ptr<SessionReports> reports, MonotonicClock clock)
@@ -43,6 +45,9 @@ Result<QJsonObject> SessionDesk::handleFrom(const QString& cmd, const QJsonObjec
         const Result<QJsonObject> described = m_daemon.handle(cmd, {});
         QJsonObject preferences = described ? *described : QJsonObject();
         preferences.insert(QStringLiteral("read_only"), true);
+        // From a desk session nothing can be changed: every key shows as the organisation's.
+        preferences.insert(QStringLiteral("locked"),
+                           QJsonArray::fromStringList(preferences.value(QStringLiteral("values")).toObject().keys()));
         return preferences;
     }
     const QString policy = m_daemon.policyFile();

@@ -4,7 +4,8 @@
 //
 //  - report_idle {"session": ID, "idle_ms": N, "source": NAME}: a session's helper (`gleaner-agent
 //    session-report`) tells the agent how long its session has been idle; see SessionReports.
-//  - status, preferences: what the agent does and why, read-only (the tray app of a desk user shows them).
+//  - status, preferences: what the agent does and why, read-only (the tray app of a desk user shows them;
+//    every preference is listed as locked).
 //  - pause, resume, finish, snooze, set_preferences: refused, naming the policy file: the machine's agent
 //    belongs to the organisation.
 // subscribe gives the status events (state, progress, subtask, preferences, coordinator), not the log.

@@ -1,7 +1,6 @@
 #include "SessionIdleSource.h"
 
 #include "DBusEndpoint.h"
-#include "IdleLogging.h"
 
 #include <QDBusArgument>
 #include <QDBusMetaType>
@@ -45,10 +44,7 @@ IdleReading SessionIdleSource::readIdle()
         m_listedAtMs = now;
     }
     const QList<SessionReports::Report> reports = m_reports ? m_reports->live(now) : QList<SessionReports::Report>();
-    const IdleReading reading = combine(reports, m_sessions, now, m_lastSeenMs);
-    qCDebug(lcIdle) << "sessions:" << reports.size() << "reporting," << (m_sessions ? m_sessions->size() : -1)
-                    << "in logind; idle" << reading.idleMs << "ms" << (reading.precise ? "precise" : "lower bound");
-    return reading;
+    return combine(reports, m_sessions, now, m_lastSeenMs);
 }
 
 IdleReading SessionIdleSource::combine(const QList<SessionReports::Report>& reports,
