@@ -316,7 +316,7 @@ int runCommand(const QStringList& arguments)
         if (const int code = enrollFirst(enroll, QStringLiteral("--enroll")); code != 0)
             return code;
     } else if (!enrolled) {
-        // A managed fleet: the organisation's policy file says where to enroll (docs/packages.md).
+        // A managed fleet: the organisation's policy file says where to enroll (docs/fleet.md).
         const QString policyFile =
             options.policyFile.isEmpty() ? PreferenceStore::defaultPolicyFile() : options.policyFile;
         auto fromPolicy = PolicyEnrollment::read(policyFile);

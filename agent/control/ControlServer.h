@@ -40,7 +40,7 @@ public:
     Status listen(const QString& dataDir);
     // Listens at `path` for every local user (mode 0666; the handler decides per request from the peer's
     // credentials, ControlHandler::handleFrom), at most kMaxSharedClients connections at once: the system
-    // agent's session socket (docs/packages.md). `folder` must exist.
+    // agent's session socket (docs/fleet.md). `folder` must exist.
     Status listenShared(const QString& path);
     static constexpr int kMaxSharedClients = 64;
     // Disconnects every client and removes the socket file.

@@ -30,7 +30,7 @@ Result<std::unique_ptr<AgentDaemon>> AgentDaemon::create(DaemonOptions options)
         return fail(
             QStringLiteral(
                 "%1 holds no enrolled agent; run `gleaner-agent enroll URL --token TOKEN --data-dir %1` "
-                "first, or give the organisation's policy file an \"enrollment\" (docs/packages.md)")
+                "first, or give the organisation's policy file an \"enrollment\" (docs/fleet.md)")
                 .arg(dir));
     auto config = AgentConfig::load(dir);
     if (!config)

@@ -1,5 +1,5 @@
 #pragma once
-// The system agent's session socket (docs/packages.md, "A shared workstation"): what the people at a shared
+// The system agent's session socket (docs/fleet.md, "A shared workstation"): what the people at a shared
 // workstation may ask of the organisation's agent. Every local user may connect; nothing here changes the agent.
 //
 //  - report_idle {"session": ID, "idle_ms": N, "source": NAME}: a session's helper (`gleaner-agent

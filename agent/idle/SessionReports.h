@@ -2,7 +2,7 @@
 // What the system agent of a shared workstation knows of the people at it. The system service runs in no
 // session, so it cannot ask a desktop for input idle time; instead every graphical session's helper
 // (`gleaner-agent session-report`, started by the session's autostart entry) reports its own session's idle
-// time over the agent's session socket (docs/packages.md, "A shared workstation"), and logind lists the
+// time over the agent's session socket (docs/fleet.md, "A shared workstation"), and logind lists the
 // sessions that report nothing (text consoles, ssh, a desktop without the helper).
 //
 // The agent takes the most active session: the smallest idle time of all. A report names its session and comes

@@ -28,7 +28,7 @@ Result<std::optional<PolicyEnrollment>> PolicyEnrollment::parse(const QJsonValue
         return std::optional<PolicyEnrollment>();
     const QString expected = QStringLiteral(
         "\"enrollment\" holds \"url\", \"token\" or \"token_file\", and optionally \"certificate_sha256\" and "
-        "\"name_prefix\" (docs/packages.md)");
+        "\"name_prefix\" (docs/fleet.md)");
     if (!value.isObject())
         return fail(QStringLiteral("%1: \"enrollment\" is not an object; %2").arg(file, expected));
     const QJsonObject object = value.toObject();

@@ -4,7 +4,7 @@
 //
 //   "enrollment": {
 //     "url": "https://coordinator.example:8443",
-//     "token_file": "/etc/gleaner/enrollment-token",        (or "token": "...": see docs/packages.md)
+//     "token_file": "/etc/gleaner/enrollment-token",        (or "token": "...": see docs/fleet.md)
 //     "certificate_sha256": "3A:F0:...:9C",                  (optional: pins that certificate)
 //     "name_prefix": "office-"                               (optional: prefix of the host name the admin sees)
 //   }
