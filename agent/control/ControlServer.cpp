@@ -205,6 +205,18 @@ void ControlServer::onNewConnection()
         socket->setParent(this);
         auto client = std::make_shared<Client>();
         client->peer = peerOf(socket->socketDescriptor());
+        if (m_shared) {
+            int sameUser = 0;
+            for (const auto& other : std::as_const(m_clients))
+                sameUser += other->peer.uid == client->peer.uid ? 1 : 0;
+            if (sameUser >= kMaxSharedClientsPerUser) {
+                qCWarning(lcControl) << "refusing a session-socket client of uid" << client->peer.uid << ": already"
+                                     << sameUser;
+                socket->abort();
+                socket->deleteLater();
+                continue;
+            }
+        }
         client->peer.connection = m_nextConnection++;
         m_clients.insert(socket, client);
         connect(socket, &QLocalSocket::readyRead, this, [this, socket] { onReadyRead(socket); });

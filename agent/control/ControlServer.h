@@ -43,6 +43,7 @@ public:
     // agent's session socket (docs/fleet.md). `folder` must exist.
     Status listenShared(const QString& path);
     static constexpr int kMaxSharedClients = 64;
+    static constexpr int kMaxSharedClientsPerUser = 8; // one user cannot take every place
     // Disconnects every client and removes the socket file.
     void close();
     bool isListening() const;

@@ -28,9 +28,12 @@ Result<QJsonObject> SessionDesk::handleFrom(const QString& cmd, const QJsonObjec
     if (cmd == u"report_idle") {
         const QJsonValue idle = args.value(QStringLiteral("idle_ms"));
         const QJsonValue session = args.value(QStringLiteral("session"));
-        if (!idle.isDouble() || !session.isString())
-            return fail(QStringLiteral("report_idle needs {\"session\": \"ID\", \"idle_ms\": N}"));
-        const Status recorded = m_reports->record(SessionPeer{peer.connection, peer.uid, peer.pid}, session.toString(), qint64(idle.toDouble()), m_clock(),
+        // Checked as a double first: casting one beyond qint64's range is undefined.
+        const double idleMs = idle.toDouble(-1);
+        if (!idle.isDouble() || !session.isString() || !(idleMs >= 0 && idleMs <= double(SessionReports::kMaxIdleMs)))
+            return fail(QStringLiteral("report_idle needs {\"session\": \"ID\", \"idle_ms\": N} with N from 0 to %1")
+                            .arg(SessionReports::kMaxIdleMs));
+        const Status recorded = m_reports->record(SessionPeer{peer.connection, peer.uid, peer.pid}, session.toString(), qint64(idleMs), m_clock(),
                                                   args.value(QStringLiteral("source")).toString());
         if (!recorded)
             return fail(recorded.error());

@@ -153,6 +153,19 @@ void TestSessionIdle::pausesWhileAnySessionIsActive()
                                         QJsonObject{{QStringLiteral("session"), QStringLiteral("../x")},
                                                     {QStringLiteral("idle_ms"), -5}});
     QVERIFY(!malformed);
+    auto huge = first.socket->call(QStringLiteral("report_idle"),
+                                   QJsonObject{{QStringLiteral("session"), QStringLiteral("c1")},
+                                               {QStringLiteral("idle_ms"), 1e300}});
+    QVERIFY(!huge);
+    // One user cannot take every place on the socket: 8 connections each.
+    std::vector<std::unique_ptr<agent::ControlConnection>> more;
+    for (int i = 1; i < 8; ++i) {
+        auto extra = agent::ControlConnection::openSocket(socketPath);
+        QVERIFY2(extra, qPrintable(extra ? QString() : extra.error()));
+        more.push_back(std::move(*extra));
+    }
+    QVERIFY(!agent::ControlConnection::openSocket(socketPath, 2000));
+    more.clear();
 
     // SIGHUP re-reads the policy instead of stopping the agent; a new lock takes effect at once.
     QVERIFY(test::writeFile(policy, R"({"preferences": {"pause_on_battery": true, "idle_seconds": 900},
