@@ -15,6 +15,7 @@
 
 #include <QCommandLineParser>
 #include <QCoreApplication>
+#include <QDir>
 #include <QFile>
 #include <QFileInfo>
 #include <QSocketNotifier>
@@ -362,6 +363,13 @@ int runCommand(const QStringList& arguments)
     if (options.sessions) {
         desk = std::make_unique<SessionDesk>(**daemon, options.sessions);
         sessions = std::make_unique<ControlServer>(*desk);
+        // systemd's RuntimeDirectory= makes the folder; by hand, root makes it here (readable by everyone, who
+        // must reach the socket in it).
+        const QString folder = QFileInfo(sessionSocket).absolutePath();
+        if (!QFileInfo::exists(folder) && QDir().mkpath(folder))
+            QFile::setPermissions(folder, QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ExeOwner |
+                                              QFileDevice::ReadGroup | QFileDevice::ExeGroup | QFileDevice::ReadOther |
+                                              QFileDevice::ExeOther);
         if (auto s = sessions->listenShared(sessionSocket); !s) {
             QTextStream(stderr) << "gleaner-agent run: the session socket (--session-socket): " << s.error() << "\n";
             return 1;
