@@ -82,6 +82,12 @@ void AgentActions::update()
                           : QStringLiteral("Snooze 1 hour"));
     m_finish->setEnabled(connected && !winding);
     m_preferences->setEnabled(connected);
+    if (m_link.isReadOnly()) {
+        // The machine's system agent belongs to the organisation: its state is shown, nothing changed here.
+        m_pauseResume->setEnabled(false);
+        m_snooze->setEnabled(false);
+        m_finish->setEnabled(false);
+    }
 }
 
 void AgentActions::onToggle()

@@ -61,7 +61,15 @@ bool AgentLink::isConnected() const
 
 bool AgentLink::isEnrolled() const
 {
-    return agent::AgentConfig::isEnrolled(m_dataDir);
+    return isReadOnly() || agent::AgentConfig::isEnrolled(m_dataDir);
+}
+
+void AgentLink::watchSystemAgent(const QString& sessionSocket)
+{
+    m_systemSocket = sessionSocket;
+    m_launcher = nullptr;
+    m_client->setSocketPath(sessionSocket);
+    setOffline(QStringLiteral("Connecting to this computer's Gleaner service…"), QStringLiteral("connecting"));
 }
 
 QString AgentLink::state() const
@@ -159,6 +167,10 @@ void AgentLink::onStartGraceOver()
 {
     if (isConnected() || m_launched)
         return;
+    if (isReadOnly()) {
+        setOffline(QStringLiteral("This computer's Gleaner service is not running; waiting for it…"), kNotRunning);
+        return;
+    }
     if (!isEnrolled()) {
         setOffline(kNotEnrolled, QStringLiteral("not_enrolled"));
         return;
@@ -216,6 +228,9 @@ void AgentLink::onDisconnected()
             QStringLiteral("The Gleaner agent finished its work and stopped; choose Start the agent to run "
                            "it again."),
             QStringLiteral("agent_finished"));
+    } else if (isReadOnly()) {
+        appendLog(QStringLiteral("warning"), QStringLiteral("Lost the connection to this computer's Gleaner service."));
+        setOffline(QStringLiteral("This computer's Gleaner service is not running; waiting for it…"), kNotRunning);
     } else {
         appendLog(QStringLiteral("warning"), QStringLiteral("Lost the connection to the Gleaner agent."));
         setOffline(QStringLiteral("The Gleaner agent is not running; waiting for it to come back…"),

@@ -37,6 +37,12 @@ public:
     // Connects (and keeps reconnecting). When no agent answers within startGraceMs and the folder is
     // enrolled, starts one.
     void start();
+    // Watches the machine's system agent at its session socket instead, read-only: nothing is started, and the
+    // actions are not offered (the system agent refuses them, naming the organisation's policy file). Before
+    // start().
+    void watchSystemAgent(const QString& sessionSocket);
+    // Watching the system agent (watchSystemAgent()).
+    bool isReadOnly() const { return !m_systemSocket.isEmpty(); }
     // Starts an agent now (after enrollment, or when the user asks), then reconnects at once.
     void startAgent();
     void setStartGraceMs(int ms) { m_startGraceMs = ms; }
@@ -47,6 +53,7 @@ public:
 
     agent::ControlClient& client() { return *m_client; }
     QString dataDir() const { return m_dataDir; }
+    QString systemSocket() const { return m_systemSocket; }
     bool isConnected() const;
     bool isEnrolled() const;
 
@@ -91,6 +98,7 @@ private:
     // `agentTimeMs`: when the agent logged it (0: a line of this program's own, now).
     void appendLog(const QString& level, const QString& message, qint64 agentTimeMs = 0);
 
+    QString m_systemSocket;
     QString m_dataDir;
     qint64 m_lastAgentLogMs = 0; // the newest agent log line shown
     AgentLauncher* m_launcher;

@@ -70,6 +70,12 @@ MainWindow::MainWindow(AgentLink& link, AgentActions& actions, QWidget* parent)
                                            "#e0b252; border-radius: 4px; padding: 6px; }"));
     m_notice->hide();
     layout->addWidget(m_notice);
+    // A desk user on a shared workstation watches the organisation's system agent.
+    m_managed = wrappingLabel(QStringLiteral("managed"), central);
+    m_managed->setText(QStringLiteral("This computer's Gleaner service is run by your organisation: you can see what "
+                                      "it does and why, and your IT administrator decides when it trains."));
+    m_managed->setVisible(link.isReadOnly());
+    layout->addWidget(m_managed);
     layout->addWidget(makeButtons(actions));
 
     auto* work = new QGroupBox(QStringLiteral("Work in progress"), central);

@@ -57,6 +57,7 @@ private:
     QLabel* m_icon;
     QLabel* m_state;
     QLabel* m_reason;
+    QLabel* m_managed; // shown when the window watches the system agent (AgentLink::isReadOnly)
     QLabel* m_notice;
     QPushButton* m_enroll;
     QWidget* m_subtaskBox;

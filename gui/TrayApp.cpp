@@ -37,6 +37,8 @@ TrayApp::TrayApp(TrayAppOptions options, QObject* parent) : QObject(parent), m_o
             m_options.agentProgram = *program;
 
     m_link = std::make_unique<AgentLink>(m_options.dataDir, m_options.launcher);
+    if (!m_options.systemSocket.isEmpty())
+        m_link->watchSystemAgent(m_options.systemSocket);
     m_link->setStartGraceMs(m_options.startGraceMs);
     m_actions = std::make_unique<AgentActions>(*m_link);
     m_window = std::make_unique<MainWindow>(*m_link, *m_actions);

@@ -27,6 +27,8 @@ class TrayController;
 struct TrayAppOptions
 {
     QString dataDir;
+    // Non-empty: show the machine's system agent at this session socket, read-only (AgentLink::watchSystemAgent).
+    QString systemSocket;
     // Started at login: no window unless there is no tray.
     bool autostart = false;
     // Whether a system tray exists; QSystemTrayIcon::isSystemTrayAvailable() when empty.

@@ -10,11 +10,14 @@
 #include <QCommandLineParser>
 #include <QCoreApplication>
 #include <QDir>
+#include <QFileInfo>
 #include <QTextStream>
 
 using namespace gleaner;
 
 namespace {
+
+const char kSessionSocket[] = "/run/gleaner/sessions.sock";
 
 struct Options
 {
@@ -40,6 +43,15 @@ Options parseCommandLine(int argc, char** argv)
                           .arg(agent::defaultDataDir(agent::AgentScope::User)),
                       QStringLiteral("DIR")});
     parser.addOption(
+        {QStringLiteral("system"),
+         QStringLiteral("Show this computer's Gleaner service (the system agent an organisation runs) instead of "
+                        "your own agent, read-only (at login this is chosen by itself when you have no agent of "
+                        "your own and the service runs).")});
+    parser.addOption({QStringLiteral("session-socket"),
+                      QStringLiteral("With --system: the service's session socket (default %1).")
+                          .arg(QLatin1StringView(kSessionSocket)),
+                      QStringLiteral("PATH")});
+    parser.addOption(
         {QStringLiteral("autostart"),
          QStringLiteral("Started at login: only the tray icon, no window (unless there is no tray).")});
     parser.process(core); // --help, --version and unknown options end here
@@ -54,12 +66,21 @@ Options parseCommandLine(int argc, char** argv)
                               ? QDir(parser.value(QStringLiteral("data-dir"))).absolutePath()
                               : agent::defaultDataDir(agent::AgentScope::User);
     options.app.autostart = parser.isSet(QStringLiteral("autostart"));
+    if (parser.isSet(QStringLiteral("system")) || parser.isSet(QStringLiteral("session-socket")))
+        options.app.systemSocket = parser.isSet(QStringLiteral("session-socket"))
+                                       ? parser.value(QStringLiteral("session-socket"))
+                                       : QString::fromLatin1(kSessionSocket);
     // At login the panel may come up after this app.
     options.app.trayWaitMs = options.app.autostart ? 30000 : 0;
 
     // The autostart entry is installed for every user of the machine; one who never enrolled is not asked at
     // each login.
-    if (options.app.autostart && !agent::AgentConfig::isEnrolled(options.app.dataDir)) {
+    // A desk user on a machine whose organisation runs the system agent: show that one.
+    if (options.app.autostart && options.app.systemSocket.isEmpty() &&
+        !agent::AgentConfig::isEnrolled(options.app.dataDir) && QFileInfo::exists(QString::fromLatin1(kSessionSocket)))
+        options.app.systemSocket = QString::fromLatin1(kSessionSocket);
+    if (options.app.autostart && options.app.systemSocket.isEmpty() &&
+        !agent::AgentConfig::isEnrolled(options.app.dataDir)) {
         QTextStream(stderr)
             << "gleaner: " << options.app.dataDir
             << " is not enrolled with a coordinator; nothing to do at login. Run `gleaner` to "
@@ -92,7 +113,7 @@ int main(int argc, char** argv)
     QApplication::setDesktopFileName(QStringLiteral("gleaner"));
     QApplication::setWindowIcon(gui::appIcon());
 
-    gui::SingleInstance instance(options.app.dataDir);
+    gui::SingleInstance instance(options.app.systemSocket.isEmpty() ? options.app.dataDir : options.app.systemSocket);
     if (!instance.claim()) {
         QTextStream(stdout) << "gleaner: already running for " << options.app.dataDir
                             << "; showing its window.\n";

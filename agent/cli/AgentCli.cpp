@@ -3,6 +3,7 @@
 #include "cli/CliErrors.h"
 
 #include "cli/RunCommand.h"
+#include "cli/SessionReportCommand.h"
 
 #include "AgentPaths.h"
 #include "cli/ControlCommands.h"
@@ -32,6 +33,7 @@ Commands:
   snooze   pause for a while (default 60 minutes), then resume by itself
   prefs    show or change the preferences: when to compute, and how much (`prefs set KEY=VALUE`)
   run      run the agent in the foreground (the daemon)
+  session-report  report this session's idle time to the system agent (shared workstations)
 
 Run `gleaner-agent COMMAND --help` for a command's options.
 )";
@@ -146,6 +148,8 @@ int run(const QStringList& arguments)
         return runCommand(arguments.mid(1));
     if (command == u"prefs")
         return prefsCommand(arguments.mid(1));
+    if (command == u"session-report")
+        return sessionReportCommand(arguments.mid(1));
     QTextStream(stderr) << "gleaner-agent: unknown command \"" << command << "\"\n\n" << kUsage;
     return 2;
 }

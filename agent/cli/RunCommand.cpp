@@ -4,14 +4,24 @@
 #include "cli/CliErrors.h"
 #include "config/AgentConfig.h"
 #include "config/Enroller.h"
+#include "config/PresentedCertificate.h"
 #include "control/ControlServer.h"
 #include "daemon/AgentDaemon.h"
+#include "daemon/SessionDesk.h"
+#include "idle/SessionIdleSource.h"
+#include "policy/PolicyEnrollment.h"
+#include "policy/PolicyLocks.h"
+#include "policy/PreferenceStore.h"
 
 #include <QCommandLineParser>
 #include <QCoreApplication>
+#include <QDir>
 #include <QFile>
 #include <QFileInfo>
 #include <QSocketNotifier>
+#include <QSysInfo>
+#include <QTemporaryFile>
+#include <QUrl>
 #include <QTextStream>
 
 #include <cmath>
@@ -78,6 +88,20 @@ std::optional<double> parseDuration(const QString& text)
     return value * unit;
 }
 
+// Enrolls a data folder that holds no agent yet; `source` says who asked (--enroll or the policy file).
+int enrollFirst(const EnrollOptions& enroll, const QString& source)
+{
+    auto enrolled = enrollAgent(enroll);
+    if (!enrolled) {
+        QTextStream(stderr) << "gleaner-agent run: enrolling with " << enroll.url << " (" << source
+                            << "): " << enrolled.error() << "\n";
+        return 1;
+    }
+    QTextStream(stderr) << "gleaner-agent run: enrolled as \"" << enrolled->name << "\" (agent " << enrolled->agentId
+                        << ") with " << enrolled->coordinatorUrl << " (" << source << ")\n";
+    return 0;
+}
+
 } // namespace
 
 int runCommand(const QStringList& arguments)
@@ -89,7 +113,7 @@ int runCommand(const QStringList& arguments)
         "gleaner-worker processes at the lowest priority, and uploads the results. Logs go to stderr (the "
         "journal "
         "under systemd). `gleaner-agent status|pause|resume|finish` talk to it over its control socket. "
-        "SIGTERM or Ctrl-C: within --grace seconds each subtask is finished and uploaded, or checkpointed and "
+        "SIGHUP re-reads the organisation's policy file (so does a change to it). SIGTERM or Ctrl-C: within --grace seconds each subtask is finished and uploaded, or checkpointed and "
         "handed back to the coordinator, which gives it to the next agent to resume; then the agent exits 0 "
         "(with --keep-on-stop the subtasks stay and the next start resumes them). Batch systems and preemptible "
         "instances: --dedicated --until-empty [--max-runtime D] [--enroll URL --token-file F] (docs/clusters.md)."));
@@ -100,7 +124,13 @@ int runCommand(const QStringList& arguments)
                                : QCommandLineOption(QString::fromLatin1(name), QString::fromLatin1(help)));
     };
     option("data-dir", "The agent's folder (default: the per-user one).", "DIR");
-    option("system", "Use the system service's folder, /var/lib/gleaner.");
+    option("system", "The system service of a managed or shared machine: the folder /var/lib/gleaner, and the "
+                     "session socket (below) at $RUNTIME_DIRECTORY/sessions.sock (/run/gleaner/sessions.sock).");
+    option("session-socket",
+           "Listen here for the idle time of every session on the machine (`gleaner-agent session-report` in each "
+           "one) and take the most active (--idle-source sessions, the default with it). Every local user may "
+           "connect; the socket only reads status and takes idle reports.",
+           "PATH");
     option(
         "dedicated",
         "Compute regardless of the user and the desktop policy (cloud and lab machines). Without it the "
@@ -234,10 +264,29 @@ int runCommand(const QStringList& arguments)
                                                  "preference %2 (`gleaner-agent prefs set %2=...`)")
                                       .arg(QString::fromLatin1(flag), QString::fromLatin1(key)));
     }
+    QString sessionSocket = parser.value(QStringLiteral("session-socket"));
+    if (sessionSocket.isEmpty() && parser.isSet(QStringLiteral("system")) && !parser.isSet(QStringLiteral("data-dir"))) {
+        const QString runtime = qEnvironmentVariable("RUNTIME_DIRECTORY").split(u':').constFirst();
+        sessionSocket = (runtime.isEmpty() ? QStringLiteral("/run/gleaner") : runtime) + QStringLiteral("/sessions.sock");
+    }
+    if (!sessionSocket.isEmpty()) {
+        options.sessions = std::make_shared<SessionReports>(&SessionIdleSource::logindOwner);
+        options.idleSource = QStringLiteral("sessions");
+    }
     if (parser.isSet(QStringLiteral("idle-source")))
         options.idleSource = parser.value(QStringLiteral("idle-source"));
     if (parser.isSet(QStringLiteral("policy-file")))
         options.policyFile = parser.value(QStringLiteral("policy-file"));
+    PolicyOverrides overrides;
+    overrides.policyFlag = options.policyFile;
+    overrides.policyEnvironment = qEnvironmentVariable("GLEANER_POLICY_FILE");
+    overrides.dedicated = options.dedicated;
+    if (auto locks = checkPolicyOverrides(overrides, systemPolicyFile(), QFileInfo::exists(systemPolicyFile()),
+                                          mayOverridePolicy());
+        !locks) {
+        QTextStream(stderr) << "gleaner-agent run: " << locks.error() << "\n";
+        return 2;
+    }
     if (parser.isSet(QStringLiteral("device")))
         options.device = parser.value(QStringLiteral("device"));
     if (parser.isSet(QStringLiteral("worker")))
@@ -246,7 +295,9 @@ int runCommand(const QStringList& arguments)
     for (const char* flag : {"token-file", "ca", "name"})
         if (parser.isSet(QString::fromLatin1(flag)) && !parser.isSet(QStringLiteral("enroll")))
             return usageError(kCommand, QStringLiteral("--%1 goes with --enroll").arg(QString::fromLatin1(flag)));
-    if (parser.isSet(QStringLiteral("enroll")) && !QFileInfo::exists(AgentConfig::configPath(options.dataDir))) {
+    // --enroll and the policy's "enrollment" are for the first start only.
+    const bool enrolled = QFileInfo::exists(AgentConfig::configPath(options.dataDir));
+    if (!enrolled && parser.isSet(QStringLiteral("enroll"))) {
         EnrollOptions enroll;
         enroll.url = parser.value(QStringLiteral("enroll"));
         enroll.caFile = parser.value(QStringLiteral("ca"));
@@ -263,14 +314,37 @@ int runCommand(const QStringList& arguments)
             if (enroll.token.isEmpty())
                 return usageError(kCommand, QStringLiteral("%1 (--token-file) holds no token").arg(path));
         }
-        auto enrolled = enrollAgent(enroll);
-        if (!enrolled) {
-            QTextStream(stderr) << "gleaner-agent run: enrolling with " << enroll.url << ": " << enrolled.error()
-                                << "\n";
+        if (const int code = enrollFirst(enroll, QStringLiteral("--enroll")); code != 0)
+            return code;
+    } else if (!enrolled) {
+        // A managed fleet: the organisation's policy file says where to enroll (docs/fleet.md).
+        const QString policyFile =
+            options.policyFile.isEmpty() ? PreferenceStore::defaultPolicyFile() : options.policyFile;
+        auto fromPolicy = PolicyEnrollment::read(policyFile);
+        if (!fromPolicy) {
+            QTextStream(stderr) << "gleaner-agent run: " << fromPolicy.error() << "\n";
             return 1;
         }
-        QTextStream(stderr) << "gleaner-agent run: enrolled as \"" << enrolled->name << "\" (agent "
-                            << enrolled->agentId << ") with " << enrolled->coordinatorUrl << "\n";
+        if (*fromPolicy) {
+            const PolicyEnrollment& policy = **fromPolicy;
+            EnrollOptions enroll;
+            enroll.url = policy.url;
+            enroll.token = policy.token;
+            enroll.name = policy.namePrefix + QSysInfo::machineHostName();
+            enroll.dataDir = options.dataDir;
+            QTemporaryFile pinned;
+            if (!policy.certificateSha256.isEmpty()) {
+                auto certificate = presentedCertificate(QUrl(policy.url), policy.certificateSha256);
+                if (!certificate || !pinned.open() || pinned.write(*certificate) != certificate->size() || !pinned.flush()) {
+                    QTextStream(stderr) << "gleaner-agent run: enrolling as " << policyFile << " says: "
+                                        << (certificate ? pinned.errorString() : certificate.error()) << "\n";
+                    return 1;
+                }
+                enroll.caFile = pinned.fileName();
+            }
+            if (const int code = enrollFirst(enroll, policyFile); code != 0)
+                return code;
+        }
     }
 
     auto daemon = AgentDaemon::create(options);
@@ -284,6 +358,27 @@ int runCommand(const QStringList& arguments)
         return 1;
     }
     QObject::connect(daemon->get(), &AgentDaemon::controlEvent, &control, &ControlServer::publish);
+    std::unique_ptr<SessionDesk> desk;
+    std::unique_ptr<ControlServer> sessions;
+    if (options.sessions) {
+        desk = std::make_unique<SessionDesk>(**daemon, options.sessions);
+        sessions = std::make_unique<ControlServer>(*desk);
+        // systemd's RuntimeDirectory= makes the folder; by hand, root makes it here (readable by everyone, who
+        // must reach the socket in it).
+        const QString folder = QFileInfo(sessionSocket).absolutePath();
+        if (!QFileInfo::exists(folder) && QDir().mkpath(folder))
+            QFile::setPermissions(folder, QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ExeOwner |
+                                              QFileDevice::ReadGroup | QFileDevice::ExeGroup | QFileDevice::ReadOther |
+                                              QFileDevice::ExeOther);
+        if (auto s = sessions->listenShared(sessionSocket); !s) {
+            QTextStream(stderr) << "gleaner-agent run: the session socket (--session-socket): " << s.error() << "\n";
+            return 1;
+        }
+        QObject::connect(daemon->get(), &AgentDaemon::controlEvent, sessions.get(), [&sessions](const QJsonObject& event) {
+            if (SessionDesk::forDesks(event))
+                sessions->publish(event);
+        });
+    }
 
     // Signals reach the event loop through a pipe: the handler itself only writes one byte.
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, g_signalPipe) != 0) {
@@ -294,7 +389,10 @@ int runCommand(const QStringList& arguments)
     QObject::connect(&notifier, &QSocketNotifier::activated, daemon->get(), [&daemon] {
         char byte = 0;
         [[maybe_unused]] const auto got = ::read(g_signalPipe[0], &byte, 1);
-        (*daemon)->shutdown();
+        if (byte == SIGHUP)
+            (*daemon)->reloadPolicy(QStringLiteral("SIGHUP"));
+        else
+            (*daemon)->shutdown();
     });
     struct sigaction action = {};
     action.sa_handler = onSignal;
@@ -313,6 +411,8 @@ int runCommand(const QStringList& arguments)
     (*daemon)->start();
     QCoreApplication::exec();
     control.close();
+    if (sessions)
+        sessions->close();
     return exitCode;
 }
 

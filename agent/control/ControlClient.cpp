@@ -90,7 +90,7 @@ void ControlClient::tryConnect()
     if (!m_running || m_socket->state() != QLocalSocket::UnconnectedState)
         return;
     // Errors of the attempt may be signalled inside connectToServer(); they only start the timer.
-    m_socket->connectToServer(controlSocketPath(m_dataDir));
+    m_socket->connectToServer(m_socketPath.isEmpty() ? controlSocketPath(m_dataDir) : m_socketPath);
 }
 
 void ControlClient::scheduleReconnect()

@@ -45,6 +45,9 @@ public:
     // The agent's hello of the current connection: {"event":"hello","protocol","agent_version","pid"}.
     QJsonObject hello() const { return m_hello; }
     QString dataDir() const { return m_dataDir; }
+    // Connect to this socket instead of the data folder's control socket: the system agent's session socket,
+    // which the tray app of a desk user on a shared machine watches (read-only).
+    void setSocketPath(const QString& path) { m_socketPath = path; }
 
     // Sends a request; its reply comes as replyReceived(id, ...) with the returned id. When not connected, or
     // when the connection drops before the reply, replyReceived says so (ok false), never synchronously.
@@ -71,6 +74,7 @@ private:
     void failLater(qint64 id, const QString& error);
 
     QString m_dataDir;
+    QString m_socketPath; // empty: controlSocketPath(m_dataDir)
     QLocalSocket* m_socket;
     ControlLineBuffer m_buffer;
     QTimer m_reconnectTimer;

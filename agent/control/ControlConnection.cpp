@@ -32,13 +32,25 @@ ControlConnection::~ControlConnection() = default;
 
 Result<std::unique_ptr<ControlConnection>> ControlConnection::open(const QString& dataDir, int timeoutMs)
 {
-    const QString path = controlSocketPath(dataDir);
+    return openAt(controlSocketPath(dataDir), dataDir, timeoutMs);
+}
+
+Result<std::unique_ptr<ControlConnection>> ControlConnection::openSocket(const QString& socketPath, int timeoutMs)
+{
+    return openAt(socketPath, socketPath, timeoutMs);
+}
+
+Result<std::unique_ptr<ControlConnection>> ControlConnection::openAt(const QString& path, const QString& dataDir,
+                                                                     int timeoutMs)
+{
     auto socket = std::make_unique<QLocalSocket>();
     socket->connectToServer(path);
     if (!socket->waitForConnected(timeoutMs)) {
         switch (socket->error()) {
         case QLocalSocket::ServerNotFoundError:
         case QLocalSocket::ConnectionRefusedError: // a socket left by an agent that crashed
+            if (path == dataDir) // a session socket, named by its path
+                return fail(QStringLiteral("no system agent listens at %1 (is gleaner-agent.service running?)").arg(path));
             return fail(notRunning(dataDir));
         case QLocalSocket::SocketAccessError:
             return fail(QStringLiteral(

@@ -28,6 +28,9 @@ public:
     // Connects to the agent of `dataDir` and reads its hello (refusing another protocol version).
     static Result<std::unique_ptr<ControlConnection>> open(const QString& dataDir,
                                                            int timeoutMs = kDefaultTimeoutMs);
+    // The same for a socket named by its path: the system agent's session socket (SessionDesk).
+    static Result<std::unique_ptr<ControlConnection>> openSocket(const QString& socketPath,
+                                                                 int timeoutMs = kDefaultTimeoutMs);
     ~ControlConnection();
 
     // {"event": "hello", "protocol", "agent_version", "pid"}
@@ -43,6 +46,8 @@ public:
 
 private:
     ControlConnection(QString dataDir, std::unique_ptr<QLocalSocket> socket);
+    // `owner` names the agent in messages: its data dir, or the socket.
+    static Result<std::unique_ptr<ControlConnection>> openAt(const QString& path, const QString& owner, int timeoutMs);
     // The next line as a JSON object; `waitingFor` completes "did not ... within N s".
     Result<QJsonObject> nextMessage(QDeadlineTimer deadline, int timeoutMs, const QString& waitingFor);
 

@@ -27,16 +27,26 @@ namespace {
 // when the other agent's queue is full.
 constexpr int kProbeTimeoutMs = 1000;
 
-// The pid of the process that listens on the other end of a connected Unix socket, 0 when unknown.
-qint64 peerPid(qintptr fd)
+// The credentials of the process on the other end of a connected Unix socket; pid 0 and uid -1 when unknown.
+ControlPeer peerOf(qintptr fd)
 {
+    ControlPeer peer;
+    peer.pid = 0;
 #ifdef SO_PEERCRED
     ucred credentials{};
     socklen_t size = sizeof credentials;
-    if (::getsockopt(int(fd), SOL_SOCKET, SO_PEERCRED, &credentials, &size) == 0)
-        return credentials.pid;
+    if (::getsockopt(int(fd), SOL_SOCKET, SO_PEERCRED, &credentials, &size) == 0) {
+        peer.pid = credentials.pid;
+        peer.uid = credentials.uid;
+    }
 #endif
-    return 0;
+    return peer;
+}
+
+// The pid of the process that listens on the other end of a connected Unix socket, 0 when unknown.
+qint64 peerPid(qintptr fd)
+{
+    return peerOf(fd).pid;
 }
 
 } // namespace
@@ -44,6 +54,7 @@ qint64 peerPid(qintptr fd)
 struct ControlServer::Client
 {
     ControlLineBuffer buffer;
+    ControlPeer peer;
     bool subscribed = false;
     bool closing =
         false; // an overlong line was refused: nothing more is read, the reply is flushed, then close
@@ -61,8 +72,17 @@ ControlServer::~ControlServer()
 
 Status ControlServer::listen(const QString& dataDir)
 {
+    return listenAt(controlSocketPath(dataDir), false, dataDir);
+}
+
+Status ControlServer::listenShared(const QString& path)
+{
+    return listenAt(path, true, path);
+}
+
+Status ControlServer::listenAt(const QString& path, bool shared, const QString& owner)
+{
     close();
-    const QString path = controlSocketPath(dataDir);
     const QByteArray encoded = QFile::encodeName(path);
     const QString folder = QFileInfo(path).absolutePath();
     if (!QFileInfo(folder).isDir())
@@ -86,7 +106,7 @@ Status ControlServer::listen(const QString& dataDir)
             return fail(QStringLiteral(
                             "another gleaner-agent is running for %1 (pid %2); stop it first, or give this "
                             "one another --data-dir")
-                            .arg(dataDir, pid > 0 ? QString::number(pid) : QStringLiteral("unknown")));
+                            .arg(owner, pid > 0 ? QString::number(pid) : QStringLiteral("unknown")));
         }
         if (info.st_uid != ::geteuid())
             return fail(
@@ -110,13 +130,16 @@ Status ControlServer::listen(const QString& dataDir)
         server->close();
         return fail(QStringLiteral("the control socket %1 %2").arg(path, why));
     };
-    if (::chmod(encoded.constData(), S_IRUSR | S_IWUSR) != 0)
-        return refuse(QStringLiteral("could not be made owner-only (chmod 0600 failed)"));
+    // The session socket: every local user may connect, and the handler looks at who did.
+    const mode_t mode = shared ? 0666 : 0600;
+    if (::chmod(encoded.constData(), mode) != 0)
+        return refuse(QStringLiteral("could not be given mode %1 (chmod failed)").arg(mode, 0, 8));
     if (::lstat(encoded.constData(), &info) != 0 || !S_ISSOCK(info.st_mode))
         return refuse(QStringLiteral("vanished or was replaced while it was being set up"));
-    if (info.st_uid != ::geteuid() || (info.st_mode & 0777) != 0600)
+    if (info.st_uid != ::geteuid() || (info.st_mode & 0777) != mode)
         return refuse(
-            QStringLiteral("is not owner-only after chmod 0600 (mode %1)").arg(info.st_mode & 0777, 0, 8));
+            QStringLiteral("does not have mode %1 after chmod (mode %2)").arg(mode, 0, 8).arg(info.st_mode & 0777, 0, 8));
+    m_shared = shared;
 
     m_server = std::move(server);
     m_socketPath = path;
@@ -173,8 +196,29 @@ void ControlServer::onNewConnection()
 {
     while (m_server && m_server->hasPendingConnections()) {
         QLocalSocket* socket = m_server->nextPendingConnection();
+        if (m_shared && m_clients.size() >= kMaxSharedClients) {
+            qCWarning(lcControl) << "refusing a session-socket client: already" << m_clients.size();
+            socket->abort();
+            socket->deleteLater();
+            continue;
+        }
         socket->setParent(this);
-        m_clients.insert(socket, std::make_shared<Client>());
+        auto client = std::make_shared<Client>();
+        client->peer = peerOf(socket->socketDescriptor());
+        if (m_shared) {
+            int sameUser = 0;
+            for (const auto& other : std::as_const(m_clients))
+                sameUser += other->peer.uid == client->peer.uid ? 1 : 0;
+            if (sameUser >= kMaxSharedClientsPerUser) {
+                qCWarning(lcControl) << "refusing a session-socket client of uid" << client->peer.uid << ": already"
+                                     << sameUser;
+                socket->abort();
+                socket->deleteLater();
+                continue;
+            }
+        }
+        client->peer.connection = m_nextConnection++;
+        m_clients.insert(socket, client);
         connect(socket, &QLocalSocket::readyRead, this, [this, socket] { onReadyRead(socket); });
         connect(socket, &QLocalSocket::disconnected, this, [this, socket] { dropClient(socket); });
         qCDebug(lcControl) << "control client connected;" << m_clients.size() << "now";
@@ -213,8 +257,10 @@ void ControlServer::onReadyRead(QLocalSocket* socket)
 
 void ControlServer::dropClient(QLocalSocket* socket)
 {
+    const std::shared_ptr<Client> client = m_clients.value(socket);
     if (!m_clients.remove(socket))
         return;
+    m_handler.connectionClosed(client->peer);
     socket->disconnect(this);
     socket->deleteLater();
     qCDebug(lcControl) << "control client gone;" << m_clients.size() << "left";
@@ -242,7 +288,7 @@ void ControlServer::handleLine(QLocalSocket* socket, const QByteArray& line)
         return;
     }
     // The handler may publish events (sent before this reply) or even close the server.
-    const Result<QJsonObject> result = m_handler.handle(request.cmd, request.args);
+    const Result<QJsonObject> result = m_handler.handleFrom(request.cmd, request.args, client->peer);
     send(socket, encodeControlMessage(result ? controlReply(request.id, *result)
                                              : controlError(request.id, result.error())));
 }

@@ -38,6 +38,12 @@ public:
     // checked to be a socket owned by this user with mode 0600. Called once at start: the probe of an
     // existing socket may wait up to a second, the only wait in this class.
     Status listen(const QString& dataDir);
+    // Listens at `path` for every local user (mode 0666; the handler decides per request from the peer's
+    // credentials, ControlHandler::handleFrom), at most kMaxSharedClients connections at once: the system
+    // agent's session socket (docs/fleet.md). `folder` must exist.
+    Status listenShared(const QString& path);
+    static constexpr int kMaxSharedClients = 64;
+    static constexpr int kMaxSharedClientsPerUser = 8; // one user cannot take every place
     // Disconnects every client and removes the socket file.
     void close();
     bool isListening() const;
@@ -56,6 +62,7 @@ public:
 private:
     struct Client;
 
+    Status listenAt(const QString& path, bool shared, const QString& owner);
     void onNewConnection();
     void onReadyRead(QLocalSocket* socket);
     void dropClient(QLocalSocket* socket);
@@ -68,6 +75,8 @@ private:
     QHash<QLocalSocket*, std::shared_ptr<Client>> m_clients;
     QString m_socketPath;
     QString m_agentVersion;
+    bool m_shared = false;
+    qint64 m_nextConnection = 1;
     qint64 m_maxWriteBufferBytes = kDefaultMaxWriteBufferBytes;
 };
 

@@ -30,7 +30,7 @@ Result<std::unique_ptr<AgentDaemon>> AgentDaemon::create(DaemonOptions options)
         return fail(
             QStringLiteral(
                 "%1 holds no enrolled agent; run `gleaner-agent enroll URL --token TOKEN --data-dir %1` "
-                "first")
+                "first, or give the organisation's policy file an \"enrollment\" (docs/fleet.md)")
                 .arg(dir));
     auto config = AgentConfig::load(dir);
     if (!config)
@@ -96,7 +96,8 @@ Result<std::unique_ptr<AgentDaemon>> AgentDaemon::create(DaemonOptions options)
         return fail(QStringLiteral("cannot create %1/tasks").arg(dir));
     if (auto source = SystemIdleProbe::checkPreference(options.idleSource); !source)
         return fail(source.error());
-    DesktopProbes probes = options.dedicated ? DesktopProbes() : DesktopProbes::system(options.idleSource);
+    DesktopProbes probes =
+        options.dedicated ? DesktopProbes() : DesktopProbes::system(options.idleSource, options.sessions);
     return std::unique_ptr<AgentDaemon>(new AgentDaemon(std::move(options), *config, std::move(*keys), std::move(*lock),
                                                         std::move(*store), std::move(*cache),
                                                         std::move(*preferences), std::move(probes)));
@@ -201,6 +202,7 @@ void AgentDaemon::start()
                 .arg(m_options.idleSource));
     }
     m_desktop->start(); // the first decision, before any worker starts
+    watchPolicyFile();
     armRuntimeLimit();
     resumeUnfinished();
     updateState();

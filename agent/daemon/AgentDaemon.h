@@ -37,6 +37,7 @@
 #include "util/DirectoryLock.h"
 
 #include <QElapsedTimer>
+#include <QFileSystemWatcher>
 #include <QJsonObject>
 #include <QMap>
 #include <QObject>
@@ -52,6 +53,8 @@ class SerialExecutor;
 }
 
 namespace gleaner::agent {
+
+class SessionReports;
 
 class CoordinatorClient;
 class CurlTransport;
@@ -93,6 +96,9 @@ struct DaemonOptions
     double idleExitSeconds = 120;
     double maxRuntimeSeconds = 0; // 0: none; otherwise leave `graceSeconds` before it is up
     QString kind;                 // what the agent declares itself: desktop, dedicated, batch, cloud
+    // The system service's session reports (--session-socket): with idleSource "sessions", the idle time is
+    // every session's (SessionIdleSource).
+    std::shared_ptr<SessionReports> sessions;
 };
 
 class AgentDaemon final : public QObject, public ControlHandler
@@ -109,6 +115,10 @@ public:
     // workers checkpoint and exit, state is persisted, then stopped() is emitted (within about ten seconds: a
     // worker that does not stop in time is killed, its last checkpoint kept) and the next start resumes them.
     void shutdown();
+    // SIGHUP, or the policy file changed on disk: the organisation's policy is read again and takes effect at
+    // once, subtasks in hand kept. A policy that no longer parses is logged as an error and the last good one
+    // stays in force.
+    void reloadPolicy(const QString& why);
 
     // Control requests (docs/control-protocol.md, docs/desktop.md): status, pause, resume, finish, snooze,
     // preferences, set_preferences.
@@ -117,6 +127,8 @@ public:
     QJsonObject status() const;
 
     const DaemonOptions& options() const { return m_options; }
+    // The organisation's policy file in force (empty: none).
+    QString policyFile() const;
 
 Q_SIGNALS:
     // An event for the control socket's subscribers.
@@ -126,6 +138,7 @@ Q_SIGNALS:
 
 private:
     struct Active;
+    void watchPolicyFile();
 
     AgentDaemon(DaemonOptions options, AgentConfig config, PinnedKeys keys, DirectoryLock lock,
                 std::unique_ptr<SubtaskStore> store, std::unique_ptr<FileCache> cache,
@@ -278,6 +291,8 @@ private:
     double m_uploadBytesPerSecond = 0; // measured on result uploads, for the exit plan
     qint64 m_noWorkSinceMs = -1;       // batch mode: since when the coordinator has had no work for this agent
     QTimer m_runtimeTimer;             // --max-runtime
+    QFileSystemWatcher m_policyWatcher; // the policy file and its folder (editors replace the file)
+    QTimer m_policySettle;              // one reload for the burst of events a save makes
 };
 
 } // namespace gleaner::agent

@@ -9,6 +9,7 @@
 
 #include <QDateTime>
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QSaveFile>
@@ -119,6 +120,56 @@ void AgentDaemon::applyDecision(const Decision& decision)
         m_leaseTimer.stop(); // no new work while the owner's machine is not ours to use
     m_computeWasAllowed = allowed;
     updateState();
+}
+
+QString AgentDaemon::policyFile() const
+{
+    return m_desktop->store().policyFile();
+}
+
+void AgentDaemon::watchPolicyFile()
+{
+    const QString file = m_desktop->store().policyFile();
+    if (file.isEmpty())
+        return;
+    m_policySettle.setSingleShot(true);
+    m_policySettle.setInterval(500);
+    connect(&m_policySettle, &QTimer::timeout, this, [this] {
+        const QString path = m_desktop->store().policyFile();
+        if (QFileInfo::exists(path) && !m_policyWatcher.files().contains(path))
+            m_policyWatcher.addPath(path); // a save that replaced the file dropped the old watch
+        reloadPolicy(QStringLiteral("the file changed"));
+    });
+    const auto changed = [this](const QString&) { m_policySettle.start(); };
+    connect(&m_policyWatcher, &QFileSystemWatcher::fileChanged, this, changed);
+    connect(&m_policyWatcher, &QFileSystemWatcher::directoryChanged, this, changed);
+    const QString folder = QFileInfo(file).absolutePath();
+    if (QFileInfo::exists(folder))
+        m_policyWatcher.addPath(folder);
+    if (QFileInfo::exists(file))
+        m_policyWatcher.addPath(file);
+}
+
+void AgentDaemon::reloadPolicy(const QString& why)
+{
+    const QString file = m_desktop->store().policyFile();
+    if (file.isEmpty())
+        return;
+    auto changed = m_desktop->reloadPolicy();
+    if (!changed) {
+        log(QStringLiteral("error"),
+            QStringLiteral("policy file re-read (%1) and refused; the last good policy stays in force: %2")
+                .arg(why, changed.error()));
+        return;
+    }
+    if (*changed)
+        log(QStringLiteral("info"), QStringLiteral("policy file %1 re-read (%2): in force now; locked: %3")
+                                        .arg(file, why,
+                                             m_desktop->store().locked().isEmpty()
+                                                 ? QStringLiteral("nothing")
+                                                 : m_desktop->store().locked().join(QStringLiteral(", "))));
+    else if (why.startsWith(u"SIGHUP"))
+        log(QStringLiteral("info"), QStringLiteral("policy file %1 re-read (%2): nothing changed").arg(file, why));
 }
 
 void AgentDaemon::applyPreferences()

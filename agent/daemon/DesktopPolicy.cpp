@@ -1,6 +1,8 @@
 #include "daemon/DesktopPolicy.h"
 
 #include "gpu/NvmlGpuProbe.h"
+#include "idle/LogindIdleSource.h"
+#include "idle/SessionIdleSource.h"
 #include "idle/SystemIdleProbe.h"
 #include "power/SysfsPowerProbe.h"
 #include "system/ProcCpuProbe.h"
@@ -16,10 +18,17 @@ DesktopProbes::DesktopProbes(DesktopProbes&&) noexcept = default;
 DesktopProbes& DesktopProbes::operator=(DesktopProbes&&) noexcept = default;
 DesktopProbes::~DesktopProbes() = default;
 
-DesktopProbes DesktopProbes::system(const QString& idleSource)
+DesktopProbes DesktopProbes::system(const QString& idleSource, std::shared_ptr<SessionReports> sessions)
 {
     DesktopProbes probes;
-    probes.idle = std::make_unique<SystemIdleProbe>(idleSource);
+    if (idleSource == u"sessions") {
+        std::vector<std::unique_ptr<IdleSource>> sources;
+        sources.push_back(std::make_unique<SessionIdleSource>(std::move(sessions)));
+        sources.push_back(std::make_unique<LogindIdleSource>()); // for logind's inhibitors, which are system-wide
+        probes.idle = std::make_unique<SystemIdleProbe>(idleSource, std::move(sources));
+    } else {
+        probes.idle = std::make_unique<SystemIdleProbe>(idleSource);
+    }
     probes.power = std::make_unique<SysfsPowerProbe>();
     probes.cpu = std::make_unique<ProcCpuProbe>();
     probes.processes = std::make_unique<ProcProcessProbe>();
@@ -100,7 +109,16 @@ void DesktopPolicy::evaluate()
 
 Result<bool> DesktopPolicy::setPreferences(const QJsonObject& values)
 {
-    auto changed = m_store.set(values);
+    return changed(m_store.set(values));
+}
+
+Result<bool> DesktopPolicy::reloadPolicy()
+{
+    return changed(m_store.reloadPolicy());
+}
+
+Result<bool> DesktopPolicy::changed(Result<bool> changed)
+{
     if (!changed)
         return changed;
     if (*changed) {

@@ -25,6 +25,8 @@
 
 namespace gleaner::agent {
 
+class SessionReports;
+
 class IdleProbe;
 class PowerProbe;
 class CpuProbe;
@@ -38,8 +40,9 @@ struct DesktopProbes
     DesktopProbes& operator=(DesktopProbes&&) noexcept;
     ~DesktopProbes();
 
-    // This machine's probes; `idleSource` is "auto", one source's name, or "none".
-    static DesktopProbes system(const QString& idleSource);
+    // This machine's probes; `idleSource` is "auto", one source's name, "none", or "sessions" (the system
+    // service: every session's idle time, from `sessions` and logind).
+    static DesktopProbes system(const QString& idleSource, std::shared_ptr<SessionReports> sessions = {});
 
     std::unique_ptr<IdleProbe> idle;
     std::unique_ptr<PowerProbe> power;
@@ -78,6 +81,9 @@ public:
 
     // The control socket's `set_preferences`: all or nothing; persists, then re-evaluates at once.
     Result<bool> setPreferences(const QJsonObject& values);
+    // The organisation's policy file read again (PreferenceStore::reloadPolicy); re-evaluates at once when it
+    // changed anything.
+    Result<bool> reloadPolicy();
 
     // The status object's "policy" member (docs/desktop.md), less what the daemon adds.
     QJsonObject statusObject() const;
@@ -88,6 +94,8 @@ Q_SIGNALS:
 
 private:
     void evaluate();
+    // After the store changed: preferencesChanged() and a new sample when it changed anything.
+    Result<bool> changed(Result<bool> changed);
 
     PreferenceStore m_store;
     DesktopProbes m_probes;

@@ -14,6 +14,7 @@ namespace {
 
 const QString kAuto = QStringLiteral("auto");
 const QString kNone = QStringLiteral("none");
+const QString kSessions = QStringLiteral("sessions");
 
 } // namespace
 
@@ -54,7 +55,7 @@ QStringList SystemIdleProbe::sourceNames()
 
 QStringList SystemIdleProbe::preferenceNames()
 {
-    return QStringList{kAuto, kNone} + sourceNames();
+    return QStringList{kAuto, kNone} + sourceNames() + QStringList{kSessions};
 }
 
 Status SystemIdleProbe::checkPreference(const QString& preference)

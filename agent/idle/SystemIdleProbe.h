@@ -54,7 +54,8 @@ public:
 
     // The source names in "auto" order: logind, mutter, screensaver, x11.
     static QStringList sourceNames();
-    // Every accepted preference: auto, none, and the source names.
+    // Every accepted preference: auto, none, the source names, and sessions (every session on the machine, for
+    // the system service: SessionIdleSource; DesktopProbes::system builds it, with the session reports).
     static QStringList preferenceNames();
     // Whether --idle-source got an accepted value; the error names the value and the accepted ones.
     static Status checkPreference(const QString& preference);

@@ -1,5 +1,8 @@
 #include "PreferenceStore.h"
 
+#include "JsonFile.h"
+#include "PolicyEnrollment.h"
+
 #include <QDateTime>
 #include <QDir>
 #include <QFile>
@@ -27,28 +30,6 @@ QString jsonText(const QJsonValue& value)
     return QString::fromUtf8(wrapped.mid(1, wrapped.size() - 2));
 }
 
-struct ReadJson
-{
-    QJsonObject object;
-    QString problem; // empty when the file held a JSON object
-};
-
-ReadJson readJsonObject(const QString& path)
-{
-    QFile file(path);
-    if (!file.open(QIODevice::ReadOnly))
-        return {{}, QStringLiteral("cannot be read (%1)").arg(file.errorString())};
-    QJsonParseError error{};
-    const QJsonDocument document = QJsonDocument::fromJson(file.readAll(), &error);
-    if (error.error != QJsonParseError::NoError)
-        return {
-            {},
-            QStringLiteral("is not valid JSON (%1 at byte %2)").arg(error.errorString()).arg(error.offset)};
-    if (!document.isObject())
-        return {{}, QStringLiteral("does not hold a JSON object")};
-    return {document.object(), {}};
-}
-
 } // namespace
 
 QString PreferenceStore::defaultPolicyFile()
@@ -69,6 +50,21 @@ Result<PreferenceStore> PreferenceStore::open(const QString& userFile, const QSt
     return store;
 }
 
+Result<bool> PreferenceStore::reloadPolicy()
+{
+    PreferenceStore fresh;
+    fresh.m_userFile = m_userFile;
+    fresh.m_policyFile = m_policyFile;
+    if (Result<void> policy = fresh.loadPolicy(); !policy)
+        return fail(policy.error());
+    fresh.m_user = m_user; // already validated; the user's file is the agent's own and has not changed
+    fresh.m_current = fresh.compose(fresh.m_user);
+    const bool changed = !(fresh.m_current == m_current) || fresh.m_locked != m_locked;
+    fresh.m_warnings = m_warnings;
+    *this = std::move(fresh);
+    return changed;
+}
+
 Result<void> PreferenceStore::loadPolicy()
 {
     if (m_policyFile.isEmpty() || !QFileInfo::exists(m_policyFile))
@@ -81,12 +77,15 @@ Result<void> PreferenceStore::loadPolicy()
                 .arg(file, read.problem));
 
     const QString expected =
-        QStringLiteral("the policy file holds only \"preferences\" (an object) and \"locked\" "
-                       "(a list of preference names)");
+        QStringLiteral("the policy file holds only \"preferences\" (an object), \"locked\" "
+                       "(a list of preference names) and \"enrollment\" (an object)");
     for (auto it = read.object.begin(); it != read.object.end(); ++it) {
-        if (it.key() != u"preferences" && it.key() != u"locked")
+        if (it.key() != u"preferences" && it.key() != u"locked" && it.key() != u"enrollment")
             return fail(QStringLiteral("%1: unknown key \"%2\"; %3").arg(file, it.key(), expected));
     }
+    // Used before the agent enrolls (RunCommand); checked here too, so a typo there never goes unnoticed.
+    if (auto enrollment = PolicyEnrollment::parse(read.object.value(QStringLiteral("enrollment")), file); !enrollment)
+        return fail(enrollment.error());
     const QJsonValue preferences = read.object.value(QStringLiteral("preferences"));
     if (!preferences.isUndefined() && !preferences.isObject())
         return fail(QStringLiteral("%1: \"preferences\" is not an object; %2").arg(file, expected));

@@ -56,6 +56,11 @@ public:
     // values changed.
     Result<bool> set(const QJsonObject& values);
 
+    // Reads the policy file again (SIGHUP, or the file changed): all or nothing. A policy that no longer parses
+    // leaves everything as it was and fails, naming the file and the key, so a typo made while the agent runs
+    // never lifts a lock. Returns whether the effective values or the locks changed.
+    Result<bool> reloadPolicy();
+
     // The preferences object of the control socket (docs/desktop.md): values, locked, policy_file and the
     // catalogue with each key's type, default, limits or choices, unit, label, help and group.
     QJsonObject describe() const;

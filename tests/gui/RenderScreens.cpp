@@ -181,6 +181,35 @@ void renderMainWindow(const QString& dataDir)
     save(window, QStringLiteral("main-window-quarantined"));
 }
 
+// A desk user on a shared workstation: the tray app shows the organisation's system agent, read-only.
+void renderSystemAgent(const QString& agentDir, const QString& userDir)
+{
+    FakeAgent agent;
+    QJsonObject status = realisticStatus(agentDir);
+    status.insert(QStringLiteral("read_only"), true);
+    status.insert(QStringLiteral("state"), QStringLiteral("waiting"));
+    status.insert(QStringLiteral("reason"), QStringLiteral("Paused: someone is using the computer (idle 4 s, in session 3)"));
+    status.insert(QStringLiteral("reason_code"), QStringLiteral("user_active"));
+    agent.setStatus(status);
+    if (const Status started = agent.start(agentDir); !started) {
+        QTextStream(stderr) << "gleaner_render_screens: " << started.error() << "\n";
+        ++g_failures;
+        return;
+    }
+    AgentLink link(userDir, nullptr);
+    link.watchSystemAgent(agent.server()->socketPath());
+    AgentActions actions(link);
+    MainWindow window(link, actions);
+    TrayController tray(link, actions, false, nullptr);
+    link.start();
+    window.show();
+    if (!waitFor([&] { return link.reasonCode() == u"user_active"; }, "the system agent's state"))
+        return;
+    save(window, QStringLiteral("main-window-system-agent"));
+    tray.menu()->adjustSize();
+    save(*tray.menu(), QStringLiteral("tray-menu-system-agent"));
+}
+
 void renderNotEnrolled(const QString& dataDir)
 {
     AgentLink link(dataDir, nullptr);
@@ -281,11 +310,12 @@ int main(int argc, char** argv)
     }
     QLocale::setDefault(QLocale(QLocale::English, QLocale::UnitedStates));
     QTemporaryDir scratch;
-    for (const char* folder : {"training", "new", "prefs"})
+    for (const char* folder : {"training", "new", "prefs", "system", "desk"})
         QDir(scratch.path()).mkpath(QString::fromLatin1(folder));
     renderIcons();
     renderMainWindow(scratch.filePath(QStringLiteral("training")));
     renderNotEnrolled(scratch.filePath(QStringLiteral("new")));
+    renderSystemAgent(scratch.filePath(QStringLiteral("system")), scratch.filePath(QStringLiteral("desk")));
     renderFirstRun(scratch.filePath(QStringLiteral("new")));
     renderPreferences(scratch.filePath(QStringLiteral("prefs")));
     return g_failures == 0 ? 0 : 1;

@@ -27,6 +27,7 @@ private Q_SLOTS:
     void refusals_data();
     void refusals();
     void commandLine();
+    void enrollsFromThePolicyFile();
 
 private:
     QByteArray enrollmentToken();
@@ -187,6 +188,62 @@ void TestEnroll::commandLine()
     unknown.start(QStringLiteral(GLEANER_AGENT_BIN), {QStringLiteral("fly")});
     QVERIFY(unknown.waitForFinished());
     QCOMPARE(unknown.exitCode(), 2);
+}
+
+// A managed machine's first start: the policy file names the coordinator, the token and the certificate's
+// fingerprint; `run` enrolls with them and pins that certificate, or refuses a server that presents another.
+void TestEnroll::enrollsFromThePolicyFile()
+{
+    const auto scratch = test::scratchDir();
+    QFile cert(f.dir.certificatePath());
+    QVERIFY(cert.open(QIODevice::ReadOnly));
+    const QByteArray pem = cert.readAll();
+    const QString fingerprint = *TlsCertificate::fingerprint(pem);
+    const QString tokenFile = scratch->filePath(QStringLiteral("token"));
+    QVERIFY(test::writeFile(tokenFile, QByteArray(enrollmentToken() + "\n")));
+    const QString url = QStringLiteral("https://127.0.0.1:%1").arg(m_server->port());
+    const auto policyWith = [&](const QString& sha) {
+        const QString path = scratch->filePath(QStringLiteral("policy-%1.json").arg(sha.left(2)));
+        const QJsonObject enrollment{{QStringLiteral("url"), url},
+                                     {QStringLiteral("token_file"), tokenFile},
+                                     {QStringLiteral("certificate_sha256"), sha},
+                                     {QStringLiteral("name_prefix"), QStringLiteral("fleet-")}};
+        test::writeFile(path, QJsonDocument(QJsonObject{{QStringLiteral("enrollment"), enrollment}}).toJson());
+        return path;
+    };
+    const auto run = [&](const QString& dataDir, const QString& policy, QByteArray* err) {
+        QProcess agent;
+        agent.start(QStringLiteral(GLEANER_AGENT_BIN),
+                    {QStringLiteral("run"), QStringLiteral("--data-dir"), dataDir, QStringLiteral("--policy-file"),
+                     policy, QStringLiteral("--dedicated"), QStringLiteral("--until-empty"), QStringLiteral("--idle-exit"),
+                     QStringLiteral("1")});
+        if (!agent.waitForFinished(60'000))
+            agent.kill();
+        *err = agent.readAllStandardError();
+        return agent.exitCode();
+    };
+
+    // Another certificate's fingerprint: refused, naming what the server presented; nothing enrolled.
+    QString wrong = fingerprint;
+    wrong[0] = wrong[0] == u'0' ? u'1' : u'0';
+    QByteArray err;
+    const QString refusedDir = scratch->filePath(QStringLiteral("refused"));
+    QCOMPARE(run(refusedDir, policyWith(wrong), &err), 1);
+    QVERIFY2(err.contains("presented no certificate with the SHA-256 fingerprint the policy pins"), err.constData());
+    QVERIFY2(err.contains(fingerprint.toLatin1()), err.constData());
+    QVERIFY(!agent::AgentConfig::isEnrolled(refusedDir));
+
+    // The right one, written without colons and in lower case: enrolled, that certificate pinned, then it runs.
+    const QString dir = scratch->filePath(QStringLiteral("fleet"));
+    QCOMPARE(run(dir, policyWith(QString(fingerprint).remove(u':').toLower()), &err), 0);
+    QVERIFY2(err.contains("enrolled as \"fleet-"), err.constData());
+    QVERIFY(agent::AgentConfig::isEnrolled(dir));
+    QFile pinned(agent::AgentConfig::caPath(dir));
+    QVERIFY(pinned.open(QIODevice::ReadOnly));
+    QCOMPARE(*TlsCertificate::fingerprint(pinned.readAll()), fingerprint);
+    // A second start does not enroll again.
+    QCOMPARE(run(dir, policyWith(QString(fingerprint).remove(u':').toLower()), &err), 0);
+    QVERIFY2(!err.contains("enrolled as"), err.constData());
 }
 
 QTEST_GUILESS_MAIN(TestEnroll)

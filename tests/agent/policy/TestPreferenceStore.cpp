@@ -293,8 +293,8 @@ void TestPreferenceStore::brokenPolicyFile_data()
     QTest::addColumn<QString>("error"); // after "<file>"
 
     const QString expected =
-        QStringLiteral("the policy file holds only \"preferences\" (an object) and \"locked\" "
-                       "(a list of preference names)");
+        QStringLiteral("the policy file holds only \"preferences\" (an object), \"locked\" "
+                       "(a list of preference names) and \"enrollment\" (an object)");
     QTest::newRow("not JSON") << QByteArray("{\"preferences\": {")
                               << QStringLiteral(
                                      " is not valid JSON (unterminated object at byte 17); the "

@@ -1,0 +1,72 @@
+#include "daemon/SessionDesk.h"
+
+#include "daemon/AgentDaemon.h"
+
+#include <QJsonArray>
+
+namespace gleaner::agent {
+
+SessionDesk::SessionDesk(AgentDaemon& daemon, std::shared_ptr<SessionReports> reports, MonotonicClock clock)
+    : m_daemon(daemon), m_reports(std::move(reports)), m_clock(std::move(clock))
+{
+}
+
+QStringList SessionDesk::commands() const
+{
+    return {QStringLiteral("report_idle"), QStringLiteral("status"), QStringLiteral("preferences"),
+            QStringLiteral("pause"),       QStringLiteral("resume"), QStringLiteral("finish"),
+            QStringLiteral("snooze"),      QStringLiteral("set_preferences")};
+}
+
+Result<QJsonObject> SessionDesk::handle(const QString& cmd, const QJsonObject& args)
+{
+    return handleFrom(cmd, args, ControlPeer{});
+}
+
+Result<QJsonObject> SessionDesk::handleFrom(const QString& cmd, const QJsonObject& args, const ControlPeer& peer)
+{
+    if (cmd == u"report_idle") {
+        const QJsonValue idle = args.value(QStringLiteral("idle_ms"));
+        const QJsonValue session = args.value(QStringLiteral("session"));
+        // Checked as a double first: casting one beyond qint64's range is undefined.
+        const double idleMs = idle.toDouble(-1);
+        if (!idle.isDouble() || !session.isString() || !(idleMs >= 0 && idleMs <= double(SessionReports::kMaxIdleMs)))
+            return fail(QStringLiteral("report_idle needs {\"session\": \"ID\", \"idle_ms\": N} with N from 0 to %1")
+                            .arg(SessionReports::kMaxIdleMs));
+        const Status recorded = m_reports->record(SessionPeer{peer.connection, peer.uid, peer.pid}, session.toString(), qint64(idleMs), m_clock(),
+                                                  args.value(QStringLiteral("source")).toString());
+        if (!recorded)
+            return fail(recorded.error());
+        return QJsonObject{{QStringLiteral("state"), m_daemon.status().value(QStringLiteral("state"))}};
+    }
+    if (cmd == u"status") {
+        QJsonObject status = m_daemon.status();
+        status.insert(QStringLiteral("read_only"), true);
+        return status;
+    }
+    if (cmd == u"preferences") {
+        const Result<QJsonObject> described = m_daemon.handle(cmd, {});
+        QJsonObject preferences = described ? *described : QJsonObject();
+        preferences.insert(QStringLiteral("read_only"), true);
+        // From a desk session nothing can be changed: every key shows as the organisation's.
+        preferences.insert(QStringLiteral("locked"),
+                           QJsonArray::fromStringList(preferences.value(QStringLiteral("values")).toObject().keys()));
+        return preferences;
+    }
+    const QString policy = m_daemon.policyFile();
+    return fail(QStringLiteral("this machine's agent runs for the organisation under %1; %2 is for its "
+                               "administrator, not a desk session (ask your IT administrator)")
+                    .arg(policy.isEmpty() ? QStringLiteral("its policy") : policy, cmd));
+}
+
+void SessionDesk::connectionClosed(const ControlPeer& peer)
+{
+    m_reports->forget(peer.connection);
+}
+
+bool SessionDesk::forDesks(const QJsonObject& event)
+{
+    return event.value(QStringLiteral("event")).toString() != u"log";
+}
+
+} // namespace gleaner::agent
