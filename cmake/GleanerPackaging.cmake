@@ -1,7 +1,8 @@
 # Install rules for what installers/ holds (systemd units, maintainer scripts, the example policy, the sample jobs)
 # and CPack's DEB generator: one Debian package per install component (docs/packages.md).
 #
-#   agent        gleaner-agent        gleaner-agent, gleaner-worker (libexec), the system and user units, /etc/gleaner
+#   agent        gleaner-agent        gleaner-agent, gleaner-worker (libexec), the system and user units, /etc/gleaner,
+#                                     the session helper's autostart entry
 #   desktop      gleaner-desktop      the tray app, its .desktop and autostart entries and icons
 #   coordinator  gleaner-coordinator  gleaner-coordinator, its unit, the sample jobs
 #
@@ -39,6 +40,10 @@ install(FILES ${installers}/policy.example.json
         DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/gleaner-agent/examples RENAME policy.json COMPONENT agent)
 # The folder the policy goes into belongs to the package; the file in it never does.
 install(DIRECTORY DESTINATION ${CMAKE_INSTALL_FULL_SYSCONFDIR}/gleaner COMPONENT agent)
+# Each graphical session's `gleaner-agent session-report`, which tells the system agent of a shared workstation when
+# the session is in use (docs/fleet.md): with the agent, since a fleet machine may have no tray app.
+install(FILES ${PROJECT_SOURCE_DIR}/resources/desktop/gleaner-session.desktop
+        DESTINATION ${CMAKE_INSTALL_FULL_SYSCONFDIR}/xdg/autostart COMPONENT agent)
 
 # gleaner-coordinator.
 install(FILES ${installers}/systemd/gleaner-coordinator.service
