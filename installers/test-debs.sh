@@ -71,8 +71,8 @@ if ! command -v debootstrap >/dev/null 2>&1; then
     say "skipped: debootstrap is missing (apt-get install debootstrap)"
     exit 77
 fi
-for tool in python3 chroot mount dpkg-deb; do
-    command -v "$tool" >/dev/null 2>&1 || usage_error "$tool is missing; install it (python3 parses the JSON)"
+for tool in python3 openssl chroot mount dpkg-deb; do
+    command -v "$tool" >/dev/null 2>&1 || usage_error "$tool is missing; install it (python3 reads JSON, openssl certificates)"
 done
 
 work=$(mktemp -d /var/tmp/gleaner-test-debs.XXXXXX)
@@ -479,7 +479,8 @@ files() {
     for path in /usr/lib/systemd/system/gleaner-agent.service /usr/lib/systemd/user/gleaner-agent.service \
         /usr/lib/systemd/system/gleaner-coordinator.service /usr/share/doc/gleaner-agent/examples/policy.json \
         /usr/share/gleaner-coordinator/jobs/fashion-mnist-cnn.json /usr/share/applications/gleaner.desktop \
-        /etc/xdg/autostart/gleaner.desktop /usr/share/icons/hicolor/scalable/apps/gleaner.svg; do
+        /etc/xdg/autostart/gleaner.desktop /etc/xdg/autostart/gleaner-session.desktop \
+        /usr/share/icons/hicolor/scalable/apps/gleaner.svg; do
         [[ -f "$root$path" ]] || fail "$path is missing"
     done
     for pkg in gleaner-agent gleaner-desktop gleaner-coordinator; do
@@ -577,12 +578,15 @@ coordinator() {
 # desktop), whatever the other programs do, and slowly, so that a subtask is in flight when the agent stops.
 test_preferences='"preferences": {"only_when_idle": false, "other_cpu_limit_percent": 100, "cpu_share_percent": 10}'
 
-# The fleet recipe: one policy file. The agent, started unenrolled, enrolls itself from its enrollment keys and
-# pins the certificate with that fingerprint.
+# The fleet recipe: one policy file, and the token beside it readable by the service only (docs/fleet.md). The
+# agent, started unenrolled, enrolls itself from the enrollment keys and pins the certificate with that fingerprint.
 enroll_from_policy() {
+    printf '%s\n' "$token" >"$root/etc/gleaner/enrollment-token"
+    in_root chown root:gleaner /etc/gleaner/enrollment-token
+    in_root chmod 0640 /etc/gleaner/enrollment-token
     cat >"$root/etc/gleaner/policy.json" <<EOF
 {
-  "enrollment": {"url": "$url", "token": "$token", "certificate_sha256": "$fingerprint"},
+  "enrollment": {"url": "$url", "token_file": "/etc/gleaner/enrollment-token", "certificate_sha256": "$fingerprint"},
   $test_preferences
 }
 EOF
@@ -620,6 +624,9 @@ enroll() {
     start_unit gleaner-agent.service "$work/agent.log"
     agent_pid=$unit_pid
     wait_for 60 "the agent to be enrolled (its log: $work/agent.log)" agent_enrolled
+    local pinned
+    pinned=$(openssl x509 -in "$root/var/lib/gleaner/coordinator-ca.pem" -noout -fingerprint -sha256 | sed 's/.*=//')
+    [[ "$pinned" == "$fingerprint" ]] || fail "the agent pinned the certificate $pinned, not init's $fingerprint"
     [[ "$(mode_owner /var/lib/gleaner/agent-token)" == "0600 gleaner:gleaner" ]] \
         || fail "the agent token is $(mode_owner /var/lib/gleaner/agent-token)"
 }
@@ -723,7 +730,8 @@ purged_cleanly() {
         /etc/systemd/system/multi-user.target.wants/gleaner-coordinator.service \
         /var/lib/systemd/deb-systemd-helper-enabled/gleaner-agent.service.dsh-also \
         /var/lib/systemd/deb-systemd-helper-enabled/gleaner-coordinator.service.dsh-also \
-        /etc/xdg/autostart/gleaner.desktop /usr/share/gleaner-coordinator; do
+        /etc/xdg/autostart/gleaner.desktop /etc/xdg/autostart/gleaner-session.desktop \
+        /usr/share/gleaner-coordinator; do
         [[ ! -e "$root$path" && ! -L "$root$path" ]] || fail "$path is left after purge"
     done
 }
@@ -742,7 +750,7 @@ purge() {
 
 reinstall_purge() {
     # What is left is the admin's to remove; then a fresh installation, purged at once, leaves nothing at all.
-    rm -rf "$root/var/lib/gleaner-coordinator" "$root/etc/gleaner/policy.json"
+    rm -rf "$root/var/lib/gleaner-coordinator" "$root/etc/gleaner/policy.json" "$root/etc/gleaner/enrollment-token"
     install_set debs-a >"$work/apt-reinstall.log" 2>&1 \
         || fail "installing again after a purge failed ($work/apt-reinstall.log)"
     in_root getent passwd gleaner >/dev/null || fail "installing again did not make the user gleaner"
