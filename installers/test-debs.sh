@@ -631,6 +631,33 @@ enroll() {
         || fail "the agent token is $(mode_owner /var/lib/gleaner/agent-token)"
 }
 
+# A desk user of the managed machine: every way around the organisation's policy is refused, naming its file;
+# the session socket takes the user's idle report and shows the system agent's state, and the agent's own
+# control socket is closed to them.
+locks() {
+    in_root id desk >/dev/null 2>&1 || in_root useradd --create-home --shell /bin/sh desk
+    printf '{}\n' >"$root/tmp/lax.json"
+    chmod 0644 "$root/tmp/lax.json"
+    local out how
+    for how in "--policy-file /tmp/lax.json" "--dedicated" "env"; do
+        if [[ $how == env ]]; then
+            out=$(as_user desk /usr/bin/env GLEANER_POLICY_FILE=/tmp/lax.json /usr/bin/gleaner-agent run 2>&1) && \
+                fail "GLEANER_POLICY_FILE lifted the policy for a desk user: $out"
+        else
+            # shellcheck disable=SC2086 # the flag and its value are two words on purpose
+            out=$(as_user desk /usr/bin/gleaner-agent run $how 2>&1) && fail "$how lifted the policy for a desk user: $out"
+        fi
+        grep -q "/etc/gleaner/policy.json sets this machine's policy" <<<"$out" \
+            || fail "the refusal of \"$how\" does not name the policy file: $out"
+    done
+    out=$(as_user desk /usr/bin/gleaner-agent status --system 2>&1) && fail "a desk user reached the system agent's control socket: $out"
+    [[ "$(in_root stat -c %a /run/gleaner/sessions.sock)" == 666 ]] || fail "the session socket is not 0666"
+    out=$(as_user desk /usr/bin/gleaner-agent session-report --once --session 7 2>/dev/null) \
+        || fail "the session helper of a desk user was refused: $out"
+    grep -q '"state"' <<<"$out" || fail "the session helper got no state back: $out"
+    say "a desk user's overrides were refused; its session report was heard ($out)"
+}
+
 uploaded_one() { (($(job_updates) >= 1)); }
 holds_training_subtask() {
     agent_status | python3 -c 'import json, sys
@@ -769,6 +796,7 @@ step files files
 step units units
 step coordinator coordinator
 step enroll enroll
+step locks locks
 step train train
 step stop_keep stop_keep
 step upgrade upgrade

@@ -152,7 +152,9 @@ int runCommand(const QStringList& arguments)
     option("upload-limit", "Upload rate cap in bytes per second, e.g. 1M (default: none).", "RATE");
     option("download-limit", "Download rate cap in bytes per second (default: none).", "RATE");
     option("device", "cpu, cuda, cuda:N or auto (default cpu).", "DEVICE");
-    option("worker", "The gleaner-worker executable (default: next to gleaner-agent).", "PATH");
+    option("worker", "The gleaner-worker executable (default: next to gleaner-agent, else in "
+                     "../libexec/gleaner/ from it, where the package installs it).",
+           "PATH");
     option("progress-interval", "Seconds between progress reports to the coordinator (default 30).",
            "SECONDS");
     option("grace", "Seconds the agent has after SIGTERM to hand its work back before it must exit (default 25; "
