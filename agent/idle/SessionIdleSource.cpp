@@ -88,7 +88,10 @@ IdleReading SessionIdleSource::combine(const QList<SessionReports::Report>& repo
     return IdleReading{true, std::max<qint64>(0, nowMs - lastSeenMs), true};
 }
 
-std::optional<QList<LoginSession>> SessionIdleSource::logindSessions()
+namespace {
+
+// ListSessions alone: each session's id and uid, and its object path for the properties.
+std::optional<QList<std::pair<LoginSession, QDBusObjectPath>>> listSessions()
 {
     const std::optional<QDBusMessage> reply = manager().call(QStringLiteral("ListSessions"));
     if (!reply || reply->arguments().isEmpty())
@@ -97,8 +100,7 @@ std::optional<QList<LoginSession>> SessionIdleSource::logindSessions()
     const QDBusArgument list = reply->arguments().constFirst().value<QDBusArgument>();
     if (list.currentType() != QDBusArgument::ArrayType)
         return std::nullopt;
-    QList<LoginSession> sessions;
-    QList<QDBusObjectPath> paths;
+    QList<std::pair<LoginSession, QDBusObjectPath>> sessions;
     list.beginArray();
     while (!list.atEnd()) {
         LoginSession session;
@@ -109,18 +111,29 @@ std::optional<QList<LoginSession>> SessionIdleSource::logindSessions()
         list >> session.id >> uid >> user >> seat >> path;
         list.endStructure();
         session.uid = uid;
-        sessions << session;
-        paths << path;
+        sessions.append({session, path});
     }
     list.endArray();
-    for (int i = 0; i < sessions.size(); ++i) {
+    return sessions;
+}
+
+} // namespace
+
+std::optional<QList<LoginSession>> SessionIdleSource::logindSessions()
+{
+    const auto listed = listSessions();
+    if (!listed)
+        return std::nullopt;
+    QList<LoginSession> sessions;
+    for (const auto& [listedSession, path] : *listed) {
+        sessions << listedSession;
         const std::optional<QDBusMessage> properties =
-            manager().callObject(paths[i].path(), QStringLiteral("org.freedesktop.DBus.Properties"),
+            manager().callObject(path.path(), QStringLiteral("org.freedesktop.DBus.Properties"),
                                  QStringLiteral("GetAll"), {QStringLiteral("org.freedesktop.login1.Session")});
         if (!properties || properties->arguments().isEmpty())
             continue; // the session ended meanwhile: its class stays empty and it is skipped
         const QVariantMap map = qdbus_cast<QVariantMap>(properties->arguments().constFirst());
-        LoginSession& session = sessions[i];
+        LoginSession& session = sessions.last();
         session.type = map.value(QStringLiteral("Type")).toString();
         session.sessionClass = map.value(QStringLiteral("Class")).toString();
         session.idleHint = map.value(QStringLiteral("IdleHint")).toBool();
@@ -131,10 +144,10 @@ std::optional<QList<LoginSession>> SessionIdleSource::logindSessions()
 
 SessionReports::Owner SessionIdleSource::logindOwner(const QString& session)
 {
-    const auto sessions = logindSessions();
+    const auto sessions = listSessions(); // one call: the ids and uids are all it needs
     if (!sessions)
         return {};
-    for (const LoginSession& s : *sessions)
+    for (const auto& [s, path] : *sessions)
         if (s.id == session)
             return {true, s.uid};
     return {true, -2}; // logind answers and does not know the session: nobody's
