@@ -16,7 +16,7 @@ namespace {
 // In the order of DatasetSpec::Format and AggregationSpec::Rule, so readChoice() indexes convert directly.
 const QStringList& formatNames()
 {
-    static const QStringList names{u"fashion-mnist"_s, u"idx"_s, u"cifar10"_s, u"safetensors"_s};
+    static const QStringList names{u"fashion-mnist"_s, u"idx"_s, u"cifar10"_s, u"safetensors"_s, u"npz"_s};
     return names;
 }
 
@@ -60,7 +60,7 @@ Result<DatasetSpec> DatasetSpec::fromJson(const QJsonObject& json, const QString
 {
     JsonFields fields(json, path);
     fields.allowOnly({u"format"_s, u"dir"_s, u"train_images"_s, u"train_labels"_s, u"test_images"_s,
-                      u"test_labels"_s, u"train"_s, u"test"_s});
+                      u"test_labels"_s, u"train"_s, u"test"_s, u"file"_s});
 
     DatasetSpec spec;
     int format = 0;
@@ -76,10 +76,12 @@ Result<DatasetSpec> DatasetSpec::fromJson(const QJsonObject& json, const QString
         for (const auto key : {u"train_images", u"train_labels", u"test_images", u"test_labels"})
             fields.refuse(key, u"only used by format \"idx\""_s);
     }
-    if (spec.format != Format::SafeTensors) {
+    if (spec.format != Format::SafeTensors && spec.format != Format::Npz) {
         for (const auto key : {u"train", u"test"})
-            fields.refuse(key, u"only used by format \"safetensors\""_s);
+            fields.refuse(key, u"only used by formats \"safetensors\" and \"npz\""_s);
     }
+    if (spec.format != Format::Npz)
+        fields.refuse(u"file", u"only used by format \"npz\""_s);
 
     // Paths are only checked for shape here; whether they exist is the coordinator's question at import.
     switch (spec.format) {
@@ -98,6 +100,16 @@ Result<DatasetSpec> DatasetSpec::fromJson(const QJsonObject& json, const QString
     case Format::SafeTensors:
         fields.readString(u"train", spec.train, Need::Required);
         fields.readString(u"test", spec.test, Need::Required);
+        break;
+    case Format::Npz:
+        if (fields.has(u"file")) {
+            fields.refuse(u"train", u"goes with \"test\" instead of \"file\""_s);
+            fields.refuse(u"test", u"goes with \"train\" instead of \"file\""_s);
+            fields.readString(u"file", spec.file, Need::Required);
+        } else {
+            fields.readString(u"train", spec.train, Need::Required);
+            fields.readString(u"test", spec.test, Need::Required);
+        }
         break;
     }
     if (!fields.ok())
@@ -122,6 +134,14 @@ QJsonObject DatasetSpec::toJson() const
     case Format::SafeTensors:
         json.insert(u"train"_s, train);
         json.insert(u"test"_s, test);
+        break;
+    case Format::Npz:
+        if (!file.isEmpty()) {
+            json.insert(u"file"_s, file);
+        } else {
+            json.insert(u"train"_s, train);
+            json.insert(u"test"_s, test);
+        }
         break;
     }
     return json;

@@ -44,6 +44,8 @@ struct DatasetSpec
         Idx,          // {"format": "idx", "train_images", "train_labels", "test_images", "test_labels"}
         Cifar10,      // {"format": "cifar10", "dir": folder with data_batch_1..5.bin and test_batch.bin}
         SafeTensors,  // {"format": "safetensors", "train": file, "test": file}, each with tensors "x" and "y"
+        Npz,          // {"format": "npz", "train": file, "test": file}, each with arrays "x" and "y", or
+                      // {"format": "npz", "file": F} with x_train, y_train, x_test, y_test (Keras's layout)
     };
 
     // "format" is required; the paths of the chosen format are required except fashion-mnist's "dir". Paths
@@ -55,8 +57,9 @@ struct DatasetSpec
     QString trainLabels;                    // idx
     QString testImages;                     // idx
     QString testLabels;                     // idx
-    QString train;                          // safetensors
-    QString test;                           // safetensors
+    QString train;                          // safetensors, npz
+    QString test;                           // safetensors, npz
+    QString file;                           // npz
 
     static QString defaultFashionMnistDir() { return QStringLiteral("/usr/share/datasets/fashion-mnist"); }
     static Result<DatasetSpec> fromJson(const QJsonObject& json,

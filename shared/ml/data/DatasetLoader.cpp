@@ -3,6 +3,7 @@
 #include "format/SafeTensors.h"
 #include "ml/data/Cifar10Reader.h"
 #include "ml/data/IdxReader.h"
+#include "ml/data/NumPyReader.h"
 
 #include <QDir>
 #include <QFileInfo>
@@ -44,6 +45,50 @@ Result<Dataset> loadSafeTensors(const QString& path)
     return Dataset::fromBundle(std::move(*bundle), path);
 }
 
+// Arrays `xName` and `yName` of a NumPy archive as a dataset: float64 samples become float32 (what the models
+// compute in), uint8 and float32 stay as they are.
+Result<Dataset> datasetFromArrays(const TensorBundle& arrays, const QString& xName, const QString& yName,
+                                  const QString& what)
+{
+    const TensorEntry* x = arrays.find(xName);
+    const TensorEntry* y = arrays.find(yName);
+    if (!x || !y) {
+        QStringList held;
+        for (const TensorEntry& entry : arrays.entries())
+            held << entry.name;
+        return fail(QStringLiteral("%1 holds no array \"%2\" (it holds %3); it needs \"%4\" and \"%5\"")
+                        .arg(what, !x ? xName : yName, held.isEmpty() ? QStringLiteral("none") : held.join(QStringLiteral(", ")),
+                             xName, yName));
+    }
+    TensorBundle bundle;
+    if (x->dtype == DType::F64) {
+        const auto values = arrays.values<double>(*x);
+        char* out = bundle.addZeroed(QStringLiteral("x"), DType::F32, x->shape);
+        if (!out)
+            return fail(QStringLiteral("%1: \"%2\" has a shape Gleaner cannot hold").arg(what, xName));
+        auto* floats = reinterpret_cast<float*>(out);
+        for (size_t i = 0; i < values.size(); ++i)
+            floats[i] = float(values[i]);
+    } else if (x->dtype == DType::U8 || x->dtype == DType::F32) {
+        if (auto added = bundle.add(QStringLiteral("x"), x->dtype, x->shape, arrays.data(*x)); !added)
+            return fail(QStringLiteral("%1: %2").arg(what, added.error()));
+    } else {
+        return fail(QStringLiteral("%1: \"%2\" is %3; samples must be uint8, float32 or float64 (x.astype(np.float32))")
+                        .arg(what, xName, dtypeName(x->dtype)));
+    }
+    if (auto added = bundle.add(QStringLiteral("y"), y->dtype, y->shape, arrays.data(*y)); !added)
+        return fail(QStringLiteral("%1: %2").arg(what, added.error()));
+    return Dataset::fromBundle(std::move(bundle), what);
+}
+
+Result<Dataset> loadNpzPair(const QString& path)
+{
+    auto arrays = NumPy::loadNpz(path);
+    if (!arrays)
+        return fail(arrays.error());
+    return datasetFromArrays(*arrays, QStringLiteral("x"), QStringLiteral("y"), path);
+}
+
 Result<DatasetSplit> loadAny(const DatasetSpec& spec)
 {
     switch (spec.format) {
@@ -65,6 +110,27 @@ Result<DatasetSplit> loadAny(const DatasetSpec& spec)
         if (!train)
             return fail(train.error());
         auto test = loadSafeTensors(spec.test);
+        if (!test)
+            return fail(test.error());
+        return DatasetSplit{std::move(*train), std::move(*test)};
+    }
+    case DatasetSpec::Format::Npz: {
+        if (!spec.file.isEmpty()) {
+            auto arrays = NumPy::loadNpz(spec.file);
+            if (!arrays)
+                return fail(arrays.error());
+            auto train = datasetFromArrays(*arrays, QStringLiteral("x_train"), QStringLiteral("y_train"), spec.file);
+            if (!train)
+                return fail(train.error());
+            auto test = datasetFromArrays(*arrays, QStringLiteral("x_test"), QStringLiteral("y_test"), spec.file);
+            if (!test)
+                return fail(test.error());
+            return DatasetSplit{std::move(*train), std::move(*test)};
+        }
+        auto train = loadNpzPair(spec.train);
+        if (!train)
+            return fail(train.error());
+        auto test = loadNpzPair(spec.test);
         if (!test)
             return fail(test.error());
         return DatasetSplit{std::move(*train), std::move(*test)};
