@@ -35,6 +35,9 @@ Status checkDatasetFiles(const DatasetSpec& dataset)
     case DatasetSpec::Format::SafeTensors:
         files = {dataset.train, dataset.test};
         break;
+    case DatasetSpec::Format::Csv:
+        files = {dataset.train, dataset.test};
+        break;
     case DatasetSpec::Format::Npz:
         files = dataset.file.isEmpty() ? QStringList{dataset.train, dataset.test} : QStringList{dataset.file};
         break;

@@ -16,7 +16,7 @@ namespace {
 // In the order of DatasetSpec::Format and AggregationSpec::Rule, so readChoice() indexes convert directly.
 const QStringList& formatNames()
 {
-    static const QStringList names{u"fashion-mnist"_s, u"idx"_s, u"cifar10"_s, u"safetensors"_s, u"npz"_s};
+    static const QStringList names{u"fashion-mnist"_s, u"idx"_s, u"cifar10"_s, u"safetensors"_s, u"npz"_s, u"csv"_s};
     return names;
 }
 
@@ -60,7 +60,7 @@ Result<DatasetSpec> DatasetSpec::fromJson(const QJsonObject& json, const QString
 {
     JsonFields fields(json, path);
     fields.allowOnly({u"format"_s, u"dir"_s, u"train_images"_s, u"train_labels"_s, u"test_images"_s,
-                      u"test_labels"_s, u"train"_s, u"test"_s, u"file"_s});
+                      u"test_labels"_s, u"train"_s, u"test"_s, u"file"_s, u"label"_s});
 
     DatasetSpec spec;
     int format = 0;
@@ -76,10 +76,12 @@ Result<DatasetSpec> DatasetSpec::fromJson(const QJsonObject& json, const QString
         for (const auto key : {u"train_images", u"train_labels", u"test_images", u"test_labels"})
             fields.refuse(key, u"only used by format \"idx\""_s);
     }
-    if (spec.format != Format::SafeTensors && spec.format != Format::Npz) {
+    if (spec.format != Format::SafeTensors && spec.format != Format::Npz && spec.format != Format::Csv) {
         for (const auto key : {u"train", u"test"})
-            fields.refuse(key, u"only used by formats \"safetensors\" and \"npz\""_s);
+            fields.refuse(key, u"only used by formats \"safetensors\", \"npz\" and \"csv\""_s);
     }
+    if (spec.format != Format::Csv)
+        fields.refuse(u"label", u"only used by format \"csv\""_s);
     if (spec.format != Format::Npz)
         fields.refuse(u"file", u"only used by format \"npz\""_s);
 
@@ -110,6 +112,11 @@ Result<DatasetSpec> DatasetSpec::fromJson(const QJsonObject& json, const QString
             fields.readString(u"train", spec.train, Need::Required);
             fields.readString(u"test", spec.test, Need::Required);
         }
+        break;
+    case Format::Csv:
+        fields.readString(u"train", spec.train, Need::Required);
+        fields.readString(u"test", spec.test, Need::Required);
+        fields.readString(u"label", spec.label, Need::Required);
         break;
     }
     if (!fields.ok())
@@ -142,6 +149,11 @@ QJsonObject DatasetSpec::toJson() const
             json.insert(u"train"_s, train);
             json.insert(u"test"_s, test);
         }
+        break;
+    case Format::Csv:
+        json.insert(u"train"_s, train);
+        json.insert(u"test"_s, test);
+        json.insert(u"label"_s, label);
         break;
     }
     return json;

@@ -46,6 +46,7 @@ struct DatasetSpec
         SafeTensors,  // {"format": "safetensors", "train": file, "test": file}, each with tensors "x" and "y"
         Npz,          // {"format": "npz", "train": file, "test": file}, each with arrays "x" and "y", or
                       // {"format": "npz", "file": F} with x_train, y_train, x_test, y_test (Keras's layout)
+        Csv,          // {"format": "csv", "train": file, "test": file, "label": column}: numeric features
     };
 
     // "format" is required; the paths of the chosen format are required except fashion-mnist's "dir". Paths
@@ -57,8 +58,9 @@ struct DatasetSpec
     QString trainLabels;                    // idx
     QString testImages;                     // idx
     QString testLabels;                     // idx
-    QString train;                          // safetensors, npz
-    QString test;                           // safetensors, npz
+    QString train;                          // safetensors, npz, csv
+    QString test;                           // safetensors, npz, csv
+    QString label;                          // csv: the label column's name
     QString file;                           // npz
 
     static QString defaultFashionMnistDir() { return QStringLiteral("/usr/share/datasets/fashion-mnist"); }

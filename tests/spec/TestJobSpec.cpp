@@ -306,7 +306,7 @@ void TestJobSpec::invalidJobs_data()
     // dataset
     change("dataset without format", R"({"dataset": {}})", "dataset.format", "required field is missing");
     change("dataset format unknown", R"({"dataset": {"format": "mnist"}})", "dataset.format",
-           R"(expected one of "fashion-mnist", "idx", "cifar10", "safetensors", "npz", got "mnist")");
+           R"(expected one of "fashion-mnist", "idx", "cifar10", "safetensors", "npz", "csv", got "mnist")");
     change("idx without train_images",
            R"({"dataset": {"format": "idx", "train_labels": "a", "test_images": "b", "test_labels": "c"}})",
            "dataset.train_images", "required field is missing");
@@ -322,7 +322,7 @@ void TestJobSpec::invalidJobs_data()
            R"({"dataset": {"format": "safetensors", "train": "a", "test": "b", "dir": "c"}})", "dataset.dir",
            R"(only used by format "fashion-mnist" and "cifar10")");
     change("fashion-mnist with train", R"({"dataset": {"format": "fashion-mnist", "train": "a"}})",
-           "dataset.train", R"(only used by formats "safetensors" and "npz")");
+           "dataset.train", R"(only used by formats "safetensors", "npz" and "csv")");
     change("cifar10 with idx paths", R"({"dataset": {"format": "cifar10", "dir": "d", "test_images": "a"}})",
            "dataset.test_images", R"(only used by format "idx")");
     change("dir a number", R"({"dataset": {"format": "fashion-mnist", "dir": 42}})", "dataset.dir", "got 42");

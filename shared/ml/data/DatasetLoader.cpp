@@ -2,6 +2,7 @@
 
 #include "format/SafeTensors.h"
 #include "ml/data/Cifar10Reader.h"
+#include "ml/data/CsvReader.h"
 #include "ml/data/IdxReader.h"
 #include "ml/data/NumPyReader.h"
 
@@ -135,6 +136,8 @@ Result<DatasetSplit> loadAny(const DatasetSpec& spec)
             return fail(test.error());
         return DatasetSplit{std::move(*train), std::move(*test)};
     }
+    case DatasetSpec::Format::Csv:
+        return Csv::readPair(spec.train, spec.test, spec.label);
     }
     return fail(QStringLiteral("unknown dataset format"));
 }
