@@ -60,7 +60,8 @@ Result<DatasetSpec> DatasetSpec::fromJson(const QJsonObject& json, const QString
 {
     JsonFields fields(json, path);
     fields.allowOnly({u"format"_s, u"dir"_s, u"train_images"_s, u"train_labels"_s, u"test_images"_s,
-                      u"test_labels"_s, u"train"_s, u"test"_s, u"file"_s, u"label"_s});
+                      u"test_labels"_s, u"train"_s, u"test"_s, u"file"_s, u"label"_s, u"test_fraction"_s,
+                      u"split_seed"_s});
 
     DatasetSpec spec;
     int format = 0;
@@ -82,6 +83,20 @@ Result<DatasetSpec> DatasetSpec::fromJson(const QJsonObject& json, const QString
     }
     if (spec.format != Format::Csv)
         fields.refuse(u"label", u"only used by format \"csv\""_s);
+    // A held-out split instead of a test file.
+    const bool holdsOut = fields.has(u"test_fraction");
+    if (holdsOut) {
+        if (spec.format != Format::SafeTensors && spec.format != Format::Npz && spec.format != Format::Csv)
+            fields.refuse(u"test_fraction", u"only used by formats \"safetensors\", \"npz\" and \"csv\""_s);
+        else if (fields.has(u"file"))
+            fields.refuse(u"test_fraction", u"not with \"file\", which holds its own test set"_s);
+        fields.refuse(u"test", u"goes instead of \"test_fraction\": give one of them"_s);
+        fields.readNumber(u"test_fraction", spec.testFraction, NumberRange::above(0).atMost(0.5), Need::Required);
+        fields.readInt64(u"split_seed", spec.splitSeed, IntRange{0, kMaxJsonInteger});
+    } else {
+        fields.refuse(u"split_seed", u"goes with \"test_fraction\""_s);
+    }
+    const Need testNeed = holdsOut ? Need::Optional : Need::Required;
     if (spec.format != Format::Npz)
         fields.refuse(u"file", u"only used by format \"npz\""_s);
 
@@ -101,7 +116,7 @@ Result<DatasetSpec> DatasetSpec::fromJson(const QJsonObject& json, const QString
         break;
     case Format::SafeTensors:
         fields.readString(u"train", spec.train, Need::Required);
-        fields.readString(u"test", spec.test, Need::Required);
+        fields.readString(u"test", spec.test, testNeed);
         break;
     case Format::Npz:
         if (fields.has(u"file")) {
@@ -110,12 +125,12 @@ Result<DatasetSpec> DatasetSpec::fromJson(const QJsonObject& json, const QString
             fields.readString(u"file", spec.file, Need::Required);
         } else {
             fields.readString(u"train", spec.train, Need::Required);
-            fields.readString(u"test", spec.test, Need::Required);
+            fields.readString(u"test", spec.test, testNeed);
         }
         break;
     case Format::Csv:
         fields.readString(u"train", spec.train, Need::Required);
-        fields.readString(u"test", spec.test, Need::Required);
+        fields.readString(u"test", spec.test, testNeed);
         fields.readString(u"label", spec.label, Need::Required);
         break;
     }
@@ -127,6 +142,10 @@ Result<DatasetSpec> DatasetSpec::fromJson(const QJsonObject& json, const QString
 QJsonObject DatasetSpec::toJson() const
 {
     QJsonObject json{{u"format"_s, formatNames().at(int(format))}};
+    if (testFraction > 0) {
+        json.insert(u"test_fraction"_s, testFraction);
+        json.insert(u"split_seed"_s, splitSeed);
+    }
     switch (format) {
     case Format::FashionMnist:
     case Format::Cifar10:
@@ -140,19 +159,22 @@ QJsonObject DatasetSpec::toJson() const
         break;
     case Format::SafeTensors:
         json.insert(u"train"_s, train);
-        json.insert(u"test"_s, test);
+        if (!test.isEmpty())
+            json.insert(u"test"_s, test);
         break;
     case Format::Npz:
         if (!file.isEmpty()) {
             json.insert(u"file"_s, file);
         } else {
             json.insert(u"train"_s, train);
-            json.insert(u"test"_s, test);
+            if (!test.isEmpty())
+                json.insert(u"test"_s, test);
         }
         break;
     case Format::Csv:
         json.insert(u"train"_s, train);
-        json.insert(u"test"_s, test);
+        if (!test.isEmpty())
+            json.insert(u"test"_s, test);
         json.insert(u"label"_s, label);
         break;
     }

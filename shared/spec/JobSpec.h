@@ -61,6 +61,10 @@ struct DatasetSpec
     QString train;                          // safetensors, npz, csv
     QString test;                           // safetensors, npz, csv
     QString label;                          // csv: the label column's name
+    // safetensors, npz (train/test), csv: instead of "test", hold out this fraction of the training file,
+    // (0, 0.5], chosen by a permutation seeded with split_seed (the same file and seed, the same split).
+    double testFraction = 0;
+    qint64 splitSeed = 1;
     QString file;                           // npz
 
     static QString defaultFashionMnistDir() { return QStringLiteral("/usr/share/datasets/fashion-mnist"); }

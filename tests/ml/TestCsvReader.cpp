@@ -21,6 +21,7 @@ private Q_SLOTS:
     void refusesBadTables_data();
     void refusesBadTables();
     void loadsThroughTheSpec();
+    void holdsOutATestSet();
 };
 
 namespace {
@@ -134,6 +135,75 @@ void TestCsvReader::loadsThroughTheSpec()
     QVERIFY(!DatasetSpec::fromJson(QJsonObject{{QStringLiteral("format"), QStringLiteral("npz")},
                                                {QStringLiteral("file"), train},
                                                {QStringLiteral("label"), QStringLiteral("y")}}));
+}
+
+// A table without a test file: test_fraction holds a seeded share of it out, the same every time.
+void TestCsvReader::holdsOutATestSet()
+{
+    auto dir = test::scratchDir();
+    QByteArray text("f,y\n");
+    for (int i = 0; i < 100; ++i)
+        text += QByteArray::number(i) + "," + QByteArray::number(i % 3) + "\n";
+    const QString train = write(*dir, QStringLiteral("all.csv"), text);
+    const auto specWith = [&](double fraction, qint64 seed) {
+        return DatasetSpec::fromJson(QJsonObject{{QStringLiteral("format"), QStringLiteral("csv")},
+                                                 {QStringLiteral("train"), train},
+                                                 {QStringLiteral("label"), QStringLiteral("y")},
+                                                 {QStringLiteral("test_fraction"), fraction},
+                                                 {QStringLiteral("split_seed"), double(seed)}});
+    };
+    auto spec = specWith(0.2, 7);
+    QVERIFY2(spec, qPrintable(spec ? QString() : spec.error()));
+    QCOMPARE(DatasetSpec::fromJson(spec->toJson()).value(), *spec);
+    auto split = loadDataset(*spec);
+    QVERIFY2(split, qPrintable(split ? QString() : split.error()));
+    QCOMPARE(split->train.size(), qint64(80));
+    QCOMPARE(split->test.size(), qint64(20));
+    const auto features = [](const Dataset& d) {
+        const auto x = d.bundle().values<float>(d.x());
+        return std::vector<float>(x.begin(), x.end());
+    };
+    // Disjoint, together the whole file, each in the file's order.
+    std::vector<float> all = features(split->train);
+    const std::vector<float> held = features(split->test);
+    QVERIFY(std::is_sorted(all.begin(), all.end()) && std::is_sorted(held.begin(), held.end()));
+    all.insert(all.end(), held.begin(), held.end());
+    std::sort(all.begin(), all.end());
+    for (int i = 0; i < 100; ++i)
+        QCOMPARE(all[size_t(i)], float(i));
+    // The same seed gives the same split; another seed another one.
+    QCOMPARE(features(loadDataset(*spec)->test), held);
+    QVERIFY(features(loadDataset(*specWith(0.2, 8))->test) != held);
+    // And limit_train applies after the split: the test set stays.
+    auto limited = loadDataset(*spec, 10);
+    QCOMPARE(limited->train.size(), qint64(10));
+    QCOMPARE(features(limited->test), held);
+
+    // test and test_fraction together, a fraction out of range, split_seed alone, a format without files.
+    QVERIFY(!specWith(0.6, 1));
+    QVERIFY(!specWith(0, 1));
+    QVERIFY(!DatasetSpec::fromJson(QJsonObject{{QStringLiteral("format"), QStringLiteral("csv")},
+                                               {QStringLiteral("train"), train},
+                                               {QStringLiteral("test"), train},
+                                               {QStringLiteral("label"), QStringLiteral("y")},
+                                               {QStringLiteral("test_fraction"), 0.1}}));
+    QVERIFY(!DatasetSpec::fromJson(QJsonObject{{QStringLiteral("format"), QStringLiteral("csv")},
+                                               {QStringLiteral("train"), train},
+                                               {QStringLiteral("test"), train},
+                                               {QStringLiteral("label"), QStringLiteral("y")},
+                                               {QStringLiteral("split_seed"), 3}}));
+    QVERIFY(!DatasetSpec::fromJson(QJsonObject{{QStringLiteral("format"), QStringLiteral("fashion-mnist")},
+                                               {QStringLiteral("test_fraction"), 0.1}}));
+    // Too few samples to hold any out.
+    const QString tiny = write(*dir, QStringLiteral("tiny.csv"), "f,y\n1,0\n");
+    auto tinySpec = DatasetSpec::fromJson(QJsonObject{{QStringLiteral("format"), QStringLiteral("csv")},
+                                                      {QStringLiteral("train"), tiny},
+                                                      {QStringLiteral("label"), QStringLiteral("y")},
+                                                      {QStringLiteral("test_fraction"), 0.1}});
+    QVERIFY(tinySpec);
+    auto refused = loadDataset(*tinySpec);
+    QVERIFY(!refused);
+    QVERIFY2(refused.error().contains(QStringLiteral("leaves no test or no training set")), qPrintable(refused.error()));
 }
 
 QTEST_GUILESS_MAIN(TestCsvReader)

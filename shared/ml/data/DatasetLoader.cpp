@@ -9,6 +9,10 @@
 #include <QDir>
 #include <QFileInfo>
 
+#include <algorithm>
+#include <cmath>
+#include <random>
+
 namespace gleaner::ml {
 namespace {
 
@@ -110,6 +114,8 @@ Result<DatasetSplit> loadAny(const DatasetSpec& spec)
         auto train = loadSafeTensors(spec.train);
         if (!train)
             return fail(train.error());
+        if (spec.test.isEmpty()) // test_fraction: held out below
+            return DatasetSplit{std::move(*train), {}};
         auto test = loadSafeTensors(spec.test);
         if (!test)
             return fail(test.error());
@@ -131,12 +137,20 @@ Result<DatasetSplit> loadAny(const DatasetSpec& spec)
         auto train = loadNpzPair(spec.train);
         if (!train)
             return fail(train.error());
+        if (spec.test.isEmpty())
+            return DatasetSplit{std::move(*train), {}};
         auto test = loadNpzPair(spec.test);
         if (!test)
             return fail(test.error());
         return DatasetSplit{std::move(*train), std::move(*test)};
     }
     case DatasetSpec::Format::Csv:
+        if (spec.test.isEmpty()) {
+            auto table = Csv::read(spec.train, spec.label);
+            if (!table)
+                return fail(table.error());
+            return DatasetSplit{std::move(table->data), {}};
+        }
         return Csv::readPair(spec.train, spec.test, spec.label);
     }
     return fail(QStringLiteral("unknown dataset format"));
@@ -144,11 +158,40 @@ Result<DatasetSplit> loadAny(const DatasetSpec& spec)
 
 } // namespace
 
+Result<DatasetSplit> holdOut(Dataset all, double fraction, quint64 seed, const QString& what)
+{
+    const qint64 n = all.size();
+    const qint64 held = qint64(std::llround(double(n) * fraction));
+    if (held < 1 || held >= n)
+        return fail(QStringLiteral("%1: test_fraction %2 of %3 samples leaves no test or no training set")
+                        .arg(what)
+                        .arg(fraction)
+                        .arg(n));
+    // Fisher-Yates over a standard engine's raw output: the same file and seed give the same split on every
+    // machine and library (std::shuffle's algorithm is the library's choice).
+    std::vector<qint64> order(static_cast<size_t>(n));
+    for (qint64 i = 0; i < n; ++i)
+        order[size_t(i)] = i;
+    std::mt19937_64 engine(seed);
+    for (qint64 i = n - 1; i > 0; --i)
+        std::swap(order[size_t(i)], order[size_t(engine() % quint64(i + 1))]);
+    std::vector<qint64> test(order.begin(), order.begin() + held);
+    std::vector<qint64> train(order.begin() + held, order.end());
+    std::sort(test.begin(), test.end()); // keep the file's order within each set
+    std::sort(train.begin(), train.end());
+    return DatasetSplit{all.select(train), all.select(test)};
+}
+
 Result<DatasetSplit> loadDataset(const DatasetSpec& spec, std::optional<qint64> limitTrain)
 {
     auto split = loadAny(spec);
     if (!split)
         return split;
+    if (spec.testFraction > 0) {
+        split = holdOut(std::move(split->train), spec.testFraction, quint64(spec.splitSeed), spec.train);
+        if (!split)
+            return split;
+    }
     if (split->train.sampleShape() != split->test.sampleShape())
         return fail(
             QStringLiteral("training samples have shape %1 but test samples %2; both sets must match")

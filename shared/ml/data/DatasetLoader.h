@@ -9,7 +9,12 @@
 
 namespace gleaner::ml {
 
-// `limitTrain` keeps the first N training samples (the test set is kept whole).
+// `limitTrain` keeps the first N training samples (the test set is kept whole). With the spec's test_fraction
+// the test set is held out of the training file first (holdOut).
+// Splits `all` into a training set and a test set of `fraction` of its samples, chosen by a permutation seeded
+// with `seed`; each keeps the file's order.
+Result<DatasetSplit> holdOut(Dataset all, double fraction, quint64 seed, const QString& what);
+
 Result<DatasetSplit> loadDataset(const DatasetSpec& spec, std::optional<qint64> limitTrain = std::nullopt);
 
 } // namespace gleaner::ml
