@@ -8,6 +8,7 @@
 
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonDocument>
 #include <QLoggingCategory>
 
@@ -313,6 +314,9 @@ HttpResponse Coordinator::submitJob(const QByteArray& specText)
         return HttpResponse::error(422, spec.error());
     if (auto files = JobImporter::checkDatasetFiles(spec->dataset); !files)
         return HttpResponse::error(422, files.error());
+    if (!spec->initialWeights.isEmpty() && !QFileInfo(spec->initialWeights).isFile())
+        return HttpResponse::error(
+            422, QStringLiteral("initial_weights: file %1 does not exist on the coordinator").arg(spec->initialWeights));
     const qint64 now = m_clock.nowMs();
     auto inserted = m_db->exec(QStringLiteral("INSERT INTO jobs (name, spec, state, created_ms) VALUES (?, ?, ?, ?)"),
                                {spec->name, QString::fromUtf8(QJsonDocument(spec->toJson()).toJson(QJsonDocument::Compact)),

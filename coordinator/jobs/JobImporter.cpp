@@ -9,6 +9,9 @@
 #include <QFileInfo>
 #include <QJsonDocument>
 
+#include <algorithm>
+#include <cmath>
+
 namespace gleaner::coordinator::JobImporter {
 
 QByteArray modelSpecBytes(const ModelSpec& model)
@@ -48,6 +51,56 @@ Status checkDatasetFiles(const DatasetSpec& dataset)
     return {};
 }
 
+Result<TensorBundle> startingWeights(const JobSpec& spec, ml::Model& net)
+{
+    TensorBundle seeded = net.weights();
+    if (seeded.isEmpty())
+        return fail(QStringLiteral("cannot read the initial weights of the model; see the log"));
+    if (spec.initialWeights.isEmpty())
+        return seeded;
+    const QString& file = spec.initialWeights;
+    auto given = SafeTensors::load(file);
+    if (!given)
+        return fail(QStringLiteral("initial_weights: %1").arg(given.error()));
+    // Every mismatch at once: a file from another model usually differs in many places, and fixing them one
+    // submit at a time would be slow.
+    QStringList problems;
+    for (const TensorEntry& want : seeded.entries()) {
+        const TensorEntry* have = given->find(want.name);
+        if (!have)
+            problems << QStringLiteral("lacks \"%1\" %2").arg(want.name, shapeToString(want.shape));
+        else if (have->shape != want.shape)
+            problems << QStringLiteral("\"%1\" has shape %2 where the model has %3")
+                            .arg(want.name, shapeToString(have->shape), shapeToString(want.shape));
+        else if (dtypeIsFloating(have->dtype) != dtypeIsFloating(want.dtype))
+            problems << QStringLiteral("\"%1\" is %2 where the model needs %3")
+                            .arg(want.name, dtypeName(have->dtype), dtypeIsFloating(want.dtype)
+                                                                        ? QStringLiteral("a floating-point type")
+                                                                        : QStringLiteral("an integer type"));
+    }
+    for (const TensorEntry& extra : given->entries())
+        if (!seeded.find(extra.name))
+            problems << QStringLiteral("\"%1\" is not part of the model").arg(extra.name);
+    if (!problems.isEmpty()) {
+        const qsizetype shown = std::min<qsizetype>(problems.size(), 20);
+        return fail(QStringLiteral("initial_weights %1 does not fit the %2 model: %3%4")
+                        .arg(file, architectureName(spec.model.arch), problems.first(shown).join(QStringLiteral("; ")),
+                             problems.size() > shown ? QStringLiteral("; and %1 more").arg(problems.size() - shown)
+                                                     : QString()));
+    }
+    if (auto loaded = net.setWeights(*given); !loaded)
+        return fail(QStringLiteral("initial_weights %1: %2").arg(file, loaded.error()));
+    TensorBundle start = net.weights();
+    for (const TensorEntry& entry : start.entries()) {
+        if (entry.dtype != DType::F32)
+            continue;
+        for (const float value : start.values<float>(entry))
+            if (!std::isfinite(value))
+                return fail(QStringLiteral("initial_weights %1: \"%2\" holds a value that is not finite").arg(file, entry.name));
+    }
+    return start;
+}
+
 Result<ImportedJob> import(const JobSpec& spec, BlobStore& blobs, const QString& scratchDir)
 {
     auto data = ml::loadDataset(spec.dataset, spec.limitTrain);
@@ -83,10 +136,10 @@ Result<ImportedJob> import(const JobSpec& spec, BlobStore& blobs, const QString&
     auto net = ml::Model::create(spec.model, spec.seed);
     if (!net)
         return fail(net.error());
-    const TensorBundle initial = net->weights();
-    if (initial.isEmpty())
-        return fail(QStringLiteral("cannot read the initial weights of the model; see the log"));
-    auto weights = blobs.put(SafeTensors::serialize(initial));
+    auto initial = startingWeights(spec, *net);
+    if (!initial)
+        return fail(initial.error());
+    auto weights = blobs.put(SafeTensors::serialize(*initial));
     if (!weights)
         return fail(weights.error());
     job.initialWeights = *weights;

@@ -5,6 +5,7 @@
 // Fashion-MNIST takes about a second.
 
 #include "Result.h"
+#include "ml/Model.h"
 #include "ml/data/Dataset.h"
 #include "spec/JobSpec.h"
 #include "store/BlobStore.h"
@@ -33,6 +34,11 @@ namespace JobImporter {
 
 // Cheap checks at submit time: the dataset's files exist. The message names the missing file.
 Status checkDatasetFiles(const DatasetSpec& dataset);
+
+// The weights the job starts from: the model's seeded weights, or the spec's initial_weights file, checked against
+// them (every tensor by name, shape and kind of type; every mismatch named at once; every value finite) and
+// loaded into `net`.
+Result<TensorBundle> startingWeights(const JobSpec& spec, ml::Model& net);
 Result<ImportedJob> import(const JobSpec& spec, BlobStore& blobs, const QString& scratchDir);
 
 // The model spec as the manifest and the model blob carry it.

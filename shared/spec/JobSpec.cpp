@@ -323,7 +323,7 @@ Result<JobSpec> JobSpec::fromJson(const QJsonObject& json)
     fields.allowOnly({u"name"_s, u"dataset"_s, u"limit_train"_s, u"model"_s, u"shards"_s, u"local_epochs"_s,
                       u"batch_size"_s, u"optimizer"_s, u"aggregation"_s, u"target_accuracy"_s,
                       u"max_epochs"_s, u"deadline_seconds"_s, u"replication"_s, u"seed"_s,
-                      u"overlap_epochs"_s, u"speed_aware"_s, u"upload"_s, u"download"_s});
+                      u"overlap_epochs"_s, u"speed_aware"_s, u"upload"_s, u"download"_s, u"initial_weights"_s});
 
     JobSpec spec;
     fields.readString(u"name", spec.name, Need::Required, kMaxNameLength);
@@ -355,6 +355,7 @@ Result<JobSpec> JobSpec::fromJson(const QJsonObject& json)
     qint64 seed = 0;
     if (fields.readInt64(u"seed", seed, kSeed))
         spec.seed = quint64(seed);
+    fields.readString(u"initial_weights", spec.initialWeights);
 
     if (fields.ok() && spec.download.sparse() && !spec.aggregation.usesPseudoGradients())
         fields.fail(u"download", u"a density below 1 needs a rule that folds pseudo-gradients (fedbuff, "
@@ -407,6 +408,8 @@ QJsonObject JobSpec::toJson() const
     };
     if (limitTrain)
         json.insert(u"limit_train"_s, *limitTrain);
+    if (!initialWeights.isEmpty())
+        json.insert(u"initial_weights"_s, initialWeights);
     return json;
 }
 

@@ -161,6 +161,9 @@ struct JobSpec
     DownloadSpec download;       // default: every publication changes every value
     int replication = 1;         // 1..16
     quint64 seed = 42;           // 0..2^53, the largest integer a JSON number holds exactly
+    // A safetensors file the training starts from (fine-tuning, transfer learning) instead of seeded random
+    // weights; the coordinator checks it against the model's names, shapes and types at import.
+    QString initialWeights;
 
     static Result<JobSpec> fromJson(const QJsonObject& json);
     // Parses JSON text, naming the offset of a syntax error ("job spec is not valid JSON: ... at offset 17").
