@@ -77,6 +77,14 @@ void TestCsvReader::namedClassesFollowTheTrainingFile()
     QVERIFY(!refused);
     QVERIFY2(refused.error().contains(QStringLiteral("row 1: label \"iris-nova\" is not one of the training file's classes")),
              qPrintable(refused.error()));
+    // A column of identifiers taken for the label: refused once it passes the label limit, naming the column.
+    QByteArray ids("a,id\n");
+    for (qint64 i = 0; i <= Dataset::kLabelLimit; ++i)
+        ids += "1,row-" + QByteArray::number(i) + "\n";
+    auto tooMany = Csv::read(write(*dir, QStringLiteral("ids.csv"), ids), QStringLiteral("id"));
+    QVERIFY(!tooMany);
+    QVERIFY2(tooMany.error().contains(QStringLiteral("the label column \"id\" holds more than 100000 different names")),
+             qPrintable(tooMany.error()));
     const QString otherColumns = write(*dir, QStringLiteral("other.csv"), "b,species\n5,setosa\n");
     auto columns = Csv::readPair(train, otherColumns, QStringLiteral("species"));
     QVERIFY(!columns);

@@ -200,6 +200,14 @@ void TestNumPyReader::refusesDamagedArchives()
         (void)NumPy::parseNpz(changed, QStringLiteral("changed.npz"));
     }
     QVERIFY(!NumPy::parseNpz(QByteArray("PK\x05\x06", 4), QStringLiteral("tiny.npz")));
+    // A member that claims to inflate to 1 GiB from a few hundred bytes: refused before anything is allocated.
+    QByteArray liar = deflated;
+    const qsizetype entry = liar.indexOf("PK\x01\x02");
+    QVERIFY(entry > 0);
+    liar.replace(entry + 24, 4, QByteArray("\x00\x00\x00\x40", 4));
+    auto lie = NumPy::parseNpz(liar, QStringLiteral("liar.npz"));
+    QVERIFY(!lie);
+    QVERIFY2(lie.error().contains(QStringLiteral("more than deflate can")), qPrintable(lie.error()));
 }
 
 void TestNumPyReader::loadsDatasets()

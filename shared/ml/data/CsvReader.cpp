@@ -1,6 +1,7 @@
 #include "ml/data/CsvReader.h"
 
 #include <QFile>
+#include <QHash>
 #include <QSet>
 
 #include <algorithm>
@@ -171,13 +172,22 @@ Result<Table> read(const QString& path, const QString& labelColumn, const QStrin
             table.classes = *classes;
         } else {
             QSet<QString> distinct;
-            for (const QByteArray& label : labels)
+            for (const QByteArray& label : labels) {
                 distinct.insert(QString::fromUtf8(label));
+                if (distinct.size() > Dataset::kLabelLimit)
+                    return fail(QStringLiteral("%1: the label column \"%2\" holds more than %3 different names; is it "
+                                               "the right column?")
+                                    .arg(path, labelColumn)
+                                    .arg(Dataset::kLabelLimit));
+            }
             table.classes = QStringList(distinct.begin(), distinct.end());
             table.classes.sort();
         }
+        QHash<QString, qint64> numberOf; // one lookup a row, not a scan of the classes
+        for (qsizetype i = 0; i < table.classes.size(); ++i)
+            numberOf.insert(table.classes[i], i);
         for (qsizetype row = 0; row < labels.size(); ++row) {
-            const qsizetype number = table.classes.indexOf(QString::fromUtf8(labels[row]));
+            const qint64 number = numberOf.value(QString::fromUtf8(labels[row]), -1);
             if (number < 0)
                 return fail(QStringLiteral("%1 row %2: label \"%3\" is not one of the training file's classes (%4)")
                                 .arg(path)

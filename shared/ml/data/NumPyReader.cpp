@@ -352,6 +352,13 @@ Result<TensorBundle> parseNpz(QByteArrayView archive, const QString& what, qint6
             if (packed != unpacked)
                 return bad(QStringLiteral("member %1 is stored with two different sizes").arg(member));
         } else if (method == 8) {
+            // Deflate cannot shrink data more than about 1032 to 1: a larger claim is a lie told to make this
+            // reader allocate, refused before anything is allocated.
+            if (unpacked > packed * 1100 + 1024)
+                return bad(QStringLiteral("member %1 claims to inflate %2 bytes to %3, more than deflate can")
+                               .arg(member)
+                               .arg(packed)
+                               .arg(unpacked));
             inflated.resize(qsizetype(unpacked));
             z_stream stream{};
             if (inflateInit2(&stream, -MAX_WBITS) != Z_OK)
