@@ -115,11 +115,9 @@ Result<DatasetSpec> DatasetSpec::fromJson(const QJsonObject& json, const QString
         fields.readString(u"dir", spec.dir, Need::Required);
         break;
     case Format::SafeTensors:
-        fields.readString(u"train", spec.train, Need::Required);
-        fields.readString(u"test", spec.test, testNeed);
-        break;
     case Format::Npz:
-        if (fields.has(u"file")) {
+    case Format::Csv:
+        if (spec.format == Format::Npz && fields.has(u"file")) {
             fields.refuse(u"train", u"goes with \"test\" instead of \"file\""_s);
             fields.refuse(u"test", u"goes with \"train\" instead of \"file\""_s);
             fields.readString(u"file", spec.file, Need::Required);
@@ -127,11 +125,8 @@ Result<DatasetSpec> DatasetSpec::fromJson(const QJsonObject& json, const QString
             fields.readString(u"train", spec.train, Need::Required);
             fields.readString(u"test", spec.test, testNeed);
         }
-        break;
-    case Format::Csv:
-        fields.readString(u"train", spec.train, Need::Required);
-        fields.readString(u"test", spec.test, testNeed);
-        fields.readString(u"label", spec.label, Need::Required);
+        if (spec.format == Format::Csv)
+            fields.readString(u"label", spec.label, Need::Required);
         break;
     }
     if (!fields.ok())
@@ -158,24 +153,13 @@ QJsonObject DatasetSpec::toJson() const
         json.insert(u"test_labels"_s, testLabels);
         break;
     case Format::SafeTensors:
-        json.insert(u"train"_s, train);
-        if (!test.isEmpty())
-            json.insert(u"test"_s, test);
-        break;
     case Format::Npz:
-        if (!file.isEmpty()) {
-            json.insert(u"file"_s, file);
-        } else {
-            json.insert(u"train"_s, train);
-            if (!test.isEmpty())
-                json.insert(u"test"_s, test);
-        }
-        break;
     case Format::Csv:
-        json.insert(u"train"_s, train);
-        if (!test.isEmpty())
-            json.insert(u"test"_s, test);
-        json.insert(u"label"_s, label);
+        // fromJson sets only the fields of the format (and "test" only when no test_fraction holds it out).
+        for (const auto& [key, value] :
+             {std::pair{u"train"_s, train}, std::pair{u"test"_s, test}, std::pair{u"file"_s, file}, std::pair{u"label"_s, label}})
+            if (!value.isEmpty())
+                json.insert(key, value);
         break;
     }
     return json;

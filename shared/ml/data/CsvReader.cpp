@@ -217,6 +217,8 @@ Result<DatasetSplit> readPair(const QString& trainPath, const QString& testPath,
     auto train = read(trainPath, labelColumn);
     if (!train)
         return fail(train.error());
+    if (testPath.isEmpty())
+        return DatasetSplit{std::move(train->data), {}};
     auto test = read(testPath, labelColumn, &train->classes);
     if (!test)
         return fail(test.error());

@@ -26,7 +26,8 @@ struct Table
 // training file): names are numbered as there, and integer labels must be integers there too.
 Result<Table> read(const QString& path, const QString& labelColumn, const QStringList* classes = nullptr);
 
-// Training and test files of one table: the test file must have the training file's columns.
+// Training and test files of one table: the test file must have the training file's columns. An empty
+// `testPath` reads the training file alone (a test_fraction holds the test set out of it).
 Result<DatasetSplit> readPair(const QString& trainPath, const QString& testPath, const QString& labelColumn);
 
 } // namespace gleaner::ml::Csv

@@ -94,6 +94,21 @@ Result<Dataset> loadNpzPair(const QString& path)
     return datasetFromArrays(*arrays, QStringLiteral("x"), QStringLiteral("y"), path);
 }
 
+// The spec's "train" and "test" files, each read by `load`; without "test" (test_fraction) the test set is held
+// out of the training set afterwards.
+Result<DatasetSplit> trainAndTest(const DatasetSpec& spec, Result<Dataset> (*load)(const QString&))
+{
+    auto train = load(spec.train);
+    if (!train)
+        return fail(train.error());
+    if (spec.test.isEmpty())
+        return DatasetSplit{std::move(*train), {}};
+    auto test = load(spec.test);
+    if (!test)
+        return fail(test.error());
+    return DatasetSplit{std::move(*train), std::move(*test)};
+}
+
 Result<DatasetSplit> loadAny(const DatasetSpec& spec)
 {
     switch (spec.format) {
@@ -110,17 +125,8 @@ Result<DatasetSplit> loadAny(const DatasetSpec& spec)
     }
     case DatasetSpec::Format::Cifar10:
         return Cifar10::importDirectory(spec.dir);
-    case DatasetSpec::Format::SafeTensors: {
-        auto train = loadSafeTensors(spec.train);
-        if (!train)
-            return fail(train.error());
-        if (spec.test.isEmpty()) // test_fraction: held out below
-            return DatasetSplit{std::move(*train), {}};
-        auto test = loadSafeTensors(spec.test);
-        if (!test)
-            return fail(test.error());
-        return DatasetSplit{std::move(*train), std::move(*test)};
-    }
+    case DatasetSpec::Format::SafeTensors:
+        return trainAndTest(spec, loadSafeTensors);
     case DatasetSpec::Format::Npz: {
         if (!spec.file.isEmpty()) {
             auto arrays = NumPy::loadNpz(spec.file);
@@ -134,23 +140,9 @@ Result<DatasetSplit> loadAny(const DatasetSpec& spec)
                 return fail(test.error());
             return DatasetSplit{std::move(*train), std::move(*test)};
         }
-        auto train = loadNpzPair(spec.train);
-        if (!train)
-            return fail(train.error());
-        if (spec.test.isEmpty())
-            return DatasetSplit{std::move(*train), {}};
-        auto test = loadNpzPair(spec.test);
-        if (!test)
-            return fail(test.error());
-        return DatasetSplit{std::move(*train), std::move(*test)};
+        return trainAndTest(spec, loadNpzPair);
     }
     case DatasetSpec::Format::Csv:
-        if (spec.test.isEmpty()) {
-            auto table = Csv::read(spec.train, spec.label);
-            if (!table)
-                return fail(table.error());
-            return DatasetSplit{std::move(table->data), {}};
-        }
         return Csv::readPair(spec.train, spec.test, spec.label);
     }
     return fail(QStringLiteral("unknown dataset format"));
