@@ -125,6 +125,8 @@ public:
     QStringList commands() const override;
     Result<QJsonObject> handle(const QString& command, const QJsonObject& args) override;
     QJsonObject status() const;
+    // The status's "state" alone, without building the whole object.
+    const QString& state() const { return m_state; }
 
     const DaemonOptions& options() const { return m_options; }
     // The organisation's policy file in force (empty: none).

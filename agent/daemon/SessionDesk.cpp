@@ -37,7 +37,7 @@ Result<QJsonObject> SessionDesk::handleFrom(const QString& cmd, const QJsonObjec
                                                   args.value(QStringLiteral("source")).toString());
         if (!recorded)
             return fail(recorded.error());
-        return QJsonObject{{QStringLiteral("state"), m_daemon.status().value(QStringLiteral("state"))}};
+        return QJsonObject{{QStringLiteral("state"), m_daemon.state()}};
     }
     if (cmd == u"status") {
         QJsonObject status = m_daemon.status();
