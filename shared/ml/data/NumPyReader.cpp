@@ -1,8 +1,8 @@
 #include "ml/data/NumPyReader.h"
 
-#include <QFile>
+#include "format/ZipArchive.h"
 
-#include <zlib.h>
+#include <QFile>
 
 #include <cstring>
 #include <optional>
@@ -190,7 +190,6 @@ QString refusedDescr(const QString& descr)
 
 quint32 le16(const uchar* p) { return quint32(p[0]) | quint32(p[1]) << 8; }
 quint32 le32(const uchar* p) { return le16(p) | quint32(le16(p + 2)) << 16; }
-quint64 le64(const uchar* p) { return quint64(le32(p)) | quint64(le32(p + 4)) << 32; }
 
 } // namespace
 
@@ -258,155 +257,26 @@ Result<TensorBundle> loadNpy(const QString& path, const QString& name)
 
 Result<TensorBundle> parseNpz(QByteArrayView archive, const QString& what, qint64 maxBytes)
 {
-    const auto bad = [&](const QString& why) { return Error{QStringLiteral("%1: %2").arg(what, why)}; };
-    const auto* base = reinterpret_cast<const uchar*>(archive.data());
-    const qint64 size = archive.size();
-    const auto within = [size](qint64 at, qint64 length) { return at >= 0 && length >= 0 && at <= size && length <= size - at; };
-
-    // The end-of-central-directory record: the last 22 bytes, or before a comment of up to 65,535 bytes.
-    qint64 eocd = -1;
-    for (qint64 at = size - 22; at >= 0 && at >= size - 22 - 65535; --at)
-        if (le32(base + at) == 0x06054b50u && at + 22 + qint64(le16(base + at + 20)) <= size) {
-            eocd = at;
-            break;
-        }
-    if (eocd < 0)
-        return bad(QStringLiteral("is not a .npz file (no ZIP directory at its end)"));
-    if (le16(base + eocd + 4) != 0 || le16(base + eocd + 6) != 0)
-        return bad(QStringLiteral("is a ZIP archive split over several files"));
-    quint64 entries = le16(base + eocd + 10);
-    quint64 directorySize = le32(base + eocd + 12);
-    quint64 directoryOffset = le32(base + eocd + 16);
-    if (entries == 0xffff || directorySize == 0xffffffffu || directoryOffset == 0xffffffffu) {
-        // ZIP64: a locator just before the record points at the 64-bit record.
-        if (eocd < 20 || le32(base + eocd - 20) != 0x07064b50u)
-            return bad(QStringLiteral("has a ZIP64 directory without its locator"));
-        const quint64 record = le64(base + eocd - 20 + 8);
-        if (!within(qint64(std::min<quint64>(record, quint64(size))), 56) || le32(base + record) != 0x06064b50u)
-            return bad(QStringLiteral("has a ZIP64 directory record out of place"));
-        entries = le64(base + record + 32);
-        directorySize = le64(base + record + 40);
-        directoryOffset = le64(base + record + 48);
-    }
-    if (directoryOffset > quint64(size) || directorySize > quint64(size) - directoryOffset)
-        return bad(QStringLiteral("has a ZIP directory outside the file (truncated?)"));
-    if (entries > 100000)
-        return bad(QStringLiteral("has %1 members; a dataset has a few").arg(entries));
-
+    auto members = Zip::directory(archive, what, QStringLiteral("a .npz file"), 100000);
+    if (!members)
+        return fail(members.error());
     TensorBundle bundle;
-    qint64 at = qint64(directoryOffset);
-    const qint64 directoryEnd = qint64(directoryOffset + directorySize);
     qint64 inflatedTotal = 0;
-    for (quint64 i = 0; i < entries; ++i) {
-        if (!within(at, 46) || at + 46 > directoryEnd || le32(base + at) != 0x02014b50u)
-            return bad(QStringLiteral("has a damaged ZIP directory (entry %1)").arg(i));
-        const quint32 flags = le16(base + at + 8);
-        const quint32 method = le16(base + at + 10);
-        const quint32 crc = le32(base + at + 16);
-        quint64 packed = le32(base + at + 20);
-        quint64 unpacked = le32(base + at + 24);
-        const qint64 nameLength = le16(base + at + 28);
-        const qint64 extraLength = le16(base + at + 30);
-        const qint64 commentLength = le16(base + at + 32);
-        quint64 local = le32(base + at + 42);
-        const qint64 next = at + 46 + nameLength + extraLength + commentLength;
-        if (next > directoryEnd)
-            return bad(QStringLiteral("has a damaged ZIP directory (entry %1)").arg(i));
-        const QString member = QString::fromUtf8(reinterpret_cast<const char*>(base + at + 46), nameLength);
-        // ZIP64 sizes and offset, for the fields marked 0xffffffff, in this order.
-        for (qint64 e = at + 46 + nameLength; e + 4 <= at + 46 + nameLength + extraLength;) {
-            const quint32 id = le16(base + e);
-            const qint64 length = le16(base + e + 2);
-            if (e + 4 + length > at + 46 + nameLength + extraLength)
-                return bad(QStringLiteral("member %1 has a damaged extra field").arg(member));
-            if (id == 0x0001) {
-                qint64 field = e + 4;
-                for (quint64* value : {&unpacked, &packed, &local}) {
-                    if (*value != 0xffffffffu)
-                        continue;
-                    if (field + 8 > e + 4 + length)
-                        return bad(QStringLiteral("member %1 has a short ZIP64 field").arg(member));
-                    *value = le64(base + field);
-                    field += 8;
-                }
-            }
-            e += 4 + length;
-        }
-        at = next;
-        if (flags & 1)
-            return bad(QStringLiteral("member %1 is encrypted").arg(member));
-        if (!member.endsWith(QStringLiteral(".npy")) || member.size() == 4)
-            return bad(QStringLiteral("member %1 is not an .npy array; a .npz holds only those").arg(member));
-        if (local > quint64(size) || !within(qint64(local), 30) || le32(base + local) != 0x04034b50u)
-            return bad(QStringLiteral("member %1's local header is out of place (truncated?)").arg(member));
-        const qint64 dataAt = qint64(local) + 30 + le16(base + local + 26) + le16(base + local + 28);
-        if (packed > quint64(size) || !within(dataAt, qint64(packed)))
-            return bad(QStringLiteral("member %1 runs past the end of the file (truncated?)").arg(member));
-        if (unpacked > quint64(maxBytes - inflatedTotal))
-            return bad(QStringLiteral("member %1 would inflate past the %2 bytes allowed").arg(member).arg(maxBytes));
-        inflatedTotal += qint64(unpacked);
-
+    for (const Zip::Member& member : *members) {
+        if (!member.name.endsWith(QStringLiteral(".npy")) || member.name.size() == 4)
+            return fail(QStringLiteral("%1: member %2 is not an .npy array; a .npz holds only those").arg(what, member.name));
+        if (member.unpacked > quint64(maxBytes - inflatedTotal))
+            return fail(QStringLiteral("%1: member %2 would inflate past the %3 bytes allowed")
+                            .arg(what, member.name)
+                            .arg(maxBytes));
+        inflatedTotal += qint64(member.unpacked);
         QByteArray inflated;
-        QByteArrayView data(reinterpret_cast<const char*>(base + dataAt), qsizetype(packed));
-        if (method == 0) {
-            if (packed != unpacked)
-                return bad(QStringLiteral("member %1 is stored with two different sizes").arg(member));
-        } else if (method == 8) {
-            // Deflate cannot shrink data more than about 1032 to 1: a larger claim is a lie told to make this
-            // reader allocate, refused before anything is allocated.
-            if (unpacked > packed * 1100 + 1024)
-                return bad(QStringLiteral("member %1 claims to inflate %2 bytes to %3, more than deflate can")
-                               .arg(member)
-                               .arg(packed)
-                               .arg(unpacked));
-            inflated.resize(qsizetype(unpacked));
-            z_stream stream{};
-            if (inflateInit2(&stream, -MAX_WBITS) != Z_OK)
-                return bad(QStringLiteral("cannot start zlib"));
-            stream.next_in = const_cast<Bytef*>(reinterpret_cast<const Bytef*>(data.data()));
-            stream.avail_in = uInt(std::min<quint64>(packed, 0xffffffffu));
-            stream.next_out = reinterpret_cast<Bytef*>(inflated.data());
-            stream.avail_out = uInt(std::min<quint64>(unpacked, 0xffffffffu));
-            int status = Z_OK;
-            quint64 fedIn = stream.avail_in, fedOut = stream.avail_out;
-            while (status == Z_OK) {
-                status = inflate(&stream, Z_NO_FLUSH);
-                if (status == Z_OK && stream.avail_in == 0 && fedIn < packed) {
-                    const quint64 more = std::min<quint64>(packed - fedIn, 0xffffffffu);
-                    stream.avail_in = uInt(more);
-                    fedIn += more;
-                }
-                if (status == Z_OK && stream.avail_out == 0 && fedOut < unpacked) {
-                    const quint64 more = std::min<quint64>(unpacked - fedOut, 0xffffffffu);
-                    stream.avail_out = uInt(more);
-                    fedOut += more;
-                } else if (status == Z_OK && stream.avail_out == 0) {
-                    break; // full: only the end of the stream may follow
-                }
-            }
-            if (status == Z_OK) // the buffer is full: the stream must end here
-                status = inflate(&stream, Z_FINISH);
-            const quint64 produced = stream.total_out;
-            inflateEnd(&stream);
-            if (status != Z_STREAM_END || produced != unpacked)
-                return bad(QStringLiteral("member %1 does not inflate to its declared %2 bytes").arg(member).arg(unpacked));
-            data = inflated;
-        } else {
-            return bad(QStringLiteral("member %1 is compressed with ZIP method %2; np.savez and np.savez_compressed "
-                                      "write 0 and 8")
-                           .arg(member)
-                           .arg(method));
-        }
-        uLong sum = crc32(0L, Z_NULL, 0);
-        for (qint64 done = 0; done < data.size();) {
-            const qint64 chunk = std::min<qint64>(data.size() - done, 1 << 30);
-            sum = crc32(sum, reinterpret_cast<const Bytef*>(data.data() + done), uInt(chunk));
-            done += chunk;
-        }
-        if (quint32(sum) != crc)
-            return bad(QStringLiteral("member %1 fails its CRC-32 check (damaged)").arg(member));
-        const QString name = member.chopped(4);
-        if (const Status parsed = parseNpyInto(bundle, name, data, QStringLiteral("%1 member %2").arg(what, member)); !parsed)
+        auto data = Zip::read(archive, member, what, inflated);
+        if (!data)
+            return fail(data.error());
+        const QString name = member.name.chopped(4);
+        if (const Status parsed = parseNpyInto(bundle, name, *data, QStringLiteral("%1 member %2").arg(what, member.name));
+            !parsed)
             return Error{parsed.error()};
     }
     return bundle;
