@@ -11,16 +11,16 @@ namespace {
 class EvalMode
 {
 public:
-    explicit EvalMode(torch::nn::Module& module) : m_module(module), m_wasTraining(module.is_training())
+    explicit EvalMode(Network& net) : m_net(net), m_wasTraining(net.isTraining())
     {
-        m_module.eval();
+        m_net.train(false);
     }
     EvalMode(const EvalMode&) = delete;
     EvalMode& operator=(const EvalMode&) = delete;
-    ~EvalMode() { m_module.train(m_wasTraining); }
+    ~EvalMode() { m_net.train(m_wasTraining); }
 
 private:
-    torch::nn::Module& m_module;
+    Network& m_net;
     bool m_wasTraining;
 };
 
@@ -43,7 +43,7 @@ Result<Evaluation> Evaluator::evaluate(Model& model, const Dataset& data, int ba
             return fail(x ? y.error() : x.error());
 
         torch::NoGradGuard noGrad;
-        const EvalMode evalMode(*net.module);
+        const EvalMode evalMode(*net.net);
         Evaluation result;
         double lossSum = 0.0;
         const qint64 count = data.size();

@@ -10,6 +10,12 @@ namespace gleaner::ml {
 
 Q_LOGGING_CATEGORY(lcMl, "gleaner.ml")
 
+std::mutex& generatorLock()
+{
+    static std::mutex lock;
+    return lock;
+}
+
 Model::Model(std::unique_ptr<Impl> impl) : d(std::move(impl)) {}
 Model::Model(Model&&) noexcept = default;
 Model& Model::operator=(Model&&) noexcept = default;
@@ -25,9 +31,8 @@ Result<Model> Model::create(const ModelSpec& spec, quint64 seed, const QString& 
         // keeps "same spec and seed, same weights" while other threads create models too (the coordinator
         // validates on one thread while it sets up a job on another). Building on the CPU before the move
         // gives the same weights on every device.
-        static std::mutex generatorLock;
         auto built = [&] {
-            const std::lock_guard lock(generatorLock);
+            const std::lock_guard lock(generatorLock());
             torch::manual_seed(seed);
             return buildNetwork(spec);
         }();
@@ -35,7 +40,7 @@ Result<Model> Model::create(const ModelSpec& spec, quint64 seed, const QString& 
             return fail(built.error());
         auto impl = std::make_unique<Impl>(std::move(*built));
         impl->device = torch::Device(resolved->toStdString());
-        impl->module->to(impl->device);
+        impl->net->to(impl->device);
         return Model(std::move(impl));
     };
     return guarded(QStringLiteral("building the %1 model").arg(architectureName(spec.arch)), create);
@@ -54,7 +59,7 @@ QString Model::device() const
 qint64 Model::parameterCount() const
 {
     qint64 total = 0;
-    for (const auto& p : d->module->parameters())
+    for (const auto& [name, p] : d->net->parameters())
         total += p.numel();
     return total;
 }
@@ -63,7 +68,7 @@ Result<TensorBundle> exportWeights(const Model::Impl& impl)
 {
     return guarded(QStringLiteral("reading the model's weights"), [&]() -> Result<TensorBundle> {
         TensorBundle bundle;
-        for (const auto& [name, tensor] : namedWeights(*impl.module))
+        for (const auto& [name, tensor] : namedWeights(*impl.net))
             if (const Status added = addTensor(bundle, QString::fromStdString(name), tensor); !added)
                 return fail(added.error());
         return bundle;
@@ -83,10 +88,15 @@ TensorBundle Model::weights() const
     return {};
 }
 
+Status Model::saveTorchScript(const QString& path) const
+{
+    return guarded(QStringLiteral("writing the TorchScript archive %1").arg(path), [&] { return d->net->save(path); });
+}
+
 Status Model::setWeights(const TensorBundle& weights)
 {
     const auto load = [&]() -> Status {
-        const auto named = namedWeights(*d->module);
+        const auto named = namedWeights(*d->net);
         for (const auto& entry : weights.entries()) {
             const std::string key = entry.name.toStdString();
             if (std::none_of(named.begin(), named.end(), [&](const auto& item) { return item.first == key; }))

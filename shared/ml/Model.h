@@ -1,5 +1,6 @@
 #pragma once
-// A network of Gleaner's model zoo, built from a ModelSpec with seeded, deterministic initialisation.
+// A network of Gleaner's model zoo, built from a ModelSpec with seeded, deterministic initialisation, or a
+// TorchScript program loaded from its archive after its operators were checked (the spec's "torchscript").
 // Its weights go in and out as a TensorBundle named the way torch names them ("stem.conv.weight",
 // "stage1.block0.bn1.running_mean"): parameters and buffers alike, so BatchNorm statistics travel with the
 // weights on purpose. The header is torch-free (pimpl) so the rest of the tree never compiles torch.
@@ -38,6 +39,9 @@ public:
     // Every tensor of the model must be present with the same shape; unknown names are refused, so weights of
     // another architecture never load half-way. The bundle's dtypes may be any floating type.
     Status setWeights(const TensorBundle& weights);
+    // TorchScript models only: writes the program with the current weights as an archive PyTorch loads with
+    // torch.jit.load.
+    Status saveTorchScript(const QString& path) const;
 
     struct Impl; // defined in TorchInternals.h, for gleaner_ml's own .cpp files
     Impl& impl() { return *d; }

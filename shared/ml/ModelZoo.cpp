@@ -199,9 +199,43 @@ double plannedParameters(const ModelSpec& spec)
         }
         return total + 2.0 * channels + linear(channels, spec.numClasses);
     }
+    case Architecture::TorchScript: // its size is in the archive, which loadScript() bounds
+        return 0.0;
     }
     return 0.0;
 }
+
+// A network of the zoo: a C++ module and its forward function.
+class ZooNetwork final : public Network
+{
+public:
+    template <typename Net>
+    explicit ZooNetwork(Net net) : m_module(net.ptr()), m_forward([net](const torch::Tensor& x) mutable { return net->forward(x); })
+    {
+    }
+    torch::Tensor forward(const torch::Tensor& input) override { return m_forward(input); }
+    void train(bool on) override { m_module->train(on); }
+    bool isTraining() const override { return m_module->is_training(); }
+    NamedTensors parameters() const override
+    {
+        NamedTensors out;
+        for (const auto& item : m_module->named_parameters(/*recurse=*/true))
+            out.emplace_back(item.key(), item.value());
+        return out;
+    }
+    NamedTensors buffers() const override
+    {
+        NamedTensors out;
+        for (const auto& item : m_module->named_buffers(/*recurse=*/true))
+            out.emplace_back(item.key(), item.value());
+        return out;
+    }
+    void to(const torch::Device& device) override { m_module->to(device); }
+
+private:
+    std::shared_ptr<torch::nn::Module> m_module;
+    std::function<torch::Tensor(const torch::Tensor&)> m_forward;
+};
 
 } // namespace
 
@@ -233,22 +267,21 @@ Result<Model::Impl> buildNetwork(const ModelSpec& spec)
     switch (spec.arch) {
     case Architecture::Mlp: {
         Mlp net(product(spec.inputShape), spec.hidden, spec.numClasses);
-        impl.module = net.ptr();
-        impl.forward = [net](const torch::Tensor& x) mutable { return net->forward(x); };
+        impl.net = std::make_unique<ZooNetwork>(net);
         return impl;
     }
     case Architecture::Cnn: {
         Cnn net(spec.inputShape, spec.channels, spec.hidden, spec.numClasses);
-        impl.module = net.ptr();
-        impl.forward = [net](const torch::Tensor& x) mutable { return net->forward(x); };
+        impl.net = std::make_unique<ZooNetwork>(net);
         return impl;
     }
     case Architecture::ResNet: {
         PreActResNet net(spec.inputShape, spec.depth, spec.width, spec.numClasses);
-        impl.module = net.ptr();
-        impl.forward = [net](const torch::Tensor& x) mutable { return net->forward(x); };
+        impl.net = std::make_unique<ZooNetwork>(net);
         return impl;
     }
+    case Architecture::TorchScript:
+        return loadScript(spec);
     }
     return fail(QStringLiteral("unknown architecture"));
 }

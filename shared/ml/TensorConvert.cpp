@@ -138,13 +138,11 @@ Status addTensor(TensorBundle& bundle, const QString& name, const torch::Tensor&
     return {};
 }
 
-std::vector<std::pair<std::string, torch::Tensor>> namedWeights(const torch::nn::Module& module)
+NamedTensors namedWeights(const Network& net)
 {
-    std::vector<std::pair<std::string, torch::Tensor>> out;
-    for (const auto& item : module.named_parameters(/*recurse=*/true))
-        out.emplace_back(item.key(), item.value());
-    for (const auto& item : module.named_buffers(/*recurse=*/true))
-        out.emplace_back(item.key(), item.value());
+    NamedTensors out = net.parameters();
+    NamedTensors buffers = net.buffers();
+    out.insert(out.end(), std::make_move_iterator(buffers.begin()), std::make_move_iterator(buffers.end()));
     return out;
 }
 

@@ -12,6 +12,7 @@
 #include <QLoggingCategory>
 
 #include <functional>
+#include <mutex>
 #include <new>
 #include <string>
 #include <vector>
@@ -61,18 +62,55 @@ template <typename T, typename F> T guardedOr(const QString& what, T fallback, F
     return fallback;
 }
 
+using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
+
+// What a Model needs from its network, whichever kind it is: a zoo module built in C++ (ModelZoo.cpp) or a
+// TorchScript program (ScriptModel.cpp). The Trainer, the Evaluator, checkpoints and weight transfer go through
+// this alone, so both kinds train in the same loop.
+class Network
+{
+public:
+    virtual ~Network() = default;
+    // Logits [B, num_classes] for a batch [B, ...input_shape].
+    virtual torch::Tensor forward(const torch::Tensor& input) = 0;
+    virtual void train(bool on) = 0;
+    virtual bool isTraining() const = 0;
+    // Named as PyTorch's state_dict names them, in the module's order.
+    virtual NamedTensors parameters() const = 0;
+    virtual NamedTensors buffers() const = 0;
+    virtual void to(const torch::Device& device) = 0;
+    // Whether forward() in training mode may draw from torch's default generator (dropout in a TorchScript
+    // program). The Trainer then seeds that generator for each mini-batch, so a resumed run draws what an
+    // uninterrupted one would.
+    virtual bool drawsRandomness() const { return false; }
+    // Writes the network, with its current weights, as a TorchScript archive.
+    virtual Status save(const QString& path) const
+    {
+        return fail(QStringLiteral("%1: only a TorchScript model can be written as a TorchScript archive").arg(path));
+    }
+};
+
+// torch's default generator is process-wide: whoever seeds it and then draws holds this lock meanwhile.
+std::mutex& generatorLock();
+
 struct Model::Impl
 {
     ModelSpec spec;
     torch::Device device{torch::kCPU};
-    std::shared_ptr<torch::nn::Module> module;                  // owns parameters and buffers
-    std::function<torch::Tensor(const torch::Tensor&)> forward; // logits for a batch [B, ...input_shape]
+    std::unique_ptr<Network> net; // owns parameters and buffers
+
+    torch::Tensor forward(const torch::Tensor& input) { return net->forward(input); }
 };
 
 // Builds the network of a spec (ModelZoo.cpp). Initialisation draws from torch's default generator, which the
 // caller seeds (under Model::create's lock). Refuses a spec whose parameters would not fit in memory before
 // allocating anything.
 Result<Model::Impl> buildNetwork(const ModelSpec& spec);
+
+// Loads the TorchScript archive of a spec (ScriptModel.cpp) after checking it: the file must be a TorchScript
+// archive, define no code that runs while it loads, and call only operators of the allowlist; a forward pass on a
+// zero batch must give [B, num_classes] logits. Every refusal names the archive and the cause.
+Result<Model::Impl> loadScript(const ModelSpec& spec);
 
 // Whether `data` can be fed to a model of `spec` (ModelZoo.cpp), checked before any tensor is touched: it
 // holds samples; one sample has exactly the shape input_shape (for mlp, which flattens, the same number of
@@ -98,8 +136,8 @@ Result<torch::Tensor> constView(const TensorBundle& bundle, const TensorEntry& e
 Result<torch::Tensor> viewTensor(TensorBundle& bundle, const TensorEntry& entry);
 Status addTensor(TensorBundle& bundle, const QString& name, const torch::Tensor& tensor);
 
-// The named tensors of a module that make up its weights: parameters, then buffers.
-std::vector<std::pair<std::string, torch::Tensor>> namedWeights(const torch::nn::Module& module);
+// The named tensors of a network that make up its weights: parameters, then buffers.
+NamedTensors namedWeights(const Network& net);
 
 // SGD with momentum and Adam with their state as named tensors, so a checkpoint holds them in the same
 // safetensors file as the weights and resumes bit-exactly on libtorch 1.13 and 2.x alike

@@ -143,10 +143,7 @@ public:
 private:
     static std::vector<std::pair<std::string, torch::Tensor>> namedParameters(Model& model)
     {
-        std::vector<std::pair<std::string, torch::Tensor>> out;
-        for (const auto& item : model.impl().module->named_parameters(true))
-            out.emplace_back(item.key(), item.value());
-        return out;
+        return model.impl().net->parameters();
     }
 
     Status writeCheckpoint();
@@ -162,7 +159,7 @@ private:
 Status Run::writeCheckpoint()
 {
     TensorBundle bundle;
-    for (const auto& [name, tensor] : namedWeights(*m_model.impl().module))
+    for (const auto& [name, tensor] : namedWeights(*m_model.impl().net))
         if (auto s = addTensor(bundle, Checkpoint::modelPrefix() + QString::fromStdString(name), tensor); !s)
             return s;
     if (auto s = m_optimizer.exportState(bundle, Checkpoint::optimizerPrefix()); !s)
@@ -179,7 +176,7 @@ Status Run::writeCheckpoint()
 Result<TrainOutcome> Run::execute(const TrainHooks& hooks)
 {
     Model::Impl& net = m_model.impl();
-    net.module->train();
+    net.net->train(true);
 
     // Read-only views of the shard on the CPU (batches are gathered with index_select, which copies only the
     // batch); one copy to the device on CUDA.
@@ -223,7 +220,17 @@ Result<TrainOutcome> Run::execute(const TrainHooks& hooks)
             const torch::Tensor target = labels.index_select(0, index);
 
             m_optimizer.zeroGrad();
-            const torch::Tensor loss = torch::nn::functional::cross_entropy(net.forward(input), target);
+            torch::Tensor logits;
+            if (net.net->drawsRandomness()) {
+                // Dropout's masks depend on the subtask's seed and the mini-batch alone, as the data order does.
+                const std::lock_guard lock(generatorLock());
+                torch::manual_seed(m_request.seed * 0xD1B54A32D192ED03ULL + quint64(epoch) * 0x9E3779B97F4A7C15ULL +
+                                   quint64(batch) + 1);
+                logits = net.forward(input);
+            } else {
+                logits = net.forward(input);
+            }
+            const torch::Tensor loss = torch::nn::functional::cross_entropy(logits, target);
             loss.backward();
             const double lossValue = loss.item<double>();
             if (!std::isfinite(lossValue))

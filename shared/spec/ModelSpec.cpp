@@ -3,6 +3,7 @@
 #include "spec/JsonFields.h"
 
 #include <QJsonArray>
+#include <QRegularExpression>
 
 using namespace Qt::StringLiterals;
 
@@ -12,7 +13,7 @@ namespace {
 // In the order of the Architecture enumerators, so an index from readChoice() converts directly.
 const QStringList& architectureNames()
 {
-    static const QStringList names{u"mlp"_s, u"cnn"_s, u"resnet"_s};
+    static const QStringList names{u"mlp"_s, u"cnn"_s, u"resnet"_s, u"torchscript"_s};
     return names;
 }
 
@@ -99,21 +100,55 @@ QString architectureName(Architecture arch)
         return u"cnn"_s;
     case Architecture::ResNet:
         return u"resnet"_s;
+    case Architecture::TorchScript:
+        return u"torchscript"_s;
     }
     return u"unknown"_s;
+}
+
+QString ModelSpec::archiveSha256() const
+{
+    return torchscript.startsWith(u"sha256:") ? torchscript.mid(7) : QString();
+}
+
+QString ModelSpec::archiveFile() const
+{
+    return !archivePath.isEmpty() || torchscript.startsWith(u"sha256:") ? archivePath : torchscript;
+}
+
+bool ModelSpec::operator==(const ModelSpec& other) const
+{
+    return arch == other.arch && inputShape == other.inputShape && numClasses == other.numClasses &&
+           hidden == other.hidden && channels == other.channels && depth == other.depth && width == other.width &&
+           torchscript == other.torchscript;
 }
 
 Result<ModelSpec> ModelSpec::fromJson(const QJsonObject& json, const QString& path)
 {
     JsonFields fields(json, path);
-    fields.allowOnly(
-        {u"arch"_s, u"input_shape"_s, u"num_classes"_s, u"hidden"_s, u"channels"_s, u"depth"_s, u"width"_s});
+    fields.allowOnly({u"arch"_s, u"input_shape"_s, u"num_classes"_s, u"hidden"_s, u"channels"_s, u"depth"_s,
+                      u"width"_s, u"torchscript"_s});
 
     ModelSpec spec;
-    int arch = 0;
-    if (!fields.readChoice(u"arch", arch, architectureNames(), Need::Required))
+    int arch = int(Architecture::TorchScript);
+    const bool script = fields.has(u"torchscript");
+    fields.readChoice(u"arch", arch, architectureNames(), script ? Need::Optional : Need::Required);
+    if (!fields.ok())
         return fields.failure();
     spec.arch = Architecture(arch);
+    if (script && spec.arch != Architecture::TorchScript)
+        fields.refuse(u"torchscript", u"names a TorchScript archive, which arch \"%1\" does not take"_s.arg(
+                                          architectureName(spec.arch)));
+    if (spec.arch == Architecture::TorchScript) {
+        for (const char16_t* field : {u"hidden", u"channels", u"depth", u"width"})
+            fields.refuse(QStringView(field), u"a TorchScript model's sizes are in its archive"_s);
+        fields.readString(u"torchscript", spec.torchscript, Need::Required, 4096);
+        if (fields.ok() && spec.torchscript.startsWith(u"sha256:")) {
+            static const QRegularExpression hex(u"^[0-9a-f]{64}$"_s);
+            if (!hex.match(spec.archiveSha256()).hasMatch())
+                fields.fail(u"torchscript", u"expected \"sha256:\" and 64 lowercase hex digits"_s);
+        }
+    }
 
     // The fields of another architecture are refused, not ignored: a "depth" on a cnn means the admin expects
     // a model this spec would not build.
@@ -140,8 +175,10 @@ Result<ModelSpec> ModelSpec::fromJson(const QJsonObject& json, const QString& pa
         readDepth(fields, spec.depth);
         fields.readInt(u"width", spec.width, kResNetWidth);
         break;
+    case Architecture::TorchScript:
+        break;
     }
-    if (fields.ok() && spec.arch != Architecture::Mlp)
+    if (fields.ok() && (spec.arch == Architecture::Cnn || spec.arch == Architecture::ResNet))
         checkImageShape(fields, spec);
     if (!fields.ok())
         return fields.failure();
@@ -165,6 +202,9 @@ QJsonObject ModelSpec::toJson() const
     case Architecture::ResNet:
         json.insert(u"depth"_s, depth);
         json.insert(u"width"_s, width);
+        break;
+    case Architecture::TorchScript:
+        json.insert(u"torchscript"_s, torchscript);
         break;
     }
     return json;

@@ -132,7 +132,7 @@ void TestModelSpec::invalidSpecs_data()
     row("arch missing", R"({"input_shape": [1, 28, 28], "num_classes": 10})", "model.arch",
         "required field is missing");
     row("arch unknown", R"({"arch": "transformer", "input_shape": [1, 28, 28], "num_classes": 10})",
-        "model.arch", R"(expected one of "mlp", "cnn", "resnet", got "transformer")");
+        "model.arch", R"(expected one of "mlp", "cnn", "resnet", "torchscript", got "transformer")");
     row("arch in capitals gets a suggestion",
         R"({"arch": "CNN", "input_shape": [1, 28, 28], "num_classes": 10})", "model.arch",
         R"(got "CNN" (did you mean "cnn"?))");

@@ -1,0 +1,28 @@
+#pragma once
+// The first look at a TorchScript archive, before libtorch is given it: the file must be what torch.jit.save
+// writes (a ZIP archive of one folder with data.pkl, constants.pkl and the program's source under code/), and its
+// source may not define __setstate__, the one kind of code libtorch runs while an archive loads, before any check
+// of its operators could. A Python pickle, a state_dict saved with torch.save, a truncated or altered file are
+// refused here, each by name. Torch-free: no part of the file has reached libtorch yet.
+
+#include "Result.h"
+
+#include <QString>
+#include <QStringList>
+
+namespace gleaner::ml::ScriptArchive {
+
+// The most an archive may weigh: far above any model a volunteer's machine trains, far below what would hurt.
+inline constexpr qint64 kMaxBytes = qint64(4) << 30;
+
+struct Summary
+{
+    QString folder;          // the archive's top folder, as torch.jit.save names it after the file
+    QStringList sourceFiles; // code/... members
+    qint64 bytes = 0;
+};
+
+// `path` is named in every message.
+Result<Summary> inspect(const QString& path);
+
+} // namespace gleaner::ml::ScriptArchive

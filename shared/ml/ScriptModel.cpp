@@ -1,0 +1,191 @@
+#include <torch/torch.h>
+#include <torch/script.h>
+
+#include "ml/ScriptArchive.h"
+#include "ml/TorchInternals.h"
+
+#include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
+
+#include <unordered_set>
+
+namespace gleaner::ml {
+namespace {
+
+const std::unordered_set<std::string>& allowedOperators()
+{
+    static const std::unordered_set<std::string> names{
+#include "ml/ScriptOperators.inc"
+    };
+    return names;
+}
+
+// Every node of a graph, nested blocks (if, loop) and subgraphs included.
+template <typename Visit> void visitNodes(torch::jit::Block* block, const Visit& visit)
+{
+    for (torch::jit::Node* node : block->nodes()) {
+        visit(node);
+        for (torch::jit::Block* inner : node->blocks())
+            visitNodes(inner, visit);
+        if (node->hasAttribute(c10::attr::Subgraph))
+            visitNodes(node->g(c10::attr::Subgraph)->block(), visit);
+    }
+}
+
+QString whereIn(const torch::jit::Node* node)
+{
+    const auto place = node->sourceRange().file_line_col();
+    if (!place)
+        return {};
+    const auto& [file, line, column] = *place;
+    return QStringLiteral(" (%1:%2)").arg(QString::fromStdString(file)).arg(line);
+}
+
+// Walks every function the archive compiled, every method of every module and class in it: an operator hidden in
+// a method that forward() reaches only through a submodule is seen as well as one in forward() itself.
+Status checkOperators(const torch::jit::Module& module, const QString& path)
+{
+    QStringList refused;
+    const auto unit = module._ivalue()->compilation_unit();
+    for (torch::jit::Function* function : unit->get_functions()) {
+        if (!function->isGraphFunction())
+            continue;
+        const QString name = QString::fromStdString(function->qualname().qualifiedName());
+        const std::shared_ptr<torch::jit::Graph> graph = torch::jit::toGraphFunction(*function).graph();
+        visitNodes(graph->block(), [&](const torch::jit::Node* node) {
+            const std::string kind = node->kind().toQualString();
+            if (allowedOperators().count(kind) == 0 && refused.size() < 20)
+                refused << QStringLiteral("%1 in %2%3").arg(QString::fromStdString(kind), name, whereIn(node));
+        });
+    }
+    if (refused.isEmpty())
+        return {};
+    refused.removeDuplicates();
+    return fail(QStringLiteral("%1 calls operators that Gleaner does not run (only pure tensor computation is "
+                               "allowed): %2")
+                    .arg(path, refused.join(QStringLiteral("; "))));
+}
+
+NamedTensors named(const torch::jit::named_parameter_list& list)
+{
+    NamedTensors out;
+    for (const auto& item : list)
+        out.emplace_back(item.name, item.value);
+    return out;
+}
+NamedTensors named(const torch::jit::named_buffer_list& list)
+{
+    NamedTensors out;
+    for (const auto& item : list)
+        out.emplace_back(item.name, item.value);
+    return out;
+}
+
+// A TorchScript program. Its graphs run in the interpreter without the executor's optimising passes, op by op as
+// the zoo's modules do: the same numerics in every run, which a checkpoint's exact resume relies on.
+class ScriptNetwork final : public Network
+{
+public:
+    explicit ScriptNetwork(torch::jit::Module module) : m_module(std::move(module)) {}
+
+    torch::Tensor forward(const torch::Tensor& input) override
+    {
+        const torch::jit::GraphOptimizerEnabledGuard plain(false);
+        const c10::IValue output = m_module.forward({input});
+        if (!output.isTensor())
+            throw std::runtime_error("the model's forward() returned " + output.tagKind() +
+                                     ", not a tensor of logits");
+        return output.toTensor();
+    }
+    void train(bool on) override { m_module.train(on); }
+    bool isTraining() const override { return m_module.is_training(); }
+    NamedTensors parameters() const override { return named(m_module.named_parameters(/*recurse=*/true)); }
+    NamedTensors buffers() const override { return named(m_module.named_buffers(/*recurse=*/true)); }
+    void to(const torch::Device& device) override { m_module.to(device); }
+    bool drawsRandomness() const override { return true; }
+    Status save(const QString& path) const override
+    {
+        m_module.save(path.toStdString());
+        return {};
+    }
+
+private:
+    mutable torch::jit::Module m_module;
+};
+
+} // namespace
+
+Result<Model::Impl> loadScript(const ModelSpec& spec)
+{
+    const QString path = spec.archiveFile();
+    if (path.isEmpty())
+        return fail(QStringLiteral("model.torchscript names archive %1, which this process does not hold")
+                        .arg(spec.torchscript));
+    if (auto inspected = ScriptArchive::inspect(path); !inspected)
+        return fail(inspected.error());
+    torch::jit::Module module = [&] {
+        try {
+            return torch::jit::load(path.toStdString(), torch::Device(torch::kCPU));
+        } catch (const c10::Error& e) {
+            throw std::runtime_error(path.toStdString() + " is not a TorchScript archive libtorch can load (" +
+                                     e.what_without_backtrace() + ")");
+        }
+    }();
+    if (auto checked = checkOperators(module, path); !checked)
+        return fail(checked.error());
+
+    for (const auto& item : module.named_parameters(true))
+        if (item.value.scalar_type() != torch::kFloat32)
+            return fail(QStringLiteral("%1: parameter \"%2\" is %3; Gleaner trains float32 models (call "
+                                       "model.float() before torch.jit.script)")
+                            .arg(path, QString::fromStdString(item.name),
+                                 QString::fromLatin1(c10::toString(item.value.scalar_type()))));
+    for (const auto& item : module.named_buffers(true))
+        if (item.value.is_floating_point() && item.value.scalar_type() != torch::kFloat32)
+            return fail(QStringLiteral("%1: buffer \"%2\" is %3; Gleaner trains float32 models (call model.float() "
+                                       "before torch.jit.script)")
+                            .arg(path, QString::fromStdString(item.name),
+                                 QString::fromLatin1(c10::toString(item.value.scalar_type()))));
+
+    Model::Impl impl;
+    impl.spec = spec;
+    impl.net = std::make_unique<ScriptNetwork>(std::move(module));
+
+    // The output's shape, checked on a zero batch of two in eval mode: the model must give one row of logits per
+    // sample, num_classes wide.
+    std::vector<int64_t> shape{2};
+    for (qint64 d : spec.inputShape)
+        shape.push_back(d);
+    const bool training = impl.net->isTraining();
+    impl.net->train(false);
+    torch::Tensor logits;
+    {
+        torch::NoGradGuard noGrad;
+        try {
+            logits = impl.net->forward(torch::zeros(shape));
+        } catch (const std::exception& e) {
+            QString why = QString::fromUtf8(e.what());
+            if (const auto* error = dynamic_cast<const c10::Error*>(&e))
+                why = QString::fromUtf8(error->what_without_backtrace());
+            return fail(QStringLiteral("%1: its forward() fails on a batch of input_shape %2: %3")
+                            .arg(path, shapeToString(spec.inputShape), why.trimmed()));
+        }
+    }
+    impl.net->train(training);
+    const std::vector<int64_t> want{2, spec.numClasses};
+    if (logits.sizes().vec() != want) {
+        QList<qint64> got;
+        for (auto d : logits.sizes())
+            got.append(d);
+        return fail(QStringLiteral("%1: forward() gives shape %2 for a batch of 2 samples of input_shape %3; it "
+                                   "must give [2, %4] (num_classes)")
+                        .arg(path, shapeToString(got), shapeToString(spec.inputShape))
+                        .arg(spec.numClasses));
+    }
+    if (!logits.is_floating_point())
+        return fail(QStringLiteral("%1: forward() gives %2 values; logits must be floating-point")
+                        .arg(path, QString::fromLatin1(c10::toString(logits.scalar_type()))));
+    return impl;
+}
+
+} // namespace gleaner::ml

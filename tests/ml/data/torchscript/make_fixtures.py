@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Writes the TorchScript fixtures of tests/ml/TestScriptModel.cpp with Debian 12's python3-torch (1.13.1):
+
+    cd tests/ml/data/torchscript && /usr/bin/python3 make_fixtures.py
+
+Every model takes samples of shape [1, 8, 8] and gives 3 logits. The hostile ones are what a coordinator that was
+broken into could send: each must be refused before it runs.
+"""
+import pickle
+from typing import Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(7)
+
+
+class Residual(nn.Module):
+    """Layers the zoo does not have: LayerNorm, GELU, dropout, a residual block."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.fc = nn.Linear(width, width)
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, x):
+        return x + self.drop(F.gelu(self.fc(self.norm(x))))
+
+
+class ResidualMlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(64, 16)
+        self.block = Residual(16)
+        self.out = nn.Linear(16, 3)
+
+    def forward(self, x):
+        return self.out(self.block(self.inp(x.flatten(1))))
+
+
+class Sequence(nn.Module):
+    """Rows of the image as a sequence of 8 steps."""
+
+    def __init__(self):
+        super().__init__()
+        self.gru = nn.GRU(8, 12, batch_first=True)
+        self.out = nn.Linear(12, 3)
+
+    def forward(self, x):
+        steps, _ = self.gru(x.reshape(x.size(0), 8, 8))
+        return self.out(steps[:, -1])
+
+
+class Normed(nn.Module):
+    """BatchNorm: running statistics and an integer counter among the buffers."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.fc = nn.Linear(4 * 4 * 4, 3)
+
+    def forward(self, x):
+        return self.fc(F.max_pool2d(F.relu(self.bn(self.conv(x))), 2).flatten(1))
+
+
+class ReadsFile(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 3)
+
+    def forward(self, x):
+        leaked = torch.from_file("/etc/passwd", False, 64)
+        return self.fc(x.flatten(1) + leaked.float().sum() * 0)
+
+
+class Helper(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(1))
+
+    def forward(self, x):
+        return x * self.scale
+
+    @torch.jit.export
+    def peek(self, x):
+        return x + torch.from_file("/etc/shadow", False, 64).float().sum()
+
+
+class HiddenInSubmodule(nn.Module):
+    """The file-reading operator sits in a submodule's method that forward() reaches only on a condition that a
+    zero batch never meets."""
+
+    def __init__(self):
+        super().__init__()
+        self.helper = Helper()
+        self.fc = nn.Linear(64, 3)
+
+    def forward(self, x):
+        flat = x.flatten(1)
+        if bool(flat.sum() > 1e30):
+            flat = self.helper.peek(flat)
+        return self.fc(self.helper(flat))
+
+
+class Prints(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 3)
+
+    def forward(self, x):
+        print("hello from the model")
+        return self.fc(x.flatten(1))
+
+
+class WrongOutput(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 7)
+
+    def forward(self, x):
+        return self.fc(x.flatten(1))
+
+
+class Double(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 3).double()
+
+    def forward(self, x):
+        return self.fc(x.flatten(1).double()).float()
+
+
+class SetsState(nn.Module):
+    """__setstate__ runs while the archive loads, before any check of the program could."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(3, 64))
+
+    def forward(self, x):
+        return F.linear(x.flatten(1), self.weight)
+
+    @torch.jit.export
+    def __getstate__(self) -> Tuple[torch.Tensor, bool]:
+        return (self.weight, self.training)
+
+    @torch.jit.export
+    def __setstate__(self, state: Tuple[torch.Tensor, bool]):
+        self.weight = state[0] + torch.from_file("/etc/passwd", False, 1).float().sum() * 0
+        self.training = state[1]
+
+
+def save(model, name):
+    torch.jit.save(torch.jit.script(model), name)
+
+
+save(ResidualMlp(), "residual.pt")
+save(Sequence(), "sequence.pt")
+save(Normed(), "batchnorm.pt")
+save(ReadsFile(), "reads-file.pt")
+save(HiddenInSubmodule(), "hidden-in-submodule.pt")
+save(Prints(), "prints.pt")
+save(WrongOutput(), "wrong-output.pt")
+save(Double(), "double.pt")
+save(SetsState(), "sets-state.pt")
+torch.save(ResidualMlp().state_dict(), "state-dict.pt")
+with open("pickle.pt", "wb") as out:
+    pickle.dump({"weights": [1.0, 2.0]}, out)
+# The weights PyTorch's residual.pt holds, as the tests compare them with Gleaner's reading.
+reference = torch.jit.load("residual.pt")
+with open("residual-names.txt", "w") as out:
+    for name, tensor in reference.state_dict().items():
+        out.write("%s %s\n" % (name, "x".join(str(d) for d in tensor.shape) or "scalar"))
