@@ -183,7 +183,7 @@ void AgentDaemon::prepareTaskFolder(const LeaseId& leaseId)
     // On the network thread, in order after any download of the same files: hashing is disk work that must
     // not hold up the loop.
     onNetwork(
-        [this, dir, manifestBytes, files, optimizerState, residual] {
+        [this, dir, manifestBytes, files, optimizerState, residual, scriptModel = active->manifest->scriptModel] {
             FetchOutcome outcome;
             if (!QDir().mkpath(dir)) {
                 outcome.error = QStringLiteral("cannot create the task folder %1").arg(dir);
@@ -196,8 +196,8 @@ void AgentDaemon::prepareTaskFolder(const LeaseId& leaseId)
                 return outcome;
             }
             for (const ManifestFile& file : files) {
-                if (file.role == u"model")
-                    continue; // the manifest carries the model spec
+                if (file.role == u"model" && !scriptModel)
+                    continue; // the manifest carries the zoo model's spec
                 const QString target = dir + u'/' + fileName(file.role);
                 // Every file is hashed right before a worker may read it; what is already in place is checked
                 // in place (a resumed task), anything else is linked from the cache and checked there.

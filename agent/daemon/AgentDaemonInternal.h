@@ -40,7 +40,7 @@ inline QString fileName(QStringView role)
     return role == u"weights"      ? QStringLiteral("weights.safetensors")
            : role == u"shard"      ? QStringLiteral("shard.safetensors")
            : role == u"checkpoint" ? QStringLiteral("handed-checkpoint.safetensors")
-                                   : QStringLiteral("model.json");
+                                   : QStringLiteral("model.pt"); // a TorchScript job's archive
 }
 
 // A hard link when the task folder and the cache share a file system (no copy of a large shard); a copy

@@ -167,6 +167,17 @@ Result<TaskManifest> checkManifest(const VerifyKey& pinnedKey, const QByteArray&
         task.files.append(checkpoint);
     }
 
+    // A TorchScript model is the "model" file: the spec names it by the hash the files list signs, so the worker
+    // loads exactly the archive that was checked.
+    const QJsonValue modelValue = object->value(QStringLiteral("model"));
+    if (const QJsonValue script = modelValue.toObject().value(QStringLiteral("torchscript")); !script.isUndefined()) {
+        if (script.toString() != QStringLiteral("sha256:") + task.files.first().sha256)
+            return fail(QStringLiteral("the manifest of lease %1 is signed but malformed: manifest.model.torchscript "
+                                       "does not name the model file %2")
+                            .arg(lease, task.files.first().sha256));
+        task.scriptModel = true;
+    }
+
     // The same form as a lease id: 32 lowercase hex digits. The worker copies it into the result.
     if (!LeaseId::isValid(task.nonce))
         return fail(QStringLiteral("the manifest of lease %1 is signed but malformed: manifest.nonce is not 32 "

@@ -49,6 +49,8 @@ struct TaskManifest
     QString nonce;             // fresh per lease; the result carries it back (gleaner.nonce)
     // model, weights, shard, in that order; then "checkpoint" when the manifest resumes a handed-back subtask
     QList<ManifestFile> files;
+    // The model is a TorchScript archive: the "model" file, which the manifest's model names by the same hash.
+    bool scriptModel = false;
     QList<ManifestPatch> weightsPatches; // optional: patches to the weights from earlier published files
     // Optional (protocol 6.8): the subtask was handed back part-way by lease `resumeFromLease`; the worker resumes
     // from its checkpoint (files' "checkpoint") at mini-batch `resumeStep`.

@@ -8,6 +8,7 @@
 namespace gleaner::agent {
 
 QString TaskFolder::manifestPath() const { return QDir(dir).filePath(QStringLiteral("manifest.json")); }
+QString TaskFolder::modelPath() const { return QDir(dir).filePath(QStringLiteral("model.pt")); }
 QString TaskFolder::weightsPath() const { return QDir(dir).filePath(QStringLiteral("weights.safetensors")); }
 QString TaskFolder::shardPath() const { return QDir(dir).filePath(QStringLiteral("shard.safetensors")); }
 QString TaskFolder::checkpointPath() const { return QDir(dir).filePath(QStringLiteral("checkpoint.safetensors")); }
@@ -38,6 +39,10 @@ Result<TaskFolder> TaskFolder::open(const QString& dir)
     if (!model)
         return fail(where("model") + u": " + model.error());
     task.model = *model;
+    // The archive the agent verified against the signed manifest's hash; the worker checks its operators again
+    // before the first forward pass (ml::Model::create).
+    if (task.model.arch == Architecture::TorchScript)
+        task.model.archivePath = task.modelPath();
     const QJsonObject hyper = manifest.value(QStringLiteral("hyperparameters")).toObject();
     auto optimizer = OptimizerSpec::fromJson(hyper.value(QStringLiteral("optimizer")).toObject());
     if (!optimizer)
@@ -69,7 +74,10 @@ Result<TaskFolder> TaskFolder::open(const QString& dir)
     task.nonce = manifest.value(QStringLiteral("nonce")).toString();
     if (task.nonce.isEmpty())
         return fail(where("nonce") + QStringLiteral(": missing"));
-    for (const QString& needed : {task.weightsPath(), task.shardPath()})
+    QStringList needed{task.weightsPath(), task.shardPath()};
+    if (task.model.arch == Architecture::TorchScript)
+        needed << task.modelPath();
+    for (const QString& needed : needed)
         if (!QFile::exists(needed))
             return fail(QStringLiteral("%1 is missing; the agent prepares it before starting a worker").arg(needed));
     return task;

@@ -4,6 +4,7 @@
 //   manifest.json           the verified manifest, exactly as signed (docs/protocol.md, section 7)
 //   weights.safetensors     the starting weights (role "weights")
 //   shard.safetensors       the training data (role "shard")
+//   model.pt                a TorchScript job's archive (role "model"); zoo models are built from the manifest
 //   optimizer-in.safetensors  optional: the local optimizer's state an earlier subtask of the job ended with
 //   residual-in.safetensors   optional: what earlier uploads of the job left out (error feedback, UpdateCodec)
 //   handed-checkpoint.safetensors  optional (role "checkpoint"): the checkpoint another agent handed back when it
@@ -40,6 +41,7 @@ struct TaskFolder
     QString uploadProblem; // why the manifest's "upload" could not be read (the result then goes as fp32)
 
     QString manifestPath() const;
+    QString modelPath() const;
     QString weightsPath() const;
     QString shardPath() const;
     QString checkpointPath() const;

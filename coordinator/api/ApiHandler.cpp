@@ -411,6 +411,8 @@ void ApiHandler::handleAdmin(const QList<QByteArray>& parts, HttpRequest request
         return (void)c.state().post([&c, id, respond] { respond(c.jobStatus(id)); });
     if (what == "jobs" && parts.size() == 6 && idOk && parts[5] == "weights" && method == "GET")
         return (void)c.state().post([&c, id, respond] { c.exportWeights(id, respond); });
+    if (what == "jobs" && parts.size() == 6 && idOk && parts[5] == "torchscript" && method == "GET")
+        return (void)c.state().post([&c, id, respond] { c.exportWeights(id, respond, /*torchscript=*/true); });
     if (what == "jobs" && parts.size() == 6 && idOk && method == "POST")
         return (void)c.state().post([&c, id, action = parts[5], respond] { respond(c.setJobStatus(id, action)); });
     if (what == "tokens" && parts.size() == 4 && method == "GET")

@@ -179,13 +179,19 @@ int runJob(const Command& cmd, AdminConnection& server)
     }
     if (cmd.name == u"export") {
         const QString path = cmd.parser->value(QStringLiteral("out"));
-        if (auto s = server.download("/api/v1/admin/jobs/" + id() + "/weights", path); !s)
+        const QString format = cmd.parser->value(QStringLiteral("format"));
+        const bool script = format == u"torchscript";
+        if (auto s = server.download("/api/v1/admin/jobs/" + id() + (script ? "/torchscript" : "/weights"), path); !s)
             return failure(s.error());
         if (cmd.json())
-            printJson(QJsonObject{{QStringLiteral("id"), id().toLongLong()}, {QStringLiteral("file"), path}});
+            printJson(QJsonObject{{QStringLiteral("id"), id().toLongLong()}, {QStringLiteral("file"), path},
+                                  {QStringLiteral("format"), script ? format : QStringLiteral("safetensors")}});
+        else if (script)
+            out << "wrote job " << id() << "'s TorchScript program with its weights to " << path
+                << " (Python: torch.jit.load(\"" << path << "\"))\n";
         else
             out << "wrote the weights of job " << id() << " to " << path
-                << " (Python: safetensors.torch.load_file(\"" << path << "\"))\n";
+                << " (Python: model.load_state_dict(safetensors.torch.load_file(\"" << path << "\")))\n";
         return 0;
     }
     return usageError(QStringLiteral("unknown job command \"%1\"").arg(cmd.name), QStringLiteral("job"));
@@ -339,8 +345,14 @@ int dispatch(const QString& group, const QStringList& arguments, std::initialize
     parser.addHelpOption();
     parser.addOption({QStringLiteral("data-dir"), QStringLiteral("The coordinator's data directory."), QStringLiteral("DIR")});
     parser.addOption({QStringLiteral("json"), QStringLiteral("Print JSON for scripts.")});
-    if (group == u"job" && name == u"export")
-        parser.addOption({QStringLiteral("out"), QStringLiteral("Where to write the weights (.safetensors)."), QStringLiteral("FILE")});
+    if (group == u"job" && name == u"export") {
+        parser.addOption({QStringLiteral("out"), QStringLiteral("Where to write the weights."), QStringLiteral("FILE")});
+        parser.addOption({QStringLiteral("format"),
+                          QStringLiteral("safetensors (default): the weights, named as PyTorch's state_dict names "
+                                         "them; torchscript: a TorchScript job's program with its weights, for "
+                                         "torch.jit.load."),
+                          QStringLiteral("FORMAT"), QStringLiteral("safetensors")});
+    }
     if (group == u"token" && name == u"create") {
         parser.addOption({QStringLiteral("uses"),
                           QStringLiteral("How many agents may enroll with it, 1 to 1000000 (default: any number "
@@ -371,6 +383,11 @@ int dispatch(const QString& group, const QStringList& arguments, std::initialize
     }
     if (group == u"job" && name == u"export" && !parser.isSet(QStringLiteral("out")))
         return usageError(QStringLiteral("--out FILE is required"), command);
+    if (group == u"job" && name == u"export" &&
+        !QStringList{QStringLiteral("safetensors"), QStringLiteral("torchscript")}.contains(parser.value(QStringLiteral("format"))))
+        return usageError(QStringLiteral("--format must be safetensors or torchscript, not \"%1\"")
+                              .arg(parser.value(QStringLiteral("format"))),
+                          command);
     auto server = AdminConnection::open(parser.value(QStringLiteral("data-dir")));
     if (!server)
         return failure(server.error());
@@ -420,7 +437,8 @@ int jobCommand(const QStringList& arguments)
                      {"pause", 1, "ID", "Stops handing out the job's subtasks; results in flight are kept."},
                      {"resume", 1, "ID", "Hands out a paused job's subtasks again."},
                      {"cancel", 1, "ID", "Ends a job for good; its weights stay exportable."},
-                     {"export", 1, "ID --out FILE", "Writes the job's current server weights as safetensors."}},
+                     {"export", 1, "ID --out FILE [--format safetensors|torchscript]",
+                      "Writes the job's current server weights as safetensors, or a TorchScript job's program with them."}},
                     runJob);
 }
 

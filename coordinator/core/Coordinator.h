@@ -145,8 +145,10 @@ public:
     HttpResponse listJobs();
     HttpResponse jobStatus(qint64 jobId);
     HttpResponse setJobStatus(qint64 jobId, const QByteArray& action); // "pause", "resume", "cancel"
-    // Answers with the current server weights as safetensors (asks the weights thread; answers later).
-    void exportWeights(qint64 jobId, Responder respond);
+    // Answers with the current server weights as safetensors (asks the weights thread; answers later), named as
+    // PyTorch's state_dict names them. `torchscript`: a TorchScript job's archive with those weights in it,
+    // written on the import thread.
+    void exportWeights(qint64 jobId, Responder respond, bool torchscript = false);
 
     // [state] Work.
     HttpResponse lease(const QString& agentId, const QJsonObject& request);

@@ -467,6 +467,7 @@ QJsonObject Coordinator::jobJson(const JobState& job) const
     json.insert(QStringLiteral("reason"), job.reason);
     json.insert(QStringLiteral("epoch"), job.epoch);
     json.insert(QStringLiteral("max_epochs"), job.spec.maxEpochs);
+    json.insert(QStringLiteral("model"), architectureName(job.spec.model.arch));
     json.insert(QStringLiteral("target_accuracy"), job.spec.targetAccuracy);
     json.insert(QStringLiteral("accuracy"), job.history.empty() ? QJsonValue() : job.history.back().accuracy);
     json.insert(QStringLiteral("loss"), job.history.empty() ? QJsonValue() : job.history.back().loss);

@@ -2,6 +2,7 @@
 #include "aggregation/WeightsKeeper.h"
 #include "core/Coordinator.h"
 #include "format/SafeTensors.h"
+#include "ml/Model.h"
 #include "scheduling/Scheduler.h"
 #include "store/Database.h"
 #include "validation/ValidationRunner.h"
@@ -75,6 +76,8 @@ Status Coordinator::loadState()
         job.files.model.sha256 = jobs->value(6).toString();
         job.files.initialWeights.sha256 = jobs->value(7).toString();
         job.files.testSet.sha256 = jobs->value(8).toString();
+        if (job.spec.model.arch == Architecture::TorchScript && !job.spec.model.archiveSha256().isEmpty())
+            job.spec.model.archivePath = m_blobs.path(job.spec.model.archiveSha256());
         m_jobs.emplace(job.id, std::move(job));
     }
 
@@ -317,6 +320,11 @@ HttpResponse Coordinator::submitJob(const QByteArray& specText)
     if (!spec->initialWeights.isEmpty() && !QFileInfo(spec->initialWeights).isFile())
         return HttpResponse::error(
             422, QStringLiteral("initial_weights: file %1 does not exist on the coordinator").arg(spec->initialWeights));
+    // A TorchScript model is loaded and checked now, so a hostile or broken archive is refused with its cause
+    // instead of becoming a failed job.
+    auto tensors = JobImporter::checkModel(spec->model);
+    if (!tensors)
+        return HttpResponse::error(422, tensors.error());
     const qint64 now = m_clock.nowMs();
     auto inserted = m_db->exec(QStringLiteral("INSERT INTO jobs (name, spec, state, created_ms) VALUES (?, ?, ?, ?)"),
                                {spec->name, QString::fromUtf8(QJsonDocument(spec->toJson()).toJson(QJsonDocument::Compact)),
@@ -334,6 +342,8 @@ HttpResponse Coordinator::submitJob(const QByteArray& specText)
     QJsonObject reply;
     reply.insert(QStringLiteral("id"), id);
     reply.insert(QStringLiteral("state"), jobStatusName(JobStatus::Created));
+    if (!tensors->isEmpty())
+        reply.insert(QStringLiteral("model_tensors"), *tensors);
     return HttpResponse::json(201, reply);
 }
 
@@ -358,6 +368,7 @@ void Coordinator::onImported(qint64 jobId, Result<ImportedJob> imported)
         return;
     }
     job->files = *imported;
+    job->spec.model = imported->modelSpec;
     const Status stored = m_db->transaction([&]() -> Status {
         for (const ShardRef& shard : job->files.shards)
             if (auto r = m_db->exec(QStringLiteral("INSERT OR REPLACE INTO shards (job_id, idx, sha256, bytes, samples) VALUES "
@@ -365,8 +376,10 @@ void Coordinator::onImported(qint64 jobId, Result<ImportedJob> imported)
                                     {jobId, shard.index, shard.sha256, shard.bytes, shard.samples});
                 !r)
                 return fail(r.error());
-        auto r = m_db->exec(QStringLiteral("UPDATE jobs SET model_sha = ?, initial_sha = ?, test_sha = ? WHERE id = ?"),
-                            {job->files.model.sha256, job->files.initialWeights.sha256, job->files.testSet.sha256, jobId});
+        // The spec is stored as the job runs it: a TorchScript archive named by content from here on.
+        auto r = m_db->exec(QStringLiteral("UPDATE jobs SET model_sha = ?, initial_sha = ?, test_sha = ?, spec = ? WHERE id = ?"),
+                            {job->files.model.sha256, job->files.initialWeights.sha256, job->files.testSet.sha256,
+                             QString::fromUtf8(QJsonDocument(job->spec.toJson()).toJson(QJsonDocument::Compact)), jobId});
         return r ? Status() : fail(r.error());
     });
     if (!stored) {
@@ -527,29 +540,65 @@ HttpResponse Coordinator::jobStatus(qint64 jobId)
     return HttpResponse::json(200, json);
 }
 
-void Coordinator::exportWeights(qint64 jobId, Responder respond)
+void Coordinator::exportWeights(qint64 jobId, Responder respond, bool torchscript)
 {
     JobState* job = findJob(jobId);
     if (!job) {
         respond(HttpResponse::error(404, QStringLiteral("no job has id %1").arg(jobId)));
         return;
     }
-    const auto serve = [this, jobId](const QString& sha) {
-        return HttpResponse::file(m_blobs.path(sha), sha.toLatin1(), "application/octet-stream");
+    if (torchscript && job->spec.model.arch != Architecture::TorchScript) {
+        respond(HttpResponse::error(
+            409, QStringLiteral("job %1 trains the zoo's %2 model, not a TorchScript program: export its weights as "
+                                "safetensors")
+                     .arg(jobId)
+                     .arg(architectureName(job->spec.model.arch))));
+        return;
+    }
+    // The weights as safetensors, or written into the job's own archive: loading the program and saving it takes
+    // the import thread, not the state thread.
+    const auto serve = [this, jobId, torchscript, model = job->spec.model, respond](const QString& sha) {
+        if (!torchscript) {
+            respond(HttpResponse::file(m_blobs.path(sha), sha.toLatin1(), "application/octet-stream"));
+            return;
+        }
+        const QString scratch = QDir(m_dir.uploadsDir()).filePath(QStringLiteral("export-%1-%2.pt").arg(jobId).arg(sha.left(16)));
+        m_importer->post([this, model, sha, scratch, respond] {
+            const auto written = [&]() -> Result<BlobInfo> {
+                auto weights = SafeTensors::load(m_blobs.path(sha));
+                if (!weights)
+                    return fail(weights.error());
+                auto net = ml::Model::create(model, 0);
+                if (!net)
+                    return fail(net.error());
+                if (auto s = net->setWeights(*weights); !s)
+                    return fail(s.error());
+                if (auto s = net->saveTorchScript(scratch); !s)
+                    return fail(s.error());
+                return m_blobs.adoptFile(scratch);
+            }();
+            QFile::remove(scratch);
+            respond(written ? HttpResponse::file(m_blobs.path(written->sha256), written->sha256.toLatin1(),
+                                                 "application/octet-stream")
+                            : HttpResponse::error(500, written.error()));
+        });
     };
     if (job->status == JobStatus::Running || job->status == JobStatus::Paused) {
         m_weights->exportWeights(jobId, [respond, serve](Result<BlobInfo> blob) {
-            respond(blob ? serve(blob->sha256) : HttpResponse::error(500, blob.error()));
+            if (blob)
+                serve(blob->sha256);
+            else
+                respond(HttpResponse::error(500, blob.error()));
         });
         return;
     }
     auto snapshot = m_db->exec(QStringLiteral("SELECT sha256 FROM snapshots WHERE job_id = ?"), {jobId});
     if (snapshot && snapshot->next()) {
-        respond(serve(snapshot->value(0).toString()));
+        serve(snapshot->value(0).toString());
         return;
     }
     if (!job->files.initialWeights.sha256.isEmpty()) {
-        respond(serve(job->files.initialWeights.sha256));
+        serve(job->files.initialWeights.sha256);
         return;
     }
     respond(HttpResponse::error(409, QStringLiteral("job %1 has no weights yet (state %2)").arg(jobId).arg(jobStatusName(job->status))));

@@ -1,11 +1,14 @@
 #include "jobs/JobImporter.h"
 
 #include "format/SafeTensors.h"
+#include "ml/Evaluator.h"
 #include "ml/Model.h"
 #include "ml/data/DatasetLoader.h"
 #include "ml/data/ShardWriter.h"
 
 #include <QDir>
+#include <QFile>
+#include <QJsonObject>
 #include <QFileInfo>
 #include <QJsonDocument>
 
@@ -49,6 +52,36 @@ Status checkDatasetFiles(const DatasetSpec& dataset)
         if (!file.isEmpty() && !QFileInfo(file).isFile()) // an empty "test": test_fraction holds it out
             return fail(QStringLiteral("dataset: file %1 does not exist on the coordinator").arg(file));
     return {};
+}
+
+Result<QJsonArray> checkModel(const ModelSpec& model)
+{
+    if (model.arch != Architecture::TorchScript)
+        return QJsonArray{};
+    auto net = ml::Model::create(model, 0);
+    if (!net)
+        return fail(QStringLiteral("model.torchscript: %1").arg(net.error()));
+    QJsonArray tensors;
+    const TensorBundle weights = net->weights();
+    for (const TensorEntry& entry : weights.entries()) {
+        QJsonArray shape;
+        for (qint64 d : entry.shape)
+            shape.append(d);
+        tensors.append(QJsonObject{{QStringLiteral("name"), entry.name},
+                                   {QStringLiteral("shape"), shape},
+                                   {QStringLiteral("dtype"), dtypeName(entry.dtype)}});
+    }
+    return tensors;
+}
+
+ModelSpec storedModel(const ModelSpec& model, const BlobInfo& blob, const BlobStore& blobs)
+{
+    if (model.arch != Architecture::TorchScript)
+        return model;
+    ModelSpec stored = model;
+    stored.torchscript = QStringLiteral("sha256:") + blob.sha256;
+    stored.archivePath = blobs.path(blob.sha256);
+    return stored;
 }
 
 Result<TensorBundle> startingWeights(const JobSpec& spec, ml::Model& net)
@@ -128,17 +161,32 @@ Result<ImportedJob> import(const JobSpec& spec, BlobStore& blobs, const QString&
     }
     QDir(shardDir).removeRecursively();
 
-    auto model = blobs.put(modelSpecBytes(spec.model));
+    // A TorchScript job's model file is its archive, copied into the store; it is loaded and checked again from
+    // there, so what agents get is exactly what passed the checks.
+    Result<BlobInfo> model = Error{};
+    if (spec.model.arch == Architecture::TorchScript) {
+        QFile archive(spec.model.archiveFile());
+        if (!archive.open(QIODevice::ReadOnly))
+            return fail(QStringLiteral("model.torchscript: cannot read %1: %2").arg(archive.fileName(), archive.errorString()));
+        model = blobs.put(archive.readAll());
+    } else {
+        model = blobs.put(modelSpecBytes(spec.model));
+    }
     if (!model)
         return fail(model.error());
     job.model = *model;
+    job.modelSpec = storedModel(spec.model, *model, blobs);
 
-    auto net = ml::Model::create(spec.model, spec.seed);
+    auto net = ml::Model::create(job.modelSpec, spec.seed);
     if (!net)
-        return fail(net.error());
+        return fail(QStringLiteral("model: %1").arg(net.error()));
     auto initial = startingWeights(spec, *net);
     if (!initial)
         return fail(initial.error());
+    // One forward pass over real samples before any agent is bothered: a program that accepts zeros but fails on
+    // the job's data (a dtype, a range) is named here, not by every agent's first subtask.
+    if (auto probe = ml::Evaluator::evaluate(*net, data->test.head(64)); !probe)
+        return fail(QStringLiteral("model: the model cannot be evaluated on the job's test samples: %1").arg(probe.error()));
     auto weights = blobs.put(SafeTensors::serialize(*initial));
     if (!weights)
         return fail(weights.error());

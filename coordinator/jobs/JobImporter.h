@@ -10,6 +10,7 @@
 #include "spec/JobSpec.h"
 #include "store/BlobStore.h"
 
+#include <QJsonArray>
 #include <QList>
 
 namespace gleaner::coordinator {
@@ -25,7 +26,10 @@ struct ShardRef
 struct ImportedJob
 {
     QList<ShardRef> shards;
-    BlobInfo model;          // the model spec as compact JSON
+    BlobInfo model;          // the model spec as compact JSON, or a TorchScript job's archive
+    // The spec's model as the job runs it: a TorchScript archive named by content ("sha256:..."), found in the
+    // blob store.
+    ModelSpec modelSpec;
     BlobInfo initialWeights; // safetensors
     BlobInfo testSet;        // safetensors (x, y), reloaded after a restart
 };
@@ -39,6 +43,15 @@ Status checkDatasetFiles(const DatasetSpec& dataset);
 // them (every tensor by name, shape and kind of type; every mismatch named at once; every value finite) and
 // loaded into `net`.
 Result<TensorBundle> startingWeights(const JobSpec& spec, ml::Model& net);
+
+// At submit, before the job is accepted: a TorchScript model is loaded and checked (ml::Model::create refuses an
+// archive that is not TorchScript, that calls an operator off the allowlist or gives logits of the wrong shape).
+// Returns the model's tensors, parameters then buffers, by name, shape and type, for the submitter to see.
+Result<QJsonArray> checkModel(const ModelSpec& model);
+
+// Names the job's TorchScript archive by content and points the spec at the blob that holds it: what manifests
+// carry and where the coordinator's own validations load it from. Zoo specs are returned as they are.
+ModelSpec storedModel(const ModelSpec& model, const BlobInfo& blob, const BlobStore& blobs);
 Result<ImportedJob> import(const JobSpec& spec, BlobStore& blobs, const QString& scratchDir);
 
 // The model spec as the manifest and the model blob carry it.

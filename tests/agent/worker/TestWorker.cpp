@@ -159,6 +159,7 @@ private Q_SLOTS:
     void runsAtTheLowestPriority();
     void badTaskFolderIsReported();
     void sandboxIsTheFirstEvent();
+    void hostileTorchScriptIsRefused();
     void symlinkToTheAgentsTokenIsRefused();
 };
 
@@ -429,6 +430,36 @@ void TestWorker::badTaskFolderIsReported()
     QCOMPARE(w.finish(), 1);
     QCOMPARE(w.events.last().value(QStringLiteral("event")).toString(), QStringLiteral("error"));
     QVERIFY(w.events.last().value(QStringLiteral("message")).toString().contains(u"manifest.json"));
+}
+
+void TestWorker::hostileTorchScriptIsRefused()
+{
+    // What a coordinator that was broken into could send: a signed manifest whose model file is a TorchScript
+    // program that reads a file. The worker refuses it before the first forward pass, naming the operator; the
+    // sandbox (sandboxIsTheFirstEvent) is the wall behind that one.
+    const auto dir = test::scratchDir();
+    writeTask(dir->path(), 1);
+    const QString archive = dir->filePath(QStringLiteral("model.pt"));
+    QVERIFY(QFile::copy(QStringLiteral(GLEANER_TORCHSCRIPT_FIXTURES "/reads-file.pt"), archive));
+    QFile file(dir->filePath(QStringLiteral("manifest.json")));
+    QVERIFY(file.open(QIODevice::ReadOnly));
+    QJsonObject manifest = QJsonDocument::fromJson(file.readAll()).object();
+    file.close();
+    manifest.insert(QStringLiteral("model"),
+                    QJsonObject{{QStringLiteral("torchscript"), QString(QStringLiteral("sha256:") + QString(64, u'0'))},
+                                {QStringLiteral("input_shape"), QJsonArray{1, 8, 8}},
+                                {QStringLiteral("num_classes"), 4}});
+    QVERIFY(file.open(QIODevice::WriteOnly | QIODevice::Truncate));
+    file.write(QJsonDocument(manifest).toJson(QJsonDocument::Compact));
+    file.close();
+
+    Worker w;
+    w.start(dir->path());
+    QCOMPARE(w.finish(), 1);
+    const QString message = firstNamed(w.events, QStringLiteral("error")).value(QStringLiteral("message")).toString();
+    QVERIFY2(message.contains(u"aten::from_file in __torch__.ReadsFile.forward"), qPrintable(message));
+    QVERIFY2(message.contains(archive), qPrintable(message));
+    QVERIFY(!QFile::exists(dir->filePath(QStringLiteral("result.safetensors"))));
 }
 
 void TestWorker::sandboxIsTheFirstEvent()

@@ -53,9 +53,13 @@ function transferText(t) {
   return text;
 }
 
+// The weights as safetensors (PyTorch's state_dict names) and, for a TorchScript job, its program with them in it.
 function weightsLink(job) {
   if (job.state === 'created' || job.state === 'failed') return null;
-  return h('a', { class: 'button', href: `/api/v1/admin/jobs/${job.id}/weights`, download: `job-${job.id}-v${job.version}.safetensors` }, 'weights');
+  const safetensors = h('a', { class: 'button', href: `/api/v1/admin/jobs/${job.id}/weights`, download: `job-${job.id}-v${job.version}.safetensors`, title: 'safetensors.torch.load_file, then model.load_state_dict' }, 'weights');
+  if (job.model !== 'torchscript') return safetensors;
+  return h('span', { class: 'buttons' }, safetensors, ' ',
+    h('a', { class: 'button', href: `/api/v1/admin/jobs/${job.id}/torchscript`, download: `job-${job.id}-v${job.version}.pt`, title: 'torch.jit.load' }, 'TorchScript'));
 }
 
 function subtasksText(s) {
