@@ -567,6 +567,19 @@ void TestJobSpec::jsonFieldHelpers()
     QCOMPARE(NumberRange::above(0).atMost(10).describe(), u"a number > 0 and <= 10"_s);
     QVERIFY(!NumberRange::atLeast(0).contains(std::numeric_limits<double>::quiet_NaN()));
     QVERIFY(!NumberRange::atLeast(0).contains(std::numeric_limits<double>::infinity()));
+
+    // Lists of numbers: the count, then each element by its index.
+    const QJsonObject lists = test::jsonObject(R"({"ok": [1, 0.5, -2], "long": [1, 2, 3], "bad": [1, "x"]})");
+    JsonFields fields(lists, u"spec"_s);
+    QList<double> values;
+    QVERIFY(fields.readNumberList(u"ok", values, NumberRange{}, Need::Required, 1, 3));
+    QCOMPARE(values, (QList<double>{1, 0.5, -2}));
+    QVERIFY(!fields.readNumberList(u"long", values, NumberRange::above(0), Need::Required, 1, 2));
+    QCOMPARE(fields.failure().message, u"spec.long: expected a list of 1 to 2 numbers > 0, got a list of 3 items"_s);
+    JsonFields element(lists, u"spec"_s);
+    QVERIFY(!element.readNumberList(u"bad", values, NumberRange{}));
+    QCOMPARE(element.failure().message, uR"(spec.bad[1]: expected a number, got "x")"_s);
+    QCOMPARE(values, (QList<double>{1, 0.5, -2})); // a failed read leaves the list alone
 }
 
 QTEST_GUILESS_MAIN(TestJobSpec)
