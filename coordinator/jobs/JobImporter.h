@@ -11,6 +11,7 @@
 #include "store/BlobStore.h"
 
 #include <QList>
+#include <QStringList>
 
 namespace gleaner::coordinator {
 
@@ -28,6 +29,7 @@ struct ImportedJob
     BlobInfo model;          // the model spec as compact JSON
     BlobInfo initialWeights; // safetensors
     BlobInfo testSet;        // safetensors (x, y), reloaded after a restart
+    QStringList notes;       // what the dataset import has to say (DatasetSplit::notes), for the log
 };
 
 namespace JobImporter {
