@@ -369,6 +369,8 @@ void Coordinator::onImported(qint64 jobId, Result<ImportedJob> imported)
     }
     job->files = *imported;
     job->spec.model = imported->modelSpec;
+    for (const QString& note : std::as_const(imported->notes))
+        qCInfo(lcCoordinator).noquote() << "job" << jobId << "dataset:" << note;
     const Status stored = m_db->transaction([&]() -> Status {
         for (const ShardRef& shard : job->files.shards)
             if (auto r = m_db->exec(QStringLiteral("INSERT OR REPLACE INTO shards (job_id, idx, sha256, bytes, samples) VALUES "

@@ -28,6 +28,7 @@ Status checkDatasetFiles(const DatasetSpec& dataset)
     switch (dataset.format) {
     case DatasetSpec::Format::FashionMnist:
     case DatasetSpec::Format::Cifar10:
+    case DatasetSpec::Format::Images:
         if (!QFileInfo(dataset.dir).isDir())
             return fail(QStringLiteral("dataset.dir: folder %1 does not exist on the coordinator%2")
                             .arg(dataset.dir,
@@ -136,7 +137,7 @@ Result<TensorBundle> startingWeights(const JobSpec& spec, ml::Model& net)
 
 Result<ImportedJob> import(const JobSpec& spec, BlobStore& blobs, const QString& scratchDir)
 {
-    auto data = ml::loadDataset(spec.dataset, spec.limitTrain);
+    auto data = ml::loadDataset(spec.dataset, spec.limitTrain, spec.model.inputShape);
     if (!data)
         return fail(data.error());
     const ml::Dataset& train = data->train;
@@ -149,6 +150,7 @@ Result<ImportedJob> import(const JobSpec& spec, BlobStore& blobs, const QString&
                         .arg(std::max(train.labelBound(), data->test.labelBound())));
 
     ImportedJob job;
+    job.notes = data->notes;
     const QString shardDir = QDir(scratchDir).filePath(QStringLiteral("shards"));
     auto files = ml::Shards::write(train, spec.shards, spec.seed, shardDir);
     if (!files)

@@ -12,6 +12,7 @@
 
 #include <QJsonArray>
 #include <QList>
+#include <QStringList>
 
 namespace gleaner::coordinator {
 
@@ -32,6 +33,7 @@ struct ImportedJob
     ModelSpec modelSpec;
     BlobInfo initialWeights; // safetensors
     BlobInfo testSet;        // safetensors (x, y), reloaded after a restart
+    QStringList notes;       // what the dataset import has to say (DatasetSplit::notes), for the log
 };
 
 namespace JobImporter {

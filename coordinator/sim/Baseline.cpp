@@ -11,7 +11,7 @@ namespace gleaner::coordinator::sim {
 Result<SimReport> runBaseline(const SimOptions& options, const JobSpec& spec, const TensorBundle& initial,
                               const ml::Dataset& test, const QString& scratch, const Simulation::Progress& progress)
 {
-    auto split = ml::loadDataset(spec.dataset, spec.limitTrain);
+    auto split = ml::loadDataset(spec.dataset, spec.limitTrain, spec.model.inputShape);
     if (!split)
         return fail(split.error());
     const ml::Dataset& train = split->train;

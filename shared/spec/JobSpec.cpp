@@ -1,7 +1,9 @@
 #include "spec/JobSpec.h"
 
 #include "spec/JsonFields.h"
+#include "tensor/TensorBundle.h"
 
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonParseError>
 
@@ -16,7 +18,15 @@ namespace {
 // In the order of DatasetSpec::Format and AggregationSpec::Rule, so readChoice() indexes convert directly.
 const QStringList& formatNames()
 {
-    static const QStringList names{u"fashion-mnist"_s, u"idx"_s, u"cifar10"_s, u"safetensors"_s, u"npz"_s, u"csv"_s};
+    static const QStringList names{u"fashion-mnist"_s, u"idx"_s, u"cifar10"_s, u"safetensors"_s, u"npz"_s, u"csv"_s,
+                                   u"images"_s};
+    return names;
+}
+
+// In the order of DatasetSpec::stopOnBadFile (false, true).
+const QStringList& badFileNames()
+{
+    static const QStringList names{u"skip"_s, u"stop"_s};
     return names;
 }
 
@@ -53,6 +63,29 @@ const QStringList& stalenessNames()
     return names;
 }
 const NumberRange kTargetAccuracy = NumberRange::above(0).atMost(1);
+// One value per channel, or per feature of a table (CsvReader's column limit).
+constexpr qsizetype kMaxNormalizeValues = 100000;
+
+// "normalize": {"mean": [...], "std": [...]}, both required, each one value per channel or one for all; whether
+// the count fits the samples' channels is known only once the data is loaded.
+void readNormalize(JsonFields& fields, DatasetSpec& spec)
+{
+    QJsonObject object;
+    if (!fields.readObject(u"normalize", object))
+        return;
+    JsonFields normalize(object, fields.fieldPath(u"normalize"));
+    normalize.allowOnly({u"mean"_s, u"std"_s});
+    normalize.readNumberList(u"mean", spec.normalizeMean, NumberRange{}, Need::Required, 1, kMaxNormalizeValues);
+    normalize.readNumberList(u"std", spec.normalizeStd, NumberRange::above(0), Need::Required, 1,
+                             kMaxNormalizeValues);
+    const qsizetype means = spec.normalizeMean.size(), stds = spec.normalizeStd.size();
+    if (normalize.ok() && means > 1 && stds > 1 && means != stds)
+        normalize.fail(u"std", u"holds %1 values where mean holds %2; give one per channel in both, or one for all"_s
+                                   .arg(stds)
+                                   .arg(means));
+    if (!normalize.ok())
+        fields.failWith(normalize.failure().message);
+}
 
 } // namespace
 
@@ -61,7 +94,7 @@ Result<DatasetSpec> DatasetSpec::fromJson(const QJsonObject& json, const QString
     JsonFields fields(json, path);
     fields.allowOnly({u"format"_s, u"dir"_s, u"train_images"_s, u"train_labels"_s, u"test_images"_s,
                       u"test_labels"_s, u"train"_s, u"test"_s, u"file"_s, u"label"_s, u"test_fraction"_s,
-                      u"split_seed"_s});
+                      u"split_seed"_s, u"on_bad_file"_s, u"normalize"_s});
 
     DatasetSpec spec;
     int format = 0;
@@ -70,9 +103,12 @@ Result<DatasetSpec> DatasetSpec::fromJson(const QJsonObject& json, const QString
     spec.format = Format(format);
 
     // A path of another format would be ignored: refuse it, the admin meant something else.
-    const bool usesDir = spec.format == Format::FashionMnist || spec.format == Format::Cifar10;
+    const bool usesDir =
+        spec.format == Format::FashionMnist || spec.format == Format::Cifar10 || spec.format == Format::Images;
     if (!usesDir)
-        fields.refuse(u"dir", u"only used by format \"fashion-mnist\" and \"cifar10\""_s);
+        fields.refuse(u"dir", u"only used by formats \"fashion-mnist\", \"cifar10\" and \"images\""_s);
+    if (spec.format != Format::Images)
+        fields.refuse(u"on_bad_file", u"only used by format \"images\""_s);
     if (spec.format != Format::Idx) {
         for (const auto key : {u"train_images", u"train_labels", u"test_images", u"test_labels"})
             fields.refuse(key, u"only used by format \"idx\""_s);
@@ -86,8 +122,9 @@ Result<DatasetSpec> DatasetSpec::fromJson(const QJsonObject& json, const QString
     // A held-out split instead of a test file.
     const bool holdsOut = fields.has(u"test_fraction");
     if (holdsOut) {
-        if (spec.format != Format::SafeTensors && spec.format != Format::Npz && spec.format != Format::Csv)
-            fields.refuse(u"test_fraction", u"only used by formats \"safetensors\", \"npz\" and \"csv\""_s);
+        if (spec.format != Format::SafeTensors && spec.format != Format::Npz && spec.format != Format::Csv &&
+            spec.format != Format::Images)
+            fields.refuse(u"test_fraction", u"only used by formats \"safetensors\", \"npz\", \"csv\" and \"images\""_s);
         else if (fields.has(u"file"))
             fields.refuse(u"test_fraction", u"not with \"file\", which holds its own test set"_s);
         fields.refuse(u"test", u"goes instead of \"test_fraction\": give one of them"_s);
@@ -114,6 +151,14 @@ Result<DatasetSpec> DatasetSpec::fromJson(const QJsonObject& json, const QString
     case Format::Cifar10:
         fields.readString(u"dir", spec.dir, Need::Required);
         break;
+    case Format::Images: {
+        // A test/ folder beside train/ or test_fraction: which one the folder holds is the loader's question.
+        fields.readString(u"dir", spec.dir, Need::Required);
+        int onBadFile = 0;
+        if (fields.readChoice(u"on_bad_file", onBadFile, badFileNames()))
+            spec.stopOnBadFile = onBadFile == 1;
+        break;
+    }
     case Format::SafeTensors:
     case Format::Npz:
     case Format::Csv:
@@ -129,6 +174,7 @@ Result<DatasetSpec> DatasetSpec::fromJson(const QJsonObject& json, const QString
             fields.readString(u"label", spec.label, Need::Required);
         break;
     }
+    readNormalize(fields, spec);
     if (!fields.ok())
         return fields.failure();
     return spec;
@@ -141,10 +187,23 @@ QJsonObject DatasetSpec::toJson() const
         json.insert(u"test_fraction"_s, testFraction);
         json.insert(u"split_seed"_s, splitSeed);
     }
+    if (!normalizeMean.isEmpty() || !normalizeStd.isEmpty()) {
+        const auto list = [](const QList<double>& values) {
+            QJsonArray array;
+            for (const double value : values)
+                array.append(value);
+            return array;
+        };
+        json.insert(u"normalize"_s, QJsonObject{{u"mean"_s, list(normalizeMean)}, {u"std"_s, list(normalizeStd)}});
+    }
     switch (format) {
     case Format::FashionMnist:
     case Format::Cifar10:
         json.insert(u"dir"_s, dir);
+        break;
+    case Format::Images:
+        json.insert(u"dir"_s, dir);
+        json.insert(u"on_bad_file"_s, badFileNames().at(stopOnBadFile ? 1 : 0));
         break;
     case Format::Idx:
         json.insert(u"train_images"_s, trainImages);
@@ -345,6 +404,13 @@ Result<JobSpec> JobSpec::fromJson(const QJsonObject& json)
         fields.fail(u"download", u"a density below 1 needs a rule that folds pseudo-gradients (fedbuff, "
                                  u"delayed-nesterov or adaptive-nesterov); the %1 rule would pull the server copy "
                                  u"back toward the weights agents hold"_s.arg(spec.aggregation.toJson().value(u"rule"_s).toString()));
+    // Images are decoded into the model's input, so it must be a shape an image becomes.
+    if (fields.ok() && spec.dataset.format == DatasetSpec::Format::Images) {
+        const QList<qint64>& shape = spec.model.inputShape;
+        if (shape.size() != 3 || (shape[0] != 1 && shape[0] != 3))
+            fields.failWith(u"model.input_shape: format \"images\" decodes every image to [C, H, W] with C 1 "
+                            u"(grayscale) or 3 (RGB), got %1"_s.arg(shapeToString(shape)));
+    }
     // Every shard needs at least one sample, or the scheduler would hand out empty workunits.
     if (fields.ok() && spec.limitTrain && *spec.limitTrain < spec.shards) {
         const QString problem =

@@ -4,7 +4,7 @@
 //
 // {
 //   "name": "fashion-cnn",
-//   "dataset": {"format": "fashion-mnist"},          // or "idx" / "cifar10" / "safetensors", see DatasetSpec
+//   "dataset": {"format": "fashion-mnist"},          // or "idx", "cifar10", "safetensors", "npz", "csv", "images"
 //   "limit_train": 2000,                             // optional: use the first N training samples
 //   "model": {"arch": "cnn", "input_shape": [1, 28, 28], "num_classes": 10},
 //   "shards": 50, "local_epochs": 1, "batch_size": 32,
@@ -30,6 +30,7 @@
 #include "spec/UploadSpec.h"
 
 #include <QJsonObject>
+#include <QList>
 #include <QString>
 
 #include <optional>
@@ -47,13 +48,15 @@ struct DatasetSpec
         Npz,          // {"format": "npz", "train": file, "test": file}, each with arrays "x" and "y", or
                       // {"format": "npz", "file": F} with x_train, y_train, x_test, y_test (Keras's layout)
         Csv,          // {"format": "csv", "train": file, "test": file, "label": column}: numeric features
+        Images,       // {"format": "images", "dir": root}: root/<class>/*.png|jpg|..., or root/train/<class>/...
+                      // and root/test/<class>/...; decoded and resized to the model's input_shape [C, H, W]
     };
 
     // "format" is required; the paths of the chosen format are required except fashion-mnist's "dir". Paths
     // must be non-empty; whether they exist is checked by the coordinator at import. Fields another format
     // uses are refused; in the struct they keep their defaults, so fromJson(toJson(x)) == x.
     Format format = Format::FashionMnist;
-    QString dir = defaultFashionMnistDir(); // fashion-mnist, cifar10
+    QString dir = defaultFashionMnistDir(); // fashion-mnist, cifar10, images
     QString trainImages;                    // idx
     QString trainLabels;                    // idx
     QString testImages;                     // idx
@@ -61,11 +64,21 @@ struct DatasetSpec
     QString train;                          // safetensors, npz, csv
     QString test;                           // safetensors, npz, csv
     QString label;                          // csv: the label column's name
-    // safetensors, npz (train/test), csv: instead of "test", hold out this fraction of the training file,
-    // (0, 0.5], chosen by a permutation seeded with split_seed (the same file and seed, the same split).
+    // safetensors, npz (train/test), csv, images (without a test/ folder): instead of "test", hold out this
+    // fraction of the training file, (0, 0.5], chosen by a permutation seeded with split_seed (the same file and
+    // seed, the same split).
     double testFraction = 0;
     qint64 splitSeed = 1;
     QString file;                           // npz
+    // images, "on_bad_file": "skip" (the default) leaves out a file Qt cannot decode, logging it by name;
+    // "stop" fails the import at the first one.
+    bool stopOnBadFile = false;
+    // Any format, "normalize": {"mean": [...], "std": [...]}: each sample value v of channel c (the first
+    // dimension of a sample) becomes (v - mean[c]) / std[c] at import, in train and test alike; U8 pixels are
+    // scaled to [0, 1] first, as training would. Each list holds one value per channel or one for all; empty
+    // when not given.
+    QList<double> normalizeMean;
+    QList<double> normalizeStd;
 
     static QString defaultFashionMnistDir() { return QStringLiteral("/usr/share/datasets/fashion-mnist"); }
     static Result<DatasetSpec> fromJson(const QJsonObject& json,

@@ -47,16 +47,18 @@ QString elementPhrase(const IntRange& range, bool plural)
     return article + u"integer%1 from %2 to %3"_s.arg(s).arg(range.min).arg(maxText(range.max));
 }
 
+QString countPhrase(qsizetype minCount, qsizetype maxCount)
+{
+    if (minCount == maxCount)
+        return u"exactly %1 "_s.arg(minCount);
+    if (maxCount < 0)
+        return minCount > 0 ? u"at least %1 "_s.arg(minCount) : QString();
+    return u"%1 to %2 "_s.arg(minCount).arg(maxCount);
+}
+
 QString listPhrase(const IntRange& element, qsizetype minCount, qsizetype maxCount)
 {
-    QString count;
-    if (minCount == maxCount)
-        count = u"exactly %1 "_s.arg(minCount);
-    else if (maxCount < 0)
-        count = minCount > 0 ? u"at least %1 "_s.arg(minCount) : QString();
-    else
-        count = u"%1 to %2 "_s.arg(minCount).arg(maxCount);
-    return u"a list of "_s + count + elementPhrase(element, true);
+    return u"a list of "_s + countPhrase(minCount, maxCount) + elementPhrase(element, true);
 }
 
 QString expected(const QString& what, const QJsonValue& got)
@@ -395,6 +397,34 @@ bool JsonFields::readIntList(QStringView key, QList<int>& out, IntRange element,
     out.reserve(wide.size());
     for (qint64 item : wide)
         out.append(int(item));
+    return true;
+}
+
+bool JsonFields::readNumberList(QStringView key, QList<double>& out, const NumberRange& element, Need need,
+                                qsizetype minCount, qsizetype maxCount)
+{
+    const auto value = fetch(key, need);
+    if (!value)
+        return false;
+    const QJsonArray array = value->toArray();
+    const bool countOk = array.size() >= minCount && (maxCount < 0 || array.size() <= maxCount);
+    if (!value->isArray() || !countOk) {
+        // "a number > 0" becomes "a list of 1 to 3 numbers > 0".
+        const QString bounds = element.describe().mid(qsizetype(sizeof("a number") - 1));
+        fail(key, expected(u"a list of "_s + countPhrase(minCount, maxCount) + u"numbers"_s + bounds, *value));
+        return false;
+    }
+    QList<double> values;
+    values.reserve(array.size());
+    for (qsizetype i = 0; i < array.size(); ++i) {
+        const QJsonValue item = array.at(i);
+        if (!item.isDouble() || !element.contains(item.toDouble())) {
+            failElement(key, i, expected(element.describe(), item));
+            return false;
+        }
+        values.append(item.toDouble());
+    }
+    out = std::move(values);
     return true;
 }
 

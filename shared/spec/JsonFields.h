@@ -133,6 +133,10 @@ public:
                      qsizetype minCount = 0, qsizetype maxCount = -1);
     bool readIntList(QStringView key, QList<int>& out, IntRange element, Need need = Need::Optional,
                      qsizetype minCount = 0, qsizetype maxCount = -1);
+    // A list of minCount..maxCount numbers, each within `element` ("dataset.normalize.std[2]: expected a number
+    // > 0, got 0").
+    bool readNumberList(QStringView key, QList<double>& out, const NumberRange& element, Need need = Need::Optional,
+                        qsizetype minCount = 0, qsizetype maxCount = -1);
 
     // Stores a nested spec's value, or records its error (which names its own path already).
     template <typename T> bool take(Result<T> result, T& out)

@@ -166,6 +166,36 @@ void TestJobSpec::validJobs_data()
                "aggregation": {"rule": "vc-asgd", "alpha": 0.5}})"_ba
         << ownDir;
 
+    JobSpec images = minimalSpec();
+    images.dataset.format = DatasetSpec::Format::Images;
+    images.dataset.dir = u"/srv/photos"_s;
+    images.dataset.stopOnBadFile = true;
+    images.dataset.testFraction = 0.2;
+    images.model.inputShape = {3, 32, 32};
+    images.dataset.normalizeMean = {0.49, 0.48, 0.45};
+    images.dataset.normalizeStd = {0.25};
+    QTest::newRow("images held out, stopping at a bad file, normalised per channel")
+        << R"({"dataset": {"format": "images", "dir": "/srv/photos", "on_bad_file": "stop", "test_fraction": 0.2,
+                           "normalize": {"mean": [0.49, 0.48, 0.45], "std": [0.25]}},
+               "model": {"arch": "cnn", "input_shape": [3, 32, 32], "num_classes": 10}})"_ba
+        << images;
+    JobSpec grayImages = minimalSpec();
+    grayImages.dataset.format = DatasetSpec::Format::Images;
+    grayImages.dataset.dir = u"scans"_s;
+    QTest::newRow("images with their own test folder, skipping bad files")
+        << R"({"dataset": {"format": "images", "dir": "scans", "on_bad_file": "skip"}})"_ba << grayImages;
+    JobSpec normalizedCsv = minimalSpec();
+    normalizedCsv.dataset.format = DatasetSpec::Format::Csv;
+    normalizedCsv.dataset.train = u"t.csv"_s;
+    normalizedCsv.dataset.test = u"v.csv"_s;
+    normalizedCsv.dataset.label = u"y"_s;
+    normalizedCsv.dataset.normalizeMean = {-1.5};
+    normalizedCsv.dataset.normalizeStd = {2, 0.5};
+    QTest::newRow("csv normalised, one mean for all features")
+        << R"({"dataset": {"format": "csv", "train": "t.csv", "test": "v.csv", "label": "y",
+                           "normalize": {"mean": [-1.5], "std": [2, 0.5]}}})"_ba
+        << normalizedCsv;
+
     QTest::newRow("aggregation without alpha means per-epoch")
         << R"({"aggregation": {"rule": "vc-asgd"}})"_ba << minimalSpec();
 
@@ -306,7 +336,7 @@ void TestJobSpec::invalidJobs_data()
     // dataset
     change("dataset without format", R"({"dataset": {}})", "dataset.format", "required field is missing");
     change("dataset format unknown", R"({"dataset": {"format": "mnist"}})", "dataset.format",
-           R"(expected one of "fashion-mnist", "idx", "cifar10", "safetensors", "npz", "csv", got "mnist")");
+           R"(expected one of "fashion-mnist", "idx", "cifar10", "safetensors", "npz", "csv", "images", got "mnist")");
     change("idx without train_images",
            R"({"dataset": {"format": "idx", "train_labels": "a", "test_images": "b", "test_labels": "c"}})",
            "dataset.train_images", "required field is missing");
@@ -320,7 +350,7 @@ void TestJobSpec::invalidJobs_data()
            "dataset.test", "required field is missing");
     change("safetensors with a dir",
            R"({"dataset": {"format": "safetensors", "train": "a", "test": "b", "dir": "c"}})", "dataset.dir",
-           R"(only used by format "fashion-mnist" and "cifar10")");
+           R"(only used by formats "fashion-mnist", "cifar10" and "images")");
     change("fashion-mnist with train", R"({"dataset": {"format": "fashion-mnist", "train": "a"}})",
            "dataset.train", R"(only used by formats "safetensors", "npz" and "csv")");
     change("cifar10 with idx paths", R"({"dataset": {"format": "cifar10", "dir": "d", "test_images": "a"}})",
@@ -328,6 +358,28 @@ void TestJobSpec::invalidJobs_data()
     change("dir a number", R"({"dataset": {"format": "fashion-mnist", "dir": 42}})", "dataset.dir", "got 42");
     change("dataset typo", R"({"dataset": {"format": "idx", "train_image": "a"}})", "dataset",
            R"(unknown field "train_image" (did you mean "train_images"?))");
+
+    change("images without dir", R"({"dataset": {"format": "images"}})", "dataset.dir", "required field is missing");
+    change("images with a test file", R"({"dataset": {"format": "images", "dir": "d", "test": "t"}})", "dataset.test",
+           R"(only used by formats "safetensors", "npz" and "csv")");
+    change("on_bad_file unknown", R"({"dataset": {"format": "images", "dir": "d", "on_bad_file": "ignore"}})",
+           "dataset.on_bad_file", R"(expected one of "skip", "stop", got "ignore")");
+    change("on_bad_file for csv",
+           R"({"dataset": {"format": "csv", "train": "a", "test": "b", "label": "y", "on_bad_file": "stop"}})",
+           "dataset.on_bad_file", R"(only used by format "images")");
+    change("images for a flat input",
+           R"({"dataset": {"format": "images", "dir": "d"},
+               "model": {"arch": "mlp", "input_shape": [784], "num_classes": 10}})",
+           "model.input_shape", R"(format "images" decodes every image to [C, H, W] with C 1 (grayscale) or 3 (RGB), got [784])");
+    change("images with 4 channels",
+           R"({"dataset": {"format": "images", "dir": "d"},
+               "model": {"arch": "cnn", "input_shape": [4, 28, 28], "num_classes": 10}})",
+           "model.input_shape", "got [4, 28, 28]");
+    change("normalize std zero",
+           R"({"dataset": {"format": "fashion-mnist", "normalize": {"mean": [0.286], "std": [0]}}})",
+           "dataset.normalize.std[0]", "expected a number > 0, got 0");
+    change("normalize without mean", R"({"dataset": {"format": "fashion-mnist", "normalize": {"std": [0.35]}}})",
+           "dataset.normalize.mean", "required field is missing");
 
     // model, as one example of a nested model error
     change("model arch unknown",
@@ -567,6 +619,19 @@ void TestJobSpec::jsonFieldHelpers()
     QCOMPARE(NumberRange::above(0).atMost(10).describe(), u"a number > 0 and <= 10"_s);
     QVERIFY(!NumberRange::atLeast(0).contains(std::numeric_limits<double>::quiet_NaN()));
     QVERIFY(!NumberRange::atLeast(0).contains(std::numeric_limits<double>::infinity()));
+
+    // Lists of numbers: the count, then each element by its index.
+    const QJsonObject lists = test::jsonObject(R"({"ok": [1, 0.5, -2], "long": [1, 2, 3], "bad": [1, "x"]})");
+    JsonFields fields(lists, u"spec"_s);
+    QList<double> values;
+    QVERIFY(fields.readNumberList(u"ok", values, NumberRange{}, Need::Required, 1, 3));
+    QCOMPARE(values, (QList<double>{1, 0.5, -2}));
+    QVERIFY(!fields.readNumberList(u"long", values, NumberRange::above(0), Need::Required, 1, 2));
+    QCOMPARE(fields.failure().message, u"spec.long: expected a list of 1 to 2 numbers > 0, got a list of 3 items"_s);
+    JsonFields element(lists, u"spec"_s);
+    QVERIFY(!element.readNumberList(u"bad", values, NumberRange{}));
+    QCOMPARE(element.failure().message, uR"(spec.bad[1]: expected a number, got "x")"_s);
+    QCOMPARE(values, (QList<double>{1, 0.5, -2})); // a failed read leaves the list alone
 }
 
 QTEST_GUILESS_MAIN(TestJobSpec)

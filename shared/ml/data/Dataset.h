@@ -8,6 +8,7 @@
 #include "tensor/TensorBundle.h"
 
 #include <QList>
+#include <QStringList>
 
 #include <vector>
 
@@ -61,6 +62,10 @@ struct DatasetSplit
 {
     Dataset train;
     Dataset test; // kept apart for validation; never sharded to agents
+    // What the import should tell whoever submitted the job, one sentence each: the classes an image folder
+    // held and in which order they became labels, the files it left out. (The initializer lets
+    // DatasetSplit{train, test} leave it out.)
+    QStringList notes = {};
 };
 
 } // namespace gleaner::ml

@@ -4,6 +4,8 @@
 #include "ml/data/Cifar10Reader.h"
 #include "ml/data/CsvReader.h"
 #include "ml/data/IdxReader.h"
+#include "ml/data/ImageFolderReader.h"
+#include "ml/data/Normalization.h"
 #include "ml/data/NumPyReader.h"
 
 #include <QDir>
@@ -109,7 +111,59 @@ Result<DatasetSplit> trainAndTest(const DatasetSpec& spec, Result<Dataset> (*loa
     return DatasetSplit{std::move(*train), std::move(*test)};
 }
 
-Result<DatasetSplit> loadAny(const DatasetSpec& spec)
+// An image folder decoded to the model's input: its own test/ split, or test_fraction's hold-out, never both
+// and never neither.
+Result<DatasetSplit> loadImages(const DatasetSpec& spec, const QList<qint64>& inputShape)
+{
+    const auto side = [](qint64 pixels) { return pixels >= 1 && pixels <= 4096; };
+    if (inputShape.size() != 3 || (inputShape[0] != 1 && inputShape[0] != 3) || !side(inputShape[1]) ||
+        !side(inputShape[2]))
+        return fail(QStringLiteral("format \"images\" decodes every image to the model's input_shape, which must be "
+                                   "[C, H, W] with C 1 (grayscale) or 3 (RGB) and H, W 1..4096, not %1")
+                        .arg(shapeToString(inputShape)));
+    ImageFolder::Options options;
+    options.channels = inputShape[0];
+    options.height = inputShape[1];
+    options.width = inputShape[2];
+    options.stopAtBadFile = spec.stopOnBadFile;
+    auto folder = ImageFolder::read(spec.dir, options);
+    if (!folder)
+        return fail(folder.error());
+    if (folder->hasTestSplit && spec.testFraction > 0)
+        return fail(QStringLiteral("%1 holds its own test/ folder; remove dataset.test_fraction, or move the test "
+                                   "images into train/")
+                        .arg(spec.dir));
+    if (!folder->hasTestSplit && spec.testFraction == 0)
+        return fail(QStringLiteral("%1 has no test/ folder to validate with; add one beside train/ "
+                                   "(%1/train/<class>/, %1/test/<class>/), or set dataset.test_fraction to hold a "
+                                   "share of the images out")
+                        .arg(spec.dir));
+
+    DatasetSplit split = std::move(folder->split);
+    // Paths and folder names may hold "%": every message is built in one arg() pass.
+    QStringList labels;
+    for (qsizetype i = 0; i < folder->classes.size(); ++i)
+        labels << QString::number(i) + QLatin1Char(' ') + folder->classes[i];
+    split.notes << QStringLiteral("%1: %2 classes (labels %3); %4 images%5, each decoded to %6")
+                       .arg(spec.dir, QString::number(folder->classes.size()), labels.join(QStringLiteral(", ")),
+                            QString::number(split.train.size()),
+                            folder->hasTestSplit ? QStringLiteral(" in train/ and %1 in test/").arg(split.test.size())
+                                                 : QString(),
+                            shapeToString(inputShape));
+    if (!folder->leftOut.isEmpty()) {
+        // The first few by name; every one is in the log.
+        constexpr qsizetype kShown = 10;
+        const qsizetype shown = std::min(kShown, folder->leftOut.size());
+        const qsizetype more = folder->leftOut.size() - shown;
+        split.notes << QStringLiteral("%1: %2 bad files left out (on_bad_file \"skip\"): %3%4")
+                           .arg(spec.dir, QString::number(folder->leftOut.size()),
+                                folder->leftOut.first(shown).join(QStringLiteral("; ")),
+                                more > 0 ? QStringLiteral("; and %1 more in the log").arg(more) : QString());
+    }
+    return split;
+}
+
+Result<DatasetSplit> loadAny(const DatasetSpec& spec, const QList<qint64>& inputShape)
 {
     switch (spec.format) {
     case DatasetSpec::Format::FashionMnist:
@@ -144,6 +198,8 @@ Result<DatasetSplit> loadAny(const DatasetSpec& spec)
     }
     case DatasetSpec::Format::Csv:
         return Csv::readPair(spec.train, spec.test, spec.label);
+    case DatasetSpec::Format::Images:
+        return loadImages(spec, inputShape);
     }
     return fail(QStringLiteral("unknown dataset format"));
 }
@@ -174,15 +230,19 @@ Result<DatasetSplit> holdOut(Dataset all, double fraction, quint64 seed, const Q
     return DatasetSplit{all.select(train), all.select(test)};
 }
 
-Result<DatasetSplit> loadDataset(const DatasetSpec& spec, std::optional<qint64> limitTrain)
+Result<DatasetSplit> loadDataset(const DatasetSpec& spec, std::optional<qint64> limitTrain,
+                                 const QList<qint64>& inputShape)
 {
-    auto split = loadAny(spec);
+    auto split = loadAny(spec, inputShape);
     if (!split)
         return split;
     if (spec.testFraction > 0) {
-        split = holdOut(std::move(split->train), spec.testFraction, quint64(spec.splitSeed), spec.train);
-        if (!split)
-            return split;
+        const QString source = spec.format == DatasetSpec::Format::Images ? spec.dir : spec.train;
+        auto held = holdOut(std::move(split->train), spec.testFraction, quint64(spec.splitSeed), source);
+        if (!held)
+            return fail(held.error());
+        split->train = std::move(held->train);
+        split->test = std::move(held->test);
     }
     if (split->train.sampleShape() != split->test.sampleShape())
         return fail(
@@ -190,6 +250,14 @@ Result<DatasetSplit> loadDataset(const DatasetSpec& spec, std::optional<qint64> 
                 .arg(shapeToString(split->train.sampleShape()), shapeToString(split->test.sampleShape())));
     if (limitTrain)
         split->train = split->train.head(*limitTrain);
+    if (!spec.normalizeMean.isEmpty()) {
+        for (Dataset* set : {&split->train, &split->test}) {
+            auto normalized = normalize(*set, spec.normalizeMean, spec.normalizeStd);
+            if (!normalized)
+                return fail(normalized.error());
+            *set = std::move(*normalized);
+        }
+    }
     return split;
 }
 
