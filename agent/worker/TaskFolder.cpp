@@ -59,6 +59,19 @@ Result<TaskFolder> TaskFolder::open(const QString& dir)
             return fail(where("hyperparameters.steps") + QStringLiteral(": expected a positive integer"));
     }
     task.seed = quint64(hyper.value(QStringLiteral("seed")).toInteger(0));
+    // Optional: random crops and flips. One this worker cannot read is refused rather than dropped: training
+    // without it would be a different training from the one the coordinator asked for.
+    if (const QJsonValue augment = hyper.value(QStringLiteral("augment")); !augment.isUndefined()) {
+        if (!augment.isObject())
+            return fail(where("hyperparameters.augment") + QStringLiteral(": expected an object"));
+        auto spec = AugmentSpec::fromJson(augment.toObject(), QStringLiteral("hyperparameters.augment"));
+        if (!spec)
+            return fail(QStringLiteral("%1: %2").arg(file.fileName(), spec.error()));
+        if (auto fits = spec->checkInput(task.model.inputShape, QStringLiteral("hyperparameters.augment"));
+            !fits)
+            return fail(QStringLiteral("%1: %2").arg(file.fileName(), fits.error()));
+        task.augment = *spec;
+    }
     task.baseVersion = manifest.value(QStringLiteral("base_version")).toInteger(-1);
     if (task.baseVersion < 0)
         return fail(where("base_version") + QStringLiteral(": missing"));

@@ -17,6 +17,7 @@
 //   residual.safetensors    what this upload left out, which the agent keeps for the job's next one
 
 #include "Result.h"
+#include "spec/AugmentSpec.h"
 #include "spec/ModelSpec.h"
 #include "spec/OptimizerSpec.h"
 #include "spec/UploadSpec.h"
@@ -34,6 +35,7 @@ struct TaskFolder
     qint64 steps = 0; // mini-batches the coordinator sized the subtask to (0: whole local epochs)
     int batchSize = 32;
     quint64 seed = 0;
+    AugmentSpec augment; // the manifest's hyperparameters.augment; off without one
     qint64 baseVersion = 0;
     QString leaseId;
     QString nonce; // the manifest's, copied into the result so that the coordinator can tell which lease it is for

@@ -222,6 +222,7 @@ int runWorker(const WorkerOptions& options, WorkerControl& control,
     request.steps = task->steps;
     request.batchSize = task->batchSize;
     request.seed = task->seed;
+    request.augment = task->augment;
     request.device = options.device;
     request.threads = options.threads;
     request.checkpointPath = task->checkpointPath();

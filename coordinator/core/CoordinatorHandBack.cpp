@@ -38,9 +38,9 @@ std::optional<CheckpointExpectations> Coordinator::checkpointExpectationsFor(con
     expected.baseWeightsPath = m_blobs.path(lease->weightsSha);
     expected.shardSha = shard.sha256;
     expected.shardPath = m_blobs.path(shard.sha256);
-    expected.requestHash = ml::RunIdentity::requestHash(spec.model.toJson(), spec.optimizer.toJson(), spec.localEpochs,
-                                                        spec.batchSize, workunitSeed(spec, unit->second.id),
-                                                        lease->steps);
+    expected.requestHash = ml::RunIdentity::requestHash(
+        spec.model.toJson(), spec.optimizer.toJson(), spec.localEpochs, spec.batchSize,
+        workunitSeed(spec, unit->second.id), lease->steps, spec.augment);
     expected.stepsPerPass = (shard.samples + spec.batchSize - 1) / spec.batchSize;
     expected.maxSteps = lease->steps > 0 ? lease->steps : expected.stepsPerPass * spec.localEpochs;
     expected.maxSamples = lease->steps > 0 ? lease->steps * spec.batchSize : shard.samples * spec.localEpochs;

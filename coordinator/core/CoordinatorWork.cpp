@@ -70,6 +70,9 @@ QByteArray Coordinator::signedManifest(const JobState& job, const Workunit& unit
     hyper.insert(QStringLiteral("optimizer"), job.spec.optimizer.toJson());
     // Each workunit trains with its own data order, reproducibly.
     hyper.insert(QStringLiteral("seed"), qint64(workunitSeed(job.spec, unit.id)));
+    // Absent when off, so the manifests of jobs without it are as they were.
+    if (job.spec.augment.enabled())
+        hyper.insert(QStringLiteral("augment"), job.spec.augment.toJson());
 
     QJsonObject subtask;
     subtask.insert(QStringLiteral("workunit_id"), unit.id);

@@ -56,8 +56,9 @@ Result<CheckedCheckpoint> check(const QString& path, const CheckpointExpectation
 
     // Bound to this workunit and this lease: its training, its shard, its base weights.
     if (info->run.request != expected.requestHash)
-        return fail(QStringLiteral("the checkpoint was written for another training (model, optimizer, local epochs, "
-                                   "batch size, seed or size) than this lease's workunit"));
+        return fail(
+            QStringLiteral("the checkpoint was written for another training (model, optimizer, local epochs, "
+                           "batch size, seed, size or augmentation) than this lease's workunit"));
     auto shardHash = shards.get(expected.shardSha, expected.shardPath);
     if (!shardHash)
         return fail(QStringLiteral("cannot read the workunit's shard: %1").arg(shardHash.error()));

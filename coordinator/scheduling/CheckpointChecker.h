@@ -5,7 +5,7 @@
 //   - at most maxBytes(schema): the model once, the optimizer's state at most twice, and room for names;
 //   - a well-formed checkpoint (gleaner.checkpoint 2, its checksum over every tensor and field);
 //   - written for this workunit's request (model, optimizer, local epochs, batch size, seed, size in
-//     mini-batches), its shard and the lease's base weights, each compared by hash;
+//     mini-batches, augmentation), its shard and the lease's base weights, each compared by hash;
 //   - exactly the model's tensors ("model.<name>", names, shapes and dtypes), and optimizer state only for the
 //     model's parameters ("optim.<name>.<slot>" of the parameter's shape, "optim.steps"), every value finite;
 //   - progress within the subtask (no more mini-batches or samples than it has);

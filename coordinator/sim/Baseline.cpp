@@ -29,6 +29,7 @@ Result<SimReport> runBaseline(const SimOptions& options, const JobSpec& spec, co
     request.localEpochs = spec.maxEpochs;
     request.batchSize = spec.batchSize;
     request.seed = spec.seed;
+    request.augment = spec.augment; // trained as the agents train, so the comparison is fair
     request.threads = options.threads;
     request.checkpointPath = scratch + QStringLiteral("/baseline.checkpoint");
     request.checkpointIntervalSeconds = 0;

@@ -376,6 +376,7 @@ private:
         request.batchSize = m_data.spec.batchSize;
         request.seed = workunitSeed(m_data.spec, unit.id); // as the manifest says
         request.steps = lease.steps;
+        request.augment = m_data.spec.augment; // as the manifest says
         request.threads = m_options.threads;
         request.checkpointPath.clear();
         if (m_options.carryOptimizer)

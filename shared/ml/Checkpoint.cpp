@@ -76,7 +76,7 @@ QString RunIdentity::mismatch(const RunIdentity& current) const
     if (current.request != request)
         return QStringLiteral(
                    "the checkpoint was written for another model, optimizer, number of local epochs, "
-                   "batch size or seed; resume with the request that wrote it or %1")
+                   "batch size, seed or augmentation; resume with the request that wrote it or %1")
             .arg(afresh);
     if (current.shard != shard)
         return QStringLiteral("the checkpoint was written for another shard (SHA-256 %1, this one is %2); "
@@ -102,8 +102,9 @@ QString RunIdentity::mismatchForAdoption(const RunIdentity& current) const
 {
     const QString afresh = QStringLiteral("the subtask starts afresh");
     if (current.request != request)
-        return QStringLiteral("the handed-back checkpoint was written for another model, optimizer, number of local "
-                              "epochs, batch size, seed or subtask size; %1")
+        return QStringLiteral(
+                   "the handed-back checkpoint was written for another model, optimizer, number of local "
+                   "epochs, batch size, seed, subtask size or augmentation; %1")
             .arg(afresh);
     if (current.shard != shard)
         return QStringLiteral("the handed-back checkpoint was written for another shard (SHA-256 %1, this one is "
@@ -117,7 +118,7 @@ QString RunIdentity::mismatchForAdoption(const RunIdentity& current) const
 }
 
 QString RunIdentity::requestHash(const QJsonObject& model, const QJsonObject& optimizer, int localEpochs,
-                                 int batchSize, quint64 seed, qint64 steps)
+                                 int batchSize, quint64 seed, qint64 steps, const AugmentSpec& augment)
 {
     QJsonObject json;
     json.insert(QStringLiteral("model"), model);
@@ -127,6 +128,8 @@ QString RunIdentity::requestHash(const QJsonObject& model, const QJsonObject& op
     json.insert(QStringLiteral("seed"), QString::number(seed));
     if (steps > 0) // absent when unset: fingerprints of earlier checkpoints stay valid
         json.insert(QStringLiteral("steps"), QString::number(steps));
+    if (augment.enabled()) // the same: absent when off
+        json.insert(QStringLiteral("augment"), augment.toJson());
     return Sha256::toHex(Sha256::hash(QJsonDocument(json).toJson(QJsonDocument::Compact)));
 }
 

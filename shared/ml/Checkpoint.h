@@ -7,12 +7,14 @@
 //            "checksum": SHA-256 over every tensor and every other metadata entry, so a damaged file is
 //            refused instead of resuming from wrong numbers.
 // There is no generator state: training draws nothing from torch's global generator (the data order of every
-// local epoch comes from its own generator seeded by (seed, epoch), and the model zoo has no dropout). A
+// local epoch comes from its own generator seeded by (seed, epoch), augmentation draws from a hash of (seed,
+// epoch, mini-batch), and the model zoo has no dropout). A
 // future stochastic layer must draw from a per-run generator whose state is stored here, never from the
 // global one, which other threads share. Version 1 files (with "rng.default") are refused with a message. The
 // agent reads CheckpointInfo without torch to report how far a paused subtask got.
 
 #include "Result.h"
+#include "spec/AugmentSpec.h"
 #include "tensor/TensorBundle.h"
 
 #include <QJsonObject>
@@ -23,7 +25,8 @@ namespace gleaner::ml {
 // identity matches the recorded one; each part is stored on its own so a refusal names what differs.
 struct RunIdentity
 {
-    QString request;        // SHA-256 (hex) of the model spec, optimizer, local epochs, batch size and seed
+    QString request;        // SHA-256 (hex) of the model spec, optimizer, local epochs, batch size, seed, ...
+                            // (requestHash)
     QString shard;          // Checkpoint::contentHash() of the shard
     QString initialWeights; // Checkpoint::contentHash() of the weights train() started from
     int threads = 0;        // effective intra-op thread count (what torch::get_num_threads() gave)
@@ -42,10 +45,12 @@ struct RunIdentity
     QString mismatchForAdoption(const RunIdentity& current) const;
 
     // SHA-256 (hex) over what shapes a run besides its data and starting weights: the model spec, optimizer,
-    // local epochs, batch size, seed and mini-batch count (0: whole local epochs). The coordinator computes it
-    // too, to tell whether a handed-back checkpoint belongs to the workunit it claims.
+    // local epochs, batch size, seed, mini-batch count (0: whole local epochs) and augmentation. The
+    // coordinator computes it too, to tell whether a handed-back checkpoint belongs to the workunit it
+    // claims. The count and the augmentation enter only when set, so checkpoints written before either
+    // existed keep their hash.
     static QString requestHash(const QJsonObject& model, const QJsonObject& optimizer, int localEpochs,
-                               int batchSize, quint64 seed, qint64 steps);
+                               int batchSize, quint64 seed, qint64 steps, const AugmentSpec& augment);
 
     bool operator==(const RunIdentity&) const = default;
 };

@@ -6,6 +6,7 @@
 
 #include "ml/Model.h"
 #include "ml/data/Dataset.h"
+#include "spec/AugmentSpec.h"
 #include "spec/OptimizerSpec.h"
 #include "tensor/TensorBundle.h"
 
@@ -120,6 +121,13 @@ Status checkModelInput(const ModelSpec& spec, const Dataset& data, const QString
 
 // The model's weights as Model::weights() describes them, or why they could not be read (a CUDA error).
 Result<TensorBundle> exportWeights(const Model::Impl& impl);
+
+// Mini-batch `index` of local epoch `epoch` of a run seeded `seed`, augmented as `spec` asks
+// (Augmentation.cpp, draws from Augmentation::draws), computed on the batch's own device; the batch itself as
+// it is when `spec` is off. `batch` is [B, ...] with B samples of `inputShape` values each; the caller has
+// checked spec.checkInput(inputShape). Never writes into `batch`, which may be a read-only view.
+torch::Tensor augmentBatch(const torch::Tensor& batch, const AugmentSpec& spec,
+                           const QList<qint64>& inputShape, quint64 seed, int epoch, qint64 index);
 
 // Tensor <-> TensorBundle (TensorConvert.cpp).
 Result<torch::ScalarType> torchType(DType type);

@@ -66,7 +66,7 @@ private:
 QString requestHash(const TrainRequest& request)
 {
     return RunIdentity::requestHash(request.model.toJson(), request.optimizer.toJson(), request.localEpochs,
-                                    request.batchSize, request.seed, request.steps);
+                                    request.batchSize, request.seed, request.steps, request.augment);
 }
 
 RunIdentity identityOf(const TrainRequest& request, const QString& device, const QString& shardHash,
@@ -123,6 +123,8 @@ Status checkRequest(const TrainRequest& request, const Dataset& shard)
     if (request.threads < 0)
         return fail(QStringLiteral("threads is %1; use 0 for libtorch's default or a positive count")
                         .arg(request.threads));
+    if (auto s = request.augment.checkInput(request.model.inputShape); !s)
+        return s;
     return checkModelInput(request.model, shard, QStringLiteral("the shard"));
 }
 
@@ -216,7 +218,9 @@ Result<TrainOutcome> Run::execute(const TrainHooks& hooks)
             const qint64 begin = batch * batchSize;
             const qint64 end = std::min(count, begin + batchSize);
             const torch::Tensor index = order.slice(0, begin, end);
-            const torch::Tensor input = asModelInput(samples.index_select(0, index));
+            const torch::Tensor input =
+                asModelInput(augmentBatch(samples.index_select(0, index), m_request.augment,
+                                          m_request.model.inputShape, m_request.seed, epoch, batch));
             const torch::Tensor target = labels.index_select(0, index);
 
             m_optimizer.zeroGrad();

@@ -15,6 +15,7 @@
 
 #include "Result.h"
 #include "ml/data/Dataset.h"
+#include "spec/AugmentSpec.h"
 #include "spec/ModelSpec.h"
 #include "spec/OptimizerSpec.h"
 #include "tensor/TensorBundle.h"
@@ -33,7 +34,10 @@ struct TrainRequest
     // used: training passes over the shard as often as it takes (each pass in its own order) and stops after
     // `steps`, mid-pass or not. The coordinator sizes subtasks with it (speed-aware work).
     qint64 steps = 0;
-    quint64 seed = 0; // data order of every local epoch derives from it
+    quint64 seed = 0; // data order of every local epoch derives from it, and augmentation's draws
+    // Random crops and flips of every mini-batch (Augmentation.h), drawn from (seed, local epoch,
+    // mini-batch); only for a model whose input_shape is [C, H, W]. Default: off.
+    AugmentSpec augment;
     QString device = QStringLiteral("cpu");
     int threads = 0;                         // intra-op threads; 0 leaves libtorch's default
     QString checkpointPath;                  // empty: no checkpoints
@@ -50,11 +54,11 @@ struct TrainRequest
     QString adoptFromWeights;
 
     // Identifies everything that shapes the result, as train() records it in a checkpoint (RunIdentity in
-    // Checkpoint.h): SHA-256 over the model, optimizer, local epochs, batch size and seed; the SHA-256 of the
-    // shard's tensors and of the starting weights; the effective intra-op thread count (`threads`, or
-    // libtorch's current count when 0); the resolved device; the libtorch version. resume() recomputes it
-    // with the starting-weights hash stored in the checkpoint and refuses a checkpoint whose parts differ,
-    // naming the part.
+    // Checkpoint.h): SHA-256 over the model, optimizer, local epochs, batch size, seed, steps and
+    // augmentation (RunIdentity::requestHash); the SHA-256 of the shard's tensors and of the starting
+    // weights; the effective intra-op thread count (`threads`, or libtorch's current count when 0); the
+    // resolved device; the libtorch version. resume() recomputes it with the starting-weights hash stored in
+    // the checkpoint and refuses a checkpoint whose parts differ, naming the part.
     QString fingerprint(const Dataset& shard, const TensorBundle& initialWeights) const;
 };
 

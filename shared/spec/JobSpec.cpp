@@ -366,7 +366,8 @@ Result<JobSpec> JobSpec::fromJson(const QJsonObject& json)
     fields.allowOnly({u"name"_s, u"dataset"_s, u"limit_train"_s, u"model"_s, u"shards"_s, u"local_epochs"_s,
                       u"batch_size"_s, u"optimizer"_s, u"aggregation"_s, u"target_accuracy"_s,
                       u"max_epochs"_s, u"deadline_seconds"_s, u"replication"_s, u"seed"_s,
-                      u"overlap_epochs"_s, u"speed_aware"_s, u"upload"_s, u"download"_s, u"initial_weights"_s});
+                      u"overlap_epochs"_s, u"speed_aware"_s, u"upload"_s, u"download"_s, u"initial_weights"_s,
+                      u"augment"_s});
 
     JobSpec spec;
     fields.readString(u"name", spec.name, Need::Required, kMaxNameLength);
@@ -399,6 +400,8 @@ Result<JobSpec> JobSpec::fromJson(const QJsonObject& json)
     if (fields.readInt64(u"seed", seed, kSeed))
         spec.seed = quint64(seed);
     fields.readString(u"initial_weights", spec.initialWeights);
+    if (fields.readObject(u"augment", object))
+        fields.take(AugmentSpec::fromJson(object), spec.augment);
 
     if (fields.ok() && spec.download.sparse() && !spec.aggregation.usesPseudoGradients())
         fields.fail(u"download", u"a density below 1 needs a rule that folds pseudo-gradients (fedbuff, "
@@ -411,6 +414,9 @@ Result<JobSpec> JobSpec::fromJson(const QJsonObject& json)
             fields.failWith(u"model.input_shape: format \"images\" decodes every image to [C, H, W] with C 1 "
                             u"(grayscale) or 3 (RGB), got %1"_s.arg(shapeToString(shape)));
     }
+    if (fields.ok())
+        if (auto fits = spec.augment.checkInput(spec.model.inputShape); !fits)
+            fields.failWith(fits.error());
     // Every shard needs at least one sample, or the scheduler would hand out empty workunits.
     if (fields.ok() && spec.limitTrain && *spec.limitTrain < spec.shards) {
         const QString problem =
@@ -460,6 +466,8 @@ QJsonObject JobSpec::toJson() const
         json.insert(u"limit_train"_s, *limitTrain);
     if (!initialWeights.isEmpty())
         json.insert(u"initial_weights"_s, initialWeights);
+    if (augment.enabled()) // absent when off, as in the specs written before it existed
+        json.insert(u"augment"_s, augment.toJson());
     return json;
 }
 

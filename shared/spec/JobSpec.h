@@ -14,16 +14,19 @@
 //   "overlap_epochs": true,                          // optional; false waits for each epoch's validation
 //   "speed_aware": false,                            // optional; true sizes subtasks to each agent's speed
 //   "upload": {"encoding": "topk", "density": 0.01}, // optional; how agents send results, see UploadSpec
-//   "download": {"density": 0.05}                    // optional; how publications change, see DownloadSpec
+//   "download": {"density": 0.05},                   // optional; how publications change, see DownloadSpec
+//   "augment": {"crop_padding": 4, "flip": true}     // optional; image models only, see AugmentSpec
 // }
 //
 // Required: name, dataset, model, optimizer, shards, target_accuracy (they describe the job itself; a default
 // would be a guess). Every other field defaults to the value below. Unknown fields are errors, so a typo such
 // as "batchsize" is reported (`job: unknown field "batchsize" (did you mean "batch_size"?)`), never ignored.
 // Errors name the field: `job.shards: ...` for the job's own fields, `dataset.`, `model.`, `optimizer.` and
-// `aggregation.` for the nested objects. resources/jobs/fashion-mnist-cnn.json is the demo job.
+// `aggregation.` (and `upload.`, `download.`, `augment.`) for the nested objects.
+// resources/jobs/fashion-mnist-cnn.json is the demo job.
 
 #include "Result.h"
+#include "spec/AugmentSpec.h"
 #include "spec/DownloadSpec.h"
 #include "spec/ModelSpec.h"
 #include "spec/OptimizerSpec.h"
@@ -177,6 +180,9 @@ struct JobSpec
     // A safetensors file the training starts from (fine-tuning, transfer learning) instead of seeded random
     // weights; the coordinator checks it against the model's names, shapes and types at import.
     QString initialWeights;
+    // Random crops and flips of each training mini-batch on the agents (image models only: checked against
+    // model.input_shape at submit). Default: off.
+    AugmentSpec augment;
 
     static Result<JobSpec> fromJson(const QJsonObject& json);
     // Parses JSON text, naming the offset of a syntax error ("job spec is not valid JSON: ... at offset 17").

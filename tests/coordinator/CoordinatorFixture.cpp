@@ -5,6 +5,7 @@
 #include "crypto/SignedEnvelope.h"
 #include "format/SafeTensors.h"
 #include "ml/Trainer.h"
+#include "spec/AugmentSpec.h"
 #include "spec/ModelSpec.h"
 #include "spec/OptimizerSpec.h"
 #include "util/Durability.h"
@@ -266,6 +267,8 @@ QByteArray CoordinatorFixture::checkpointOf(const LeasedTask& task, qint64 steps
     request.batchSize = hyper.value(QStringLiteral("batch_size")).toInt();
     request.steps = hyper.value(QStringLiteral("steps")).toInteger(0);
     request.seed = quint64(hyper.value(QStringLiteral("seed")).toInteger());
+    if (hyper.contains(QStringLiteral("augment")))
+        request.augment = *AugmentSpec::fromJson(hyper.value(QStringLiteral("augment")).toObject());
     request.threads = 1;
     request.checkpointPath = scratch->filePath(QStringLiteral("checkpoint-%1.safetensors").arg(++m_files));
     request.checkpointIntervalSeconds = 0;

@@ -193,6 +193,8 @@ void TestCoordinator::leaseCarriesASignedManifestWithContentAddressedFiles()
         QCOMPARE(m.value(QStringLiteral("base_version")).toInteger(), 0);
         QCOMPARE(m.value(QStringLiteral("subtask")).toObject().value(QStringLiteral("epoch")).toInt(), 1);
         shards.insert(m.value(QStringLiteral("subtask")).toObject().value(QStringLiteral("shard")).toInt());
+        // A job without augmentation says nothing of it: manifests read as they did before it existed.
+        QVERIFY(!m.value(QStringLiteral("hyperparameters")).toObject().contains(QStringLiteral("augment")));
         for (const char* role : {"model", "weights", "shard"}) {
             const QString sha = fileOf(m, role);
             QVERIFY2(f.core->blobs().contains(sha), role);

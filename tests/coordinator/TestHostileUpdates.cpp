@@ -89,6 +89,7 @@ private Q_SLOTS:
     void resumedResultOutOfBoundIsNotBlamedOnItsAgent();
     void hostileCheckpointsAreRefused_data();
     void hostileCheckpointsAreRefused();
+    void augmentedJobsCheckpointsMustBeAugmented();
 
 private:
     // A hostile and an honest agent with one lease each of a job submitted with `spec`.
@@ -352,6 +353,34 @@ void TestHostileUpdates::hostileCheckpointsAreRefused()
     // (it may be honest training gone far), does not.
     const bool counted = variant != u"none" && variant != u"scaled";
     QCOMPARE(agentRecord(bad).value(QStringLiteral("invalid")).toInteger(), counted ? 1 : 0);
+}
+
+// A job's augmentation travels in the manifest and is part of the training a handed-back checkpoint must be
+// of: an agent that predates it (and so trained without) hands back a checkpoint no agent may continue.
+void TestHostileUpdates::augmentedJobsCheckpointsMustBeAugmented()
+{
+    const QString agent = f.enroll(QStringLiteral("agent")).value(QStringLiteral("agent_id")).toString();
+    const QString augmented = QStringLiteral(R"(, "augment": {"crop_padding": 2, "flip": true})");
+    QVERIFY(f.submit(test::tinyJobSpec(m_dataset, 2, 3, 0.99, 600, augmented)) > 0);
+    const auto held = f.lease(agent, 2);
+    QCOMPARE(held.size(), size_t(2));
+    const QJsonObject augment{{QStringLiteral("crop_padding"), 2}, {QStringLiteral("flip"), true}};
+    for (const auto& task : held) {
+        const QJsonObject hyper = task.manifest.value(QStringLiteral("hyperparameters")).toObject();
+        QCOMPARE(hyper.value(QStringLiteral("augment")), QJsonValue(augment));
+    }
+    QJsonObject reply;
+    QCOMPARE(f.handBack(agent, held[0].leaseId, f.checkpointOf(held[0], 2), &reply), 200);
+    QCOMPARE(reply.value(QStringLiteral("checkpoint")).toString(), QStringLiteral("kept"));
+
+    test::LeasedTask unaware = held[1]; // as an agent that ignores the key reads the manifest
+    QJsonObject hyper = unaware.manifest.value(QStringLiteral("hyperparameters")).toObject();
+    hyper.remove(QStringLiteral("augment"));
+    unaware.manifest.insert(QStringLiteral("hyperparameters"), hyper);
+    QCOMPARE(f.handBack(agent, held[1].leaseId, f.checkpointOf(unaware, 2), &reply), 200);
+    QCOMPARE(reply.value(QStringLiteral("checkpoint")).toString(), QStringLiteral("refused"));
+    QVERIFY2(reply.value(QStringLiteral("reason")).toString().contains(u"augmentation"),
+             qPrintable(reply.value(QStringLiteral("reason")).toString()));
 }
 
 void TestHostileUpdates::poisonedUpdatesAreRefused_data()

@@ -1,5 +1,5 @@
-// Fuzzes the job spec parsers (shared/spec: JobSpec and the ModelSpec, OptimizerSpec, DatasetSpec and
-// AggregationSpec it holds, all read through JsonFields): what an admin submits, and what every task manifest
+// Fuzzes the job spec parsers (shared/spec: JobSpec and the ModelSpec, OptimizerSpec, DatasetSpec,
+// AggregationSpec and AugmentSpec it holds, all read through JsonFields): what an admin submits, and what every task manifest
 // carries to agents. The same JSON object is also given to each nested parser directly, so their own rules
 // are reached without a whole valid job around them. Promises checked: a refusal has a message; an accepted
 // spec survives toJson() and the JSON text the coordinator stores (fromJson(toJson(x)) == x, as the headers
@@ -57,5 +57,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     checkRoundTrip(OptimizerSpec::fromJson(object), "optimizer");
     checkRoundTrip(DatasetSpec::fromJson(object), "dataset");
     checkRoundTrip(AggregationSpec::fromJson(object), "aggregation");
+    const Result<AugmentSpec> augment = AugmentSpec::fromJson(object);
+    checkRoundTrip(augment, "augment");
+    if (augment) // whatever the shape, a fit is answered with a value and a refusal with a message
+        if (auto fits = augment->checkInput({3, 32, 32}); !fits)
+            fuzz::check(!fits.error().isEmpty(), "a refused augmentation has a message", QString());
     return 0;
 }

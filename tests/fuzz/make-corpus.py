@@ -226,6 +226,14 @@ def jobspec_seeds():
     write("jobspec", "valid-resnet-model", compact({"arch": "resnet", "input_shape": [3, 32, 32], "num_classes": 10,
                                                     "depth": 29, "width": 16}))
     write("jobspec", "valid-safetensors-dataset", compact({"format": "safetensors", "train": "t", "test": "v"}))
+    write("jobspec", "valid-augmented-cnn", compact({
+        "name": "cifar", "dataset": {"format": "cifar10", "dir": "d"},
+        "model": {"arch": "cnn", "input_shape": [3, 32, 32], "num_classes": 10}, "shards": 8,
+        "optimizer": {"name": "adam", "lr": 0.001}, "target_accuracy": 0.8, "augment": {"crop_padding": 4, "flip": True}}))
+    write("jobspec", "invalid-augment-padding", compact({
+        "name": "cifar", "dataset": {"format": "cifar10", "dir": "d"},
+        "model": {"arch": "cnn", "input_shape": [3, 32, 32], "num_classes": 10}, "shards": 8,
+        "optimizer": {"name": "adam", "lr": 0.001}, "target_accuracy": 0.8, "augment": {"crop_padding": 17}}))
     write("jobspec", "invalid-typo", compact({"name": "x", "batchsize": 3}))
     write("jobspec", "invalid-cnn-shape", compact({"arch": "cnn", "input_shape": [1, 30, 30], "num_classes": 10}))
     write("jobspec", "invalid-syntax", b'{"name": "x",')

@@ -130,15 +130,21 @@ void TestTrainer::resumeEqualsUninterruptedRun_data()
     QTest::addColumn<int>("optimizer");
     QTest::addColumn<int>("stopAfter");
     QTest::addColumn<qint64>("steps");
+    QTest::addColumn<bool>("augmented"); // random crops (padding 2) and flips
     QTest::newRow("mlp adam, stop mid-epoch")
-        << int(Architecture::Mlp) << int(OptimizerSpec::Kind::Adam) << 10 << qint64(0);
+        << int(Architecture::Mlp) << int(OptimizerSpec::Kind::Adam) << 10 << qint64(0) << false;
     QTest::newRow("mlp sgd momentum, stop at epoch end")
-        << int(Architecture::Mlp) << int(OptimizerSpec::Kind::Sgd) << 25 << qint64(0);
-    QTest::newRow("cnn adam") << int(Architecture::Cnn) << int(OptimizerSpec::Kind::Adam) << 37 << qint64(0);
+        << int(Architecture::Mlp) << int(OptimizerSpec::Kind::Sgd) << 25 << qint64(0) << false;
+    QTest::newRow("cnn adam") << int(Architecture::Cnn) << int(OptimizerSpec::Kind::Adam) << 37 << qint64(0)
+                              << false;
     QTest::newRow("resnet sgd (BatchNorm buffers)")
-        << int(Architecture::ResNet) << int(OptimizerSpec::Kind::Sgd) << 3 << qint64(0);
+        << int(Architecture::ResNet) << int(OptimizerSpec::Kind::Sgd) << 3 << qint64(0) << false;
     QTest::newRow("mlp adam sized to 60 steps, stop in the second pass")
-        << int(Architecture::Mlp) << int(OptimizerSpec::Kind::Adam) << 40 << qint64(60);
+        << int(Architecture::Mlp) << int(OptimizerSpec::Kind::Adam) << 40 << qint64(60) << false;
+    QTest::newRow("cnn adam augmented, stop mid-epoch")
+        << int(Architecture::Cnn) << int(OptimizerSpec::Kind::Adam) << 37 << qint64(0) << true;
+    QTest::newRow("mlp sgd augmented, sized to 60 steps, stop in the second pass")
+        << int(Architecture::Mlp) << int(OptimizerSpec::Kind::Sgd) << 40 << qint64(60) << true;
 }
 
 void TestTrainer::resumeEqualsUninterruptedRun()
@@ -147,10 +153,13 @@ void TestTrainer::resumeEqualsUninterruptedRun()
     QFETCH(int, optimizer);
     QFETCH(int, stopAfter);
     QFETCH(qint64, steps);
+    QFETCH(bool, augmented);
     const auto dir = test::scratchDir();
     const Dataset shard = syntheticSet(400, 3);
     TrainRequest r = request(Architecture(arch), OptimizerSpec::Kind(optimizer));
     r.steps = steps;
+    r.augment.cropPadding = augmented ? 2 : 0;
+    r.augment.flip = augmented;
     r.checkpointPath = dir->filePath(QStringLiteral("checkpoint.safetensors"));
     const TensorBundle start = initialWeights(r);
 
@@ -297,7 +306,11 @@ void TestTrainer::resumeRefuses_data()
     QTest::newRow("another batch size")
         << "batch"
         << "the checkpoint was written for another model, optimizer, number of "
-           "local epochs, batch size or seed";
+           "local epochs, batch size, seed or augmentation";
+    QTest::newRow("another augmentation")
+        << "augment"
+        << "the checkpoint was written for another model, optimizer, number of "
+           "local epochs, batch size, seed or augmentation";
     QTest::newRow("another shard of the same size")
         << "shard"
         << "the checkpoint was written for another shard (SHA-256 ";
@@ -348,6 +361,8 @@ void TestTrainer::resumeRefuses()
     const auto notSteps = [](const TensorEntry& e) { return e.name != u"optim.steps"; };
     if (change == u"batch") {
         r.batchSize = 8;
+    } else if (change == u"augment") {
+        r.augment.flip = true;
     } else if (change == u"shard") {
         shard = syntheticSet(100, 60);
     } else if (change == u"threads") {
@@ -510,6 +525,12 @@ void TestTrainer::refusesBadRequests_data()
            "[1, 12, 12] (144 values)";
     QTest::newRow("label beyond num_classes") << "labels"
                                               << "the shard has label 5 but the model has 4 classes";
+    QTest::newRow("augmenting flat samples")
+        << "flat"
+        << "augment: augmentation is for images, a model input_shape [C, H, W]; this model's is [64]";
+    QTest::newRow("crop padding beyond half the image")
+        << "padding"
+        << "augment.crop_padding: 5 is more than half the image (input_shape [1, 8, 8] allows at most 4)";
 }
 
 void TestTrainer::refusesBadRequests()
@@ -533,6 +554,11 @@ void TestTrainer::refusesBadRequests()
         r.model.inputShape = {1, 12, 12};
     else if (change == u"labels")
         shard = syntheticSet(40, 8, 6);
+    else if (change == u"flat") {
+        r.model.inputShape = {64};
+        r.augment.flip = true;
+    } else if (change == u"padding")
+        r.augment.cropPadding = 5;
     auto outcome = Trainer::train(r, Model::create(r.model, 1)->weights(), shard);
     QVERIFY(!outcome.ok());
     QVERIFY2(outcome.error().contains(message), qPrintable(outcome.error()));
@@ -568,6 +594,12 @@ void TestTrainer::fingerprintCoversShardAndWeights()
     TrainRequest otherSeed = r;
     otherSeed.seed += 1;
     QVERIFY(otherSeed.fingerprint(shard, start) != fingerprint);
+    TrainRequest augmented = r;
+    augmented.augment.flip = true;
+    QVERIFY(augmented.fingerprint(shard, start) != fingerprint);
+    TrainRequest cropped = augmented;
+    cropped.augment.cropPadding = 1;
+    QVERIFY(cropped.fingerprint(shard, start) != augmented.fingerprint(shard, start));
     TrainRequest moreThreads = r;
     moreThreads.threads = 2;
     QVERIFY(moreThreads.fingerprint(shard, start) != fingerprint);

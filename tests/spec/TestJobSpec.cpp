@@ -258,6 +258,21 @@ void TestJobSpec::validJobs_data()
     sparse.download.density = 0.05;
     QTest::newRow("sparse download with adaptive-nesterov")
         << R"({"aggregation": {"rule": "adaptive-nesterov"}, "download": {"density": 0.05}})"_ba << sparse;
+    JobSpec augmented = minimalSpec();
+    augmented.augment.cropPadding = 4;
+    augmented.augment.flip = true;
+    QTest::newRow("augment: crop and flip")
+        << R"({"augment": {"crop_padding": 4, "flip": true}})"_ba << augmented;
+    JobSpec flipped = minimalSpec();
+    flipped.augment.flip = true;
+    QTest::newRow("augment: flip alone") << R"({"augment": {"flip": true}})"_ba << flipped;
+    JobSpec halfImage = minimalSpec();
+    halfImage.augment.cropPadding = 14;
+    QTest::newRow("augment: crop_padding half of 28")
+        << R"({"augment": {"crop_padding": 14}})"_ba << halfImage;
+    QTest::newRow("augment: both off said")
+        << R"({"augment": {"crop_padding": 0, "flip": false}})"_ba << minimalSpec();
+    QTest::newRow("augment: empty object") << R"({"augment": {}})"_ba << minimalSpec();
 }
 
 void TestJobSpec::validJobs()
@@ -473,6 +488,24 @@ void TestJobSpec::invalidJobs_data()
     change("download density zero", R"({"aggregation": {"rule": "fedbuff"}, "download": {"density": 0}})",
            "download.density", "got 0");
     change("download without density", R"({"download": {}})", "download.density", "required field is missing");
+    change("augment typo", R"({"augment": {"flips": true}})", "augment",
+           R"(unknown field "flips" (did you mean "flip"?))");
+    change("augment unknown field", R"({"augment": {"flip": true, "rotate": 15}})", "augment",
+           R"(unknown field "rotate")");
+    change("augment crop_padding negative", R"({"augment": {"crop_padding": -1}})", "augment.crop_padding",
+           "expected an integer from 0 to 2048, got -1");
+    change("augment crop_padding fraction", R"({"augment": {"crop_padding": 2.5}})", "augment.crop_padding",
+           "got 2.5");
+    change("augment crop_padding over half the image", R"({"augment": {"crop_padding": 15}})",
+           "augment.crop_padding",
+           "15 is more than half the image (input_shape [1, 28, 28] allows at most 14)");
+    change("augment flip a string", R"({"augment": {"flip": "yes"}})", "augment.flip",
+           R"(expected true or false, got "yes")");
+    change("augment a bool", R"({"augment": true})", "job.augment", "expected an object, got true");
+    change(
+        "augment for flat samples",
+        R"({"model": {"arch": "mlp", "input_shape": [784], "num_classes": 10}, "augment": {"flip": true}})",
+        "augment", "augmentation is for images, a model input_shape [C, H, W]; this model's is [784]");
     change("hinge start negative",
            R"({"aggregation": {"rule": "fedasync", "staleness": {"function": "hinge", "b": -1}}})",
            "aggregation.staleness.b", "got -1");
