@@ -55,7 +55,7 @@ int main(int argc, char** argv)
         return bench::failBench("bench_torchscript", data.error());
     const ml::Dataset shard = data->head(samples);
 
-    TrainRequest zoo;
+    ml::TrainRequest zoo;
     zoo.model.arch = Architecture::Cnn;
     zoo.model.inputShape = {1, 28, 28};
     zoo.model.numClasses = 10;
@@ -66,7 +66,7 @@ int main(int argc, char** argv)
     zoo.batchSize = 32;
     zoo.seed = 3;
     zoo.threads = threads;
-    TrainRequest script = zoo;
+    ml::TrainRequest script = zoo;
     script.model = ModelSpec{};
     script.model.arch = Architecture::TorchScript;
     script.model.torchscript = archive;
@@ -84,7 +84,7 @@ int main(int argc, char** argv)
     std::vector<double> zooRates, scriptRates;
     TensorBundle zooResult, scriptResult;
     for (int round = 0; round < rounds; ++round) {
-        for (TrainRequest* request : {&zoo, &script}) {
+        for (ml::TrainRequest* request : {&zoo, &script}) {
             QElapsedTimer timer;
             timer.start();
             auto outcome = ml::Trainer::train(*request, weights, shard);
