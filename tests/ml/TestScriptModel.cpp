@@ -146,6 +146,7 @@ void TestScriptModel::trainsThroughTheTrainer_data()
     QTest::newRow("LayerNorm, GELU, dropout, residual") << QStringLiteral("residual.pt");
     QTest::newRow("GRU over the rows") << QStringLiteral("sequence.pt");
     QTest::newRow("conv and BatchNorm") << QStringLiteral("batchnorm.pt");
+    QTest::newRow("conv and BatchNorm, written by PyTorch 2.11") << QStringLiteral("batchnorm-pytorch2.pt");
 }
 
 void TestScriptModel::trainsThroughTheTrainer()

@@ -3,6 +3,9 @@
 
     cd tests/ml/data/torchscript && /usr/bin/python3 make_fixtures.py
 
+batchnorm-pytorch2.pt is batchnorm.pt as PyTorch 2.11 (CUDA 13 build) wrote it from this same script: an admin's
+PyTorch is usually newer than Debian's libtorch, and its archives must load too.
+
 Every model takes samples of shape [1, 8, 8] and gives 3 logits. The hostile ones are what a coordinator that was
 broken into could send: each must be refused before it runs.
 """
