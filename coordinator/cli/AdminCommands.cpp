@@ -126,6 +126,19 @@ int runJob(const Command& cmd, AdminConnection& server)
         else
             out << "submitted job " << reply->value(QStringLiteral("id")).toInteger()
                 << "; it imports its dataset, then starts (gleaner-coordinator job status ID)\n";
+        // A TorchScript model: what the coordinator found in it, by the names PyTorch's state_dict uses.
+        const QJsonArray tensors = reply->value(QStringLiteral("model_tensors")).toArray();
+        if (!cmd.json() && !tensors.isEmpty()) {
+            out << "the model's " << tensors.size() << " tensors (parameters, then buffers):\n";
+            for (const QJsonValue& value : tensors) {
+                const QJsonObject tensor = value.toObject();
+                QStringList shape;
+                for (const QJsonValue& d : tensor.value(QStringLiteral("shape")).toArray())
+                    shape << QString::number(d.toInteger());
+                out << "  " << tensor.value(QStringLiteral("name")).toString() << " [" << shape.join(QStringLiteral(", "))
+                    << "] " << tensor.value(QStringLiteral("dtype")).toString() << "\n";
+            }
+        }
         return 0;
     }
     if (cmd.name == u"list") {
