@@ -115,6 +115,15 @@ void TestTaskManifest::acceptsAGoodManifest()
     QCOMPARE(patched->weightsPatches.size(), 1);
     QCOMPARE(patched->weightsPatches[0].fromSha256, QString(64, QLatin1Char('d')));
     QCOMPARE(patched->weightsPatches[0].size, 300);
+    QVERIFY(!task->scriptModel);
+
+    // A TorchScript model named by the model file's hash: the agent places that file in the task folder.
+    QJsonObject scripted = manifest();
+    scripted.insert(QStringLiteral("model"),
+                    QJsonObject{{QStringLiteral("torchscript"), QString(QStringLiteral("sha256:") + QString(64, u'a'))}});
+    auto script = check(scripted);
+    QVERIFY2(script, qPrintable(script.error()));
+    QVERIFY(script->scriptModel);
 }
 
 void TestTaskManifest::refusesAnAlteredManifest()
@@ -208,6 +217,14 @@ void TestTaskManifest::refusesWhatIsNotForThisAgent_data()
         many.append(patch);
     QTest::newRow("too many patches") << with("weights_patches", many) << QStringLiteral("at most 16");
     QTest::newRow("job not an object") << with("job", QStringLiteral("1")) << QStringLiteral("manifest.job");
+    // A TorchScript model is the model file: the spec must name exactly that file's hash, or the worker would load
+    // an archive nobody checked against the signature.
+    QTest::newRow("torchscript names another file")
+        << with("model", QJsonObject{{QStringLiteral("torchscript"), QString(QStringLiteral("sha256:") + QString(64, u'b'))}})
+        << QStringLiteral("manifest.model.torchscript does not name the model file");
+    QTest::newRow("torchscript names a path")
+        << with("model", QJsonObject{{QStringLiteral("torchscript"), QStringLiteral("/etc/passwd")}})
+        << QStringLiteral("manifest.model.torchscript does not name the model file");
 }
 
 void TestTaskManifest::refusesWhatIsNotForThisAgent()
