@@ -16,20 +16,26 @@ Result<Summary> inspect(const QString& path)
     QFile file(path);
     if (!file.open(QIODevice::ReadOnly))
         return fail(QStringLiteral("%1: cannot be read: %2").arg(path, file.errorString()));
+    const qint64 size = file.size();
+    if (size > kMaxBytes)
+        return fail(QStringLiteral("%1 is %2 bytes; a TorchScript archive may hold at most %3").arg(path).arg(size).arg(kMaxBytes));
+    if (size == 0)
+        return fail(QStringLiteral("%1 is empty, not a TorchScript archive; %2").arg(path, kSaveWith));
+    uchar* mapped = file.map(0, size);
+    if (!mapped)
+        return fail(QStringLiteral("%1: cannot be mapped: %2").arg(path, file.errorString()));
+    return inspectBytes(QByteArrayView(reinterpret_cast<const char*>(mapped), size), path);
+}
+
+Result<Summary> inspectBytes(QByteArrayView bytes, const QString& path)
+{
     Summary summary;
-    summary.bytes = file.size();
+    summary.bytes = bytes.size();
     if (summary.bytes > kMaxBytes)
         return fail(QStringLiteral("%1 is %2 bytes; a TorchScript archive may hold at most %3")
                         .arg(path)
                         .arg(summary.bytes)
                         .arg(kMaxBytes));
-    if (summary.bytes == 0)
-        return fail(QStringLiteral("%1 is empty, not a TorchScript archive; %2").arg(path, kSaveWith));
-    uchar* mapped = file.map(0, summary.bytes);
-    if (!mapped)
-        return fail(QStringLiteral("%1: cannot be mapped: %2").arg(path, file.errorString()));
-    const QByteArrayView bytes(reinterpret_cast<const char*>(mapped), summary.bytes);
-
     // A pickle starts with the PROTO opcode (0x80) and its protocol number: what torch.save wrote before 1.6, or
     // pickle.dump. Nothing Gleaner loads.
     if (bytes.size() >= 2 && uchar(bytes[0]) == 0x80 && uchar(bytes[1]) <= 5)

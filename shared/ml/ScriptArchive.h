@@ -7,6 +7,7 @@
 
 #include "Result.h"
 
+#include <QByteArrayView>
 #include <QString>
 #include <QStringList>
 
@@ -24,5 +25,7 @@ struct Summary
 
 // `path` is named in every message.
 Result<Summary> inspect(const QString& path);
+// The same checks on an archive held in memory; `what` starts every message.
+Result<Summary> inspectBytes(QByteArrayView bytes, const QString& what);
 
 } // namespace gleaner::ml::ScriptArchive
