@@ -147,6 +147,7 @@ void TestScriptModel::trainsThroughTheTrainer_data()
     QTest::newRow("GRU over the rows") << QStringLiteral("sequence.pt");
     QTest::newRow("conv and BatchNorm") << QStringLiteral("batchnorm.pt");
     QTest::newRow("conv and BatchNorm, written by PyTorch 2.11") << QStringLiteral("batchnorm-pytorch2.pt");
+    QTest::newRow("TransformerEncoder over the rows") << QStringLiteral("transformer.pt");
 }
 
 void TestScriptModel::trainsThroughTheTrainer()

@@ -8,14 +8,16 @@ every agent before the first forward pass. It is drawn once from the operators p
     /usr/bin/python3 tests/tools/torchscript_operators.py > shared/ml/ScriptOperators.inc
 
 Left out, by name: anything that reads or writes files, storage or raw memory (from_file, save, set_, as_strided,
-data_ptr, empty: uninitialised memory), threads, seeds and other process-wide state, printing, profiling,
+data_ptr, empty: uninitialised memory), threads, seeds and other process-wide state, printing (prim::Print
+writes to the worker's standard output, its event channel; aten::warn, which nn.functional calls in many places,
+goes to the log and stays), profiling,
 asynchronous work (fork, wait), device-specific kernels (cuda, cudnn, mkldnn, ...), quantized and sparse
 tensors, autograd internals (backward functions), and operators of every namespace but aten and prim; of prim, only the explicit list below.
 """
 import torch
 
 DENY = ['file', 'save', 'load', 'storage', 'set_', 'as_strided', 'data_ptr', 'empty', 'unsafe', 'resize',
-        'from_blob', 'thread', 'seed', 'generator', 'manual', 'print', 'warn', 'sleep', 'profil', 'record',
+        'from_blob', 'thread', 'seed', 'generator', 'manual', 'print', 'sleep', 'profil', 'record',
         'fork', 'wait', 'async', 'rpc', 'local_scalar', 'version', 'debug', 'vitals', 'tracing',
         'cuda', 'cudnn', 'miopen', 'mkldnn', 'mkl', 'nnpack', 'xnnpack', 'fbgemm', 'vulkan', 'metal', 'mps',
         'tensorrt', 'triton', 'flash', 'pin_memory', 'share_memory', 'is_pinned', 'cpu', 'device', 'get_device',
@@ -40,7 +42,7 @@ STRUCTURE = ['prim::Constant', 'prim::GetAttr', 'prim::SetAttr', 'prim::If', 'pr
              'prim::IfThenElse', 'prim::VarConcat', 'prim::VarStack', 'prim::is_meta', 'prim::is_xpu',
              'prim::is_ipu', 'prim::is_ort', 'prim::is_sparse', 'prim::is_quantized', 'prim::is_mkldnn',
              'prim::is_nested', 'prim::is_vulkan', 'prim::is_mps']
-# Private aten operators that scripted nn modules emit.
+# Operators the filters above leave out that scripted nn modules emit, named one by one.
 PRIVATE = ['aten::_convolution', 'aten::_convolution_mode', 'aten::_pack_padded_sequence',
            'aten::_pad_packed_sequence', 'aten::_log_softmax', 'aten::_softmax', 'aten::_shape_as_tensor',
            'aten::_reshape_from_tensor', 'aten::_unique2', 'aten::_dim_arange', 'aten::_to_copy',
@@ -53,7 +55,12 @@ PRIVATE = ['aten::_convolution', 'aten::_convolution_mode', 'aten::_pack_padded_
            'aten::_adaptive_avg_pool2d', 'aten::_aminmax', 'aten::_cast_Float', 'aten::_cast_Long',
            'aten::_cast_Int', 'aten::_cast_Double', 'aten::_cast_Half', 'aten::_cast_Byte', 'aten::_cast_Char',
            'aten::_cast_Short', 'aten::_set_item', 'aten::_ncf_unsqueeze', 'aten::_ncf_view', 'aten::_trilinear',
-           'aten::_cdist_forward', 'aten::_pdist_forward', 'aten::_euclidean_dist', 'aten::_ctc_loss']
+           'aten::_cdist_forward', 'aten::_pdist_forward', 'aten::_euclidean_dist', 'aten::_ctc_loss',
+           # nn.TransformerEncoder's inference fast path: the fused layer, the nested tensor it builds from the
+           # padding mask and back, and the two queries that choose it.
+           'aten::_transformer_encoder_layer_fwd', 'aten::_nested_tensor_from_mask', 'aten::to_padded_tensor',
+           'aten::_nested_tensor_from_mask_left_aligned', 'aten::is_grad_enabled', 'aten::is_autocast_enabled',
+           'aten::is_autocast_cpu_enabled']
 
 names = set()
 for schema in torch._C._jit_get_all_schemas():

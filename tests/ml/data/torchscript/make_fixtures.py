@@ -156,6 +156,20 @@ class SetsState(nn.Module):
         self.training = state[1]
 
 
+class Tokens(nn.Module):
+    """nn.TransformerEncoder over the image's 8 rows as tokens: attention, its fused inference path included."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Linear(8, 16)
+        layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.1, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 1)
+        self.out = nn.Linear(16, 3)
+
+    def forward(self, x):
+        return self.out(self.encoder(self.embed(x.reshape(x.size(0), 8, 8))).mean(1))
+
+
 def save(model, name):
     torch.jit.save(torch.jit.script(model), name)
 
@@ -172,6 +186,7 @@ save(SetsState(), "sets-state.pt")
 torch.save(ResidualMlp().state_dict(), "state-dict.pt")
 with open("pickle.pt", "wb") as out:
     pickle.dump({"weights": [1.0, 2.0]}, out)
+save(Tokens(), "transformer.pt")
 # The weights PyTorch's residual.pt holds, as the tests compare them with Gleaner's reading.
 reference = torch.jit.load("residual.pt")
 with open("residual-names.txt", "w") as out:
