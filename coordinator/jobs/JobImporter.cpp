@@ -3,8 +3,7 @@
 #include "format/SafeTensors.h"
 #include "ml/Evaluator.h"
 #include "ml/Model.h"
-#include "ml/data/DatasetLoader.h"
-#include "ml/data/ShardWriter.h"
+#include "ml/data/TrainingImport.h"
 
 #include <QDir>
 #include <QFile>
@@ -137,28 +136,31 @@ Result<TensorBundle> startingWeights(const JobSpec& spec, ml::Model& net)
 
 Result<ImportedJob> import(const JobSpec& spec, BlobStore& blobs, const QString& scratchDir)
 {
-    auto data = ml::loadDataset(spec.dataset, spec.limitTrain, spec.model.inputShape);
+    // The training set is streamed into its shards (TrainingImport), never held whole: its size is bounded by
+    // the disk, not by the coordinator's memory. Only the test set is loaded.
+    auto data = ml::TrainingImport::open(spec.dataset, spec.limitTrain, spec.model.inputShape);
     if (!data)
         return fail(data.error());
-    const ml::Dataset& train = data->train;
-    if (spec.model.arch != Architecture::Mlp && train.sampleShape() != spec.model.inputShape)
+    if (spec.model.arch != Architecture::Mlp && data->sampleShape() != spec.model.inputShape)
         return fail(QStringLiteral("model.input_shape is %1 but the dataset's samples have shape %2")
-                        .arg(shapeToString(spec.model.inputShape), shapeToString(train.sampleShape())));
-    if (train.labelBound() > spec.model.numClasses || data->test.labelBound() > spec.model.numClasses)
+                        .arg(shapeToString(spec.model.inputShape), shapeToString(data->sampleShape())));
+    if (data->trainLabelBound() > spec.model.numClasses || data->testLabelBound() > spec.model.numClasses)
         return fail(QStringLiteral("model.num_classes is %1 but the dataset has %2 classes")
                         .arg(spec.model.numClasses)
-                        .arg(std::max(train.labelBound(), data->test.labelBound())));
+                        .arg(std::max(data->trainLabelBound(), data->testLabelBound())));
 
     ImportedJob job;
-    job.notes = data->notes;
+    job.notes = data->notes();
     const QString shardDir = QDir(scratchDir).filePath(QStringLiteral("shards"));
-    auto files = ml::Shards::write(train, spec.shards, spec.seed, shardDir);
+    auto files = data->writeShards(spec.shards, spec.seed, shardDir);
     if (!files)
         return fail(files.error());
     for (const auto& file : *files) {
         auto blob = blobs.adoptFile(file.path);
-        if (!blob)
+        if (!blob) {
+            QDir(shardDir).removeRecursively();
             return fail(blob.error());
+        }
         job.shards.append(ShardRef{file.index, blob->sha256, blob->size, file.samples});
     }
     QDir(shardDir).removeRecursively();
@@ -187,14 +189,14 @@ Result<ImportedJob> import(const JobSpec& spec, BlobStore& blobs, const QString&
         return fail(initial.error());
     // One forward pass over real samples before any agent is bothered: a program that accepts zeros but fails on
     // the job's data (a dtype, a range) is named here, not by every agent's first subtask.
-    if (auto probe = ml::Evaluator::evaluate(*net, data->test.head(64)); !probe)
+    if (auto probe = ml::Evaluator::evaluate(*net, data->test().head(64)); !probe)
         return fail(QStringLiteral("model: the model cannot be evaluated on the job's test samples: %1").arg(probe.error()));
     auto weights = blobs.put(SafeTensors::serialize(*initial));
     if (!weights)
         return fail(weights.error());
     job.initialWeights = *weights;
 
-    auto test = blobs.put(SafeTensors::serialize(data->test.bundle()));
+    auto test = blobs.put(SafeTensors::serialize(data->test().bundle()));
     if (!test)
         return fail(test.error());
     job.testSet = *test;

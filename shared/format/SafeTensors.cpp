@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <optional>
 
 namespace gleaner::SafeTensors {
 namespace {
@@ -273,17 +274,16 @@ void appendJsonString(QByteArray& out, const QString& text)
     out += '"';
 }
 
-struct Layout
+struct PlannedLayout
 {
     QByteArray lengthAndHeader; // the 8-byte length followed by the padded header
     QList<qsizetype> dataOrder; // indexes into entries(), in the order their bytes are written
 };
 
-// The header and data order for a bundle that checkWritable() accepted.
-Layout planLayout(const TensorBundle& bundle)
+// The header and data order for tensors that checkDescribed() accepted.
+PlannedLayout planLayout(const QList<TensorEntry>& entries, const QMap<QString, QString>& metadata)
 {
-    const QList<TensorEntry>& entries = bundle.entries();
-    Layout layout;
+    PlannedLayout layout;
     layout.dataOrder.resize(entries.size());
     std::iota(layout.dataOrder.begin(), layout.dataOrder.end(), qsizetype(0));
     // Element sizes are powers of two and every tensor's byte size is a multiple of its own, so placing the
@@ -302,10 +302,10 @@ Layout planLayout(const TensorBundle& bundle)
     out.fill('\0', kLengthBytes);
     out += '{';
     bool first = true;
-    if (!bundle.metadata().isEmpty()) {
+    if (!metadata.isEmpty()) {
         out += "\"__metadata__\":{";
-        for (auto it = bundle.metadata().begin(); it != bundle.metadata().end(); ++it) {
-            if (it != bundle.metadata().begin())
+        for (auto it = metadata.begin(); it != metadata.end(); ++it) {
+            if (it != metadata.begin())
                 out += ',';
             appendJsonString(out, it.key());
             out += ':';
@@ -335,13 +335,14 @@ Layout planLayout(const TensorBundle& bundle)
     return layout;
 }
 
-// What the writer needs of a bundle before it plans a layout.
-Status checkEntries(const TensorBundle& bundle)
+// What the writer needs of tensors before it plans a layout; `bufferSize` (when the bytes are at hand) bounds
+// where each one lies.
+Status checkDescribed(const QList<TensorEntry>& entries, const QMap<QString, QString>& metadata,
+                      std::optional<qint64> bufferSize)
 {
     QSet<QString> names;
-    names.reserve(bundle.size());
-    const qint64 bufferSize = bundle.buffer().size();
-    for (const TensorEntry& entry : bundle.entries()) {
+    names.reserve(entries.size());
+    for (const TensorEntry& entry : entries) {
         const QString label = tensorLabel(entry.name);
         if (entry.name == kMetadataKey)
             return fail(label + QStringLiteral(": the name is reserved for the file's metadata"));
@@ -357,24 +358,26 @@ Status checkEntries(const TensorBundle& bundle)
             return fail(label + QStringLiteral(": shape %1 of %2 does not match its %3 bytes")
                                     .arg(shapeToString(entry.shape), dtypeName(entry.dtype))
                                     .arg(entry.byteSize));
-        if (entry.offset < 0 || entry.offset > bufferSize || entry.byteSize > bufferSize - entry.offset)
+        if (bufferSize &&
+            (entry.offset < 0 || entry.offset > *bufferSize || entry.byteSize > *bufferSize - entry.offset))
             return fail(label + QStringLiteral(": bytes [%1, +%2) lie outside the %3-byte buffer")
                                     .arg(entry.offset)
                                     .arg(entry.byteSize)
-                                    .arg(bufferSize));
+                                    .arg(*bufferSize));
     }
-    for (auto it = bundle.metadata().begin(); it != bundle.metadata().end(); ++it) {
+    for (auto it = metadata.begin(); it != metadata.end(); ++it) {
         if (!it.key().isValidUtf16() || !it.value().isValidUtf16())
             return fail(QStringLiteral("metadata %1 holds an unpaired surrogate").arg(quoted(it.key())));
     }
     return {};
 }
 
-Result<Layout> plan(const TensorBundle& bundle)
+Result<PlannedLayout> planChecked(const QList<TensorEntry>& entries, const QMap<QString, QString>& metadata,
+                           std::optional<qint64> bufferSize)
 {
-    if (Status entries = checkEntries(bundle); !entries)
-        return fail(entries.error());
-    Layout layout = planLayout(bundle);
+    if (Status described = checkDescribed(entries, metadata, bufferSize); !described)
+        return fail(described.error());
+    PlannedLayout layout = planLayout(entries, metadata);
     // A reader, ours included, refuses a longer header, so writing one would only make an unreadable file.
     if (layout.lengthAndHeader.size() - kLengthBytes > kMaxHeaderBytes)
         return fail(QStringLiteral("the header would be %1 bytes, over the limit of %2 bytes")
@@ -383,17 +386,21 @@ Result<Layout> plan(const TensorBundle& bundle)
     return layout;
 }
 
+Result<PlannedLayout> plan(const TensorBundle& bundle)
+{
+    return planChecked(bundle.entries(), bundle.metadata(), bundle.buffer().size());
+}
+
 } // namespace
 
-Result<TensorBundle> parse(QByteArray fileBytes)
+Result<Header> parseHeader(QByteArrayView fileStart, qint64 fileSize)
 {
-    const qint64 fileSize = fileBytes.size();
     if (fileSize < kLengthBytes)
         return fail(
             QStringLiteral("the file is %1 bytes, shorter than the 8-byte header length a safetensors "
                            "file starts with")
                 .arg(fileSize));
-    const quint64 headerLength = qFromLittleEndian<quint64>(fileBytes.constData());
+    const quint64 headerLength = qFromLittleEndian<quint64>(fileStart.data());
     if (headerLength > quint64(kMaxHeaderBytes))
         return fail(QStringLiteral("header length %1 is over the limit of %2 bytes")
                         .arg(headerLength)
@@ -405,7 +412,9 @@ Result<TensorBundle> parse(QByteArray fileBytes)
                         .arg(fileSize - kLengthBytes));
     const qint64 dataStart = kLengthBytes + qint64(headerLength);
     const qint64 dataLength = fileSize - dataStart;
-    const QByteArrayView header(fileBytes.constData() + kLengthBytes, qsizetype(headerLength));
+    if (fileStart.size() < dataStart)
+        return fail(QStringLiteral("the file ended inside its header; was it changed while it was read?"));
+    const QByteArrayView header(fileStart.data() + kLengthBytes, qsizetype(headerLength));
 
     if (header.isEmpty() || header.front() != '{')
         return fail(QStringLiteral("the header does not start with '{'"));
@@ -463,7 +472,42 @@ Result<TensorBundle> parse(QByteArray fileBytes)
 
     for (TensorEntry& entry : entries)
         entry.offset += dataStart;
-    return TensorBundle::fromBuffer(std::move(fileBytes), std::move(entries), std::move(metadata));
+    return Header{std::move(entries), std::move(metadata), dataStart};
+}
+
+Result<TensorBundle> parse(QByteArray fileBytes)
+{
+    if (fileBytes.size() < kLengthBytes)
+        return fail(
+            QStringLiteral("the file is %1 bytes, shorter than the 8-byte header length a safetensors "
+                           "file starts with")
+                .arg(fileBytes.size()));
+    auto header = parseHeader(fileBytes, fileBytes.size());
+    if (!header)
+        return fail(header.error());
+    return TensorBundle::fromBuffer(std::move(fileBytes), std::move(header->entries), std::move(header->metadata));
+}
+
+Result<Header> loadHeader(const QString& path)
+{
+    if (QFileInfo(path).isDir())
+        return fail(path + QStringLiteral(": is a folder, not a safetensors file"));
+    QFile file(path);
+    if (!file.open(QIODevice::ReadOnly | QIODevice::Unbuffered))
+        return fail(QStringLiteral("%1: cannot open for reading: %2").arg(path, file.errorString()));
+    const qint64 size = file.size();
+    QByteArray start = file.read(kLengthBytes);
+    if (start.size() < kLengthBytes)
+        return fail(QStringLiteral("%1: the file is %2 bytes, shorter than the 8-byte header length a "
+                                   "safetensors file starts with")
+                        .arg(path)
+                        .arg(size));
+    // Only as much as the header claims, and never past the limit or the file: parseHeader() names the
+    // problem of a length that is too large.
+    const quint64 claimed = qFromLittleEndian<quint64>(start.constData());
+    const qint64 wanted = qint64(std::min<quint64>(claimed, quint64(std::min(kMaxHeaderBytes, size - kLengthBytes))));
+    start += file.read(wanted);
+    return parseHeader(start, size).context(path);
 }
 
 Result<TensorBundle> load(const QString& path)
@@ -506,7 +550,7 @@ QByteArray serialize(const TensorBundle& bundle)
     const auto planned = plan(bundle);
     if (!planned)
         return {};
-    const Layout& layout = *planned;
+    const PlannedLayout& layout = *planned;
     QByteArray file;
     file.reserve(layout.lengthAndHeader.size() + bundle.tensorBytes());
     file += layout.lengthAndHeader;
@@ -515,12 +559,28 @@ QByteArray serialize(const TensorBundle& bundle)
     return file;
 }
 
+Result<Layout> layout(const QList<TensorEntry>& entries, const QMap<QString, QString>& metadata)
+{
+    auto planned = planChecked(entries, metadata, std::nullopt);
+    if (!planned)
+        return fail(planned.error());
+    Layout out;
+    out.lengthAndHeader = planned->lengthAndHeader;
+    out.offsets.resize(entries.size());
+    qint64 position = out.lengthAndHeader.size();
+    for (qsizetype index : planned->dataOrder) {
+        out.offsets[index] = position;
+        position += entries[index].byteSize;
+    }
+    return out;
+}
+
 Status save(const QString& path, const TensorBundle& bundle)
 {
     const auto planned = plan(bundle);
     if (!planned)
         return fail(path + QStringLiteral(": ") + planned.error());
-    const Layout& layout = *planned;
+    const PlannedLayout& layout = *planned;
     QSaveFile file(path);
     // Unbuffered: tensors go from the bundle to the kernel without a stop in QFileDevice's buffer.
     if (!file.open(QIODevice::WriteOnly | QIODevice::Unbuffered))

@@ -30,6 +30,20 @@ inline constexpr qint64 kMaxHeaderBytes = 100 * 1000 * 1000;
 // misaligned for their type must be read through data() rather than values<T>().
 Result<TensorBundle> parse(QByteArray fileBytes);
 
+// A file's header alone: its tensors with offsets absolute into the file, its metadata, and where the data
+// buffer starts. Every check of parse() that the header can answer is made against `fileSize`, so a file
+// whose header passes holds exactly the bytes its tensors claim.
+struct Header
+{
+    QList<TensorEntry> entries;
+    QMap<QString, QString> metadata;
+    qint64 dataStart = 0;
+};
+// `fileStart` holds the file's first bytes, at least the length and the header it announces.
+Result<Header> parseHeader(QByteArrayView fileStart, qint64 fileSize);
+// Reads and parses the header of `path` without reading its tensors. Messages start with the path.
+Result<Header> loadHeader(const QString& path);
+
 // Reads `path` into one buffer (a single copy, from the kernel) and parses it. Messages start with the path.
 Result<TensorBundle> load(const QString& path);
 
@@ -42,6 +56,17 @@ Status checkWritable(const TensorBundle& bundle);
 // are laid out by element size, largest first (stable), so each one is aligned for its type; the header lists
 // them in the bundle's order. Returns an empty array (never a valid file) when checkWritable() fails.
 QByteArray serialize(const TensorBundle& bundle);
+
+// The header (with its 8-byte length) of a file holding tensors of these names, types and shapes (offset
+// ignored, byteSize as the shape's) in this order, laid out as serialize() lays them out, and where each
+// tensor's bytes start in the file. A writer that fills in the tensors at those offsets writes exactly the
+// file serialize() would.
+struct Layout
+{
+    QByteArray lengthAndHeader;
+    QList<qint64> offsets; // per entry, absolute in the file
+};
+Result<Layout> layout(const QList<TensorEntry>& entries, const QMap<QString, QString>& metadata);
 
 // Writes the same bytes as serialize() to `path` atomically (QSaveFile), streaming the header and then each
 // tensor's bytes, so the file is never held twice in memory. Messages start with the path.

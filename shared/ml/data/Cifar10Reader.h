@@ -4,6 +4,9 @@
 
 #include "Result.h"
 #include "ml/data/Dataset.h"
+#include "ml/data/SampleSource.h"
+
+#include <memory>
 
 namespace gleaner::ml::Cifar10 {
 
@@ -11,6 +14,11 @@ constexpr qint64 kRecordBytes = 1 + 3 * 32 * 32;
 
 // Reads the records of the given batch files, in order, into one dataset with x of shape [N, 3, 32, 32].
 Result<Dataset> readBatches(const QStringList& paths);
+// The training batches of a CIFAR-10 binary folder as a source for the streamed import: the label byte of every
+// record is read when it opens, the pixels by readSamples().
+Result<std::unique_ptr<SampleSource>> openTrainingSource(const QString& dir);
+// The test set of a CIFAR-10 binary folder (test_batch.bin).
+Result<Dataset> readTestBatch(const QString& dir);
 // The training and test sets of a CIFAR-10 binary folder.
 Result<DatasetSplit> importDirectory(const QString& dir);
 

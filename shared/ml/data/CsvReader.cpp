@@ -98,7 +98,7 @@ bool isNonNegativeInteger(const QByteArray& text)
 
 } // namespace
 
-Result<Table> read(const QString& path, const QString& labelColumn, const QStringList* classes)
+Result<Columns> scan(const QString& path, const QString& labelColumn, const QStringList* classes, const RowSink& onRow)
 {
     QFile file(path);
     if (!file.open(QIODevice::ReadOnly))
@@ -118,15 +118,20 @@ Result<Table> read(const QString& path, const QString& labelColumn, const QStrin
                         .arg(path, labelColumn, names.join(QStringLiteral(", "))));
     if (QSet<QString>(names.begin(), names.end()).size() != names.size())
         return fail(QStringLiteral("%1 names a column twice in its header").arg(path));
-    Table table;
+    Columns columns;
     for (qsizetype i = 0; i < names.size(); ++i)
         if (i != labelAt)
-            table.features << names[i];
-    if (table.features.isEmpty())
+            columns.features << names[i];
+    if (columns.features.isEmpty())
         return fail(QStringLiteral("%1 has no feature column besides \"%2\"").arg(path, labelColumn));
 
+    // Each row's label as the number of its text among the distinct texts: memory follows the rows by one
+    // number each, not by a copy of the text.
     std::vector<float> values;
-    QList<QByteArray> labels;
+    QHash<QByteArray, qint64> idOf;
+    QList<QByteArray> texts;
+    std::vector<qint64> ids;
+    bool allIntegers = true;
     for (;;) {
         auto record = reader.next();
         if (!record)
@@ -138,9 +143,24 @@ Result<Table> read(const QString& path, const QString& labelColumn, const QStrin
             continue; // a blank line
         if (fields.size() != names.size())
             return fail(reader.problem(QStringLiteral("has %1 fields where the header has %2").arg(fields.size()).arg(names.size())));
+        values.clear();
         for (qsizetype i = 0; i < fields.size(); ++i) {
             if (i == labelAt) {
-                labels << fields[i].trimmed();
+                const QByteArray text = fields[i].trimmed();
+                auto known = idOf.constFind(text);
+                if (known == idOf.constEnd()) {
+                    known = idOf.insert(text, texts.size());
+                    texts << text;
+                    allIntegers = allIntegers && isNonNegativeInteger(text);
+                    // Names beyond the limit refuse the file whichever way it is read; integer labels have at
+                    // most six digits, so their texts stay bounded.
+                    if (!classes && !allIntegers && texts.size() > Dataset::kLabelLimit)
+                        return fail(QStringLiteral("%1: the label column \"%2\" holds more than %3 different names; is it "
+                                                   "the right column?")
+                                        .arg(path, labelColumn)
+                                        .arg(Dataset::kLabelLimit));
+                }
+                ids.push_back(*known);
                 continue;
             }
             bool ok = false;
@@ -150,66 +170,137 @@ Result<Table> read(const QString& path, const QString& labelColumn, const QStrin
                                                .arg(names[i], QString::fromUtf8(fields[i].left(40)))));
             values.push_back(float(value));
         }
+        if (onRow)
+            if (Status taken = onRow(qint64(ids.size()) - 1, values); !taken)
+                return fail(taken.error());
     }
-    if (labels.isEmpty())
+    if (ids.empty())
         return fail(QStringLiteral("%1 has a header and no rows").arg(path));
 
     // Integer labels, or names numbered in sorted order.
-    const bool integers = classes ? classes->isEmpty() : std::all_of(labels.begin(), labels.end(), isNonNegativeInteger);
-    std::vector<qint64> numbers;
-    numbers.reserve(size_t(labels.size()));
+    const bool integers = classes ? classes->isEmpty() : allIntegers;
+    std::vector<qint64> numberOfText(size_t(texts.size()), -1);
     if (integers) {
-        for (qsizetype row = 0; row < labels.size(); ++row) {
-            if (!isNonNegativeInteger(labels[row]))
-                return fail(QStringLiteral("%1 row %2: label \"%3\" is not a class number like the training file's")
-                                .arg(path)
-                                .arg(row + 1)
-                                .arg(QString::fromUtf8(labels[row].left(40))));
-            numbers.push_back(labels[row].toLongLong());
-        }
+        for (qsizetype t = 0; t < texts.size(); ++t)
+            if (isNonNegativeInteger(texts[t]))
+                numberOfText[size_t(t)] = texts[t].toLongLong();
     } else {
         if (classes) {
-            table.classes = *classes;
+            columns.classes = *classes;
         } else {
             QSet<QString> distinct;
-            for (const QByteArray& label : labels) {
-                distinct.insert(QString::fromUtf8(label));
-                if (distinct.size() > Dataset::kLabelLimit)
-                    return fail(QStringLiteral("%1: the label column \"%2\" holds more than %3 different names; is it "
-                                               "the right column?")
-                                    .arg(path, labelColumn)
-                                    .arg(Dataset::kLabelLimit));
-            }
-            table.classes = QStringList(distinct.begin(), distinct.end());
-            table.classes.sort();
+            for (const QByteArray& text : std::as_const(texts))
+                distinct.insert(QString::fromUtf8(text));
+            if (distinct.size() > Dataset::kLabelLimit)
+                return fail(QStringLiteral("%1: the label column \"%2\" holds more than %3 different names; is it "
+                                           "the right column?")
+                                .arg(path, labelColumn)
+                                .arg(Dataset::kLabelLimit));
+            columns.classes = QStringList(distinct.begin(), distinct.end());
+            columns.classes.sort();
         }
-        QHash<QString, qint64> numberOf; // one lookup a row, not a scan of the classes
-        for (qsizetype i = 0; i < table.classes.size(); ++i)
-            numberOf.insert(table.classes[i], i);
-        for (qsizetype row = 0; row < labels.size(); ++row) {
-            const qint64 number = numberOf.value(QString::fromUtf8(labels[row]), -1);
-            if (number < 0)
-                return fail(QStringLiteral("%1 row %2: label \"%3\" is not one of the training file's classes (%4)")
-                                .arg(path)
-                                .arg(row + 1)
-                                .arg(QString::fromUtf8(labels[row].left(40)), table.classes.join(QStringLiteral(", "))));
-            numbers.push_back(number);
-        }
+        QHash<QString, qint64> numberOf; // one lookup a text, not a scan of the classes
+        for (qsizetype i = 0; i < columns.classes.size(); ++i)
+            numberOf.insert(columns.classes[i], i);
+        for (qsizetype t = 0; t < texts.size(); ++t)
+            numberOfText[size_t(t)] = numberOf.value(QString::fromUtf8(texts[t]), -1);
     }
+    columns.labels.reserve(ids.size());
+    for (size_t row = 0; row < ids.size(); ++row) {
+        const qint64 number = numberOfText[size_t(ids[row])];
+        if (number >= 0) {
+            columns.labels.push_back(number);
+            continue;
+        }
+        const QString text = QString::fromUtf8(texts[ids[row]].left(40));
+        if (integers)
+            return fail(QStringLiteral("%1 row %2: label \"%3\" is not a class number like the training file's")
+                            .arg(path)
+                            .arg(row + 1)
+                            .arg(text));
+        return fail(QStringLiteral("%1 row %2: label \"%3\" is not one of the training file's classes (%4)")
+                        .arg(path)
+                        .arg(row + 1)
+                        .arg(text, columns.classes.join(QStringLiteral(", "))));
+    }
+    return columns;
+}
+
+Result<Table> read(const QString& path, const QString& labelColumn, const QStringList* classes)
+{
+    std::vector<float> values;
+    auto columns = scan(path, labelColumn, classes, [&values](qint64, std::span<const float> row) -> Status {
+        values.insert(values.end(), row.begin(), row.end());
+        return {};
+    });
+    if (!columns)
+        return fail(columns.error());
+    Table table;
+    table.features = columns->features;
+    table.classes = columns->classes;
     TensorBundle bundle;
-    const qint64 rows = labels.size();
+    const qint64 rows = qint64(columns->labels.size());
     const QList<qint64> shape{rows, qint64(table.features.size())};
     if (auto added = bundle.add(QStringLiteral("x"), DType::F32, shape,
                                 QByteArrayView(reinterpret_cast<const char*>(values.data()), qsizetype(values.size() * sizeof(float))));
         !added)
         return fail(QStringLiteral("%1: %2").arg(path, added.error()));
-    if (auto added = bundle.addValues<qint64>(QStringLiteral("y"), DType::I64, {rows}, numbers); !added)
+    if (auto added = bundle.addValues<qint64>(QStringLiteral("y"), DType::I64, {rows}, columns->labels); !added)
         return fail(QStringLiteral("%1: %2").arg(path, added.error()));
     auto data = Dataset::fromBundle(std::move(bundle), path);
     if (!data)
         return fail(data.error());
     table.data = std::move(*data);
     return table;
+}
+
+namespace {
+
+// A training table read twice: for its labels when opened, for its rows in readSamples().
+class TableSource final : public SampleSource
+{
+public:
+    TableSource(QString path, QString labelColumn, Columns columns)
+        : m_path(std::move(path)), m_labelColumn(std::move(labelColumn))
+    {
+        m_sampleShape = {qint64(columns.features.size())};
+        m_sampleType = DType::F32;
+        m_labels = std::move(columns.labels);
+    }
+
+    Status readSamples(const Sink& sink) override
+    {
+        auto again = scan(m_path, m_labelColumn, nullptr, [&](qint64 row, std::span<const float> features) {
+            return sink(row, QByteArrayView(reinterpret_cast<const char*>(features.data()), qsizetype(features.size_bytes())));
+        });
+        if (!again)
+            return fail(again.error());
+        if (again->labels != m_labels)
+            return fail(QStringLiteral("%1 changed while it was imported; import it again").arg(m_path));
+        return {};
+    }
+
+private:
+    QString m_path;
+    QString m_labelColumn;
+};
+
+} // namespace
+
+Result<std::unique_ptr<SampleSource>> openSource(const QString& path, const QString& labelColumn, Columns& columns)
+{
+    auto scanned = scan(path, labelColumn, nullptr, {});
+    if (!scanned)
+        return fail(scanned.error());
+    // Dataset::fromBundle's check of the labels, which the in-memory read makes.
+    if (auto checked = Dataset::labelsFrom(DType::I64, QByteArrayView(reinterpret_cast<const char*>(scanned->labels.data()),
+                                                                    qsizetype(scanned->labels.size() * sizeof(qint64))),
+                                           path);
+        !checked)
+        return fail(checked.error());
+    columns.features = scanned->features;
+    columns.classes = scanned->classes;
+    return std::unique_ptr<SampleSource>(std::make_unique<TableSource>(path, labelColumn, std::move(*scanned)));
 }
 
 Result<DatasetSplit> readPair(const QString& trainPath, const QString& testPath, const QString& labelColumn)

@@ -5,10 +5,8 @@
 
 namespace gleaner::ml {
 
-Result<Dataset> Dataset::fromBundle(TensorBundle bundle, const QString& what)
+Status Dataset::checkLayout(const TensorEntry* x, const TensorEntry* y, const QString& what)
 {
-    const TensorEntry* x = bundle.find(u"x");
-    const TensorEntry* y = bundle.find(u"y");
     if (!x || !y)
         return fail(
             QStringLiteral("%1: a dataset needs tensors \"x\" (samples) and \"y\" (labels)").arg(what));
@@ -23,20 +21,24 @@ Result<Dataset> Dataset::fromBundle(TensorBundle bundle, const QString& what)
                         .arg(what)
                         .arg(x->shape[0])
                         .arg(shapeToString(y->shape)));
+    return {};
+}
 
-    const qint64 count = x->shape[0];
+Result<std::vector<qint64>> Dataset::labelsFrom(DType type, QByteArrayView raw, const QString& what)
+{
+    const int width = dtypeSize(type);
+    const qint64 count = raw.size() / width;
     std::vector<qint64> labels(size_t(count), 0);
     // Files from other writers may hold misaligned tensors: read through memcpy, not typed pointers.
-    const char* raw = bundle.data(*y).data();
     const auto read = [&](auto zero) {
         using T = decltype(zero);
         for (qint64 i = 0; i < count; ++i) {
             T value;
-            std::memcpy(&value, raw + i * qint64(sizeof(T)), sizeof(T));
+            std::memcpy(&value, raw.data() + i * qint64(sizeof(T)), sizeof(T));
             labels[size_t(i)] = qint64(value);
         }
     };
-    switch (y->dtype) {
+    switch (type) {
     case DType::I64:
         read(qint64{});
         break;
@@ -54,7 +56,7 @@ Result<Dataset> Dataset::fromBundle(TensorBundle bundle, const QString& what)
         break;
     default:
         return fail(QStringLiteral("%1: \"y\" must hold integer class labels, not %2")
-                        .arg(what, dtypeName(y->dtype)));
+                        .arg(what, dtypeName(type)));
     }
     for (qint64 i = 0; i < count; ++i) {
         const qint64 label = labels[size_t(i)];
@@ -68,6 +70,21 @@ Result<Dataset> Dataset::fromBundle(TensorBundle bundle, const QString& what)
                             .arg(i)
                             .arg(kLabelLimit - 1));
     }
+    return labels;
+}
+
+Result<Dataset> Dataset::fromBundle(TensorBundle bundle, const QString& what)
+{
+    const TensorEntry* x = bundle.find(u"x");
+    const TensorEntry* y = bundle.find(u"y");
+    if (Status layout = checkLayout(x, y, what); !layout)
+        return fail(layout.error());
+    const qint64 count = x->shape[0];
+    const char* raw = bundle.data(*y).data();
+    auto read = labelsFrom(y->dtype, bundle.data(*y), what);
+    if (!read)
+        return fail(read.error());
+    const std::vector<qint64>& labels = *read;
 
     Dataset dataset;
     dataset.m_size = count;

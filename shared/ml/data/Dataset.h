@@ -25,6 +25,11 @@ public:
     // Checks the layout above and that every label lies in 0..kLabelLimit-1. Integer labels of any width are
     // converted to I64; `what` names the source in messages ("train shard 3").
     static Result<Dataset> fromBundle(TensorBundle bundle, const QString& what);
+    // The checks fromBundle() makes of the tensors' types and shapes, for a reader that has only a file's
+    // header (a null entry is a missing tensor).
+    static Status checkLayout(const TensorEntry* x, const TensorEntry* y, const QString& what);
+    // The labels held in `raw` as values of `type`, checked as fromBundle() checks them.
+    static Result<std::vector<qint64>> labelsFrom(DType type, QByteArrayView raw, const QString& what);
     // Builds from raw U8 samples and labels, which must agree in count.
     static Result<Dataset> fromBytes(QByteArrayView samples, const QList<qint64>& sampleShape,
                                      const std::vector<qint64>& labels, const QString& what);

@@ -18,14 +18,23 @@
 namespace gleaner::ml {
 namespace {
 
-// Fashion-MNIST ships as gzip files in Debian's package; an unpacked copy works too.
-QString idxFile(const QDir& dir, const QString& stem)
+Result<DatasetSplit> loadFashionMnist(const QString& dirPath)
 {
-    const QString gz = dir.filePath(stem + QStringLiteral(".gz"));
-    return QFileInfo::exists(gz) ? gz : dir.filePath(stem);
+    auto files = fashionMnistFiles(dirPath);
+    if (!files)
+        return fail(files.error());
+    auto train = Idx::importPair(files->trainImages, files->trainLabels);
+    if (!train)
+        return fail(train.error());
+    auto test = Idx::importPair(files->testImages, files->testLabels);
+    if (!test)
+        return fail(test.error());
+    return DatasetSplit{std::move(*train), std::move(*test)};
 }
 
-Result<DatasetSplit> loadFashionMnist(const QString& dirPath)
+} // namespace
+
+Result<FashionMnistFiles> fashionMnistFiles(const QString& dirPath)
 {
     const QDir dir(dirPath.isEmpty() ? DatasetSpec::defaultFashionMnistDir() : dirPath);
     if (!dir.exists())
@@ -33,15 +42,14 @@ Result<DatasetSplit> loadFashionMnist(const QString& dirPath)
                                    "dataset-fashion-mnist package (apt-get install dataset-fashion-mnist) or "
                                    "set dataset.dir")
                         .arg(dir.path()));
-    auto train = Idx::importPair(idxFile(dir, QStringLiteral("train-images-idx3-ubyte")),
-                                 idxFile(dir, QStringLiteral("train-labels-idx1-ubyte")));
-    if (!train)
-        return fail(train.error());
-    auto test = Idx::importPair(idxFile(dir, QStringLiteral("t10k-images-idx3-ubyte")),
-                                idxFile(dir, QStringLiteral("t10k-labels-idx1-ubyte")));
-    if (!test)
-        return fail(test.error());
-    return DatasetSplit{std::move(*train), std::move(*test)};
+    // Fashion-MNIST ships as gzip files in Debian's package; an unpacked copy works too.
+    const auto idxFile = [&dir](const char* stem) {
+        const QString name = QLatin1StringView(stem);
+        const QString gz = dir.filePath(name + QStringLiteral(".gz"));
+        return QFileInfo::exists(gz) ? gz : dir.filePath(name);
+    };
+    return FashionMnistFiles{idxFile("train-images-idx3-ubyte"), idxFile("train-labels-idx1-ubyte"),
+                             idxFile("t10k-images-idx3-ubyte"), idxFile("t10k-labels-idx1-ubyte")};
 }
 
 Result<Dataset> loadSafeTensors(const QString& path)
@@ -52,8 +60,6 @@ Result<Dataset> loadSafeTensors(const QString& path)
     return Dataset::fromBundle(std::move(*bundle), path);
 }
 
-// Arrays `xName` and `yName` of a NumPy archive as a dataset: float64 samples become float32 (what the models
-// compute in), uint8 and float32 stay as they are.
 Result<Dataset> datasetFromArrays(const TensorBundle& arrays, const QString& xName, const QString& yName,
                                   const QString& what)
 {
@@ -88,6 +94,8 @@ Result<Dataset> datasetFromArrays(const TensorBundle& arrays, const QString& xNa
     return Dataset::fromBundle(std::move(bundle), what);
 }
 
+namespace {
+
 Result<Dataset> loadNpzPair(const QString& path)
 {
     auto arrays = NumPy::loadNpz(path);
@@ -111,55 +119,19 @@ Result<DatasetSplit> trainAndTest(const DatasetSpec& spec, Result<Dataset> (*loa
     return DatasetSplit{std::move(*train), std::move(*test)};
 }
 
-// An image folder decoded to the model's input: its own test/ split, or test_fraction's hold-out, never both
-// and never neither.
+// An image folder decoded to the model's input.
 Result<DatasetSplit> loadImages(const DatasetSpec& spec, const QList<qint64>& inputShape)
 {
-    const auto side = [](qint64 pixels) { return pixels >= 1 && pixels <= 4096; };
-    if (inputShape.size() != 3 || (inputShape[0] != 1 && inputShape[0] != 3) || !side(inputShape[1]) ||
-        !side(inputShape[2]))
-        return fail(QStringLiteral("format \"images\" decodes every image to the model's input_shape, which must be "
-                                   "[C, H, W] with C 1 (grayscale) or 3 (RGB) and H, W 1..4096, not %1")
-                        .arg(shapeToString(inputShape)));
-    ImageFolder::Options options;
-    options.channels = inputShape[0];
-    options.height = inputShape[1];
-    options.width = inputShape[2];
-    options.stopAtBadFile = spec.stopOnBadFile;
-    auto folder = ImageFolder::read(spec.dir, options);
+    auto options = imageOptions(spec, inputShape);
+    if (!options)
+        return fail(options.error());
+    auto folder = ImageFolder::read(spec.dir, *options);
     if (!folder)
         return fail(folder.error());
-    if (folder->hasTestSplit && spec.testFraction > 0)
-        return fail(QStringLiteral("%1 holds its own test/ folder; remove dataset.test_fraction, or move the test "
-                                   "images into train/")
-                        .arg(spec.dir));
-    if (!folder->hasTestSplit && spec.testFraction == 0)
-        return fail(QStringLiteral("%1 has no test/ folder to validate with; add one beside train/ "
-                                   "(%1/train/<class>/, %1/test/<class>/), or set dataset.test_fraction to hold a "
-                                   "share of the images out")
-                        .arg(spec.dir));
-
+    if (Status split = checkImageSplit(spec, folder->hasTestSplit); !split)
+        return fail(split.error());
     DatasetSplit split = std::move(folder->split);
-    // Paths and folder names may hold "%": every message is built in one arg() pass.
-    QStringList labels;
-    for (qsizetype i = 0; i < folder->classes.size(); ++i)
-        labels << QString::number(i) + QLatin1Char(' ') + folder->classes[i];
-    split.notes << QStringLiteral("%1: %2 classes (labels %3); %4 images%5, each decoded to %6")
-                       .arg(spec.dir, QString::number(folder->classes.size()), labels.join(QStringLiteral(", ")),
-                            QString::number(split.train.size()),
-                            folder->hasTestSplit ? QStringLiteral(" in train/ and %1 in test/").arg(split.test.size())
-                                                 : QString(),
-                            shapeToString(inputShape));
-    if (!folder->leftOut.isEmpty()) {
-        // The first few by name; every one is in the log.
-        constexpr qsizetype kShown = 10;
-        const qsizetype shown = std::min(kShown, folder->leftOut.size());
-        const qsizetype more = folder->leftOut.size() - shown;
-        split.notes << QStringLiteral("%1: %2 bad files left out (on_bad_file \"skip\"): %3%4")
-                           .arg(spec.dir, QString::number(folder->leftOut.size()),
-                                folder->leftOut.first(shown).join(QStringLiteral("; ")),
-                                more > 0 ? QStringLiteral("; and %1 more in the log").arg(more) : QString());
-    }
+    split.notes = imageNotes(spec, *folder, split.train.size(), split.test.size(), inputShape);
     return split;
 }
 
@@ -206,9 +178,65 @@ Result<DatasetSplit> loadAny(const DatasetSpec& spec, const QList<qint64>& input
 
 } // namespace
 
-Result<DatasetSplit> holdOut(Dataset all, double fraction, quint64 seed, const QString& what)
+Result<ImageFolder::Options> imageOptions(const DatasetSpec& spec, const QList<qint64>& inputShape)
 {
-    const qint64 n = all.size();
+    const auto side = [](qint64 pixels) { return pixels >= 1 && pixels <= 4096; };
+    if (inputShape.size() != 3 || (inputShape[0] != 1 && inputShape[0] != 3) || !side(inputShape[1]) ||
+        !side(inputShape[2]))
+        return fail(QStringLiteral("format \"images\" decodes every image to the model's input_shape, which must be "
+                                   "[C, H, W] with C 1 (grayscale) or 3 (RGB) and H, W 1..4096, not %1")
+                        .arg(shapeToString(inputShape)));
+    ImageFolder::Options options;
+    options.channels = inputShape[0];
+    options.height = inputShape[1];
+    options.width = inputShape[2];
+    options.stopAtBadFile = spec.stopOnBadFile;
+    return options;
+}
+
+Status checkImageSplit(const DatasetSpec& spec, bool hasTestSplit)
+{
+    // Its own test/ split, or test_fraction's hold-out, never both and never neither.
+    if (hasTestSplit && spec.testFraction > 0)
+        return fail(QStringLiteral("%1 holds its own test/ folder; remove dataset.test_fraction, or move the test "
+                                   "images into train/")
+                        .arg(spec.dir));
+    if (!hasTestSplit && spec.testFraction == 0)
+        return fail(QStringLiteral("%1 has no test/ folder to validate with; add one beside train/ "
+                                   "(%1/train/<class>/, %1/test/<class>/), or set dataset.test_fraction to hold a "
+                                   "share of the images out")
+                        .arg(spec.dir));
+    return {};
+}
+
+QStringList imageNotes(const DatasetSpec& spec, const ImageFolder::Folder& folder, qint64 trainImages,
+                       qint64 testImages, const QList<qint64>& inputShape)
+{
+    QStringList notes;
+    // Paths and folder names may hold "%": every message is built in one arg() pass.
+    QStringList labels;
+    for (qsizetype i = 0; i < folder.classes.size(); ++i)
+        labels << QString::number(i) + QLatin1Char(' ') + folder.classes[i];
+    notes << QStringLiteral("%1: %2 classes (labels %3); %4 images%5, each decoded to %6")
+                 .arg(spec.dir, QString::number(folder.classes.size()), labels.join(QStringLiteral(", ")),
+                      QString::number(trainImages),
+                      folder.hasTestSplit ? QStringLiteral(" in train/ and %1 in test/").arg(testImages) : QString(),
+                      shapeToString(inputShape));
+    if (!folder.leftOut.isEmpty()) {
+        // The first few by name; every one is in the log.
+        constexpr qsizetype kShown = 10;
+        const qsizetype shown = std::min(kShown, folder.leftOut.size());
+        const qsizetype more = folder.leftOut.size() - shown;
+        notes << QStringLiteral("%1: %2 bad files left out (on_bad_file \"skip\"): %3%4")
+                     .arg(spec.dir, QString::number(folder.leftOut.size()),
+                          folder.leftOut.first(shown).join(QStringLiteral("; ")),
+                          more > 0 ? QStringLiteral("; and %1 more in the log").arg(more) : QString());
+    }
+    return notes;
+}
+
+Result<HeldOut> holdOutIndices(qint64 n, double fraction, quint64 seed, const QString& what)
+{
     const qint64 held = qint64(std::llround(double(n) * fraction));
     if (held < 1 || held >= n)
         return fail(QStringLiteral("%1: test_fraction %2 of %3 samples leaves no test or no training set")
@@ -227,7 +255,15 @@ Result<DatasetSplit> holdOut(Dataset all, double fraction, quint64 seed, const Q
     std::vector<qint64> train(order.begin() + held, order.end());
     std::sort(test.begin(), test.end()); // keep the file's order within each set
     std::sort(train.begin(), train.end());
-    return DatasetSplit{all.select(train), all.select(test)};
+    return HeldOut{std::move(train), std::move(test)};
+}
+
+Result<DatasetSplit> holdOut(Dataset all, double fraction, quint64 seed, const QString& what)
+{
+    auto held = holdOutIndices(all.size(), fraction, seed, what);
+    if (!held)
+        return fail(held.error());
+    return DatasetSplit{all.select(held->train), all.select(held->test)};
 }
 
 Result<DatasetSplit> loadDataset(const DatasetSpec& spec, std::optional<qint64> limitTrain,

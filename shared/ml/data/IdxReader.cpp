@@ -1,11 +1,14 @@
 #include "ml/data/IdxReader.h"
 
+#include "format/ByteStream.h"
+
 #include <QFile>
 #include <QFileInfo>
 
 #include <zlib.h>
 
 #include <algorithm>
+#include <limits>
 
 namespace gleaner::ml::Idx {
 namespace {
@@ -67,12 +70,12 @@ Result<QByteArray> inflateGzip(const QByteArray& compressed, const QString& what
 
 } // namespace
 
-Result<IdxArray> parse(const QByteArray& bytes, const QString& what)
+Result<IdxHeader> parseHeader(QByteArrayView start, qint64 totalBytes, const QString& what)
 {
-    if (bytes.size() < 4)
+    if (totalBytes < 4)
         return fail(
-            QStringLiteral("%1: %2 bytes is too short for an IDX header").arg(what).arg(bytes.size()));
-    const auto* header = reinterpret_cast<const unsigned char*>(bytes.constData());
+            QStringLiteral("%1: %2 bytes is too short for an IDX header").arg(what).arg(totalBytes));
+    const auto* header = reinterpret_cast<const unsigned char*>(start.data());
     if (header[0] != 0 || header[1] != 0)
         return fail(QStringLiteral("%1: not an IDX file (the first two bytes must be zero)").arg(what));
     if (header[2] != 0x08)
@@ -84,25 +87,38 @@ Result<IdxArray> parse(const QByteArray& bytes, const QString& what)
     const int dims = header[3];
     if (dims < 1 || dims > 4)
         return fail(QStringLiteral("%1: IDX file has %2 dimensions; expected 1 to 4").arg(what).arg(dims));
-    const qint64 headerBytes = 4 + 4 * qint64(dims);
-    if (bytes.size() < headerBytes)
+    IdxHeader parsed;
+    parsed.headerBytes = 4 + 4 * qint64(dims);
+    if (totalBytes < parsed.headerBytes || start.size() < parsed.headerBytes)
         return fail(QStringLiteral("%1: truncated IDX header").arg(what));
-
-    IdxArray array;
     for (int i = 0; i < dims; ++i)
-        array.shape.append(qint64(bigEndian32(bytes.constData() + 4 + 4 * i)));
-    const auto count = shapeElementCount(array.shape);
+        parsed.shape.append(qint64(bigEndian32(start.data() + 4 + 4 * i)));
+    const auto count = shapeElementCount(parsed.shape);
     if (!count)
-        return fail(QStringLiteral("%1: IDX shape %2 is too large").arg(what, shapeToString(array.shape)));
-    const qint64 available = bytes.size() - headerBytes;
-    if (available != *count)
+        return fail(QStringLiteral("%1: IDX shape %2 is too large").arg(what, shapeToString(parsed.shape)));
+    parsed.dataBytes = *count;
+    return parsed;
+}
+
+Status checkDataBytes(const IdxHeader& header, qint64 available, const QString& what)
+{
+    if (available != header.dataBytes)
         return fail(QStringLiteral("%1: IDX shape %2 needs %3 bytes of data, the file has %4%5")
-                        .arg(what, shapeToString(array.shape))
-                        .arg(*count)
+                        .arg(what, shapeToString(header.shape))
+                        .arg(header.dataBytes)
                         .arg(available)
-                        .arg(available < *count ? QStringLiteral(" (truncated?)") : QString()));
-    array.data = bytes.mid(qsizetype(headerBytes));
-    return array;
+                        .arg(available < header.dataBytes ? QStringLiteral(" (truncated?)") : QString()));
+    return {};
+}
+
+Result<IdxArray> parse(const QByteArray& bytes, const QString& what)
+{
+    auto header = parseHeader(bytes, bytes.size(), what);
+    if (!header)
+        return fail(header.error());
+    if (Status data = checkDataBytes(*header, bytes.size() - header->headerBytes, what); !data)
+        return fail(data.error());
+    return IdxArray{header->shape, bytes.mid(qsizetype(header->headerBytes))};
 }
 
 Result<IdxArray> read(const QString& path)
@@ -147,6 +163,120 @@ Result<Dataset> importPair(const QString& imagesPath, const QString& labelsPath)
         y[i] = quint8(labels->data[qsizetype(i)]);
     return Dataset::fromBytes(images->data, {1, images->shape[1], images->shape[2]}, y,
                               QFileInfo(imagesPath).fileName());
+}
+
+namespace {
+
+// An IDX image file read as it is needed: its header when opened, its samples in readSamples().
+class IdxSource final : public SampleSource
+{
+public:
+    IdxSource(QString path, ByteStream::Coding coding, IdxHeader header)
+        : m_path(std::move(path)), m_coding(coding), m_header(std::move(header))
+    {
+    }
+
+    Status readSamples(const Sink& sink) override
+    {
+        auto stream = ByteStream::open(m_path, 0, -1, m_coding);
+        if (!stream)
+            return fail(stream.error());
+        ByteStream& in = **stream;
+        const auto problem = [&](const QString& why) { return fail(QStringLiteral("%1: gzip: %2").arg(m_path, why)); };
+        if (auto skipped = in.skip(m_header.headerBytes); !skipped)
+            return problem(skipped.error());
+        const qint64 stride = sampleBytes();
+        if (stride == 0) { // images of no pixels: nothing to read but the check of the length
+            for (qint64 index = 0; index < size(); ++index)
+                if (Status taken = sink(index, {}); !taken)
+                    return taken;
+        }
+        const qint64 perChunk = std::max<qint64>(1, ByteStream::kChunkBytes / std::max<qint64>(stride, 1));
+        QByteArray chunk(qsizetype(perChunk * stride), Qt::Uninitialized);
+        qint64 index = 0;
+        qint64 available = 0;
+        while (stride > 0 && index < size()) {
+            const qint64 want = std::min(perChunk, size() - index) * stride;
+            auto got = in.read(chunk.data(), want);
+            if (!got)
+                return problem(got.error());
+            available += *got;
+            if (*got < want)
+                break; // too short: named below, with the whole count
+            for (qint64 k = 0; k * stride < want; ++k, ++index)
+                if (Status taken = sink(index, QByteArrayView(chunk.constData() + k * stride, stride)); !taken)
+                    return taken;
+        }
+        auto rest = in.skip(std::numeric_limits<qint64>::max());
+        if (!rest)
+            return problem(rest.error());
+        return checkDataBytes(m_header, available + *rest, m_path);
+    }
+
+    void setLabels(std::vector<qint64> labels, QList<qint64> sampleShape)
+    {
+        m_labels = std::move(labels);
+        m_sampleShape = std::move(sampleShape);
+        m_sampleType = DType::U8;
+    }
+
+private:
+    QString m_path;
+    ByteStream::Coding m_coding;
+    IdxHeader m_header;
+};
+
+} // namespace
+
+Result<std::unique_ptr<SampleSource>> openSource(const QString& imagesPath, const QString& labelsPath)
+{
+    QFile file(imagesPath);
+    if (!file.open(QIODevice::ReadOnly))
+        return fail(QStringLiteral("%1: cannot open: %2").arg(imagesPath, file.errorString()));
+    const QByteArray magic = file.read(2);
+    const bool gzip = magic.size() == 2 && quint8(magic[0]) == 0x1f && quint8(magic[1]) == 0x8b;
+    const qint64 fileSize = file.size();
+    file.close();
+    const auto coding = gzip ? ByteStream::Coding::Gzip : ByteStream::Coding::Plain;
+    auto stream = ByteStream::open(imagesPath, 0, -1, coding);
+    if (!stream)
+        return fail(stream.error());
+    // The header's at most 4 + 4 * 4 bytes; of a gzip file the total is known only once it is all inflated
+    // (readSamples() checks it then).
+    QByteArray start(20, Qt::Uninitialized);
+    auto got = (*stream)->read(start.data(), start.size());
+    if (!got)
+        return fail(QStringLiteral("%1: gzip: %2").arg(imagesPath, got.error()));
+    start.truncate(qsizetype(*got));
+    const qint64 total = !gzip ? fileSize : (*stream)->atEnd() ? *got : std::numeric_limits<qint64>::max();
+    auto header = parseHeader(start, total, imagesPath);
+    if (!header)
+        return fail(header.error());
+    if (!gzip)
+        if (Status data = checkDataBytes(*header, fileSize - header->headerBytes, imagesPath); !data)
+            return fail(data.error());
+
+    auto labels = read(labelsPath);
+    if (!labels)
+        return fail(labels.error());
+    if (header->shape.size() != 3)
+        return fail(QStringLiteral("%1: expected images of shape [N, height, width], got %2")
+                        .arg(imagesPath, shapeToString(header->shape)));
+    if (labels->shape.size() != 1)
+        return fail(QStringLiteral("%1: expected labels of shape [N], got %2")
+                        .arg(labelsPath, shapeToString(labels->shape)));
+    if (labels->shape[0] != header->shape[0])
+        return fail(QStringLiteral("%1 holds %2 images but %3 holds %4 labels; they must pair one to one")
+                        .arg(imagesPath)
+                        .arg(header->shape[0])
+                        .arg(labelsPath)
+                        .arg(labels->shape[0]));
+    auto y = Dataset::labelsFrom(DType::U8, labels->data, QFileInfo(imagesPath).fileName());
+    if (!y)
+        return fail(y.error());
+    auto source = std::make_unique<IdxSource>(imagesPath, coding, *header);
+    source->setLabels(std::move(*y), {1, header->shape[1], header->shape[2]});
+    return std::unique_ptr<SampleSource>(std::move(source));
 }
 
 } // namespace gleaner::ml::Idx

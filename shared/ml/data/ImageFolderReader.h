@@ -18,9 +18,12 @@
 
 #include "Result.h"
 #include "ml/data/Dataset.h"
+#include "ml/data/SampleSource.h"
 
 #include <QString>
 #include <QStringList>
+
+#include <memory>
 
 namespace gleaner::ml::ImageFolder {
 
@@ -41,5 +44,9 @@ struct Folder
 };
 
 Result<Folder> read(const QString& dir, const Options& options);
+// The training split as a source for the streamed import: every image is decoded once when it opens (to know
+// the bad files, and so every label) and again, one at a time, by readSamples(). `folder` receives all but the
+// training set: the classes, the test split (decoded into memory) and the files left out.
+Result<std::unique_ptr<SampleSource>> openSource(const QString& dir, const Options& options, Folder& folder);
 
 } // namespace gleaner::ml::ImageFolder

@@ -10,7 +10,27 @@
 
 #include <QList>
 
+#include <vector>
+
 namespace gleaner::ml {
+
+// The same arithmetic one sample at a time, for an import that streams its samples.
+class Normalizer
+{
+public:
+    // Checks `mean` and `stddev` against the samples' shape, with normalize()'s messages.
+    static Result<Normalizer> create(const QList<double>& mean, const QList<double>& stddev,
+                                     const QList<qint64>& sampleShape);
+    // Values per sample: `out` receives this many floats.
+    qint64 values() const { return m_values; }
+    // `sample` holds values() values of `type` (U8 or F32).
+    void apply(const char* sample, DType type, float* out) const;
+
+private:
+    std::vector<double> m_means, m_stds;
+    qint64 m_values = 0;
+    qint64 m_perChannel = 0;
+};
 
 // `mean` and `stddev` hold one value per channel or one for all; every stddev must be > 0. Errors name the
 // spec's fields (dataset.normalize.mean) and the samples' shape.

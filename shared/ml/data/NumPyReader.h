@@ -9,15 +9,29 @@
 // deflated, ZIP64 included, and their CRC-32 is checked.
 
 #include "Result.h"
+#include "ml/data/SampleSource.h"
 #include "tensor/TensorBundle.h"
 
 #include <QByteArray>
 #include <QString>
 
+#include <memory>
+
 namespace gleaner::ml::NumPy {
 
 // numpy writes headers of a few hundred bytes; a longer one is refused before it is parsed.
 inline constexpr qint64 kMaxHeaderBytes = 64 * 1024;
+
+// What an `.npy` header says: the array's type and shape, and where its data starts.
+struct NpyHeader
+{
+    DType dtype = DType::U8;
+    QList<qint64> shape;
+    qint64 dataStart = 0;
+};
+// The header at the start (`start`, at least the header's bytes) of an `.npy` of `totalBytes` bytes, checked as
+// parseNpyInto() checks it, the data's length included.
+Result<NpyHeader> parseNpyHeader(QByteArrayView start, qint64 totalBytes, const QString& what);
 
 // Parses one `.npy` held in memory and appends it to `bundle` as `name`. `what` starts every message.
 Status parseNpyInto(TensorBundle& bundle, const QString& name, QByteArrayView bytes, const QString& what);
@@ -28,5 +42,14 @@ Result<TensorBundle> loadNpy(const QString& path, const QString& name);
 Result<TensorBundle> loadNpz(const QString& path, qint64 maxBytes = qint64(16) << 30);
 // The same for an archive held in memory.
 Result<TensorBundle> parseNpz(QByteArrayView archive, const QString& what, qint64 maxBytes = qint64(16) << 30);
+
+// Arrays `xName` (samples) and `yName` (labels) of a `.npz` as a source for the streamed import: the archive is
+// mapped, every member's header checked and the labels read when it opens; the samples, stored or deflated, are
+// read by readSamples(), which checks their CRC-32 at the end. float64 samples come as float32, as loadDataset
+// gives them; messages are those of loadNpz() and loadDataset().
+Result<std::unique_ptr<SampleSource>> openNpzSource(const QString& path, const QString& xName, const QString& yName);
+// Only the arrays `xName` and `yName` of a `.npz` (every member's header is still checked), for a test set kept
+// in an archive beside a training set larger than memory.
+Result<TensorBundle> loadNpzArrays(const QString& path, const QString& xName, const QString& yName);
 
 } // namespace gleaner::ml::NumPy

@@ -1,10 +1,6 @@
 #include "ml/data/ShardWriter.h"
 
-#include "crypto/Sha256.h"
-#include "format/SafeTensors.h"
-
-#include <QDir>
-#include <QSaveFile>
+#include "ml/data/ShardFileWriter.h"
 
 #include <map>
 #include <random>
@@ -31,13 +27,21 @@ void shuffle(std::vector<qint64>& values, std::mt19937_64& rng)
 
 std::vector<std::vector<qint64>> plan(const Dataset& train, int shards, quint64 seed)
 {
+    std::vector<qint64> labels(size_t(train.size()));
+    for (qint64 i = 0; i < train.size(); ++i)
+        labels[size_t(i)] = train.label(i);
+    return plan(labels, shards, seed);
+}
+
+std::vector<std::vector<qint64>> plan(const std::vector<qint64>& labels, int shards, quint64 seed)
+{
     std::vector<std::vector<qint64>> result(size_t(std::max(shards, 1)));
     std::mt19937_64 rng(seed);
     // Grouped in a map, not a vector indexed by label: memory follows the classes present, never the largest
     // label's value. Ascending label order, as before, so the same seed keeps giving the same shards.
     std::map<qint64, std::vector<qint64>> byClass;
-    for (qint64 i = 0; i < train.size(); ++i)
-        byClass[train.label(i)].push_back(i);
+    for (size_t i = 0; i < labels.size(); ++i)
+        byClass[labels[i]].push_back(qint64(i));
 
     // Deal class after class round-robin, continuing where the previous class stopped, so both the shard
     // sizes and each class's count per shard differ by at most one.
@@ -55,37 +59,34 @@ std::vector<std::vector<qint64>> plan(const Dataset& train, int shards, quint64 
     return result;
 }
 
-Result<QList<ShardFile>> write(const Dataset& train, int shards, quint64 seed, const QString& dir)
+Status checkCount(qint64 samples, int shards)
 {
     if (shards < 1)
         return fail(QStringLiteral("the number of shards must be at least 1, got %1").arg(shards));
-    if (train.size() < shards)
+    if (samples < shards)
         return fail(QStringLiteral("%1 training samples cannot fill %2 shards; use fewer shards or more data")
-                        .arg(train.size())
+                        .arg(samples)
                         .arg(shards));
-    if (!QDir().mkpath(dir))
-        return fail(QStringLiteral("%1: cannot create the shard folder").arg(dir));
+    return {};
+}
 
-    QList<ShardFile> files;
-    const auto assignment = plan(train, shards, seed);
-    for (int i = 0; i < shards; ++i) {
-        Dataset shard = train.select(assignment[size_t(i)]);
-        TensorBundle& bundle = shard.bundle();
-        bundle.metadata().clear();
-        bundle.setMetadata(QStringLiteral("gleaner.shard.index"), QString::number(i));
-        bundle.setMetadata(QStringLiteral("gleaner.shard.count"), QString::number(shards));
-        bundle.setMetadata(QStringLiteral("gleaner.shard.seed"), QString::number(seed));
-
-        const QByteArray bytes = SafeTensors::serialize(bundle);
-        const QString path = QDir(dir).filePath(QStringLiteral("shard-%1-of-%2.safetensors")
-                                                    .arg(i, 5, 10, QLatin1Char('0'))
-                                                    .arg(shards, 5, 10, QLatin1Char('0')));
-        QSaveFile file(path);
-        if (!file.open(QIODevice::WriteOnly) || file.write(bytes) != bytes.size() || !file.commit())
-            return fail(QStringLiteral("%1: cannot write the shard: %2").arg(path, file.errorString()));
-        files.append(ShardFile{i, path, shard.size(), qint64(bytes.size()), Sha256::hash(bytes)});
-    }
-    return files;
+Result<QList<ShardFile>> write(const Dataset& train, int shards, quint64 seed, const QString& dir)
+{
+    if (Status count = checkCount(train.size(), shards); !count)
+        return fail(count.error());
+    std::vector<qint64> labels(size_t(train.size()));
+    for (qint64 i = 0; i < train.size(); ++i)
+        labels[size_t(i)] = train.label(i);
+    auto writer = ShardFileWriter::create(dir, plan(labels, shards, seed), labels, train.sampleShape(),
+                                          train.sampleType(), seed);
+    if (!writer)
+        return fail(writer.error());
+    const char* samples = train.bundle().data(train.x()).data();
+    const qint64 stride = (*writer)->sampleBytes();
+    for (qint64 i = 0; i < train.size(); ++i)
+        if (Status written = (*writer)->write(i, QByteArrayView(samples + i * stride, stride)); !written)
+            return fail(written.error());
+    return (*writer)->finish();
 }
 
 } // namespace gleaner::ml::Shards
