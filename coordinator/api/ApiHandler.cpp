@@ -406,7 +406,7 @@ void ApiHandler::handleAdmin(const QList<QByteArray>& parts, HttpRequest request
     if (what == "jobs" && parts.size() == 4 && method == "GET")
         return (void)c.state().post([&c, respond] { respond(c.listJobs()); });
     if (what == "jobs" && parts.size() == 4 && method == "POST")
-        return (void)c.state().post([&c, body = request.body, respond] { respond(c.submitJob(body)); });
+        return c.submitJob(request.body, respond);
     if (what == "jobs" && parts.size() == 5 && idOk && method == "GET")
         return (void)c.state().post([&c, id, respond] { respond(c.jobStatus(id)); });
     if (what == "jobs" && parts.size() == 6 && idOk && parts[5] == "weights" && method == "GET")

@@ -171,6 +171,7 @@ Status Coordinator::start()
         uploads.remove(name);
 
     m_importer = std::make_unique<SerialExecutor>();
+    m_programs = std::make_unique<SerialExecutor>();
     m_validation = std::make_unique<ValidationRunner>();
     m_weights = std::make_unique<WeightsKeeper>(*this, m_blobs);
     m_state = std::make_unique<SerialExecutor>();
@@ -199,6 +200,7 @@ void Coordinator::drain()
         m_weights->executor().call([] {});
         m_validation->executor().call([] {});
         m_importer->call([] {});
+        m_programs->call([] {});
     }
     m_state->call([] {});
 }
@@ -208,6 +210,7 @@ void Coordinator::shutdown()
     if (m_stopping.exchange(true) || !m_state)
         return;
     m_importer->stop();
+    m_programs->stop();
     drain();
     // Every job's weights to disk, so a restart replays nothing.
     m_state->call([this] {

@@ -142,6 +142,9 @@ public:
 
     // [state] Jobs.
     HttpResponse submitJob(const QByteArray& specText);
+    // [any thread] The same, with a TorchScript model loaded and checked on the programs thread first (a large
+    // archive takes seconds), answering later.
+    void submitJob(const QByteArray& specText, Responder respond);
     HttpResponse listJobs();
     HttpResponse jobStatus(qint64 jobId);
     HttpResponse setJobStatus(qint64 jobId, const QByteArray& action); // "pause", "resume", "cancel"
@@ -204,6 +207,8 @@ private:
     Coordinator(DataDirectory dir, CoordinatorConfig config, const Clock& clock);
     Status start();
     Status loadState();
+    // [state] submitJob once the spec's model was checked (JobImporter::checkModel): `tensors` or why not.
+    HttpResponse submitChecked(const QByteArray& specText, const Result<QJsonArray>& tensors);
     void startImport(qint64 jobId);
     void onImported(qint64 jobId, Result<ImportedJob> imported);
     // `ruleSha`: the blob of the aggregation rule's state the snapshot left (empty: none).
@@ -292,6 +297,9 @@ private:
     QHash<QString, qint64> m_checkpoints;    // handed-back checkpoint blobs kept, and their sizes (handback_cap_mb)
 
     std::unique_ptr<SerialExecutor> m_importer;
+    // TorchScript programs loaded off the state thread, and apart from imports, which may take minutes: checked at
+    // submit, written at export.
+    std::unique_ptr<SerialExecutor> m_programs;
     std::unique_ptr<WeightsKeeper> m_weights;
     std::unique_ptr<ValidationRunner> m_validation;
     std::unique_ptr<SerialExecutor> m_state; // last: destroyed first, after shutdown() stopped the others

@@ -310,7 +310,22 @@ void Coordinator::activateJob(JobState& job, const TensorBundle& weights, qint64
         (void)m_scheduler->createEpoch(job, 1);
 }
 
+void Coordinator::submitJob(const QByteArray& specText, Responder respond)
+{
+    m_programs->post([this, specText, respond] {
+        auto spec = JobSpec::fromJsonText(specText);
+        auto tensors = spec ? JobImporter::checkModel(spec->model) : Result<QJsonArray>(QJsonArray{});
+        m_state->post([this, specText, respond, tensors = std::move(tensors)] { respond(submitChecked(specText, tensors)); });
+    });
+}
+
 HttpResponse Coordinator::submitJob(const QByteArray& specText)
+{
+    auto spec = JobSpec::fromJsonText(specText);
+    return submitChecked(specText, spec ? JobImporter::checkModel(spec->model) : Result<QJsonArray>(QJsonArray{}));
+}
+
+HttpResponse Coordinator::submitChecked(const QByteArray& specText, const Result<QJsonArray>& tensors)
 {
     auto spec = JobSpec::fromJsonText(specText);
     if (!spec)
@@ -320,9 +335,8 @@ HttpResponse Coordinator::submitJob(const QByteArray& specText)
     if (!spec->initialWeights.isEmpty() && !QFileInfo(spec->initialWeights).isFile())
         return HttpResponse::error(
             422, QStringLiteral("initial_weights: file %1 does not exist on the coordinator").arg(spec->initialWeights));
-    // A TorchScript model is loaded and checked now, so a hostile or broken archive is refused with its cause
-    // instead of becoming a failed job.
-    auto tensors = JobImporter::checkModel(spec->model);
+    // A TorchScript model was loaded and checked before (checkModel), so a hostile or broken archive is refused
+    // with its cause instead of becoming a failed job.
     if (!tensors)
         return HttpResponse::error(422, tensors.error());
     const qint64 now = m_clock.nowMs();
@@ -565,7 +579,7 @@ void Coordinator::exportWeights(qint64 jobId, Responder respond, bool torchscrip
             return;
         }
         const QString scratch = QDir(m_dir.uploadsDir()).filePath(QStringLiteral("export-%1-%2.pt").arg(jobId).arg(sha.left(16)));
-        m_importer->post([this, model, sha, scratch, respond] {
+        m_programs->post([this, model, sha, scratch, respond] {
             const auto written = [&]() -> Result<BlobInfo> {
                 auto weights = SafeTensors::load(m_blobs.path(sha));
                 if (!weights)
