@@ -1,10 +1,12 @@
 // Importing an image-folder dataset of Fashion-MNIST's size: Fashion-MNIST written out as one 28x28 grayscale
-// PNG per sample (DIR/train/<class>/, DIR/test/<class>/), then loadDataset in a fresh process, timed, with
-// its peak resident memory (/proc/self/status; getrusage where that peak cannot be reset). Prints JSON:
+// PNG per sample (DIR/train/<class>/, DIR/test/<class>/), then imported in a fresh process as the coordinator
+// imports it (TrainingImport: streamed into 100 shards; --in-memory: loadDataset, the whole set in memory), timed,
+// with its peak resident memory (/proc/self/status; getrusage where that peak cannot be reset). Prints JSON:
 // seconds, images per second, the peak and what the samples themselves take, so a regression in decoding
 // speed or in memory shows as a number.
-//   bench_image_import [--train N] [--test M] [--rounds R] [--quick]
+//   bench_image_import [--train N] [--test M] [--rounds R] [--in-memory] [--quick]
 #include "ml/data/DatasetLoader.h"
+#include "ml/data/TrainingImport.h"
 
 #include "BenchSupport.h"
 
@@ -82,7 +84,7 @@ bool writeImages(const ml::Dataset& data, qint64 count, const QString& dir)
 }
 
 // The measured part, in a process of its own so the peak is the import's alone.
-int importChild(const QString& dir)
+int importChild(const QString& dir, bool inMemory)
 {
     const bool reset = resetPeak();
     const double before = statusMiB("VmRSS");
@@ -91,13 +93,28 @@ int importChild(const QString& dir)
     spec.dir = dir;
     QElapsedTimer timer;
     timer.start();
-    auto split = ml::loadDataset(spec, std::nullopt, {1, 28, 28});
+    qint64 train = 0, test = 0;
+    if (inMemory) {
+        auto split = ml::loadDataset(spec, std::nullopt, {1, 28, 28});
+        if (!split)
+            return bench::failBench("bench_image_import", split.error());
+        train = split->train.size();
+        test = split->test.size();
+    } else {
+        QTemporaryDir shards;
+        auto import = ml::TrainingImport::open(spec, std::nullopt, {1, 28, 28});
+        if (!import)
+            return bench::failBench("bench_image_import", import.error());
+        auto written = import->writeShards(100, 7, shards.path());
+        if (!written)
+            return bench::failBench("bench_image_import", written.error());
+        train = import->trainSize();
+        test = import->test().size();
+    }
     const double seconds = double(timer.nsecsElapsed()) / 1e9;
-    if (!split)
-        return bench::failBench("bench_image_import", split.error());
     const QJsonObject out{{QStringLiteral("seconds"), seconds},
-                          {QStringLiteral("train"), split->train.size()},
-                          {QStringLiteral("test"), split->test.size()},
+                          {QStringLiteral("train"), train},
+                          {QStringLiteral("test"), test},
                           {QStringLiteral("rss_before_mib"), before},
                           // Without the reset only the whole process's peak (getrusage) is known.
                           {QStringLiteral("peak_rss_mib"), reset ? statusMiB("VmHWM") : peakRssMiB()},
@@ -113,15 +130,16 @@ int main(int argc, char** argv)
     QCoreApplication app(argc, argv);
     const QStringList args = app.arguments();
     if (args.contains(QStringLiteral("--help"))) {
-        QTextStream(stdout) << "usage: bench_image_import [--train N] [--test M] [--rounds R] [--quick]\n";
+        QTextStream(stdout) << "usage: bench_image_import [--train N] [--test M] [--rounds R] [--in-memory] [--quick]\n";
         return 0;
     }
     if (const auto at = args.indexOf(QStringLiteral("--import-child")); at >= 0)
-        return importChild(args.value(at + 1));
+        return importChild(args.value(at + 1), args.contains(QStringLiteral("--in-memory")));
     const bool quick = args.contains(QStringLiteral("--quick"));
     const int trainCount = bench::intOption(args, "--train", quick ? 600 : 60000);
     const int testCount = bench::intOption(args, "--test", quick ? 100 : 10000);
     const int rounds = bench::intOption(args, "--rounds", quick ? 1 : 3);
+    const bool inMemory = args.contains(QStringLiteral("--in-memory"));
 
     DatasetSpec fashion; // Debian's dataset-fashion-mnist
     auto source = ml::loadDataset(fashion);
@@ -140,7 +158,10 @@ int main(int argc, char** argv)
     QJsonObject last;
     for (int round = 0; round < rounds; ++round) {
         QProcess child;
-        child.start(QCoreApplication::applicationFilePath(), {QStringLiteral("--import-child"), dir.path()});
+        QStringList childArgs{QStringLiteral("--import-child"), dir.path()};
+        if (inMemory)
+            childArgs << QStringLiteral("--in-memory");
+        child.start(QCoreApplication::applicationFilePath(), childArgs);
         if (!child.waitForFinished(600'000) || child.exitCode() != 0)
             return bench::failBench(
                 "bench_image_import",
@@ -153,6 +174,7 @@ int main(int argc, char** argv)
         last.value(QStringLiteral("train")).toInteger() + last.value(QStringLiteral("test")).toInteger();
     const double sampleMiB = double(images) * 28 * 28 / (1024.0 * 1024.0);
     QJsonObject out;
+    out.insert(QStringLiteral("mode"), inMemory ? QStringLiteral("in-memory") : QStringLiteral("streamed"));
     out.insert(QStringLiteral("rounds"), rounds);
     out.insert(QStringLiteral("images"), images);
     out.insert(QStringLiteral("write_seconds"), writeSeconds);
