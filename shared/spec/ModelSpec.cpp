@@ -143,6 +143,8 @@ Result<ModelSpec> ModelSpec::fromJson(const QJsonObject& json, const QString& pa
         for (const char16_t* field : {u"hidden", u"channels", u"depth", u"width"})
             fields.refuse(QStringView(field), u"a TorchScript model's sizes are in its archive"_s);
         fields.readString(u"torchscript", spec.torchscript, Need::Required, 4096);
+        if (fields.ok() && spec.torchscript.trimmed().isEmpty())
+            fields.fail(u"torchscript", u"expected the path of an archive written by torch.jit.save"_s);
         if (fields.ok() && spec.torchscript.startsWith(u"sha256:")) {
             static const QRegularExpression hex(u"^[0-9a-f]{64}$"_s);
             if (!hex.match(spec.archiveSha256()).hasMatch())

@@ -101,6 +101,9 @@ void TestScriptModel::specNamesTheArchive()
     QJsonObject badSha = base;
     badSha.insert(QStringLiteral("torchscript"), QStringLiteral("sha256:xyz"));
     refused(badSha, "64 lowercase hex digits");
+    QJsonObject empty = base;
+    empty.insert(QStringLiteral("torchscript"), QStringLiteral(" "));
+    refused(empty, "model.torchscript: expected the path of an archive written by torch.jit.save");
     QJsonObject none = base;
     none.remove(QStringLiteral("torchscript"));
     none.insert(QStringLiteral("arch"), QStringLiteral("torchscript"));
