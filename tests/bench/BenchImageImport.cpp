@@ -38,33 +38,6 @@ const QStringList& classNames()
     return names;
 }
 
-double peakRssMiB()
-{
-    rusage usage{};
-    getrusage(RUSAGE_SELF, &usage);
-    return double(usage.ru_maxrss) / 1024.0; // kilobytes on Linux
-}
-
-// A line of /proc/self/status ("VmRSS", "VmHWM") in MiB; 0 where there is none.
-double statusMiB(const QByteArray& key)
-{
-    QFile status(QStringLiteral("/proc/self/status"));
-    if (!status.open(QIODevice::ReadOnly))
-        return 0;
-    for (const QByteArray& line : status.readAll().split('\n'))
-        if (line.startsWith(QByteArray(key + ':')))
-            return line.mid(key.size() + 1).trimmed().split(' ').value(0).toDouble() / 1024.0;
-    return 0;
-}
-
-// Linux resets the peak (VmHWM) to the present resident size when "5" is written to clear_refs, so the peak
-// read afterwards is the import's, not the start-up's (the libraries map more while they initialise).
-bool resetPeak()
-{
-    QFile refs(QStringLiteral("/proc/self/clear_refs"));
-    return refs.open(QIODevice::WriteOnly) && refs.write("5") == 1;
-}
-
 // Writes the first `count` samples of `data` as PNGs under dir/<class>/.
 bool writeImages(const ml::Dataset& data, qint64 count, const QString& dir)
 {
@@ -86,8 +59,8 @@ bool writeImages(const ml::Dataset& data, qint64 count, const QString& dir)
 // The measured part, in a process of its own so the peak is the import's alone.
 int importChild(const QString& dir, bool inMemory)
 {
-    const bool reset = resetPeak();
-    const double before = statusMiB("VmRSS");
+    const bool reset = bench::resetPeak();
+    const double before = bench::statusMiB("VmRSS");
     DatasetSpec spec;
     spec.format = DatasetSpec::Format::Images;
     spec.dir = dir;
@@ -117,7 +90,7 @@ int importChild(const QString& dir, bool inMemory)
                           {QStringLiteral("test"), test},
                           {QStringLiteral("rss_before_mib"), before},
                           // Without the reset only the whole process's peak (getrusage) is known.
-                          {QStringLiteral("peak_rss_mib"), reset ? statusMiB("VmHWM") : peakRssMiB()},
+                          {QStringLiteral("peak_rss_mib"), reset ? bench::statusMiB("VmHWM") : bench::peakRssMiB()},
                           {QStringLiteral("peak_is_the_imports"), reset}};
     QTextStream(stdout) << QJsonDocument(out).toJson(QJsonDocument::Compact) << "\n";
     return 0;

@@ -36,34 +36,6 @@ namespace {
 
 constexpr const char* kName = "bench_import";
 
-double peakRssMiB()
-{
-    rusage usage{};
-    getrusage(RUSAGE_SELF, &usage);
-    return double(usage.ru_maxrss) / 1024.0; // kilobytes on Linux
-}
-
-// A line of /proc/self/status ("VmRSS", "VmHWM") in MiB; 0 where there is none.
-double statusMiB(const QByteArray& key)
-{
-    QFile status(QStringLiteral("/proc/self/status"));
-    if (!status.open(QIODevice::ReadOnly))
-        return 0;
-    for (const QByteArray& line : status.readAll().split('\n'))
-        if (line.startsWith(QByteArray(key + ':')))
-            return line.mid(key.size() + 1).trimmed().split(' ').value(0).toDouble() / 1024.0;
-    return 0;
-}
-
-// Linux carries ru_maxrss over exec from the process that forked (here the parent, which holds Fashion-MNIST),
-// and counts the libraries' start-up; writing "5" to clear_refs resets the peak (VmHWM) to the present resident
-// size, so the peak read afterwards is the import's.
-bool resetPeak()
-{
-    QFile refs(QStringLiteral("/proc/self/clear_refs"));
-    return refs.open(QIODevice::WriteOnly) && refs.write("5") == 1;
-}
-
 double memTotalMiB()
 {
     QFile file(QStringLiteral("/proc/meminfo"));
@@ -210,8 +182,8 @@ int importChild(const QString& specPath, const QString& shardDir, bool inMemory,
     }
     if (shards <= 0)
         shards = 100;
-    const bool reset = resetPeak();
-    const double before = statusMiB("VmRSS");
+    const bool reset = bench::resetPeak();
+    const double before = bench::statusMiB("VmRSS");
     QElapsedTimer timer;
     timer.start();
     qint64 trainBytes = 0, samples = 0;
@@ -235,9 +207,9 @@ int importChild(const QString& specPath, const QString& shardDir, bool inMemory,
         samples = import->trainSize();
     }
     const double seconds = double(timer.nsecsElapsed()) / 1e9;
-    const double peak = reset ? statusMiB("VmHWM") : peakRssMiB();
+    const double peak = reset ? bench::statusMiB("VmHWM") : bench::peakRssMiB();
     const QJsonObject out{{QStringLiteral("seconds"), seconds},
-                          {QStringLiteral("ru_maxrss_mib"), peakRssMiB()},
+                          {QStringLiteral("ru_maxrss_mib"), bench::peakRssMiB()},
                           {QStringLiteral("peak_is_the_imports"), reset},
                           {QStringLiteral("samples"), samples},
                           {QStringLiteral("train_bytes"), trainBytes},
