@@ -6,13 +6,17 @@
 #include "ml/data/TrainingImport.h"
 
 #include <QDir>
+#include <QElapsedTimer>
 #include <QFile>
 #include <QJsonObject>
+#include <QLoggingCategory>
 #include <QFileInfo>
 #include <QJsonDocument>
 
 #include <algorithm>
 #include <cmath>
+
+Q_DECLARE_LOGGING_CATEGORY(lcCoordinator)
 
 namespace gleaner::coordinator::JobImporter {
 
@@ -152,7 +156,21 @@ Result<ImportedJob> import(const JobSpec& spec, BlobStore& blobs, const QString&
     ImportedJob job;
     job.notes = data->notes();
     const QString shardDir = QDir(scratchDir).filePath(QStringLiteral("shards"));
-    auto files = data->writeShards(spec.shards, spec.seed, shardDir);
+    // A large training set takes minutes: the log says how far the import is, every 10 seconds after the first 5.
+    QElapsedTimer clock;
+    clock.start();
+    qint64 nextReportMs = 5'000;
+    const auto progress = [&](qint64 done, qint64 total) {
+        if (clock.elapsed() < nextReportMs)
+            return;
+        nextReportMs = clock.elapsed() + 10'000;
+        qCInfo(lcCoordinator).noquote() << QStringLiteral("job \"%1\": %2% of the training set in its shards (%3 of %4 samples)")
+                                               .arg(spec.name)
+                                               .arg(100 * done / std::max<qint64>(total, 1))
+                                               .arg(done)
+                                               .arg(total);
+    };
+    auto files = data->writeShards(spec.shards, spec.seed, shardDir, progress);
     if (!files)
         return fail(files.error());
     for (const auto& file : *files) {

@@ -272,7 +272,8 @@ qint64 TrainingImport::testLabelBound() const
     return m_heldOut.empty() ? m_test.labelBound() : boundOf(m_source->labels(), m_heldOut);
 }
 
-Result<QList<ShardFile>> TrainingImport::writeShards(int shards, quint64 seed, const QString& dir)
+Result<QList<ShardFile>> TrainingImport::writeShards(int shards, quint64 seed, const QString& dir,
+                                                     const std::function<void(qint64 done, qint64 total)>& progress)
 {
     if (Status count = Shards::checkCount(trainSize(), shards); !count)
         return fail(count.error());
@@ -297,6 +298,8 @@ Result<QList<ShardFile>> TrainingImport::writeShards(int shards, quint64 seed, c
     const Status read = m_source->readSamples([&](qint64 index, QByteArrayView sample) -> Status {
         if (nextTrain < m_train.size() && m_train[nextTrain] == index) {
             const qint64 j = qint64(nextTrain++);
+            if (progress)
+                progress(qint64(nextTrain), qint64(m_train.size()));
             if (!m_normalizer)
                 return (*writer)->write(j, sample);
             m_normalizer->apply(sample.data(), m_source->sampleType(), normalized.data());

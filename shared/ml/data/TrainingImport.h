@@ -23,6 +23,7 @@
 #include <QList>
 #include <QStringList>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -48,8 +49,10 @@ public:
     const QStringList& notes() const { return m_notes; }
 
     // Writes shard-00000-of-N.safetensors ... into `dir`, as Shards::write(train, shards, seed, dir) would.
-    // May be called once.
-    Result<QList<ShardFile>> writeShards(int shards, quint64 seed, const QString& dir);
+    // May be called once. `progress`, when given, hears the training samples written so far and their total,
+    // after each sample: the caller decides how often to say so.
+    Result<QList<ShardFile>> writeShards(int shards, quint64 seed, const QString& dir,
+                                         const std::function<void(qint64 done, qint64 total)>& progress = {});
 
     // The test set, normalised. Held out of the training file (test_fraction), it is complete only once
     // writeShards() has read the samples.
