@@ -358,18 +358,28 @@ bool JsonFields::readObject(QStringView key, QJsonObject& out, Need need)
     return true;
 }
 
-bool JsonFields::readIntList(QStringView key, QList<qint64>& out, IntRange element, Need need,
-                             qsizetype minCount, qsizetype maxCount)
+std::optional<QJsonArray> JsonFields::fetchList(QStringView key, Need need, qsizetype minCount, qsizetype maxCount,
+                                                const QString& phrase)
 {
     const auto value = fetch(key, need);
     if (!value)
-        return false;
+        return std::nullopt;
     const QJsonArray array = value->toArray();
     const bool countOk = array.size() >= minCount && (maxCount < 0 || array.size() <= maxCount);
     if (!value->isArray() || !countOk) {
-        fail(key, expected(listPhrase(element, minCount, maxCount), *value));
-        return false;
+        fail(key, expected(phrase, *value));
+        return std::nullopt;
     }
+    return array;
+}
+
+bool JsonFields::readIntList(QStringView key, QList<qint64>& out, IntRange element, Need need,
+                             qsizetype minCount, qsizetype maxCount)
+{
+    const auto list = fetchList(key, need, minCount, maxCount, listPhrase(element, minCount, maxCount));
+    if (!list)
+        return false;
+    const QJsonArray& array = *list;
     QList<qint64> values;
     values.reserve(array.size());
     for (qsizetype i = 0; i < array.size(); ++i) {
@@ -403,17 +413,13 @@ bool JsonFields::readIntList(QStringView key, QList<int>& out, IntRange element,
 bool JsonFields::readNumberList(QStringView key, QList<double>& out, const NumberRange& element, Need need,
                                 qsizetype minCount, qsizetype maxCount)
 {
-    const auto value = fetch(key, need);
-    if (!value)
+    // "a number > 0" becomes "a list of 1 to 3 numbers > 0".
+    const QString bounds = element.describe().mid(qsizetype(sizeof("a number") - 1));
+    const auto list =
+        fetchList(key, need, minCount, maxCount, u"a list of "_s + countPhrase(minCount, maxCount) + u"numbers"_s + bounds);
+    if (!list)
         return false;
-    const QJsonArray array = value->toArray();
-    const bool countOk = array.size() >= minCount && (maxCount < 0 || array.size() <= maxCount);
-    if (!value->isArray() || !countOk) {
-        // "a number > 0" becomes "a list of 1 to 3 numbers > 0".
-        const QString bounds = element.describe().mid(qsizetype(sizeof("a number") - 1));
-        fail(key, expected(u"a list of "_s + countPhrase(minCount, maxCount) + u"numbers"_s + bounds, *value));
-        return false;
-    }
+    const QJsonArray& array = *list;
     QList<double> values;
     values.reserve(array.size());
     for (qsizetype i = 0; i < array.size(); ++i) {

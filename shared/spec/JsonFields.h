@@ -9,6 +9,7 @@
 
 #include "Result.h"
 
+#include <QJsonArray>
 #include <QJsonObject>
 #include <QJsonValue>
 #include <QList>
@@ -155,6 +156,10 @@ private:
     // The value to read: nothing when an error is already recorded, or when the field is absent (recording
     // "required field is missing" if it is required).
     std::optional<QJsonValue> fetch(QStringView key, Need need);
+    // The list at `key` when it is an array of minCount..maxCount (-1: any) elements; otherwise fails with
+    // "expected `phrase`" and gives nothing. Absent and optional: nothing, without failing.
+    std::optional<QJsonArray> fetchList(QStringView key, Need need, qsizetype minCount, qsizetype maxCount,
+                                        const QString& phrase);
 
     QJsonObject m_object;
     QString m_path;
