@@ -47,6 +47,7 @@ Result<Summary> inspectBytes(QByteArrayView bytes, const QString& path)
         return fail(members.error() + QStringLiteral("; ") + kSaveWith);
 
     bool data = false, constants = false;
+    quint64 sourceBytes = 0;
     for (const Zip::Member& member : *members) {
         const qsizetype slash = member.name.indexOf(u'/');
         const QString folder = slash > 0 ? member.name.left(slash) : QString();
@@ -61,10 +62,14 @@ Result<Summary> inspectBytes(QByteArrayView bytes, const QString& path)
         if (!inner.startsWith(u"code/") || member.name.endsWith(u".debug_pkl"))
             continue;
         summary.sourceFiles << inner;
-        if (member.unpacked > quint64(64) << 20)
-            return fail(QStringLiteral("%1: the program's source %2 is %3 bytes; more than any model needs")
-                            .arg(path, inner)
-                            .arg(member.unpacked));
+        // Bounded in all, not per file: many members that each inflate to the limit would keep a worker busy
+        // for hours before the first check.
+        sourceBytes += member.unpacked;
+        if (sourceBytes > kMaxSourceBytes)
+            return fail(QStringLiteral("%1: the program's source passes %2 bytes at %3; more than any model needs")
+                            .arg(path)
+                            .arg(kMaxSourceBytes)
+                            .arg(inner));
         QByteArray storage;
         auto source = Zip::read(bytes, member, path, storage);
         if (!source)

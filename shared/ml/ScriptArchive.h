@@ -15,6 +15,8 @@ namespace gleaner::ml::ScriptArchive {
 
 // The most an archive may weigh: far above any model a volunteer's machine trains, far below what would hurt.
 inline constexpr qint64 kMaxBytes = qint64(4) << 30;
+// The most its program's source (code/) may inflate to, all files together: a large model's is a few hundred KiB.
+inline constexpr quint64 kMaxSourceBytes = quint64(64) << 20;
 
 struct Summary
 {
