@@ -7,7 +7,7 @@ namespace gleaner::coordinator {
 
 void ValidationRunner::setTestSet(qint64 jobId, const QString& path, const ModelSpec& model)
 {
-    m_thread.post([this, jobId, path, model] { m_jobs[jobId] = JobData{path, model, std::nullopt}; });
+    m_thread.post([this, jobId, path, model] { m_jobs[jobId] = JobData{path, model, std::nullopt, std::nullopt}; });
 }
 
 void ValidationRunner::forget(qint64 jobId)
@@ -37,7 +37,22 @@ void ValidationRunner::evaluate(qint64 jobId, TensorBundle weights, std::functio
             }
             job.dataset = std::move(*dataset);
         }
-        auto evaluation = ml::Evaluator::evaluate(job.model, weights, *job.dataset);
+        if (!job.net) {
+            auto net = ml::Model::create(job.model, 0);
+            if (!net) {
+                outcome.error = net.error();
+                done(outcome);
+                return;
+            }
+            job.net = std::move(*net);
+        }
+        // setWeights checks every tensor before the first copy: a refused bundle leaves the model as it was.
+        if (auto loaded = job.net->setWeights(weights); !loaded) {
+            outcome.error = loaded.error();
+            done(outcome);
+            return;
+        }
+        auto evaluation = ml::Evaluator::evaluate(*job.net, *job.dataset);
         if (!evaluation) {
             outcome.error = evaluation.error();
         } else {

@@ -3,6 +3,7 @@
 // aggregation waits for it. The test split is loaded from the blob store once per job.
 
 #include "core/SerialExecutor.h"
+#include "ml/Model.h"
 #include "ml/data/Dataset.h"
 #include "spec/ModelSpec.h"
 #include "tensor/TensorBundle.h"
@@ -39,6 +40,9 @@ private:
         QString path;
         ModelSpec model;
         std::optional<ml::Dataset> dataset; // loaded on first use
+        // Built on first use and kept: a TorchScript program is loaded and checked once per job, not at every
+        // validation.
+        std::optional<ml::Model> net;
     };
     std::map<qint64, JobData> m_jobs; // validation thread only
     SerialExecutor m_thread;
