@@ -52,8 +52,8 @@ Result<std::unique_ptr<CacheIndex>> CacheIndex::open(const QString& path)
 {
     std::unique_ptr<CacheIndex> index(new CacheIndex);
     // NORMAL durability: a power cut may lose the last commits, which startup reconciliation re-indexes.
-    const SqliteSchema schema{QStringLiteral("the cache index"), kSchemaVersion, kSchema,
-                              QStringLiteral("delete it (the cached files are re-indexed) or use the agent that wrote it")};
+    const SqlSchema schema{QStringLiteral("the cache index"), kSchemaVersion, kSchema,
+                           QStringLiteral("delete it (the cached files are re-indexed) or use the agent that wrote it")};
     if (auto s = index->openFile(path, schema); !s)
         return fail(s.error());
     return index;

@@ -13,7 +13,7 @@
 // file that is not cached yet: the runner pins a subtask's files before downloading them.
 
 #include "Result.h"
-#include "store/SqliteDatabase.h"
+#include "store/SqlDatabase.h"
 
 #include <QList>
 #include <QSqlDatabase>
@@ -50,7 +50,7 @@ struct CacheEntry
     int pins = 0; // how many owners pin it; filled by the queries, ignored by insert()
 };
 
-class CacheIndex final : public SqliteDatabase
+class CacheIndex final : public SqlDatabase
 {
 public:
     static Result<std::unique_ptr<CacheIndex>> open(const QString& path);

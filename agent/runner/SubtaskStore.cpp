@@ -26,7 +26,7 @@ const char* const kUpgradeTo3[] = {
     "ALTER TABLE totals ADD COLUMN downloaded_bytes INTEGER NOT NULL DEFAULT 0",
 };
 
-const SqliteUpgrade kUpgrades[] = {
+const SqlUpgrade kUpgrades[] = {
     {2, kUpgradeTo3},
 };
 
@@ -73,10 +73,10 @@ Result<std::unique_ptr<SubtaskStore>> SubtaskStore::open(const QString& path)
 {
     std::unique_ptr<SubtaskStore> store(new SubtaskStore);
     store->m_now = [] { return QDateTime::currentMSecsSinceEpoch(); };
-    const SqliteSchema schema{QStringLiteral("the agent's subtask store"), 3, kSchema,
-                              QStringLiteral("use the agent version that wrote it, or remove it (its subtasks are given "
-                                             "up; their leases expire on the coordinator)"),
-                              kUpgrades};
+    const SqlSchema schema{QStringLiteral("the agent's subtask store"), 3, kSchema,
+                           QStringLiteral("use the agent version that wrote it, or remove it (its subtasks are given "
+                                          "up; their leases expire on the coordinator)"),
+                           kUpgrades};
     if (auto s = store->openFile(path, schema); !s)
         return fail(s.error());
     return store;

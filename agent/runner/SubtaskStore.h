@@ -10,7 +10,7 @@
 // rows forward; on start it resumes each unfinished subtask whose lease is still open and drops the others.
 
 #include "Result.h"
-#include "store/SqliteDatabase.h"
+#include "store/SqlDatabase.h"
 #include "util/LeaseId.h"
 
 #include <QList>
@@ -55,7 +55,7 @@ struct SubtaskTotals
     qint64 downloadedBytes = 0; // files fetched from the coordinator (those found in the cache cost nothing)
 };
 
-class SubtaskStore final : public SqliteDatabase
+class SubtaskStore final : public SqlDatabase
 {
 public:
     static Result<std::unique_ptr<SubtaskStore>> open(const QString& path);

@@ -94,7 +94,7 @@ const char* const kUpgradeTo6[] = {
     "ALTER TABLE leases ADD COLUMN resume_step INTEGER NOT NULL DEFAULT 0",
 };
 
-const SqliteUpgrade kUpgrades[] = {
+const SqlUpgrade kUpgrades[] = {
     {1, kUpgradeTo2},
     {2, kUpgradeTo3},
     {3, kUpgradeTo4},
@@ -107,9 +107,9 @@ const SqliteUpgrade kUpgrades[] = {
 Result<std::unique_ptr<Database>> Database::open(const QString& path)
 {
     std::unique_ptr<Database> database(new Database);
-    const SqliteSchema schema{QStringLiteral("the coordinator's database"), kSchemaVersion, kSchema,
-                              QStringLiteral("use the coordinator version that wrote it"), kUpgrades,
-                              /*fullSync=*/true};
+    const SqlSchema schema{QStringLiteral("the coordinator's database"), kSchemaVersion, kSchema,
+                           QStringLiteral("use the coordinator version that wrote it"), kUpgrades,
+                           /*fullSync=*/true};
     if (auto s = database->openFile(path, schema); !s)
         return fail(s.error());
     return database;

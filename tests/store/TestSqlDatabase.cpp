@@ -1,4 +1,4 @@
-#include "store/SqliteDatabase.h"
+#include "store/SqlDatabase.h"
 
 #include "TestSupport.h"
 
@@ -15,21 +15,21 @@ const char* const kV3[] = {"CREATE TABLE t (name TEXT NOT NULL, n INTEGER, k INT
 const char* const kTo2[] = {"ALTER TABLE t ADD COLUMN k INTEGER NOT NULL DEFAULT 7"};
 const char* const kTo3[] = {"CREATE TABLE u (x TEXT)"};
 const char* const kTo3Broken[] = {"CREATE TABLE u (x TEXT)", "ALTER TABLE nowhere ADD COLUMN y TEXT"};
-const SqliteUpgrade kUpgrades[] = {{1, kTo2}, {2, kTo3}};
-const SqliteUpgrade kBrokenUpgrades[] = {{1, kTo2}, {2, kTo3Broken}};
-const SqliteUpgrade kGap[] = {{2, kTo3}};
+const SqlUpgrade kUpgrades[] = {{1, kTo2}, {2, kTo3}};
+const SqlUpgrade kBrokenUpgrades[] = {{1, kTo2}, {2, kTo3Broken}};
+const SqlUpgrade kGap[] = {{2, kTo3}};
 
-class TestDb final : public SqliteDatabase
+class TestDb final : public SqlDatabase
 {
 public:
     static Result<std::unique_ptr<TestDb>> open(const QString& path, int version,
-                                                std::span<const SqliteUpgrade> upgrades = {})
+                                                std::span<const SqlUpgrade> upgrades = {})
     {
         std::unique_ptr<TestDb> db(new TestDb);
-        if (auto s = db->openFile(path, SqliteSchema{QStringLiteral("the test database"), version,
-                                                     version == 3 ? std::span<const char* const>(kV3)
-                                                                  : std::span<const char* const>(kV1),
-                                                     QStringLiteral("delete it"), upgrades});
+        if (auto s = db->openFile(path, SqlSchema{QStringLiteral("the test database"), version,
+                                                  version == 3 ? std::span<const char* const>(kV3)
+                                                               : std::span<const char* const>(kV1),
+                                                  QStringLiteral("delete it"), upgrades});
             !s)
             return fail(s.error());
         return db;
@@ -50,7 +50,7 @@ qint64 rows(TestDb& db)
 
 } // namespace
 
-class TestSqliteDatabase : public QObject
+class TestSqlDatabase : public QObject
 {
     Q_OBJECT
 private Q_SLOTS:
@@ -62,7 +62,7 @@ private Q_SLOTS:
     void failedUpgradeChangesNothing();
 };
 
-void TestSqliteDatabase::createsAndReopens()
+void TestSqlDatabase::createsAndReopens()
 {
     const auto dir = test::scratchDir();
     const QString path = dir->filePath(QStringLiteral("t.db"));
@@ -77,7 +77,7 @@ void TestSqliteDatabase::createsAndReopens()
     QCOMPARE(rows(**again), 1);
 }
 
-void TestSqliteDatabase::otherSchemaVersionIsRefusedWithTheRemedy()
+void TestSqlDatabase::otherSchemaVersionIsRefusedWithTheRemedy()
 {
     const auto dir = test::scratchDir();
     const QString path = dir->filePath(QStringLiteral("t.db"));
@@ -88,7 +88,7 @@ void TestSqliteDatabase::otherSchemaVersionIsRefusedWithTheRemedy()
              qPrintable(newer.error()));
 }
 
-void TestSqliteDatabase::failedInnerTransactionRollsBackTheOuter()
+void TestSqlDatabase::failedInnerTransactionRollsBackTheOuter()
 {
     const auto dir = test::scratchDir();
     auto db = TestDb::open(dir->filePath(QStringLiteral("t.db")), 1);
@@ -102,7 +102,7 @@ void TestSqliteDatabase::failedInnerTransactionRollsBackTheOuter()
     QCOMPARE(rows(**db), 0);
 }
 
-void TestSqliteDatabase::nullStringBindsAsEmptyText()
+void TestSqlDatabase::nullStringBindsAsEmptyText()
 {
     const auto dir = test::scratchDir();
     auto db = TestDb::open(dir->filePath(QStringLiteral("t.db")), 1);
@@ -112,7 +112,7 @@ void TestSqliteDatabase::nullStringBindsAsEmptyText()
     QVERIFY(!(*db)->exec(QStringLiteral("INSERT INTO t (name) VALUES (?)"), {QVariant()}).ok());
 }
 
-void TestSqliteDatabase::olderFileIsUpgradedStepByStep()
+void TestSqlDatabase::olderFileIsUpgradedStepByStep()
 {
     const auto dir = test::scratchDir();
     const QString path = dir->filePath(QStringLiteral("t.db"));
@@ -146,7 +146,7 @@ void TestSqliteDatabase::olderFileIsUpgradedStepByStep()
     QVERIFY2(older.error().contains(u"schema version 3, not the 1"), qPrintable(older.error()));
 }
 
-void TestSqliteDatabase::failedUpgradeChangesNothing()
+void TestSqlDatabase::failedUpgradeChangesNothing()
 {
     const auto dir = test::scratchDir();
     const QString path = dir->filePath(QStringLiteral("t.db"));
@@ -162,5 +162,5 @@ void TestSqliteDatabase::failedUpgradeChangesNothing()
     QVERIFY(!(*v1)->exec(QStringLiteral("SELECT k FROM t")).ok());
 }
 
-QTEST_GUILESS_MAIN(TestSqliteDatabase)
-#include "TestSqliteDatabase.moc"
+QTEST_GUILESS_MAIN(TestSqlDatabase)
+#include "TestSqlDatabase.moc"

@@ -21,13 +21,13 @@
 namespace gleaner {
 
 // One step of a schema's history: the statements that take a file from version `from` to `from + 1`.
-struct SqliteUpgrade
+struct SqlUpgrade
 {
     int from = 0;
     std::span<const char* const> statements;
 };
 
-struct SqliteSchema
+struct SqlSchema
 {
     QString what;                           // "the coordinator's database": for messages
     int version = 1;                        // stored in meta.schema_version
@@ -36,16 +36,16 @@ struct SqliteSchema
     // How a file written by an older version is brought to `version` when it is opened: every step from its
     // version on, in one transaction (all or nothing). A file that no chain of steps leads from, or one
     // written by a newer version, is refused with `remedy`.
-    std::span<const SqliteUpgrade> upgrades = {};
+    std::span<const SqlUpgrade> upgrades = {};
     bool fullSync = false; // synchronous=FULL (see above)
 };
 
-class SqliteDatabase
+class SqlDatabase
 {
 public:
-    virtual ~SqliteDatabase();
-    SqliteDatabase(const SqliteDatabase&) = delete;
-    SqliteDatabase& operator=(const SqliteDatabase&) = delete;
+    virtual ~SqlDatabase();
+    SqlDatabase(const SqlDatabase&) = delete;
+    SqlDatabase& operator=(const SqlDatabase&) = delete;
 
     // Prepares, binds positionally and runs `sql`; the error names the database and the statement. A null
     // QString binds as '' (Qt's "no text"); bind QVariant() where NULL is meant.
@@ -58,13 +58,13 @@ public:
     const QString& path() const { return m_path; }
 
 protected:
-    SqliteDatabase() = default;
+    SqlDatabase() = default;
     // Opens (creating when missing) and migrates; subclasses call it from their own open().
-    Status openFile(const QString& path, const SqliteSchema& schema);
+    Status openFile(const QString& path, const SqlSchema& schema);
 
 private:
-    Status migrate(const SqliteSchema& schema);
-    Status upgrade(const SqliteSchema& schema, int from);
+    Status migrate(const SqlSchema& schema);
+    Status upgrade(const SqlSchema& schema, int from);
 
     QString m_connection;
     QString m_path;

@@ -1,4 +1,4 @@
-#include "store/SqliteDatabase.h"
+#include "store/SqlDatabase.h"
 
 #include <QSqlError>
 #include <QUuid>
@@ -7,7 +7,7 @@
 
 namespace gleaner {
 
-SqliteDatabase::~SqliteDatabase()
+SqlDatabase::~SqlDatabase()
 {
     if (m_connection.isEmpty())
         return;
@@ -16,7 +16,7 @@ SqliteDatabase::~SqliteDatabase()
     QSqlDatabase::removeDatabase(m_connection);
 }
 
-Status SqliteDatabase::openFile(const QString& path, const SqliteSchema& schema)
+Status SqlDatabase::openFile(const QString& path, const SqlSchema& schema)
 {
     m_path = path;
     m_what = schema.what;
@@ -35,7 +35,7 @@ Status SqliteDatabase::openFile(const QString& path, const SqliteSchema& schema)
     return migrate(schema);
 }
 
-Result<QSqlQuery> SqliteDatabase::exec(const QString& sql, const QVariantList& values)
+Result<QSqlQuery> SqlDatabase::exec(const QString& sql, const QVariantList& values)
 {
     QSqlQuery query(m_db);
     if (!query.prepare(sql))
@@ -49,7 +49,7 @@ Result<QSqlQuery> SqliteDatabase::exec(const QString& sql, const QVariantList& v
     return query;
 }
 
-Status SqliteDatabase::transaction(const std::function<Status()>& work)
+Status SqlDatabase::transaction(const std::function<Status()>& work)
 {
     if (m_depth > 0) {
         Status status = work();
@@ -77,13 +77,13 @@ Status SqliteDatabase::transaction(const std::function<Status()>& work)
     return {};
 }
 
-qint64 SqliteDatabase::lastInsertId()
+qint64 SqlDatabase::lastInsertId()
 {
     auto query = exec(QStringLiteral("SELECT last_insert_rowid()"));
     return query && query->next() ? query->value(0).toLongLong() : -1;
 }
 
-Status SqliteDatabase::migrate(const SqliteSchema& schema)
+Status SqlDatabase::migrate(const SqlSchema& schema)
 {
     auto existing = exec(QStringLiteral("SELECT name FROM sqlite_master WHERE type='table' AND name='meta'"));
     if (!existing)
@@ -116,12 +116,12 @@ Status SqliteDatabase::migrate(const SqliteSchema& schema)
     });
 }
 
-Status SqliteDatabase::upgrade(const SqliteSchema& schema, int from)
+Status SqlDatabase::upgrade(const SqlSchema& schema, int from)
 {
     return transaction([&]() -> Status {
         for (int version = from; version < schema.version; ++version) {
             const auto step = std::find_if(schema.upgrades.begin(), schema.upgrades.end(),
-                                           [&](const SqliteUpgrade& s) { return s.from == version; });
+                                           [&](const SqlUpgrade& s) { return s.from == version; });
             if (step == schema.upgrades.end())
                 return fail(
                     QStringLiteral("%1: %2 has schema version %3 and this version of Gleaner has no upgrade "
