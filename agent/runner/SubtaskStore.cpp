@@ -160,7 +160,7 @@ Result<QList<Subtask>> SubtaskStore::select(const QString& where, const QVariant
         // The rows name task folders: an id that is not one (a store written by something else, or altered)
         // stops the read rather than reaching a path.
         const QString idText = r->value(0).toString();
-        auto id = LeaseId::parse(idText, QStringLiteral("%1: the stored lease_id").arg(path()));
+        auto id = LeaseId::parse(idText, QStringLiteral("%1: the stored lease_id").arg(name()));
         if (!id)
             return fail(id.error() + QStringLiteral("; remove the store (its subtasks are given up; their leases "
                                                     "expire on the coordinator)"));
@@ -170,7 +170,7 @@ Result<QList<Subtask>> SubtaskStore::select(const QString& where, const QVariant
         s.deadlineMs = r->value(3).toLongLong();
         const auto state = subtaskStateFromName(r->value(4).toString());
         if (!state)
-            return fail(QStringLiteral("%1: lease %2 has an unknown state \"%3\"").arg(path(), idText, r->value(4).toString()));
+            return fail(QStringLiteral("%1: lease %2 has an unknown state \"%3\"").arg(name(), idText, r->value(4).toString()));
         s.state = *state;
         s.taskDir = r->value(5).toString();
         s.workerStarts = r->value(6).toInt();

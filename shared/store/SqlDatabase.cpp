@@ -1,11 +1,91 @@
 #include "store/SqlDatabase.h"
 
+#include "store/PostgresDdl.h"
+
+#include <QRegularExpression>
 #include <QSqlError>
+#include <QUrl>
+#include <QUrlQuery>
 #include <QUuid>
 
 #include <algorithm>
 
 namespace gleaner {
+namespace {
+
+// What a connection needs from a postgresql:// URL, each part checked; the error says which part is wrong.
+struct PostgresTarget
+{
+    QString host; // a name, an address, or the directory of a unix socket
+    int port = 5432;
+    QString user;
+    QString password;
+    QString database;
+    QString shown; // the URL without its password, for messages
+};
+
+Result<PostgresTarget> parsePostgresUrl(const QString& text)
+{
+    const QUrl url(text, QUrl::StrictMode);
+    // Never echo `text`: it may hold the password. What is shown of it below has none.
+    QUrl withoutPassword = url;
+    withoutPassword.setPassword(QString());
+    PostgresTarget target;
+    target.shown = withoutPassword.toString();
+    const auto wrong = [&](const QString& what) {
+        return fail(QStringLiteral(
+                        "the PostgreSQL URL %1 %2; expected postgresql://user[:password]@host[:port]/dbname")
+                        .arg(target.shown, what));
+    };
+    if (!url.isValid()) {
+        // QUrl's own message quotes the text, password and all: it is told about the text without the
+        // password.
+        QString redacted = text;
+        redacted.replace(QRegularExpression(QStringLiteral("^([A-Za-z]+://[^:@/?]*):[^@]*@")),
+                         QStringLiteral("\\1@"));
+        const QUrl shown(redacted, QUrl::StrictMode);
+        target.shown = QStringLiteral("\"%1\"").arg(redacted);
+        return wrong(shown.isValid()
+                         ? QStringLiteral("is not a valid URL (a character of its password may need "
+                                          "percent-encoding)")
+                         : QStringLiteral("is not a valid URL: %1").arg(shown.errorString()));
+    }
+    if (url.scheme() != u"postgresql" && url.scheme() != u"postgres")
+        return wrong(QStringLiteral("has the scheme \"%1\", not postgresql").arg(url.scheme()));
+    target.user = url.userName();
+    if (target.user.isEmpty())
+        return wrong(QStringLiteral("names no user"));
+    target.password = url.password();
+    if (url.port() == 0)
+        return wrong(QStringLiteral("has the port 0"));
+    target.port = url.port(5432);
+    target.database = url.path().mid(1);
+    if (!url.path().startsWith(u'/') || target.database.isEmpty() || target.database.contains(u'/'))
+        return wrong(QStringLiteral("does not end in the database's name (/dbname)"));
+    const QUrlQuery query(url);
+    const QString socketDir = query.queryItemValue(QStringLiteral("host"), QUrl::FullyDecoded);
+    for (const auto& [key, value] : query.queryItems())
+        if (key != u"host")
+            return wrong(QStringLiteral(
+                             "has the parameter \"%1\", which Gleaner does not take (only host=/socket/dir)")
+                             .arg(key));
+    if (!socketDir.isEmpty() && !socketDir.startsWith(u'/'))
+        return wrong(
+            QStringLiteral("has host=%1, which is not a socket directory (an absolute path)").arg(socketDir));
+    if (!socketDir.isEmpty() && !url.host().isEmpty())
+        return wrong(QStringLiteral("names both a host and a socket directory"));
+    target.host = socketDir.isEmpty() ? url.host() : socketDir;
+    if (target.host.isEmpty())
+        return wrong(QStringLiteral("names no host (give host[:port], or ?host=/socket/dir)"));
+    return target;
+}
+
+QString statementText(const QString& sql)
+{
+    return sql.left(80);
+}
+
+} // namespace
 
 SqlDatabase::~SqlDatabase()
 {
@@ -18,7 +98,8 @@ SqlDatabase::~SqlDatabase()
 
 Status SqlDatabase::openFile(const QString& path, const SqlSchema& schema)
 {
-    m_path = path;
+    m_engine = Engine::Sqlite;
+    m_name = path;
     m_what = schema.what;
     m_connection = QStringLiteral("gleaner-") + QUuid::createUuid().toString(QUuid::WithoutBraces);
     m_db = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), m_connection);
@@ -35,18 +116,78 @@ Status SqlDatabase::openFile(const QString& path, const SqlSchema& schema)
     return migrate(schema);
 }
 
+Status SqlDatabase::openPostgres(const QString& url, const SqlSchema& schema)
+{
+    auto target = parsePostgresUrl(url);
+    if (!target)
+        return fail(target.error());
+    m_engine = Engine::Postgres;
+    m_name = target->shown;
+    m_what = schema.what;
+    m_connection = QStringLiteral("gleaner-") + QUuid::createUuid().toString(QUuid::WithoutBraces);
+    m_db = QSqlDatabase::addDatabase(QStringLiteral("QPSQL"), m_connection);
+    if (!m_db.isValid())
+        return fail(QStringLiteral("the Qt PostgreSQL driver is missing; install Debian's libqt6sql6-psql"));
+    m_db.setHostName(target->host);
+    m_db.setPort(target->port);
+    m_db.setUserName(target->user);
+    m_db.setPassword(target->password);
+    m_db.setDatabaseName(target->database);
+    m_db.setConnectOptions(QStringLiteral("connect_timeout=10;application_name=gleaner"));
+    if (!m_db.open()) {
+        // libpq's message may quote the connection string; the password is taken out all the same.
+        QString error = m_db.lastError().text();
+        if (!target->password.isEmpty())
+            error.replace(target->password, QStringLiteral("(password)"));
+        return fail(QStringLiteral("%1: cannot open %2: %3").arg(m_name, m_what, error));
+    }
+    return migrate(schema);
+}
+
 Result<QSqlQuery> SqlDatabase::exec(const QString& sql, const QVariantList& values)
 {
     QSqlQuery query(m_db);
+    const auto failed = [&](const QString& what) {
+        if (m_engine == Engine::Postgres && m_depth > 0 && m_failedStatement.isEmpty())
+            m_failedStatement = statementText(sql);
+        return fail(QStringLiteral("%1: %2: %3").arg(m_name, what, query.lastError().text()));
+    };
+    // QPSQL prepares server-side (PREPARE ... AS), which PostgreSQL allows for queries but not for DDL: a
+    // statement without values runs as it is there. SQLite prepares every statement, as it always did.
+    if (m_engine == Engine::Postgres && values.isEmpty()) {
+        if (!query.exec(sql))
+            return failed(QStringLiteral("\"%1\" failed").arg(statementText(sql)));
+        return query;
+    }
     if (!query.prepare(sql))
-        return fail(QStringLiteral("%1: cannot prepare \"%2\": %3").arg(m_path, sql.left(80), query.lastError().text()));
-    for (const QVariant& value : values)
-        query.addBindValue(value.typeId() == QMetaType::QString && value.toString().isNull()
-                               ? QVariant(QString::fromLatin1(""))
-                               : value);
+        return failed(QStringLiteral("cannot prepare \"%1\"").arg(statementText(sql)));
+    for (const QVariant& value : values) {
+        if (value.typeId() == QMetaType::QString && value.toString().isNull())
+            query.addBindValue(QString::fromLatin1(""));
+        else if (value.typeId() == QMetaType::Bool) // PostgreSQL will not compare a boolean with a BIGINT
+            query.addBindValue(value.toBool() ? 1 : 0);
+        else
+            query.addBindValue(value);
+    }
     if (!query.exec())
-        return fail(QStringLiteral("%1: \"%2\" failed: %3").arg(m_path, sql.left(80), query.lastError().text()));
+        return failed(QStringLiteral("\"%1\" failed").arg(statementText(sql)));
     return query;
+}
+
+Result<qint64> SqlDatabase::insertReturningId(const QString& sql, const QVariantList& values,
+                                              const QString& idColumn)
+{
+    auto query = exec(sql + QStringLiteral(" RETURNING ") + idColumn, values);
+    if (!query)
+        return fail(query.error());
+    if (!query->next())
+        return fail(QStringLiteral("%1: \"%2\" inserted no row").arg(m_name, statementText(sql)));
+    bool ok = false;
+    const qint64 id = query->value(0).toLongLong(&ok);
+    if (!ok)
+        return fail(QStringLiteral("%1: \"%2\" gave the id \"%3\", not an integer")
+                        .arg(m_name, statementText(sql), query->value(0).toString()));
+    return id;
 }
 
 Status SqlDatabase::transaction(const std::function<Status()>& work)
@@ -58,13 +199,19 @@ Status SqlDatabase::transaction(const std::function<Status()>& work)
         return status;
     }
     if (!m_db.transaction())
-        return fail(QStringLiteral("%1: cannot begin a transaction: %2").arg(m_path, m_db.lastError().text()));
+        return fail(
+            QStringLiteral("%1: cannot begin a transaction: %2").arg(m_name, m_db.lastError().text()));
     ++m_depth;
     m_nestedFailed = false;
+    m_failedStatement.clear();
     Status status = work();
     --m_depth;
     if (status && m_nestedFailed)
-        status = fail(QStringLiteral("%1: a step of the transaction failed; nothing was stored").arg(m_path));
+        status = fail(QStringLiteral("%1: a step of the transaction failed; nothing was stored").arg(m_name));
+    if (status && !m_failedStatement.isEmpty())
+        status =
+            fail(QStringLiteral("%1: \"%2\" failed inside a transaction, so PostgreSQL stored none of it")
+                     .arg(m_name, m_failedStatement));
     if (!status) {
         m_db.rollback();
         return status;
@@ -72,7 +219,7 @@ Status SqlDatabase::transaction(const std::function<Status()>& work)
     if (!m_db.commit()) {
         const QString error = m_db.lastError().text();
         m_db.rollback();
-        return fail(QStringLiteral("%1: commit failed: %2").arg(m_path, error));
+        return fail(QStringLiteral("%1: commit failed: %2").arg(m_name, error));
     }
     return {};
 }
@@ -83,33 +230,66 @@ qint64 SqlDatabase::lastInsertId()
     return query && query->next() ? query->value(0).toLongLong() : -1;
 }
 
+Status SqlDatabase::execSchema(const char* statement)
+{
+    const QString sql = QString::fromLatin1(statement);
+    const QStringList statements = m_engine == Engine::Postgres ? postgresDdl(sql) : QStringList{sql};
+    for (const QString& each : statements)
+        if (auto r = exec(each); !r)
+            return fail(r.error());
+    return {};
+}
+
 Status SqlDatabase::migrate(const SqlSchema& schema)
 {
-    auto existing = exec(QStringLiteral("SELECT name FROM sqlite_master WHERE type='table' AND name='meta'"));
+    if (m_engine == Engine::Sqlite)
+        return bringUpToDate(schema);
+    // Several coordinators may open one PostgreSQL database at once: the first creates or upgrades the
+    // schema, the others wait for it (the lock lasts until the transaction ends) and then find it done.
+    // Two-integer advisory keys never meet the single-integer ones of the identity triggers (PostgresDdl.h).
+    return transaction([&]() -> Status {
+        if (auto r = exec(QStringLiteral("SELECT pg_advisory_xact_lock(1196246341, 1)")); !r)
+            return fail(r.error());
+        return bringUpToDate(schema);
+    });
+}
+
+Status SqlDatabase::bringUpToDate(const SqlSchema& schema)
+{
+    const QString findMeta =
+        m_engine == Engine::Sqlite
+            ? QStringLiteral("SELECT name FROM sqlite_master WHERE type='table' AND name='meta'")
+            : QStringLiteral(
+                  "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+                  " AND table_name = 'meta'");
+    auto existing = exec(findMeta);
     if (!existing)
         return fail(existing.error());
-    if (existing->next()) {
-        auto version = exec(QStringLiteral("SELECT value FROM meta WHERE key='schema_version'"));
-        if (!version || !version->next())
-            return fail(QStringLiteral("%1: %2 has no schema version; %3").arg(m_path, m_what, schema.remedy));
-        const int found = version->value(0).toInt();
-        if (found == schema.version)
-            return {};
-        if (found < schema.version && !schema.upgrades.empty())
-            return upgrade(schema, found);
-        return fail(
-            QStringLiteral("%1: %2 has schema version %3, not the %4 this version of Gleaner knows; %5")
-                .arg(m_path, m_what)
-                .arg(found)
-                .arg(schema.version)
-                .arg(schema.remedy));
-    }
+    if (!existing->next())
+        return create(schema);
+    auto version = exec(QStringLiteral("SELECT value FROM meta WHERE key='schema_version'"));
+    if (!version || !version->next())
+        return fail(QStringLiteral("%1: %2 has no schema version; %3").arg(m_name, m_what, schema.remedy));
+    const int found = version->value(0).toInt();
+    if (found == schema.version)
+        return {};
+    if (found < schema.version && !schema.upgrades.empty())
+        return upgrade(schema, found);
+    return fail(QStringLiteral("%1: %2 has schema version %3, not the %4 this version of Gleaner knows; %5")
+                    .arg(m_name, m_what)
+                    .arg(found)
+                    .arg(schema.version)
+                    .arg(schema.remedy));
+}
+
+Status SqlDatabase::create(const SqlSchema& schema)
+{
     return transaction([&]() -> Status {
-        if (auto r = exec(QStringLiteral("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")); !r)
-            return fail(r.error());
+        if (auto s = execSchema("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"); !s)
+            return s;
         for (const char* statement : schema.statements)
-            if (auto r = exec(QString::fromLatin1(statement)); !r)
-                return fail(r.error());
+            if (auto s = execSchema(statement); !s)
+                return s;
         auto r = exec(QStringLiteral("INSERT INTO meta (key, value) VALUES ('schema_version', ?)"),
                       {QString::number(schema.version)});
         return r ? Status() : fail(r.error());
@@ -126,18 +306,18 @@ Status SqlDatabase::upgrade(const SqlSchema& schema, int from)
                 return fail(
                     QStringLiteral("%1: %2 has schema version %3 and this version of Gleaner has no upgrade "
                                    "from version %4 to %5; %6")
-                        .arg(m_path, m_what)
+                        .arg(m_name, m_what)
                         .arg(from)
                         .arg(version)
                         .arg(version + 1)
                         .arg(schema.remedy));
             for (const char* statement : step->statements)
-                if (auto r = exec(QString::fromLatin1(statement)); !r)
+                if (auto s = execSchema(statement); !s)
                     return fail(QStringLiteral("upgrading %1 from schema version %2 to %3: %4")
                                     .arg(m_what)
                                     .arg(version)
                                     .arg(version + 1)
-                                    .arg(r.error()));
+                                    .arg(s.error()));
         }
         auto r = exec(QStringLiteral("UPDATE meta SET value = ? WHERE key = 'schema_version'"),
                       {QString::number(schema.version)});

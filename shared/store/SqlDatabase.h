@@ -1,13 +1,23 @@
 #pragma once
-// An SQLite database through Qt SQL, in WAL mode, with a versioned schema: the one place Gleaner opens, migrates,
-// queries and commits SQLite (the coordinator's database, the agent's cache index and state). A connection
+// A database through Qt SQL with a versioned schema: the one place Gleaner opens, migrates, queries and
+// commits SQL (the coordinator's database, the agent's cache index and state). It is either an SQLite file
+// (openFile) or a PostgreSQL database (openPostgres), which several coordinators may share. A connection
 // belongs to the thread that opened it (Qt SQL's rule); each user keeps its database on one thread or behind
 // one lock.
 //
-// Durability: synchronous=NORMAL by default: a committed transaction survives the process being killed; after a
-// power cut the last transactions may be lost, which each user's recovery accounts for. A schema with `fullSync`
-// (the coordinator's, which answers 202 and deletes replay files on the strength of a commit) runs
-// synchronous=FULL: a commit that returned survives a power cut too.
+// One schema text for both engines: schemas are written in SQLite's dialect and translated for PostgreSQL
+// (PostgresDdl.h). Statements that users run must mean the same on both: `INSERT ... ON CONFLICT (...) DO
+// UPDATE/NOTHING` rather than INSERT OR REPLACE/IGNORE, insertReturningId() rather than SQLite's row id,
+// GREATEST/LEAST rather than SQLite's two-argument MAX/MIN. `?` placeholders work on both (Qt numbers them
+// for PostgreSQL). Integers and doubles come back as the QVariant types whose toLongLong()/toDouble() read
+// them on both engines (PostgreSQL's BIGINT as qulonglong when positive, qlonglong when negative), NULL as a
+// null QVariant; a sum of BIGINTs is NUMERIC on PostgreSQL and comes back as a double.
+//
+// Durability on SQLite: synchronous=NORMAL by default: a committed transaction survives the process being
+// killed; after a power cut the last transactions may be lost, which each user's recovery accounts for. A
+// schema with `fullSync` (the coordinator's, which answers 202 and deletes replay files on the strength of a
+// commit) runs synchronous=FULL: a commit that returned survives a power cut too. PostgreSQL's durability is
+// the server's (synchronous_commit).
 
 #include "Result.h"
 
@@ -20,7 +30,7 @@
 
 namespace gleaner {
 
-// One step of a schema's history: the statements that take a file from version `from` to `from + 1`.
+// One step of a schema's history: the statements that take a database from version `from` to `from + 1`.
 struct SqlUpgrade
 {
     int from = 0;
@@ -29,49 +39,71 @@ struct SqlUpgrade
 
 struct SqlSchema
 {
-    QString what;                           // "the coordinator's database": for messages
-    int version = 1;                        // stored in meta.schema_version
-    std::span<const char* const> statements; // run once, in one transaction, on a new file (meta is added)
-    QString remedy;                         // what to do when the file has another version
-    // How a file written by an older version is brought to `version` when it is opened: every step from its
-    // version on, in one transaction (all or nothing). A file that no chain of steps leads from, or one
-    // written by a newer version, is refused with `remedy`.
+    QString what;                            // "the coordinator's database": for messages
+    int version = 1;                         // stored in meta.schema_version
+    std::span<const char* const> statements; // run once, in one transaction, in a new database (+ meta)
+    QString remedy;                          // what to do when the database has another version
+    // How a database written by an older version is brought to `version` when it is opened: every step from
+    // its version on, in one transaction (all or nothing). A database that no chain of steps leads from, or
+    // one written by a newer version, is refused with `remedy`.
     std::span<const SqlUpgrade> upgrades = {};
-    bool fullSync = false; // synchronous=FULL (see above)
+    bool fullSync = false; // SQLite: synchronous=FULL (see above)
 };
 
 class SqlDatabase
 {
 public:
+    enum class Engine { Sqlite, Postgres };
+
     virtual ~SqlDatabase();
     SqlDatabase(const SqlDatabase&) = delete;
     SqlDatabase& operator=(const SqlDatabase&) = delete;
 
     // Prepares, binds positionally and runs `sql`; the error names the database and the statement. A null
-    // QString binds as '' (Qt's "no text"); bind QVariant() where NULL is meant.
+    // QString binds as '' (Qt's "no text"); bind QVariant() where NULL is meant. A bool binds as 1 or 0:
+    // flags are INTEGER columns.
     Result<QSqlQuery> exec(const QString& sql, const QVariantList& values = {});
+    // Runs an INSERT of one row and answers the id the database gave it: `sql` gets ` RETURNING <idColumn>`.
+    Result<qint64> insertReturningId(const QString& sql, const QVariantList& values,
+                                     const QString& idColumn = QStringLiteral("id"));
     // Runs `work` in a transaction: committed when it returns ok, rolled back otherwise. A transaction inside
-    // another is part of it: its failure rolls back the enclosing one.
+    // another is part of it: its failure rolls back the enclosing one. On PostgreSQL a statement that fails
+    // inside a transaction also fails the whole of it (PostgreSQL refuses anything after it), even when
+    // `work` goes on; on SQLite `work` decides.
     Status transaction(const std::function<Status()>& work);
-    // The id SQLite gave the last inserted row of this connection.
+    // The id SQLite gave the last inserted row of this connection; SQLite only (insertReturningId() is both's).
     qint64 lastInsertId();
-    const QString& path() const { return m_path; }
+
+    Engine engine() const { return m_engine; }
+    // The database for messages: an SQLite file's path, or a PostgreSQL URL without its password.
+    const QString& name() const { return m_name; }
 
 protected:
     SqlDatabase() = default;
-    // Opens (creating when missing) and migrates; subclasses call it from their own open().
+    // Opens (creating when missing) an SQLite file and migrates; subclasses call these from their own open().
     Status openFile(const QString& path, const SqlSchema& schema);
+    // Connects to postgresql://user[:password]@host[:port]/dbname and migrates. The host may instead be the
+    // directory of the server's unix socket, as libpq takes it:
+    // postgresql://user@/dbname?host=/run/postgresql. The database must exist; its tables are created in the
+    // user's current schema on first use.
+    Status openPostgres(const QString& url, const SqlSchema& schema);
 
 private:
+    Status bringUpToDate(const SqlSchema& schema);
     Status migrate(const SqlSchema& schema);
+    Status create(const SqlSchema& schema);
     Status upgrade(const SqlSchema& schema, int from);
+    // A schema statement as this engine runs it.
+    Status execSchema(const char* statement);
 
+    Engine m_engine = Engine::Sqlite;
     QString m_connection;
-    QString m_path;
+    QString m_name;
     QString m_what;
     QSqlDatabase m_db;
     int m_depth = 0;
     bool m_nestedFailed = false;
+    QString m_failedStatement; // PostgreSQL: the first statement that failed in the open transaction
 };
 
 } // namespace gleaner

@@ -1,15 +1,22 @@
 #include "store/SqlDatabase.h"
 
+#include "PostgresServer.h"
 #include "TestSupport.h"
 
 #include <QTest>
 
+#include <thread>
+
 using namespace gleaner;
+
+// Every case runs on each engine this build of the test names (initTestCase_data): SQLite files in
+// test_sqldatabase, a throwaway PostgreSQL server in test_sqldatabase_postgres. Each case gets fresh
+// databases.
 
 namespace {
 
 const char* const kV1[] = {"CREATE TABLE t (name TEXT NOT NULL, n INTEGER)"};
-// Version 3 as a new file gets it, and the steps that take a version 1 file there.
+// Version 3 as a new database gets it, and the steps that take a version 1 database there.
 const char* const kV3[] = {"CREATE TABLE t (name TEXT NOT NULL, n INTEGER, k INTEGER NOT NULL DEFAULT 7)",
                            "CREATE TABLE u (x TEXT)"};
 const char* const kTo2[] = {"ALTER TABLE t ADD COLUMN k INTEGER NOT NULL DEFAULT 7"};
@@ -19,19 +26,31 @@ const SqlUpgrade kUpgrades[] = {{1, kTo2}, {2, kTo3}};
 const SqlUpgrade kBrokenUpgrades[] = {{1, kTo2}, {2, kTo3Broken}};
 const SqlUpgrade kGap[] = {{2, kTo3}};
 
+// Version 10: the shapes Gleaner's schemas use, written as they write them (SQLite's dialect).
+const char* const kWide[] = {
+    "CREATE TABLE items (id INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL, x REAL, data BLOB,"
+    " flag INTEGER NOT NULL DEFAULT 0, note TEXT)",
+    "CREATE TABLE log (seq INTEGER PRIMARY KEY AUTOINCREMENT, what TEXT NOT NULL)",
+    "CREATE TABLE kv (k TEXT PRIMARY KEY, v INTEGER NOT NULL)",
+};
+
 class TestDb final : public SqlDatabase
 {
 public:
-    static Result<std::unique_ptr<TestDb>> open(const QString& path, int version,
+    // `where` is a file's path, or a postgresql:// URL (any URL: a wrong scheme is openPostgres's to refuse).
+    static Result<std::unique_ptr<TestDb>> open(const QString& where, int version,
                                                 std::span<const SqlUpgrade> upgrades = {})
     {
         std::unique_ptr<TestDb> db(new TestDb);
-        if (auto s = db->openFile(path, SqlSchema{QStringLiteral("the test database"), version,
-                                                  version == 3 ? std::span<const char* const>(kV3)
-                                                               : std::span<const char* const>(kV1),
-                                                  QStringLiteral("delete it"), upgrades});
-            !s)
-            return fail(s.error());
+        const std::span<const char* const> statements = version == 10 ? std::span<const char* const>(kWide)
+                                                        : version == 3 ? std::span<const char* const>(kV3)
+                                                                       : std::span<const char* const>(kV1);
+        const SqlSchema schema{QStringLiteral("the test database"), version, statements,
+                               QStringLiteral("delete it"), upgrades};
+        const Status opened =
+            where.contains(u"://") ? db->openPostgres(where, schema) : db->openFile(where, schema);
+        if (!opened)
+            return fail(opened.error());
         return db;
     }
 };
@@ -42,9 +61,9 @@ int schemaVersion(TestDb& db)
     return q && q->next() ? q->value(0).toInt() : -1;
 }
 
-qint64 rows(TestDb& db)
+qint64 count(TestDb& db, const QString& table = QStringLiteral("t"))
 {
-    auto q = db.exec(QStringLiteral("SELECT COUNT(*) FROM t"));
+    auto q = db.exec(QStringLiteral("SELECT COUNT(*) FROM %1").arg(table));
     return q && q->next() ? q->value(0).toLongLong() : -1;
 }
 
@@ -54,35 +73,110 @@ class TestSqlDatabase : public QObject
 {
     Q_OBJECT
 private Q_SLOTS:
+    void initTestCase_data();
+    void init();
+    void cleanup();
+
     void createsAndReopens();
     void otherSchemaVersionIsRefusedWithTheRemedy();
     void failedInnerTransactionRollsBackTheOuter();
     void nullStringBindsAsEmptyText();
     void olderFileIsUpgradedStepByStep();
     void failedUpgradeChangesNothing();
+    void errorsNameTheDatabaseAndTheStatement();
+    void insertReturningIdAnswersTheNewId();
+    void givenIdsAreNeverHandedOutAgain();
+    void valuesRoundTripWithTheirTypes();
+    void onConflictUpserts();
+    void failedStatementInsideATransaction();
+
+    void postgresUrlIsChecked_data();
+    void postgresUrlIsChecked();
+    // PostgreSQL only
+    void passwordIsNeverInAMessage();
+    void opensOverTheUnixSocket();
+    void concurrentFirstOpensCreateTheSchemaOnce();
+
+private:
+    bool postgres() const;
+    // A database nobody used: a new file's path, or the URL of a new PostgreSQL database. Empty (and the test
+    // failed) when it cannot be made.
+    QString freshDatabase();
+
+    std::unique_ptr<QTemporaryDir> m_dir;
+    test::PostgresServer m_server;
+    bool m_serverStarted = false;
+    int m_databases = 0;
 };
+
+void TestSqlDatabase::initTestCase_data()
+{
+    QTest::addColumn<bool>("postgres");
+#ifdef GLEANER_TEST_POSTGRES
+    QTest::newRow("postgres") << true;
+#else
+    QTest::newRow("sqlite") << false;
+#endif
+}
+
+bool TestSqlDatabase::postgres() const
+{
+    QFETCH_GLOBAL(bool, postgres);
+    return postgres;
+}
+
+void TestSqlDatabase::init()
+{
+    m_dir = test::scratchDir();
+    if (!postgres() || m_serverStarted)
+        return;
+    if (const QString missing = test::PostgresServer::missing(); !missing.isEmpty())
+        QSKIP(qPrintable(missing));
+    const QString why = m_server.start();
+    QVERIFY2(why.isEmpty(), qPrintable(why));
+    m_serverStarted = true;
+}
+
+void TestSqlDatabase::cleanup()
+{
+    m_dir.reset();
+}
+
+QString TestSqlDatabase::freshDatabase()
+{
+    const QString name = QStringLiteral("db%1").arg(++m_databases);
+    if (!postgres())
+        return m_dir->filePath(name + QStringLiteral(".db"));
+    if (const QString why = m_server.createDatabase(name); !why.isEmpty()) {
+        QTest::qFail(qPrintable(why), __FILE__, __LINE__);
+        return {};
+    }
+    return m_server.url(name);
+}
 
 void TestSqlDatabase::createsAndReopens()
 {
-    const auto dir = test::scratchDir();
-    const QString path = dir->filePath(QStringLiteral("t.db"));
+    const QString where = freshDatabase();
+    QVERIFY(!where.isEmpty());
     {
-        auto db = TestDb::open(path, 1);
+        auto db = TestDb::open(where, 1);
         QVERIFY2(db.ok(), qPrintable(db.error()));
-        QVERIFY((*db)->exec(QStringLiteral("INSERT INTO t (name, n) VALUES (?, ?)"), {QStringLiteral("a"), 1}).ok());
-        QCOMPARE((*db)->lastInsertId(), 1);
+        QCOMPARE(schemaVersion(**db), 1);
+        QVERIFY((*db)
+                    ->exec(QStringLiteral("INSERT INTO t (name, n) VALUES (?, ?)"), {QStringLiteral("a"), 1})
+                    .ok());
     }
-    auto again = TestDb::open(path, 1);
-    QVERIFY(again.ok());
-    QCOMPARE(rows(**again), 1);
+    auto again = TestDb::open(where, 1); // finds meta and its version: the table is not made again
+    QVERIFY2(again.ok(), qPrintable(again.error()));
+    QCOMPARE(count(**again), 1);
 }
 
 void TestSqlDatabase::otherSchemaVersionIsRefusedWithTheRemedy()
 {
-    const auto dir = test::scratchDir();
-    const QString path = dir->filePath(QStringLiteral("t.db"));
-    QVERIFY(TestDb::open(path, 1).ok());
-    auto newer = TestDb::open(path, 2);
+    const QString where = freshDatabase();
+    QVERIFY(!where.isEmpty());
+    QVERIFY(TestDb::open(where, 1).ok());
+    auto newer = TestDb::open(where, 2);
     QVERIFY(!newer.ok());
     QVERIFY2(newer.error().contains(u"schema version 1, not the 2") && newer.error().contains(u"delete it"),
              qPrintable(newer.error()));
@@ -90,8 +184,9 @@ void TestSqlDatabase::otherSchemaVersionIsRefusedWithTheRemedy()
 
 void TestSqlDatabase::failedInnerTransactionRollsBackTheOuter()
 {
-    const auto dir = test::scratchDir();
-    auto db = TestDb::open(dir->filePath(QStringLiteral("t.db")), 1);
+    const QString where = freshDatabase();
+    QVERIFY(!where.isEmpty());
+    auto db = TestDb::open(where, 1);
     QVERIFY(db.ok());
     const Status outer = (*db)->transaction([&]() -> Status {
         (void)(*db)->exec(QStringLiteral("INSERT INTO t (name) VALUES ('kept?')"));
@@ -99,13 +194,23 @@ void TestSqlDatabase::failedInnerTransactionRollsBackTheOuter()
         return {}; // the outer work itself did not notice
     });
     QVERIFY(!outer.ok());
-    QCOMPARE(rows(**db), 0);
+    QCOMPARE(count(**db), 0);
+    // An inner transaction that succeeds is committed with the outer one, not before.
+    const Status both = (*db)->transaction([&]() -> Status {
+        return (*db)->transaction([&]() -> Status {
+            auto r = (*db)->exec(QStringLiteral("INSERT INTO t (name) VALUES ('inner')"));
+            return r ? Status() : fail(r.error());
+        });
+    });
+    QVERIFY2(both.ok(), qPrintable(both.error()));
+    QCOMPARE(count(**db), 1);
 }
 
 void TestSqlDatabase::nullStringBindsAsEmptyText()
 {
-    const auto dir = test::scratchDir();
-    auto db = TestDb::open(dir->filePath(QStringLiteral("t.db")), 1);
+    const QString where = freshDatabase();
+    QVERIFY(!where.isEmpty());
+    auto db = TestDb::open(where, 1);
     QVERIFY(db.ok());
     // name is NOT NULL: Qt's "no text" must arrive as '', not as NULL.
     QVERIFY((*db)->exec(QStringLiteral("INSERT INTO t (name) VALUES (?)"), {QString()}).ok());
@@ -114,52 +219,356 @@ void TestSqlDatabase::nullStringBindsAsEmptyText()
 
 void TestSqlDatabase::olderFileIsUpgradedStepByStep()
 {
-    const auto dir = test::scratchDir();
-    const QString path = dir->filePath(QStringLiteral("t.db"));
+    const QString where = freshDatabase();
+    QVERIFY(!where.isEmpty());
     {
-        auto v1 = TestDb::open(path, 1);
+        auto v1 = TestDb::open(where, 1);
         QVERIFY(v1.ok());
         QVERIFY((*v1)->exec(QStringLiteral("INSERT INTO t (name, n) VALUES ('kept', 1)")).ok());
     }
     {
-        auto v3 = TestDb::open(path, 3, kUpgrades);
+        auto v3 = TestDb::open(where, 3, kUpgrades);
         QVERIFY2(v3.ok(), qPrintable(v3.error()));
         QCOMPARE(schemaVersion(**v3), 3);
         auto row = (*v3)->exec(QStringLiteral("SELECT name, n, k FROM t"));
         QVERIFY(row.ok() && row->next());
-        QCOMPARE(row->value(0).toString(), QStringLiteral("kept")); // the data survives; new columns get their default
+        QCOMPARE(row->value(0).toString(),
+                 QStringLiteral("kept")); // the data survives; new columns get their default
         QCOMPARE(row->value(2).toInt(), 7);
         QVERIFY((*v3)->exec(QStringLiteral("INSERT INTO u (x) VALUES ('new table')")).ok());
     }
-    QVERIFY(TestDb::open(path, 3, kUpgrades).ok()); // opens as is from now on
+    QVERIFY(TestDb::open(where, 3, kUpgrades).ok()); // opens as is from now on
 
-    // No chain of steps from the file's version: refused with the remedy, as without upgrades.
-    const QString other = dir->filePath(QStringLiteral("other.db"));
+    // No chain of steps from the database's version: refused with the remedy, as without upgrades.
+    const QString other = freshDatabase();
+    QVERIFY(!other.isEmpty());
     QVERIFY(TestDb::open(other, 1).ok());
     auto gap = TestDb::open(other, 3, kGap);
     QVERIFY(!gap.ok());
     QVERIFY2(gap.error().contains(u"no upgrade from version 1 to 2") && gap.error().contains(u"delete it"),
              qPrintable(gap.error()));
-    // A file of a newer version is never "upgraded" downwards.
-    auto older = TestDb::open(path, 1, kUpgrades);
+    // A database of a newer version is never "upgraded" downwards.
+    auto older = TestDb::open(where, 1, kUpgrades);
     QVERIFY(!older.ok());
     QVERIFY2(older.error().contains(u"schema version 3, not the 1"), qPrintable(older.error()));
 }
 
 void TestSqlDatabase::failedUpgradeChangesNothing()
 {
-    const auto dir = test::scratchDir();
-    const QString path = dir->filePath(QStringLiteral("t.db"));
-    QVERIFY(TestDb::open(path, 1).ok());
-    auto broken = TestDb::open(path, 3, kBrokenUpgrades);
+    const QString where = freshDatabase();
+    QVERIFY(!where.isEmpty());
+    QVERIFY(TestDb::open(where, 1).ok());
+    auto broken = TestDb::open(where, 3, kBrokenUpgrades);
     QVERIFY(!broken.ok());
     QVERIFY2(broken.error().contains(u"from schema version 2 to 3") && broken.error().contains(u"nowhere"),
              qPrintable(broken.error()));
-    // Every step is in one transaction: the file is still the version 1 it was, and opens as such.
-    auto v1 = TestDb::open(path, 1);
+    // Every step is in one transaction: the database is still the version 1 it was, and opens as such.
+    auto v1 = TestDb::open(where, 1);
     QVERIFY2(v1.ok(), qPrintable(v1.error()));
     QCOMPARE(schemaVersion(**v1), 1);
     QVERIFY(!(*v1)->exec(QStringLiteral("SELECT k FROM t")).ok());
+    QVERIFY(!(*v1)->exec(QStringLiteral("SELECT x FROM u")).ok()); // the step's first table went with it
+}
+
+void TestSqlDatabase::errorsNameTheDatabaseAndTheStatement()
+{
+    const QString where = freshDatabase();
+    QVERIFY(!where.isEmpty());
+    auto db = TestDb::open(where, 1);
+    QVERIFY(db.ok());
+    QCOMPARE((*db)->name(), where);
+    auto bad = (*db)->exec(QStringLiteral("SELECT nothing FROM nowhere WHERE n = ?"), {1});
+    QVERIFY(!bad.ok());
+    QVERIFY2(bad.error().startsWith(where + u':') && bad.error().contains(u"SELECT nothing FROM nowhere"),
+             qPrintable(bad.error()));
+    auto unprepared = (*db)->exec(QStringLiteral("DROP TABLE nowhere"));
+    QVERIFY(!unprepared.ok());
+    QVERIFY2(unprepared.error().startsWith(where + u':') &&
+                 unprepared.error().contains(u"DROP TABLE nowhere"),
+             qPrintable(unprepared.error()));
+}
+
+void TestSqlDatabase::insertReturningIdAnswersTheNewId()
+{
+    const QString where = freshDatabase();
+    QVERIFY(!where.isEmpty());
+    auto db = TestDb::open(where, 10);
+    QVERIFY2(db.ok(), qPrintable(db.error()));
+    const QString insert = QStringLiteral("INSERT INTO items (at_ms) VALUES (?)");
+    auto first = (*db)->insertReturningId(insert, {1000});
+    QVERIFY2(first.ok(), qPrintable(first.error()));
+    auto second = (*db)->insertReturningId(insert, {2000});
+    QVERIFY(second.ok());
+    QVERIFY(*first >= 1);
+    QCOMPARE(*second, *first + 1);
+    auto row = (*db)->exec(QStringLiteral("SELECT at_ms FROM items WHERE id = ?"), {*second});
+    QVERIFY(row.ok() && row->next());
+    QCOMPARE(row->value(0).toLongLong(), 2000);
+    // Another column than id: the log's AUTOINCREMENT seq.
+    auto seq = (*db)->insertReturningId(QStringLiteral("INSERT INTO log (what) VALUES (?)"),
+                                        {QStringLiteral("a")}, QStringLiteral("seq"));
+    QVERIFY2(seq.ok(), qPrintable(seq.error()));
+    QCOMPARE(*seq, 1);
+    // An insert that inserts nothing has no id to answer.
+    auto none = (*db)->insertReturningId(
+        QStringLiteral("INSERT INTO items (at_ms) SELECT at_ms FROM items WHERE 1 = 0"), {});
+    QVERIFY(!none.ok());
+    QVERIFY2(none.error().contains(u"inserted no row"), qPrintable(none.error()));
+}
+
+void TestSqlDatabase::givenIdsAreNeverHandedOutAgain()
+{
+    const QString where = freshDatabase();
+    QVERIFY(!where.isEmpty());
+    auto db = TestDb::open(where, 10);
+    QVERIFY2(db.ok(), qPrintable(db.error()));
+    // A row that names its id (an import, a test, a job's snapshot keyed by the job's id) above the
+    // numbering: the next numbered row comes after it, not into it.
+    const qint64 big = (qint64(1) << 40) + 5;
+    QVERIFY((*db)->exec(QStringLiteral("INSERT INTO items (id, at_ms) VALUES (?, 0)"), {big}).ok());
+    auto next = (*db)->insertReturningId(QStringLiteral("INSERT INTO items (at_ms) VALUES (1)"), {});
+    QVERIFY2(next.ok(), qPrintable(next.error()));
+    QCOMPARE(*next, big + 1);
+    // An id given below the numbering leaves it where it is.
+    QVERIFY((*db)->exec(QStringLiteral("INSERT INTO items (id, at_ms) VALUES (7, 0)")).ok());
+    auto after = (*db)->insertReturningId(QStringLiteral("INSERT INTO items (at_ms) VALUES (2)"), {});
+    QVERIFY(after.ok());
+    QCOMPARE(*after, big + 2);
+    // AUTOINCREMENT: a deleted row's id is not reused either.
+    QVERIFY((*db)->exec(QStringLiteral("INSERT INTO log (seq, what) VALUES (10, 'given')")).ok());
+    QVERIFY((*db)->exec(QStringLiteral("DELETE FROM log WHERE seq = 10")).ok());
+    auto seq = (*db)->insertReturningId(QStringLiteral("INSERT INTO log (what) VALUES ('numbered')"), {},
+                                        QStringLiteral("seq"));
+    QVERIFY2(seq.ok(), qPrintable(seq.error()));
+    QCOMPARE(*seq, 11);
+}
+
+void TestSqlDatabase::valuesRoundTripWithTheirTypes()
+{
+    const QString where = freshDatabase();
+    QVERIFY(!where.isEmpty());
+    auto db = TestDb::open(where, 10);
+    QVERIFY2(db.ok(), qPrintable(db.error()));
+    const qint64 id = (qint64(1) << 53) + 1; // not a double's: only a 64-bit integer holds it
+    const qint64 atMs = 4'102'444'800'123;   // 2100-01-01 in milliseconds, past 32 bits
+    const qint64 negative = -(qint64(1) << 62);
+    const double x = 0.1; // a 4-byte REAL would give back 0.100000001490116
+    const QByteArray data("\x00\x01\xff'\\?", 6);
+    QVERIFY((*db)
+                ->exec(QStringLiteral(
+                           "INSERT INTO items (id, at_ms, x, data, flag, note) VALUES (?, ?, ?, ?, ?, ?)"),
+                       {id, atMs, x, data, true, QVariant()})
+                .ok());
+    QVERIFY((*db)
+                ->exec(QStringLiteral("INSERT INTO items (id, at_ms, x, flag, note) VALUES (?, ?, ?, ?, ?)"),
+                       {id + 1, negative, 1.0 / 3, false, QStringLiteral("it's ? not a placeholder")})
+                .ok());
+
+    auto row = (*db)->exec(
+        QStringLiteral("SELECT id, at_ms, x, data, flag, note, '?' FROM items WHERE id = ?"), {id});
+    QVERIFY(row.ok() && row->next());
+    QCOMPARE(row->value(0).toLongLong(), id);
+    QCOMPARE(row->value(1).toLongLong(), atMs);
+    QCOMPARE(row->value(2).toDouble(), x);
+    QCOMPARE(row->value(3).toByteArray(), data);
+    QCOMPARE(row->value(4).toInt(), 1); // a bool binds as 1
+    QVERIFY(row->value(5).isNull());
+    QCOMPARE(row->value(6).toString(),
+             QStringLiteral("?")); // a ? inside a literal is text, not a placeholder
+
+    auto other =
+        (*db)->exec(QStringLiteral("SELECT at_ms, x, flag, note, data FROM items WHERE id = ?"), {id + 1});
+    QVERIFY(other.ok() && other->next());
+    QCOMPARE(other->value(0).toLongLong(), negative);
+    QCOMPARE(other->value(1).toDouble(), 1.0 / 3);
+    QCOMPARE(other->value(2).toInt(), 0);
+    QCOMPARE(other->value(3).toString(), QStringLiteral("it's ? not a placeholder"));
+    QVERIFY(other->value(4).isNull());
+
+    // A flag compares with a bound bool, as the coordinator's queries do.
+    auto flagged = (*db)->exec(QStringLiteral("SELECT COUNT(*) FROM items WHERE flag = ?"), {true});
+    QVERIFY2(flagged.ok(), qPrintable(flagged.error()));
+    QVERIFY(flagged->next());
+    QCOMPARE(flagged->value(0).toLongLong(), 1);
+    // Aggregates: a count is an integer on both; a sum of BIGINTs a NUMERIC (a double through Qt) on
+    // PostgreSQL.
+    auto sums = (*db)->exec(QStringLiteral("SELECT COUNT(*), COALESCE(SUM(flag), 0), MAX(at_ms) FROM items"));
+    QVERIFY(sums.ok() && sums->next());
+    QCOMPARE(sums->value(0).toLongLong(), 2);
+    QCOMPARE(sums->value(1).toLongLong(), 1);
+    QCOMPARE(sums->value(2).toLongLong(), atMs);
+}
+
+void TestSqlDatabase::onConflictUpserts()
+{
+    const QString where = freshDatabase();
+    QVERIFY(!where.isEmpty());
+    auto db = TestDb::open(where, 10);
+    QVERIFY2(db.ok(), qPrintable(db.error()));
+    const QString upsert =
+        QStringLiteral("INSERT INTO kv (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v");
+    QVERIFY((*db)->exec(upsert, {QStringLiteral("a"), 1}).ok());
+    auto replaced = (*db)->exec(upsert, {QStringLiteral("a"), 2});
+    QVERIFY2(replaced.ok(), qPrintable(replaced.error()));
+    QCOMPARE(count(**db, QStringLiteral("kv")), 1);
+    auto value = (*db)->exec(QStringLiteral("SELECT v FROM kv WHERE k = 'a'"));
+    QVERIFY(value.ok() && value->next());
+    QCOMPARE(value->value(0).toLongLong(), 2);
+
+    const QString keep = QStringLiteral("INSERT INTO kv (k, v) VALUES (?, ?) ON CONFLICT (k) DO NOTHING");
+    auto ignored = (*db)->exec(keep, {QStringLiteral("a"), 3});
+    QVERIFY2(ignored.ok(), qPrintable(ignored.error()));
+    QCOMPARE(ignored->numRowsAffected(), 0);
+    auto added = (*db)->exec(keep, {QStringLiteral("b"), 4});
+    QVERIFY(added.ok());
+    QCOMPARE(added->numRowsAffected(), 1);
+    value = (*db)->exec(QStringLiteral("SELECT v FROM kv WHERE k = 'a'"));
+    QVERIFY(value.ok() && value->next());
+    QCOMPARE(value->value(0).toLongLong(), 2);
+}
+
+void TestSqlDatabase::failedStatementInsideATransaction()
+{
+    const QString where = freshDatabase();
+    QVERIFY(!where.isEmpty());
+    auto db = TestDb::open(where, 1);
+    QVERIFY(db.ok());
+    const Status status = (*db)->transaction([&]() -> Status {
+        (void)(*db)->exec(QStringLiteral("INSERT INTO t (name) VALUES ('before')"));
+        (void)(*db)->exec(QStringLiteral("INSERT INTO t (name) VALUES (NULL)")); // NOT NULL: fails, ignored
+        (void)(*db)->exec(QStringLiteral("INSERT INTO t (name) VALUES ('after')"));
+        return {};
+    });
+    if (postgres()) {
+        // PostgreSQL refuses the rest of a transaction after a failed statement: none of it is stored, and
+        // the caller hears which statement spoilt it.
+        QVERIFY(!status.ok());
+        QVERIFY2(status.error().contains(u"INSERT INTO t (name) VALUES (NULL)") &&
+                     status.error().contains(u"stored none of it"),
+                 qPrintable(status.error()));
+        QCOMPARE(count(**db), 0);
+    } else {
+        QVERIFY2(status.ok(), qPrintable(status.error())); // SQLite: the work decided to go on
+        QCOMPARE(count(**db), 2);
+    }
+    // Either way the next transaction starts clean.
+    const Status next = (*db)->transaction([&]() -> Status {
+        auto r = (*db)->exec(QStringLiteral("INSERT INTO t (name) VALUES ('next')"));
+        return r ? Status() : fail(r.error());
+    });
+    QVERIFY2(next.ok(), qPrintable(next.error()));
+}
+
+void TestSqlDatabase::postgresUrlIsChecked_data()
+{
+    QTest::addColumn<QString>("url");
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("scheme") << "mysql://u@h/db"
+                            << "the PostgreSQL URL mysql://u@h/db has the scheme \"mysql\", not postgresql";
+    QTest::newRow("no user") << "postgresql://h/db"
+                             << "names no user";
+    QTest::newRow("no database") << "postgresql://u@h"
+                                 << "does not end in the database's name (/dbname)";
+    QTest::newRow("database with a slash") << "postgresql://u@h/a/b"
+                                           << "does not end in the database's name";
+    QTest::newRow("port out of range") << "postgresql://u:secret@h:99999/db"
+                                       << "Invalid port";
+    QTest::newRow("port 0") << "postgresql://u@h:0/db"
+                            << "has the port 0";
+    QTest::newRow("no host") << "postgresql://u@/db"
+                             << "names no host";
+    QTest::newRow("relative socket") << "postgresql://u@/db?host=run"
+                                     << "has host=run, which is not a socket";
+    QTest::newRow("host and socket") << "postgresql://u@h/db?host=/run"
+                                     << "names both a host and a socket";
+    QTest::newRow("other parameter") << "postgresql://u@h/db?sslmode=require"
+                                     << "has the parameter \"sslmode\", which Gleaner does not take";
+    QTest::newRow("password that needs encoding") << "postgresql://u:se cret@h/db"
+                                                  << "password may need percent-encoding";
+}
+
+void TestSqlDatabase::postgresUrlIsChecked()
+{
+    // Checked before any connection: needs no server.
+    QFETCH(QString, url);
+    QFETCH(QString, expected);
+    auto db = TestDb::open(url, 1);
+    QVERIFY(!db.ok());
+    QVERIFY2(db.error().contains(expected), qPrintable(db.error()));
+    QVERIFY2(!db.error().contains(u"secret"), qPrintable(db.error()));
+    QVERIFY2(db.error().contains(u"postgresql://user[:password]@host[:port]/dbname"), qPrintable(db.error()));
+}
+
+void TestSqlDatabase::passwordIsNeverInAMessage()
+{
+    if (!postgres())
+        QSKIP("PostgreSQL only");
+    const QString where = freshDatabase();
+    QVERIFY(!where.isEmpty());
+    const QString password = QStringLiteral("Pa55-w0rd/for:tests");
+    const QString name = where.section(u'/', -1);
+    // The server trusts the test user, so the password is taken and ignored: the database opens.
+    auto db = TestDb::open(m_server.url(name, password), 1);
+    QVERIFY2(db.ok(), qPrintable(db.error()));
+    QCOMPARE((*db)->name(), where); // the URL without the password
+    auto bad = (*db)->exec(QStringLiteral("SELECT * FROM nowhere"));
+    QVERIFY(!bad.ok());
+    QVERIFY2(bad.error().startsWith(where) && !bad.error().contains(u"Pa55"), qPrintable(bad.error()));
+    const Status failed = (*db)->transaction([]() -> Status { return {}; });
+    QVERIFY(failed.ok());
+
+    // A database that does not exist: the connection fails, and says where to without the password.
+    auto missing = TestDb::open(m_server.url(QStringLiteral("no_such_db"), password), 1);
+    QVERIFY(!missing.ok());
+    QVERIFY2(missing.error().contains(m_server.url(QStringLiteral("no_such_db"))) &&
+                 !missing.error().contains(u"Pa55") && missing.error().contains(u"no_such_db"),
+             qPrintable(missing.error()));
+    // Nobody listens: the same.
+    auto nobody = TestDb::open(QStringLiteral("postgresql://gleaner:Pa55@127.0.0.1:1/db"), 1);
+    QVERIFY(!nobody.ok());
+    QVERIFY2(nobody.error().contains(u"postgresql://gleaner@127.0.0.1:1/db") &&
+                 !nobody.error().contains(u"Pa55"),
+             qPrintable(nobody.error()));
+}
+
+void TestSqlDatabase::opensOverTheUnixSocket()
+{
+    if (!postgres())
+        QSKIP("PostgreSQL only");
+    const QString where = freshDatabase();
+    QVERIFY(!where.isEmpty());
+    const QString socket = m_server.socketUrl(where.section(u'/', -1));
+    auto db = TestDb::open(socket, 1);
+    QVERIFY2(db.ok(), qPrintable(db.error()));
+    QVERIFY((*db)->exec(QStringLiteral("INSERT INTO t (name) VALUES ('by socket')")).ok());
+    auto same = TestDb::open(where, 1); // the same database over TCP
+    QVERIFY2(same.ok(), qPrintable(same.error()));
+    QCOMPARE(count(**same), 1);
+}
+
+void TestSqlDatabase::concurrentFirstOpensCreateTheSchemaOnce()
+{
+    if (!postgres())
+        QSKIP("PostgreSQL only");
+    const QString where = freshDatabase();
+    QVERIFY(!where.isEmpty());
+    // Several coordinators start at once on one new database: one creates the schema, the others find it.
+    constexpr int kOpeners = 4;
+    QStringList errors(kOpeners);
+    std::vector<std::thread> openers;
+    for (int i = 0; i < kOpeners; ++i)
+        openers.emplace_back([&, i] {
+            auto db = TestDb::open(where, 10);
+            if (!db)
+                errors[i] = db.error();
+        });
+    for (std::thread& opener : openers)
+        opener.join();
+    for (const QString& error : std::as_const(errors))
+        QVERIFY2(error.isEmpty(), qPrintable(error));
+    auto db = TestDb::open(where, 10);
+    QVERIFY(db.ok());
+    QCOMPARE(count(**db, QStringLiteral("meta")), 1);
 }
 
 QTEST_GUILESS_MAIN(TestSqlDatabase)
