@@ -61,8 +61,9 @@ Result<std::unique_ptr<CacheIndex>> CacheIndex::open(const QString& path)
 
 Status CacheIndex::insert(const CacheEntry& entry)
 {
-    auto r = exec(QStringLiteral("INSERT OR REPLACE INTO files (sha256, size, role, added_ms, last_used_ms)"
-                                 " VALUES (?, ?, ?, ?, ?)"),
+    auto r = exec(QStringLiteral("INSERT INTO files (sha256, size, role, added_ms, last_used_ms) VALUES (?, ?, ?, ?, ?)"
+                                 " ON CONFLICT (sha256) DO UPDATE SET size = excluded.size, role = excluded.role,"
+                                 " added_ms = excluded.added_ms, last_used_ms = excluded.last_used_ms"),
                   {entry.sha256, entry.size, cacheRoleName(entry.role), entry.addedMs, entry.lastUsedMs});
     if (!r)
         return fail(r.error());
@@ -139,7 +140,8 @@ Result<qint64> CacheIndex::usedBytes()
 Status CacheIndex::pin(const QString& sha256, const QString& owner)
 {
     if (auto r =
-            exec(QStringLiteral("INSERT OR IGNORE INTO pins (sha256, owner) VALUES (?, ?)"), {sha256, owner});
+            exec(QStringLiteral("INSERT INTO pins (sha256, owner) VALUES (?, ?) ON CONFLICT (sha256, owner) DO NOTHING"),
+                 {sha256, owner});
         !r)
         return fail(r.error());
     return {};

@@ -324,13 +324,13 @@ HttpResponse Coordinator::createEnrollmentToken(const QJsonObject& request)
     const qint64 now = m_clock.nowMs();
     const QVariant expiresMs = expires.isDouble() ? QVariant(now + expires.toInteger() * 1000) : QVariant();
     const QVariant usesLeft = uses.isDouble() ? QVariant(uses.toInteger()) : QVariant();
-    auto inserted = m_db->exec(QStringLiteral("INSERT INTO enrollment_tokens (hash, created_ms, expires_ms, "
-                                              "uses_left) VALUES (?, ?, ?, ?)"),
-                               {Tokens::hash(token), now, expiresMs, usesLeft});
+    auto inserted = m_db->insertReturningId(QStringLiteral("INSERT INTO enrollment_tokens (hash, created_ms, "
+                                                           "expires_ms, uses_left) VALUES (?, ?, ?, ?)"),
+                                            {Tokens::hash(token), now, expiresMs, usesLeft});
     if (!inserted)
         return HttpResponse::error(500, inserted.error());
     QJsonObject reply;
-    reply.insert(QStringLiteral("id"), m_db->lastInsertId());
+    reply.insert(QStringLiteral("id"), *inserted);
     reply.insert(QStringLiteral("token"), QString::fromLatin1(token));
     return HttpResponse::json(201, reply);
 }

@@ -339,13 +339,14 @@ HttpResponse Coordinator::submitChecked(const QByteArray& specText, const Result
     if (!tensors)
         return HttpResponse::error(422, tensors.error());
     const qint64 now = m_clock.nowMs();
-    auto inserted = m_db->exec(QStringLiteral("INSERT INTO jobs (name, spec, state, created_ms) VALUES (?, ?, ?, ?)"),
-                               {spec->name, QString::fromUtf8(QJsonDocument(spec->toJson()).toJson(QJsonDocument::Compact)),
-                                jobStatusName(JobStatus::Created), now});
+    auto inserted = m_db->insertReturningId(
+        QStringLiteral("INSERT INTO jobs (name, spec, state, created_ms) VALUES (?, ?, ?, ?)"),
+        {spec->name, QString::fromUtf8(QJsonDocument(spec->toJson()).toJson(QJsonDocument::Compact)),
+         jobStatusName(JobStatus::Created), now});
     if (!inserted)
         return HttpResponse::error(500, inserted.error());
     JobState job;
-    job.id = m_db->lastInsertId();
+    job.id = *inserted;
     job.spec = *spec;
     job.createdMs = now;
     const qint64 id = job.id;
@@ -386,8 +387,9 @@ void Coordinator::onImported(qint64 jobId, Result<ImportedJob> imported)
         qCInfo(lcCoordinator).noquote() << "job" << jobId << "dataset:" << note;
     const Status stored = m_db->transaction([&]() -> Status {
         for (const ShardRef& shard : job->files.shards)
-            if (auto r = m_db->exec(QStringLiteral("INSERT OR REPLACE INTO shards (job_id, idx, sha256, bytes, samples) VALUES "
-                                                   "(?, ?, ?, ?, ?)"),
+            if (auto r = m_db->exec(QStringLiteral("INSERT INTO shards (job_id, idx, sha256, bytes, samples) VALUES "
+                                                   "(?, ?, ?, ?, ?) ON CONFLICT (job_id, idx) DO UPDATE SET sha256 = "
+                                                   "excluded.sha256, bytes = excluded.bytes, samples = excluded.samples"),
                                     {jobId, shard.index, shard.sha256, shard.bytes, shard.samples});
                 !r)
                 return fail(r.error());

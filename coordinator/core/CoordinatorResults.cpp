@@ -136,17 +136,18 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
     const int epoch = verdict.context.epoch;
     qint64 seq = -1;
     const Status recorded = m_db->transaction([&]() -> Status {
-        auto r = m_db->exec(
+        auto r = m_db->insertReturningId(
             QStringLiteral(
                 "INSERT INTO updates (job_id, lease_id, agent_id, epoch, base_version, file, "
                 "samples, loss, train_seconds, received_ms, step, concurrency, upload_bytes, encoding) VALUES (?, ?, "
                 "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
             {job->id, leaseId, agentId, epoch, update.baseVersion, relative, update.samples, update.loss,
              update.trainSeconds, now, update.step, verdict.context.concurrency, update.uploadBytes,
-             UploadSpec::encodingNames().at(int(update.encoding))});
+             UploadSpec::encodingNames().at(int(update.encoding))},
+            QStringLiteral("seq"));
         if (!r)
             return fail(r.error());
-        seq = m_db->lastInsertId();
+        seq = *r;
         return m_intake->record(verdict);
     });
     if (!recorded) {

@@ -31,11 +31,9 @@ Status SchedulerTables::transaction(const std::function<Status()>& work)
 
 Result<qint64> SchedulerTables::addWorkunit(qint64 jobId, int epoch, int shard)
 {
-    auto r = m_db.exec(QStringLiteral("INSERT INTO workunits (job_id, epoch, shard, state) VALUES (?, ?, ?, 'pending')"),
-                       {jobId, epoch, shard});
-    if (!r)
-        return fail(r.error());
-    return m_db.lastInsertId();
+    return m_db.insertReturningId(
+        QStringLiteral("INSERT INTO workunits (job_id, epoch, shard, state) VALUES (?, ?, ?, 'pending')"),
+        {jobId, epoch, shard});
 }
 
 Status SchedulerTables::saveWorkunit(const Workunit& unit)

@@ -224,12 +224,6 @@ Status SqlDatabase::transaction(const std::function<Status()>& work)
     return {};
 }
 
-qint64 SqlDatabase::lastInsertId()
-{
-    auto query = exec(QStringLiteral("SELECT last_insert_rowid()"));
-    return query && query->next() ? query->value(0).toLongLong() : -1;
-}
-
 Status SqlDatabase::execSchema(const char* statement)
 {
     const QString sql = QString::fromLatin1(statement);

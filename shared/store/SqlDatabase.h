@@ -71,8 +71,6 @@ public:
     // inside a transaction also fails the whole of it (PostgreSQL refuses anything after it), even when
     // `work` goes on; on SQLite `work` decides.
     Status transaction(const std::function<Status()>& work);
-    // The id SQLite gave the last inserted row of this connection; SQLite only (insertReturningId() is both's).
-    qint64 lastInsertId();
 
     Engine engine() const { return m_engine; }
     // The database for messages: an SQLite file's path, or a PostgreSQL URL without its password.
