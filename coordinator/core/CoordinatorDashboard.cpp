@@ -373,8 +373,9 @@ HttpResponse Coordinator::metricsText(const std::function<void(metrics::MetricsR
     const qint64 onlineSince = m_clock.nowMs() - qint64(m_config.agentOnlineSeconds) * 1000;
     double online = 0, active = 0, revoked = 0;
     auto agents =
-        m_db->exec(QStringLiteral("SELECT SUM(revoked = 0 AND last_seen_ms >= ?), SUM(revoked = 0), "
-                                  "SUM(revoked != 0) FROM agents"),
+        m_db->exec(QStringLiteral("SELECT SUM(CASE WHEN revoked = 0 AND last_seen_ms >= ? THEN 1 ELSE 0 END), "
+                                  "SUM(CASE WHEN revoked = 0 THEN 1 ELSE 0 END), "
+                                  "SUM(CASE WHEN revoked != 0 THEN 1 ELSE 0 END) FROM agents"),
                    {onlineSince});
     if (agents && agents->next()) {
         online = agents->value(0).toDouble();

@@ -94,8 +94,8 @@ Status Coordinator::loadState()
         }
         while (job.validatedEpochs.count(job.validatedEpoch + 1))
             ++job.validatedEpoch;
-        auto counts = m_db->exec(QStringLiteral("SELECT COUNT(*), TOTAL(upload_bytes), COUNT(NULLIF(upload_bytes, "
-                                                "0)) FROM updates WHERE job_id = ?"),
+        auto counts = m_db->exec(QStringLiteral("SELECT COUNT(*), COALESCE(SUM(upload_bytes), 0), "
+                                                "COUNT(NULLIF(upload_bytes, 0)) FROM updates WHERE job_id = ?"),
                                  {id});
         if (counts && counts->next()) {
             job.updatesReceived = counts->value(0).toLongLong();
@@ -260,7 +260,8 @@ void Coordinator::activateJob(JobState& job, const TensorBundle& weights, qint64
 
     // The bound on uploads is learnt again from the job's last accepted updates.
     auto steps = m_db->exec(QStringLiteral("SELECT step FROM (SELECT seq, step FROM updates WHERE job_id = ? AND step "
-                                           "IS NOT NULL AND fold_error = '' ORDER BY seq DESC LIMIT ?) ORDER BY seq"),
+                                           "IS NOT NULL AND fold_error = '' ORDER BY seq DESC LIMIT ?) AS recent "
+                                           "ORDER BY seq"),
                             {job.id, UpdateBound::kWindow});
     while (steps && steps->next())
         job.updateBound.accept(steps->value(0).toDouble());
