@@ -2,6 +2,7 @@
 #include "cli/Cli.h"
 #include "config/DataDirectory.h"
 #include "config/Initializer.h"
+#include "store/Database.h"
 #include "crypto/TlsCertificate.h"
 
 #include <QCommandLineParser>
@@ -32,6 +33,11 @@ int initCommand(const QStringList& arguments)
                       QStringLiteral("FILE")});
     parser.addOption({QStringLiteral("tls-key"), QStringLiteral("The private key (PEM) of --tls-cert."), QStringLiteral("FILE")});
     parser.addOption({QStringLiteral("open-enrollment"), QStringLiteral("Let agents enroll without a token.")});
+    parser.addOption({QStringLiteral("database"),
+                      QStringLiteral("Keep the coordinator's state in this PostgreSQL database, "
+                                     "postgresql://user[:password]@host[:port]/dbname (it must exist and hold no other "
+                                     "deployment), instead of gleaner.db in the data directory."),
+                      QStringLiteral("URL")});
     parser.addOption({QStringLiteral("json"), QStringLiteral("Print {url, admin_token, ca_certificate, signing_public_key}.")});
     if (!parser.parse(arguments))
         return usageError(parser.errorText(), QStringLiteral("init"));
@@ -63,6 +69,10 @@ int initCommand(const QStringList& arguments)
         hosts << config.listenHost;
     config.hosts = hosts;
     config.openEnrollment = parser.isSet(QStringLiteral("open-enrollment"));
+    config.database = parser.value(QStringLiteral("database"));
+    if (parser.isSet(QStringLiteral("database")) && !Database::isPostgresUrl(config.database))
+        return usageError(QStringLiteral("--database: expected a PostgreSQL URL, postgresql://user@host:port/dbname"),
+                          QStringLiteral("init"));
 
     const DataDirectory dir(root);
     auto created = initializeDataDirectory(dir, config, parser.value(QStringLiteral("tls-cert")),

@@ -1,6 +1,7 @@
 #include "config/DataDirectory.h"
 
 #include "spec/JsonFields.h"
+#include "store/Database.h"
 
 #include <QDir>
 #include <QFile>
@@ -43,6 +44,8 @@ QJsonObject CoordinatorConfig::toJson() const
     json.insert(QStringLiteral("agent_online_seconds"), agentOnlineSeconds);
     json.insert(QStringLiteral("session_idle_seconds"), sessionIdleSeconds);
     json.insert(QStringLiteral("session_lifetime_seconds"), sessionLifetimeSeconds);
+    if (!database.isEmpty())
+        json.insert(QStringLiteral("database"), database);
     return json;
 }
 
@@ -59,7 +62,8 @@ Result<CoordinatorConfig> CoordinatorConfig::fromJson(const QJsonObject& json)
                       QStringLiteral("validate_every_updates"), QStringLiteral("metrics_access"),
                       QStringLiteral("agent_online_seconds"), QStringLiteral("session_idle_seconds"),
                       QStringLiteral("session_lifetime_seconds"), QStringLiteral("max_leases_per_agent"),
-                      QStringLiteral("lease_lifetime_deadlines"), QStringLiteral("handback_cap_mb")});
+                      QStringLiteral("lease_lifetime_deadlines"), QStringLiteral("handback_cap_mb"),
+                      QStringLiteral("database")});
     CoordinatorConfig config;
     QString listen;
     if (fields.readString(u"listen", listen, Need::Required)) {
@@ -102,6 +106,10 @@ Result<CoordinatorConfig> CoordinatorConfig::fromJson(const QJsonObject& json)
     fields.readInt(u"agent_online_seconds", config.agentOnlineSeconds, IntRange{10, 86'400});
     fields.readInt(u"session_idle_seconds", config.sessionIdleSeconds, IntRange{60, 30 * 86'400});
     fields.readInt(u"session_lifetime_seconds", config.sessionLifetimeSeconds, IntRange{60, 365 * 86'400});
+    if (fields.readString(u"database", config.database) && !config.database.isEmpty()
+        && !Database::isPostgresUrl(config.database))
+        fields.fail(u"database", QStringLiteral("expected a PostgreSQL URL, postgresql://user@host:port/dbname, "
+                                                "or nothing for gleaner.db in the data directory"));
     if (!fields.ok())
         return fields.failure();
     return config;
@@ -111,6 +119,10 @@ DataDirectory::DataDirectory(QString root) : m_root(QDir(root).absolutePath()) {
 
 QString DataDirectory::configPath() const { return m_root + QStringLiteral("/config.json"); }
 QString DataDirectory::databasePath() const { return m_root + QStringLiteral("/gleaner.db"); }
+QString DataDirectory::databaseLocation(const CoordinatorConfig& config) const
+{
+    return config.database.isEmpty() ? databasePath() : config.database;
+}
 QString DataDirectory::signingKeyPath() const { return m_root + QStringLiteral("/signing-key.pem"); }
 QString DataDirectory::signingPublicKeyPath() const { return m_root + QStringLiteral("/signing-key.pub.pem"); }
 QString DataDirectory::signingKeyRotationsPath() const { return m_root + QStringLiteral("/signing-key-rotations.json"); }

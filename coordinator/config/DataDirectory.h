@@ -3,6 +3,7 @@
 //
 //   config.json             listen address, host names, enrollment and snapshot settings (CoordinatorConfig)
 //   gleaner.db              SQLite (WAL): tokens, agents, jobs, workunits, leases, received updates, history
+//                           (or, when config.json names one, a PostgreSQL database holds them instead)
 //   signing-key.pem         Ed25519 key that signs every task manifest (0600); signing-key.pub.pem beside it
 //   signing-key-rotations.json  each key that replaced another, signed by the one it replaced (SigningKeys.h)
 //   signing-key.next.pem    a new key while a rotation is under way (gone once it completes or is undone)
@@ -58,6 +59,10 @@ struct CoordinatorConfig
     int agentOnlineSeconds = 180;          // an agent seen this recently counts as online
     int sessionIdleSeconds = 12 * 3600;    // a dashboard session not used this long ends
     int sessionLifetimeSeconds = 7 * 86400; // and every session ends this long after its login
+    // Where the coordinator's state lives: empty for gleaner.db in the data directory (SQLite, the default), or
+    // a PostgreSQL database, postgresql://user[:password]@host[:port]/dbname (docs/architecture.md, "The store
+    // on two engines"). One coordinator uses a database at a time: a second one is refused at start.
+    QString database;
 
     // The URL agents use: https://<first host>:<port>.
     QString url() const;
@@ -81,6 +86,8 @@ public:
     const QString& root() const { return m_root; }
     QString configPath() const;
     QString databasePath() const;
+    // The database `config` names: its PostgreSQL URL, or databasePath().
+    QString databaseLocation(const CoordinatorConfig& config) const;
     QString signingKeyPath() const;
     QString signingPublicKeyPath() const;
     QString signingKeyRotationsPath() const;

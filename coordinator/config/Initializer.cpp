@@ -55,9 +55,20 @@ Status createEverything(const DataDirectory& dir, const CoordinatorConfig& confi
     out.adminToken = Tokens::generate("gla_");
     if (auto s = SecureFile::write(dir.adminTokenPath(), QByteArray(out.adminToken + '\n'), 0600, QStringLiteral("admin token")); !s)
         return s;
-    auto db = Database::open(dir.databasePath());
+    auto db = Database::open(dir.databaseLocation(config));
     if (!db)
         return fail(db.error());
+    // A PostgreSQL database outlives data directories: one that already holds a deployment is not taken over.
+    if (!config.database.isEmpty()) {
+        auto tokens = (*db)->exec(QStringLiteral("SELECT COUNT(*) FROM admin_tokens"));
+        if (!tokens)
+            return fail(tokens.error());
+        if (tokens->next() && tokens->value(0).toLongLong() > 0)
+            return fail(QStringLiteral("%1 already holds a coordinator's state; init never takes over a deployment. "
+                                       "Give this one an empty database (CREATE DATABASE ...), or serve with the "
+                                       "data directory that was created with it.")
+                            .arg((*db)->name()));
+    }
     auto stored = (*db)->exec(QStringLiteral("INSERT INTO admin_tokens (hash, created_ms) VALUES (?, ?)"),
                               {Tokens::hash(out.adminToken), SystemClock().nowMs()});
     if (!stored)

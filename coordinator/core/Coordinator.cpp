@@ -176,9 +176,11 @@ Status Coordinator::start()
     m_weights = std::make_unique<WeightsKeeper>(*this, m_blobs);
     m_state = std::make_unique<SerialExecutor>();
     return m_state->call([this]() -> Status {
-        auto db = Database::open(m_dir.databasePath());
+        auto db = Database::open(m_dir.databaseLocation(m_config));
         if (!db)
             return fail(db.error());
+        if (auto claimed = (*db)->claimForCoordinator(); !claimed)
+            return claimed;
         m_db = std::move(*db);
         m_schedulerTables = std::make_unique<SchedulerTables>(*m_db);
         m_scheduler = std::make_unique<Scheduler>(m_jobs, *m_schedulerTables, m_clock,

@@ -7,6 +7,9 @@ namespace {
 // existing data directory keeps its jobs, agents and leases.
 constexpr int kSchemaVersion = 6;
 
+// The session advisory lock that marks a PostgreSQL database as used by one coordinator ("GLEANERC").
+constexpr qint64 kCoordinatorLockKey = 0x474c45414e455243;
+
 const char* const kSchema[] = {
     "CREATE TABLE admin_tokens (hash TEXT PRIMARY KEY, created_ms INTEGER NOT NULL)",
     "CREATE TABLE enrollment_tokens (id INTEGER PRIMARY KEY, hash TEXT NOT NULL UNIQUE, created_ms INTEGER NOT NULL,"
@@ -104,15 +107,41 @@ const SqlUpgrade kUpgrades[] = {
 
 } // namespace
 
-Result<std::unique_ptr<Database>> Database::open(const QString& path)
+bool Database::isPostgresUrl(const QString& location)
+{
+    return location.startsWith(u"postgresql://") || location.startsWith(u"postgres://");
+}
+
+Result<std::unique_ptr<Database>> Database::open(const QString& location)
 {
     std::unique_ptr<Database> database(new Database);
     const SqlSchema schema{QStringLiteral("the coordinator's database"), kSchemaVersion, kSchema,
                            QStringLiteral("use the coordinator version that wrote it"), kUpgrades,
                            /*fullSync=*/true};
-    if (auto s = database->openFile(path, schema); !s)
+    if (!isPostgresUrl(location)) {
+        if (auto s = database->openFile(location, schema); !s)
+            return fail(s.error());
+        return database;
+    }
+    if (auto s = database->openPostgres(location, schema); !s)
         return fail(s.error());
     return database;
+}
+
+Status Database::claimForCoordinator()
+{
+    if (engine() != Engine::Postgres)
+        return {};
+    // The coordinator keeps its picture of jobs, leases and weights in memory: a second coordinator on the same
+    // database would issue the same workunits again. Held until this connection closes (or its process dies).
+    auto locked = exec(QStringLiteral("SELECT pg_try_advisory_lock(?)"), {kCoordinatorLockKey});
+    if (!locked)
+        return fail(locked.error());
+    if (!locked->next() || !locked->value(0).toBool())
+        return fail(QStringLiteral("%1: another coordinator is using this database; one coordinator uses a "
+                                   "database at a time (stop the other one, or give this one a database of its own)")
+                        .arg(name()));
+    return {};
 }
 
 } // namespace gleaner::coordinator

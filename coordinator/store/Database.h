@@ -1,7 +1,12 @@
 #pragma once
-// The coordinator's SQLite database: its schema on the shared SqlDatabase (WAL, versioned, nested
-// transactions). The coordinator uses it from its state thread only. Durability: see SqlDatabase.h and
+// The coordinator's database: its schema on the shared SqlDatabase (versioned, nested transactions), in an
+// SQLite file (WAL; the default, gleaner.db in the data directory) or in a PostgreSQL database that config.json
+// names. The coordinator uses it from its state thread only. Durability: see SqlDatabase.h and
 // docs/architecture.md.
+//
+// One coordinator uses a PostgreSQL database at a time: the coordinator's connection claims it with a session
+// advisory lock for as long as it is open, and a second coordinator's claim is refused, naming the database. (Several coordinators on one
+// database need the rest of the scale-out work: shared blobs, leases taken in the database, one housekeeper.)
 
 #include "Result.h"
 #include "store/SqlDatabase.h"
@@ -13,7 +18,12 @@ namespace gleaner::coordinator {
 class Database final : public SqlDatabase
 {
 public:
-    static Result<std::unique_ptr<Database>> open(const QString& path);
+    // `location`: an SQLite file's path, or a postgresql:// (or postgres://) URL.
+    static Result<std::unique_ptr<Database>> open(const QString& location);
+    static bool isPostgresUrl(const QString& location);
+    // Marks the database as this coordinator's until the connection closes; refused when another coordinator
+    // holds it. Other connections (init, tests, tools) may still read and write it. Nothing to do on SQLite.
+    Status claimForCoordinator();
 
 private:
     Database() = default;

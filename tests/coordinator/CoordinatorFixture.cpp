@@ -1,5 +1,6 @@
 #include "CoordinatorFixture.h"
 
+#include "PostgresServer.h"
 #include "TestSupport.h"
 #include "codec/UpdateCodec.h"
 #include "crypto/SignedEnvelope.h"
@@ -60,10 +61,50 @@ QByteArray tinyJobSpec(const QString& dir, int shards, int maxEpochs, double tar
         .toUtf8();
 }
 
+namespace {
+
+// With GLEANER_TEST_POSTGRES=1 in the environment (the *_postgres tests of ctest), every fixture's coordinator
+// keeps its state in a database of its own on one PostgreSQL server that this test process starts. Empty URL and
+// `error` when the variable is not set; empty URL and the reason when no database could be made.
+QString postgresDatabaseForFixture(QString& error)
+{
+    if (qEnvironmentVariableIsEmpty("GLEANER_TEST_POSTGRES"))
+        return {};
+    static PostgresServer server;
+    static const QString started = [] {
+        const QString missing = PostgresServer::missing();
+        return missing.isEmpty() ? server.start() : missing;
+    }();
+    if (!started.isEmpty()) {
+        error = started;
+        return {};
+    }
+    static int databases = 0;
+    const QString name = QStringLiteral("fixture%1").arg(++databases);
+    if (const QString created = server.createDatabase(name); !created.isEmpty()) {
+        error = created;
+        return {};
+    }
+    return server.url(name);
+}
+
+} // namespace
+
+bool CoordinatorFixture::onPostgres()
+{
+    return !qEnvironmentVariableIsEmpty("GLEANER_TEST_POSTGRES");
+}
+
 bool CoordinatorFixture::setUp(bool openEnrollment)
 {
     scratch = scratchDir();
     dir = coordinator::DataDirectory(scratch->filePath(QStringLiteral("data")));
+    QString postgresError;
+    config.database = postgresDatabaseForFixture(postgresError);
+    if (!postgresError.isEmpty()) {
+        qWarning() << postgresError;
+        return false;
+    }
     config.openEnrollment = openEnrollment;
     config.listenPort = 0;
     config.snapshotEveryUpdates = 1000;

@@ -37,6 +37,9 @@ struct CoordinatorFixture
     ManualClock clock;
     std::unique_ptr<coordinator::Coordinator> core;
 
+    // Whether this test process runs its coordinators on PostgreSQL (GLEANER_TEST_POSTGRES set: each fixture
+    // gets a fresh database on a server the process starts) rather than on gleaner.db.
+    static bool onPostgres();
     // Initialises the data directory and opens the coordinator; `open` false leaves it closed.
     bool setUp(bool openEnrollment = true);
     bool reopen();

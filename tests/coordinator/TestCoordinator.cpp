@@ -83,6 +83,7 @@ private Q_SLOTS:
     void failureOfAnExpiredLeaseLeavesTheDeliveredWorkDone();
     void failedLeaseStaysClosedAcrossARestart();
     void databaseOfSchemaVersion1IsUpgraded();
+    void secondCoordinatorOnOneDatabaseIsRefused();
     void configFileIsCheckedByField_data();
     void configFileIsCheckedByField();
 
@@ -815,7 +816,7 @@ void TestCoordinator::failedLeaseStaysClosedAcrossARestart()
     QCOMPARE(agentRecord(sick).value(QStringLiteral("failed")).toInteger(), 1);
 
     // The stage and the reason are on the lease's record, as sent.
-    auto db = Database::open(f.dir.databasePath());
+    auto db = Database::open(f.dir.databaseLocation(f.config));
     QVERIFY2(db.ok(), qPrintable(db.error()));
     auto row = (*db)->exec(QStringLiteral("SELECT state, fail_stage, fail_reason FROM leases WHERE id = ?"),
                            {held[0].leaseId});
@@ -825,8 +826,39 @@ void TestCoordinator::failedLeaseStaysClosedAcrossARestart()
     QCOMPARE(row->value(2).toString(), QStringLiteral("shard hash mismatch\nsecond line"));
 }
 
+void TestCoordinator::secondCoordinatorOnOneDatabaseIsRefused()
+{
+    if (!test::CoordinatorFixture::onPostgres())
+        QSKIP("gleaner.db belongs to its data directory; a PostgreSQL database is what several could name");
+    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 2));
+    QVERIFY(job > 0);
+    // A second coordinator (its own data directory) naming the same database would issue the same workunits
+    // again: refused while the first one runs.
+    auto scratch = test::scratchDir();
+    CoordinatorConfig ownFile = f.config;
+    ownFile.database.clear();
+    const DataDirectory secondDir(scratch->filePath(QStringLiteral("second")));
+    QVERIFY(initializeDataDirectory(secondDir, ownFile).ok());
+    ManualClock clock;
+    auto second = Coordinator::open(secondDir, f.config, clock);
+    QVERIFY(!second.ok());
+    QVERIFY2(second.error().contains(u"another coordinator is using this database"), qPrintable(second.error()));
+    // init does not take over a database that holds a deployment.
+    const DataDirectory third(scratch->filePath(QStringLiteral("third")));
+    auto created = initializeDataDirectory(third, f.config);
+    QVERIFY(!created.ok());
+    QVERIFY2(created.error().contains(u"already holds a coordinator's state"), qPrintable(created.error()));
+    // Once the first one stops, the database is free for the next, with the job it holds.
+    f.core.reset();
+    QVERIFY(f.reopen());
+    QCOMPARE(f.call([&] { return f.core->jobStatus(job); }).value(QStringLiteral("state")).toString(),
+             QStringLiteral("running"));
+}
+
 void TestCoordinator::databaseOfSchemaVersion1IsUpgraded()
 {
+    if (test::CoordinatorFixture::onPostgres())
+        QSKIP("schema version 1 is a gleaner.db of an earlier release; PostgreSQL databases start at this version");
     const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
     QVERIFY(f.submit(test::tinyJobSpec(m_dataset, 2, 3, 0.99, 600,
                                        QStringLiteral(R"(, "overlap_epochs": false)"))) > 0);

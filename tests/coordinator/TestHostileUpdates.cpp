@@ -653,21 +653,16 @@ void TestHostileUpdates::lostUpdateFileIsShownNotSkipped()
     // are replayed from their files, and the first file gone.
     f.core.reset();
     {
-        QSqlDatabase db = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), QStringLiteral("lost"));
-        db.setDatabaseName(f.dir.databasePath());
-        QVERIFY(db.open());
-        QSqlQuery q(db);
-        QVERIFY(q.exec(QStringLiteral("DELETE FROM snapshots")));
-        QVERIFY(q.exec(QStringLiteral("UPDATE updates SET file = 'updates/%1/gone.safetensors' WHERE lease_id = '%2'")
-                           .arg(job)
-                           .arg(held[0].leaseId)));
-        QVERIFY(q.exec(QStringLiteral("UPDATE updates SET file = 'updates/%1/kept.safetensors' WHERE lease_id = '%2'")
-                           .arg(job)
-                           .arg(held[1].leaseId)));
-        q = QSqlQuery();
-        db.close();
+        auto db = Database::open(f.dir.databaseLocation(f.config));
+        QVERIFY2(db.ok(), qPrintable(db ? QString() : db.error()));
+        QVERIFY((*db)->exec(QStringLiteral("DELETE FROM snapshots")).ok());
+        QVERIFY((*db)->exec(QStringLiteral("UPDATE updates SET file = ? WHERE lease_id = ?"),
+                            {QStringLiteral("updates/%1/gone.safetensors").arg(job), held[0].leaseId})
+                    .ok());
+        QVERIFY((*db)->exec(QStringLiteral("UPDATE updates SET file = ? WHERE lease_id = ?"),
+                            {QStringLiteral("updates/%1/kept.safetensors").arg(job), held[1].leaseId})
+                    .ok());
     }
-    QSqlDatabase::removeDatabase(QStringLiteral("lost"));
     TensorBundle kept = moved(start, 0.02f);
     kept.setMetadata(QStringLiteral("gleaner.base_version"), QStringLiteral("0"));
     QDir().mkpath(f.dir.root() + QStringLiteral("/updates/%1").arg(job));
@@ -717,7 +712,7 @@ void TestHostileUpdates::encodedUploadsAreDecodedThenChecked()
     f.core->drain();
 
     // The update is kept as it came, and reads back as the model's weights against its lease's.
-    auto db = Database::open(f.dir.databasePath());
+    auto db = Database::open(f.dir.databaseLocation(f.config));
     QVERIFY(db.ok());
     auto rows = (*db)->exec(QStringLiteral("SELECT file, upload_bytes, encoding FROM updates ORDER BY seq"));
     QVERIFY(rows.ok());
