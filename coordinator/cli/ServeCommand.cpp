@@ -9,6 +9,7 @@
 
 #include <QCommandLineParser>
 #include <QTextStream>
+#include <QUrl>
 
 #include <atomic>
 #include <csignal>
@@ -108,7 +109,10 @@ int serveCommand(const QStringList& arguments)
         CoordinatorConfig shown = *config;
         shown.listenPort = server.port();
         QTextStream(stderr) << "gleaner-coordinator: serving https://" << config->listenHost << ':' << server.port()
-                            << " (agents use " << shown.url() << "); data in " << dir.root() << "\n";
+                            << " (agents use " << shown.url() << "); data in " << dir.root() << "; state in "
+                            << (config->database.isEmpty() ? dir.databasePath()
+                                                           : QUrl(config->database).toString(QUrl::RemovePassword))
+                            << "\n";
         QTextStream(stdout) << "port " << server.port() << "\n" << Qt::flush;
         // Where this server really listens (the configured port may be 0): the CLI's admin commands read it.
         const Status noted = dir.writeServerInfo(ServerInfo{qint64(::getpid()), config->listenHost, server.port()});

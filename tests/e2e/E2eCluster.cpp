@@ -151,11 +151,19 @@ Status E2eCluster::initCoordinator()
     m_port = freeLoopbackPort();
     if (m_port == 0)
         return fail(QStringLiteral("no free port on 127.0.0.1"));
-    const CliRun init = runProgram(QStringLiteral(GLEANER_COORDINATOR_BIN),
-                                   {QStringLiteral("init"), QStringLiteral("--data-dir"), coordinatorDir(),
-                                    QStringLiteral("--listen"), QStringLiteral("127.0.0.1:%1").arg(m_port),
-                                    QStringLiteral("--json")},
-                                   environment(), 60'000);
+    QStringList arguments{QStringLiteral("init"), QStringLiteral("--data-dir"), coordinatorDir(),
+                          QStringLiteral("--listen"), QStringLiteral("127.0.0.1:%1").arg(m_port), QStringLiteral("--json")};
+    if (!qEnvironmentVariableIsEmpty("GLEANER_TEST_POSTGRES")) {
+        if (const QString missing = test::PostgresServer::missing(); !missing.isEmpty())
+            return fail(missing);
+        m_postgres = std::make_unique<test::PostgresServer>();
+        if (const QString error = m_postgres->start(); !error.isEmpty())
+            return fail(error);
+        if (const QString error = m_postgres->createDatabase(QStringLiteral("e2e")); !error.isEmpty())
+            return fail(error);
+        arguments << QStringLiteral("--database") << m_postgres->url(QStringLiteral("e2e"));
+    }
+    const CliRun init = runProgram(QStringLiteral(GLEANER_COORDINATOR_BIN), arguments, environment(), 60'000);
     if (init.exitCode != 0)
         return fail(QStringLiteral("gleaner-coordinator init: %1").arg(init.describe()));
     if (!init.json().value(QStringLiteral("admin_token")).toString().startsWith(u"gla_"))
@@ -195,6 +203,14 @@ Status E2eCluster::startCoordinator(int timeoutMs)
         return fail(QStringLiteral("the coordinator listens on %1, not on port %2 chosen at init")
                         .arg(line)
                         .arg(m_port));
+    // It keeps its state where init was told to: on the PostgreSQL server of this cluster, when there is one.
+    const QByteArray where = (m_postgres ? m_postgres->url(QStringLiteral("e2e"))
+                                         : QDir(coordinatorDir()).absolutePath() + QStringLiteral("/gleaner.db"))
+                                 .toUtf8();
+    const QByteArray said = QByteArray("state in ").append(where);
+    if (!waitUntil([&] { return test::readFile(coordinatorLog()).contains(said); }, 5'000))
+        return fail(QStringLiteral("the coordinator does not say it keeps its state in %1; its log:\n%2")
+                        .arg(QString::fromUtf8(where), tail(coordinatorLog(), 20)));
     return {};
 }
 

@@ -17,6 +17,7 @@
 // ("12:00:01.234 gleaner.agent.net: ...", network requests included) into <root>/<name>.log, appended across
 // restarts; the coordinator into <root>/coordinator.log.
 
+#include "PostgresServer.h"
 #include "Result.h"
 
 #include <QJsonArray>
@@ -76,7 +77,8 @@ public:
     void stopAll();
 
     // ---- the coordinator
-    // `gleaner-coordinator init` on a free loopback port, kept for every later start.
+    // `gleaner-coordinator init` on a free loopback port, kept for every later start. With GLEANER_TEST_POSTGRES
+    // set in the environment, the coordinator's state goes to a PostgreSQL server started for this cluster.
     Status initCoordinator();
     // `serve`; waits for its "port N" line (and checks N is the port chosen at init).
     Status startCoordinator(int timeoutMs = 30'000);
@@ -148,6 +150,9 @@ private:
 
     QString m_root;
     quint16 m_port = 0;
+    // With GLEANER_TEST_POSTGRES set: the server whose database the coordinator keeps its state in (init
+    // --database), started by initCoordinator() and stopped after everything else.
+    std::unique_ptr<test::PostgresServer> m_postgres;
     std::unique_ptr<QProcess> m_coordinator;
     QString m_enrollmentToken;
     std::vector<std::unique_ptr<AgentHandle>> m_agents;
