@@ -913,6 +913,10 @@ void TestCoordinator::configFileIsCheckedByField_data()
     QTest::newRow("missing listen") << QByteArray(R"({})") << "config.listen";
     QTest::newRow("threads zero") << QByteArray(R"({"listen": "h:1", "http_threads": 0})") << "config.http_threads";
     QTest::newRow("hosts not a list") << QByteArray(R"({"listen": "h:1", "hosts": "a.lan"})") << "config.hosts";
+    QTest::newRow("database not a URL") << QByteArray(R"({"listen": "h:1", "database": "/var/lib/gleaner.db"})")
+                                        << "config.database: expected a PostgreSQL URL";
+    QTest::newRow("database of another engine")
+        << QByteArray(R"({"listen": "h:1", "database": "mysql://root:secret@db/gleaner"})") << "config.database";
 }
 
 void TestCoordinator::configFileIsCheckedByField()
@@ -925,10 +929,18 @@ void TestCoordinator::configFileIsCheckedByField()
         QCOMPARE(config->listenHost, QStringLiteral("::1"));
         QCOMPARE(config->hosts, QStringList{QStringLiteral("a.lan")});
         QCOMPARE(config->httpThreads, 4);
+        QVERIFY(config->database.isEmpty()); // gleaner.db in the data directory
+        // A PostgreSQL database is kept as written and read back the same.
+        CoordinatorConfig onPostgres = *config;
+        onPostgres.database = QStringLiteral("postgresql://gleaner:s3cret@db.lan:5433/gleaner");
+        auto again = CoordinatorConfig::fromJson(onPostgres.toJson());
+        QVERIFY2(again.ok(), qPrintable(again.error()));
+        QCOMPARE(again->database, onPostgres.database);
         return;
     }
     QVERIFY(!config.ok());
     QVERIFY2(config.error().contains(message), qPrintable(config.error()));
+    QVERIFY2(!config.error().contains(u"secret"), qPrintable(config.error())); // a password is never repeated
 }
 
 QTEST_GUILESS_MAIN(TestCoordinator)
