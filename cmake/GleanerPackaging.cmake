@@ -106,7 +106,8 @@ set(CPACK_DEBIAN_COORDINATOR_PACKAGE_DEPENDS "adduser, libqt6sql6-sqlite")
 set(CPACK_DEBIAN_DESKTOP_PACKAGE_RECOMMENDS "libxcb-screensaver0")
 # The sample jobs train on Debian's Fashion-MNIST; image-folder datasets in WebP or TIFF need Qt's extra image
 # format plugins (PNG, JPEG, BMP and GIF come with Qt Gui itself).
-set(CPACK_DEBIAN_COORDINATOR_PACKAGE_SUGGESTS "dataset-fashion-mnist, qt6-image-formats-plugins")
+# A coordinator whose config.json names a PostgreSQL database needs Qt's PostgreSQL driver (docs/scale-out.md).
+set(CPACK_DEBIAN_COORDINATOR_PACKAGE_SUGGESTS "dataset-fashion-mnist, qt6-image-formats-plugins, libqt6sql6-psql")
 set(CPACK_DEBIAN_AGENT_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_DESKTOP_PACKAGE_SECTION x11)
 set(CPACK_DEBIAN_COORDINATOR_PACKAGE_SECTION science)

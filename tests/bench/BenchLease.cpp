@@ -1,7 +1,9 @@
 // Lease throughput of one coordinator: C concurrent agents, each on its own kept-alive HTTPS connection on
 // loopback, ask for one subtask after another for D seconds. Prints leases per second and the latency
 // percentiles of a lease request as JSON. BOINC's published figure is about 100 dispatches per second.
-//   bench_lease [--clients C] [--seconds D] [--shards S] [--quick]
+//   bench_lease [--clients C] [--seconds D] [--shards S] [--database URL] [--quick]
+// --database: the coordinator's state in this PostgreSQL database (empty; installers/scale-out/local-postgres.sh
+// createdb makes one) instead of gleaner.db.
 #include "api/ApiHandler.h"
 #include "config/Initializer.h"
 #include "core/Coordinator.h"
@@ -9,6 +11,7 @@
 #include "http/HttpServer.h"
 #include "http/HttpsClient.h"
 #include "ml/data/Dataset.h"
+#include "store/Database.h"
 #include "util/Clock.h"
 
 #include "BenchSupport.h"
@@ -34,7 +37,7 @@ int main(int argc, char** argv)
     QCoreApplication app(argc, argv);
     const QStringList args = app.arguments();
     if (args.contains(QStringLiteral("--help"))) {
-        QTextStream(stdout) << "usage: bench_lease [--clients C] [--seconds D] [--shards S] [--quick]\n"
+        QTextStream(stdout) << "usage: bench_lease [--clients C] [--seconds D] [--shards S] [--database URL] [--quick]\n"
                                "Prints leases per second and lease latency (p50, p99) as JSON.\n";
         return 0;
     }
@@ -53,6 +56,11 @@ int main(int argc, char** argv)
     // Every simulated agent enrolls from 127.0.0.1 at once: lift the per-address enrollment rate.
     config.enrollBurst = std::max(config.enrollBurst, clients);
     config.listenPort = 0;
+    if (const qsizetype at = args.indexOf(QStringLiteral("--database")); at >= 0) {
+        config.database = args.value(at + 1);
+        if (!Database::isPostgresUrl(config.database))
+            return bench::failBench("bench_lease", QStringLiteral("--database: expected a postgresql:// URL"));
+    }
     auto created = initializeDataDirectory(dir, config);
     if (!created)
         return bench::failBench("bench_lease", created.error());
@@ -161,6 +169,7 @@ int main(int argc, char** argv)
     out.insert(QStringLiteral("p50_ms"), bench::percentile(all, 0.50));
     out.insert(QStringLiteral("p99_ms"), bench::percentile(all, 0.99));
     out.insert(QStringLiteral("server_threads"), options.threads);
+    out.insert(QStringLiteral("database"), config.database.isEmpty() ? QStringLiteral("sqlite") : QStringLiteral("postgresql"));
     out.insert(QStringLiteral("boinc_dispatch_per_second"), 100);
     out.insert(QStringLiteral("goal_per_second"), 1000);
     QTextStream(stdout) << QJsonDocument(out).toJson(QJsonDocument::Indented);
