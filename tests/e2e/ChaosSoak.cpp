@@ -405,10 +405,18 @@ QJsonObject ChaosSoak::audit()
         readJobs(input.statusBefore, true);
         m_cluster->stopCoordinator(SIGTERM);
         // The coordinator's view as it left it; then once more after a restart, which must not change it.
-        database = m_root + QStringLiteral("/audit.db");
-        QFile::remove(database);
-        if (!QFile::copy(m_cluster->coordinatorDir() + QStringLiteral("/gleaner.db"), database))
-            m_errors << QStringLiteral("cannot copy the coordinator's database to %1").arg(database);
+        if (test::PostgresServer* postgres = m_cluster->postgres()) {
+            // The same on PostgreSQL: a copy of the database, made while no coordinator is connected to it.
+            database = postgres->url(QStringLiteral("audit"));
+            if (const QString error = postgres->createDatabase(QStringLiteral("audit"), E2eCluster::postgresDatabase());
+                !error.isEmpty())
+                m_errors << QStringLiteral("cannot copy the coordinator's database: %1").arg(error);
+        } else {
+            database = m_root + QStringLiteral("/audit.db");
+            QFile::remove(database);
+            if (!QFile::copy(m_cluster->coordinatorDir() + QStringLiteral("/gleaner.db"), database))
+                m_errors << QStringLiteral("cannot copy the coordinator's database to %1").arg(database);
+        }
         if (auto s = m_cluster->startCoordinator(60'000); s)
             readJobs(input.statusAfterRestart, false);
         else

@@ -159,9 +159,9 @@ Status E2eCluster::initCoordinator()
         m_postgres = std::make_unique<test::PostgresServer>();
         if (const QString error = m_postgres->start(); !error.isEmpty())
             return fail(error);
-        if (const QString error = m_postgres->createDatabase(QStringLiteral("e2e")); !error.isEmpty())
+        if (const QString error = m_postgres->createDatabase(postgresDatabase()); !error.isEmpty())
             return fail(error);
-        arguments << QStringLiteral("--database") << m_postgres->url(QStringLiteral("e2e"));
+        arguments << QStringLiteral("--database") << m_postgres->url(postgresDatabase());
     }
     const CliRun init = runProgram(QStringLiteral(GLEANER_COORDINATOR_BIN), arguments, environment(), 60'000);
     if (init.exitCode != 0)
@@ -204,7 +204,7 @@ Status E2eCluster::startCoordinator(int timeoutMs)
                         .arg(line)
                         .arg(m_port));
     // It keeps its state where init was told to: on the PostgreSQL server of this cluster, when there is one.
-    const QByteArray where = (m_postgres ? m_postgres->url(QStringLiteral("e2e"))
+    const QByteArray where = (m_postgres ? m_postgres->url(postgresDatabase())
                                          : QDir(coordinatorDir()).absolutePath() + QStringLiteral("/gleaner.db"))
                                  .toUtf8();
     const QByteArray said = QByteArray("state in ").append(where);

@@ -88,6 +88,10 @@ public:
     quint16 port() const { return m_port; }
     QString url() const;
     QString coordinatorDir() const { return m_root + QStringLiteral("/coordinator"); }
+    // The PostgreSQL server the coordinator keeps its state on (GLEANER_TEST_POSTGRES), and its database's name;
+    // null when the state is in gleaner.db.
+    test::PostgresServer* postgres() const { return m_postgres.get(); }
+    static QString postgresDatabase() { return QStringLiteral("e2e"); }
     QString coordinatorLog() const;
 
     // gleaner-coordinator ARGS --data-dir <coordinatorDir>.

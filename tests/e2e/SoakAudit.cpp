@@ -7,6 +7,7 @@
 #include <QSqlDatabase>
 #include <QSqlError>
 #include <QSqlQuery>
+#include <QUrl>
 #include <QUuid>
 
 #include <map>
@@ -92,9 +93,19 @@ QString readTables(const QString& path, Tables& t)
     const QString connection = QStringLiteral("soak-audit-") + QUuid::createUuid().toString(QUuid::Id128);
     QString error;
     {
-        QSqlDatabase db = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), connection);
-        db.setDatabaseName(path);
-        db.setConnectOptions(QStringLiteral("QSQLITE_OPEN_READONLY"));
+        const bool postgres = path.startsWith(u"postgresql://");
+        QSqlDatabase db = QSqlDatabase::addDatabase(postgres ? QStringLiteral("QPSQL") : QStringLiteral("QSQLITE"),
+                                                    connection);
+        if (postgres) { // a test server's URL: postgresql://user@host:port/database, no password
+            const QUrl url(path);
+            db.setHostName(url.host());
+            db.setPort(url.port(5432));
+            db.setUserName(url.userName());
+            db.setDatabaseName(url.path().mid(1));
+        } else {
+            db.setDatabaseName(path);
+            db.setConnectOptions(QStringLiteral("QSQLITE_OPEN_READONLY"));
+        }
         if (!db.open()) {
             error = QStringLiteral("cannot open %1 read-only: %2").arg(path, db.lastError().text());
         } else {

@@ -33,7 +33,7 @@ struct AcknowledgedResults
 
 struct AuditInput
 {
-    QString databasePath;
+    QString databasePath; // a copy of gleaner.db, or the postgresql:// URL of a copy of the coordinator's database
     AcknowledgedResults acknowledged;
     // By job id, as seen before the coordinator was stopped and after it was started again.
     QHash<qint64, QJsonObject> statusBefore;

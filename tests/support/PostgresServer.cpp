@@ -191,13 +191,15 @@ QString PostgresServer::start()
     }
 }
 
-QString PostgresServer::createDatabase(const QString& name)
+QString PostgresServer::createDatabase(const QString& name, const QString& copyOf)
 {
     QProcess create;
     create.setProcessChannelMode(QProcess::MergedChannels);
-    create.start(kBin + QStringLiteral("createdb"),
-                 {QStringLiteral("-h"), QStringLiteral("127.0.0.1"), QStringLiteral("-p"),
-                  QString::number(m_port), QStringLiteral("-U"), user(), name});
+    QStringList arguments{QStringLiteral("-h"), QStringLiteral("127.0.0.1"), QStringLiteral("-p"),
+                          QString::number(m_port), QStringLiteral("-U"), user()};
+    if (!copyOf.isEmpty())
+        arguments << QStringLiteral("-T") << copyOf;
+    create.start(kBin + QStringLiteral("createdb"), arguments << name);
     if (!create.waitForFinished(30'000) || create.exitStatus() != QProcess::NormalExit ||
         create.exitCode() != 0)
         return QStringLiteral("createdb %1 failed: %2").arg(name, lastLines(create.readAll(), 5));

@@ -30,8 +30,9 @@ public:
     // Empty once the server accepts connections (within a minute); else why not, naming its log file, which
     // is then kept.
     QString start();
-    // Empty once the database exists (empty, owned by `gleaner`); else why not.
-    QString createDatabase(const QString& name);
+    // Empty once the database exists (empty, owned by `gleaner`; or, with `copyOf`, a copy of that database,
+    // which nobody may be connected to); else why not.
+    QString createDatabase(const QString& name, const QString& copyOf = {});
     // postgresql://gleaner[:password]@127.0.0.1:PORT/DATABASE
     QString url(const QString& database, const QString& password = {}) const;
     // postgresql://gleaner@/DATABASE?host=SOCKETDIR&port=... : the same server over its unix socket.
