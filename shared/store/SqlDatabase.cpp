@@ -146,6 +146,16 @@ Status SqlDatabase::openPostgres(const QString& url, const SqlSchema& schema)
 
 Result<QSqlQuery> SqlDatabase::exec(const QString& sql, const QVariantList& values)
 {
+    auto result = execOnce(sql, values);
+    // A read changes nothing, so one that found the connection gone runs again on the new one; anything else is
+    // left failed (it may have been carried out before the connection went).
+    if (!result && reconnectIfLost() && sql.trimmed().startsWith(u"SELECT", Qt::CaseInsensitive))
+        return execOnce(sql, values);
+    return result;
+}
+
+Result<QSqlQuery> SqlDatabase::execOnce(const QString& sql, const QVariantList& values)
+{
     QSqlQuery query(m_db);
     const auto failed = [&](const QString& what) {
         if (m_engine == Engine::Postgres && m_depth > 0 && m_failedStatement.isEmpty())
@@ -159,7 +169,7 @@ Result<QSqlQuery> SqlDatabase::exec(const QString& sql, const QVariantList& valu
             return failed(QStringLiteral("\"%1\" failed").arg(statementText(sql)));
         return query;
     }
-    if (!query.prepare(sql))
+    if (!query.prepare(sql)) // QPSQL prepares on the server: a lost connection can show here too
         return failed(QStringLiteral("cannot prepare \"%1\"").arg(statementText(sql)));
     for (const QVariant& value : values) {
         if (value.typeId() == QMetaType::QString && value.toString().isNull())
@@ -172,6 +182,25 @@ Result<QSqlQuery> SqlDatabase::exec(const QString& sql, const QVariantList& valu
     if (!query.exec())
         return failed(QStringLiteral("\"%1\" failed").arg(statementText(sql)));
     return query;
+}
+
+bool SqlDatabase::reconnectIfLost()
+{
+    // Only between transactions: inside one, the transaction fails as a whole and the next one reconnects (its
+    // BEGIN is where a lost connection shows first).
+    if (m_engine != Engine::Postgres || m_depth > 0)
+        return false;
+    {
+        QSqlQuery probe(m_db);
+        if (probe.exec(QStringLiteral("SELECT 1")))
+            return false; // the connection is fine; the statement itself failed
+    }
+    m_db.close();
+    if (m_db.open())
+        return true;
+    qWarning("%s: the connection to the database was lost and cannot be opened again yet: %s", qPrintable(m_name),
+             qPrintable(m_db.lastError().text()));
+    return false;
 }
 
 Result<qint64> SqlDatabase::insertReturningId(const QString& sql, const QVariantList& values,
@@ -198,7 +227,9 @@ Status SqlDatabase::transaction(const std::function<Status()>& work)
             m_nestedFailed = true;
         return status;
     }
-    if (!m_db.transaction())
+    // A connection the PostgreSQL server dropped (a restart, a failover) shows first here, before anything of the
+    // transaction ran: it is opened again, and the transaction begins on the new one.
+    if (!m_db.transaction() && !(reconnectIfLost() && m_db.transaction()))
         return fail(
             QStringLiteral("%1: cannot begin a transaction: %2").arg(m_name, m_db.lastError().text()));
     ++m_depth;

@@ -66,6 +66,9 @@ public:
     // Runs an INSERT of one row and answers the id the database gave it: `sql` gets ` RETURNING <idColumn>`.
     Result<qint64> insertReturningId(const QString& sql, const QVariantList& values,
                                      const QString& idColumn = QStringLiteral("id"));
+    // On PostgreSQL a connection the server dropped is opened again by the next transaction before anything of it
+    // runs, or by the statement outside one that found it gone: a SELECT then runs again on the new connection;
+    // any other statement fails (it may have been carried out before the connection went) and is not repeated.
     // Runs `work` in a transaction: committed when it returns ok, rolled back otherwise. A transaction inside
     // another is part of it: its failure rolls back the enclosing one. On PostgreSQL a statement that fails
     // inside a transaction also fails the whole of it (PostgreSQL refuses anything after it), even when
@@ -91,6 +94,10 @@ private:
     Status migrate(const SqlSchema& schema);
     Status create(const SqlSchema& schema);
     Status upgrade(const SqlSchema& schema, int from);
+    Result<QSqlQuery> execOnce(const QString& sql, const QVariantList& values);
+    // PostgreSQL, between transactions: when the connection is gone (the server restarted, a failover), opens it
+    // again; answers whether it did.
+    bool reconnectIfLost();
     // A schema statement as this engine runs it.
     Status execSchema(const char* statement);
 

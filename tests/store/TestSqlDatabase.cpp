@@ -96,6 +96,7 @@ private Q_SLOTS:
     void passwordIsNeverInAMessage();
     void opensOverTheUnixSocket();
     void concurrentFirstOpensCreateTheSchemaOnce();
+    void lostConnectionIsOpenedAgain();
 
 private:
     bool postgres() const;
@@ -569,6 +570,38 @@ void TestSqlDatabase::concurrentFirstOpensCreateTheSchemaOnce()
     auto db = TestDb::open(where, 10);
     QVERIFY(db.ok());
     QCOMPARE(count(**db, QStringLiteral("meta")), 1);
+}
+
+void TestSqlDatabase::lostConnectionIsOpenedAgain()
+{
+    if (!postgres())
+        QSKIP("PostgreSQL only: an SQLite file has no connection to lose");
+    const QString where = freshDatabase();
+    QVERIFY(!where.isEmpty());
+    auto db = TestDb::open(where, 1);
+    QVERIFY2(db.ok(), qPrintable(db.error()));
+    QVERIFY((*db)->exec(QStringLiteral("INSERT INTO t (name) VALUES ('before')")).ok());
+
+    // The server restarts (an upgrade, a failover): the connection it had is gone.
+    const QString restarted = m_server.restart();
+    QVERIFY2(restarted.isEmpty(), qPrintable(restarted));
+    // The next transaction opens it again before anything of it runs, and stores its work.
+    QVERIFY2((*db)->transaction([&]() -> Status {
+                      auto r = (*db)->exec(QStringLiteral("INSERT INTO t (name) VALUES ('in a transaction')"));
+                      return r ? Status() : fail(r.error());
+                  }).ok(),
+             "the first transaction after the restart failed");
+    QCOMPARE(count(**db), 2);
+
+    // Outside a transaction, a read that finds the connection gone runs again on the new one.
+    QVERIFY(m_server.restart().isEmpty());
+    QCOMPARE(count(**db), 2);
+    // A write that finds it gone fails: it may or may not have been carried out, so it is not run again. The next
+    // statement works.
+    QVERIFY(m_server.restart().isEmpty());
+    QVERIFY(!(*db)->exec(QStringLiteral("INSERT INTO t (name) VALUES ('lost')")).ok());
+    QVERIFY((*db)->exec(QStringLiteral("INSERT INTO t (name) VALUES ('after')")).ok());
+    QCOMPARE(count(**db), 3);
 }
 
 QTEST_GUILESS_MAIN(TestSqlDatabase)

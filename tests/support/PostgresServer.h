@@ -42,6 +42,9 @@ public:
     QString logFile() const;
     qint64 pid() const { return m_server.processId(); }
 
+    // Stops the server (fast shutdown: its clients' connections end) and starts it again on the same folder and
+    // port, as an admin's restart or a failover does; empty once it accepts connections again.
+    QString restart();
     // SIGINT (PostgreSQL's fast shutdown: it ends the open sessions, where SIGTERM would wait for them to
     // go), then SIGKILL when it has not stopped within 15 s; the folder is removed.
     void stop();
