@@ -132,6 +132,19 @@ Status Database::claimForCoordinator()
 {
     if (engine() != Engine::Postgres)
         return {};
+    if (auto locked = lockForCoordinator(); !locked)
+        return locked;
+    m_claimed = true;
+    return {};
+}
+
+Status Database::connectionReopened()
+{
+    return m_claimed ? lockForCoordinator() : Status();
+}
+
+Status Database::lockForCoordinator()
+{
     // The coordinator keeps its picture of jobs, leases and weights in memory: a second coordinator on the same
     // database would issue the same workunits again. Held until this connection closes (or its process dies).
     auto locked = exec(QStringLiteral("SELECT pg_try_advisory_lock(?)"), {kCoordinatorLockKey});

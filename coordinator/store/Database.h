@@ -25,8 +25,15 @@ public:
     // holds it. Other connections (init, tests, tools) may still read and write it. Nothing to do on SQLite.
     Status claimForCoordinator();
 
+protected:
+    // A lost connection took the claim with it: it is taken again before the new connection is used.
+    Status connectionReopened() override;
+
 private:
     Database() = default;
+    Status lockForCoordinator();
+
+    bool m_claimed = false;
 };
 
 } // namespace gleaner::coordinator

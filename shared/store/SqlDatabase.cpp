@@ -188,7 +188,7 @@ bool SqlDatabase::reconnectIfLost()
 {
     // Only between transactions: inside one, the transaction fails as a whole and the next one reconnects (its
     // BEGIN is where a lost connection shows first).
-    if (m_engine != Engine::Postgres || m_depth > 0)
+    if (m_engine != Engine::Postgres || m_depth > 0 || m_reconnecting)
         return false;
     {
         QSqlQuery probe(m_db);
@@ -196,11 +196,21 @@ bool SqlDatabase::reconnectIfLost()
             return false; // the connection is fine; the statement itself failed
     }
     m_db.close();
-    if (m_db.open())
-        return true;
-    qWarning("%s: the connection to the database was lost and cannot be opened again yet: %s", qPrintable(m_name),
-             qPrintable(m_db.lastError().text()));
-    return false;
+    if (!m_db.open()) {
+        qWarning("%s: the connection to the database was lost and cannot be opened again yet: %s",
+                 qPrintable(m_name), qPrintable(m_db.lastError().text()));
+        return false;
+    }
+    m_reconnecting = true;
+    const Status reopened = connectionReopened();
+    m_reconnecting = false;
+    if (!reopened) {
+        qWarning("%s: the connection to the database was opened again, but %s", qPrintable(m_name),
+                 qPrintable(reopened.error()));
+        m_db.close();
+        return false;
+    }
+    return true;
 }
 
 Result<qint64> SqlDatabase::insertReturningId(const QString& sql, const QVariantList& values,

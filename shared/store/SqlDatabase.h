@@ -80,6 +80,10 @@ public:
     const QString& name() const { return m_name; }
 
 protected:
+    // PostgreSQL: the connection was lost and is open again (reconnectIfLost). What the old session held, such as
+    // a session advisory lock, went with it: a subclass takes it again here. A failure closes the new connection
+    // again, so nothing runs without what the subclass holds; the next statement tries anew.
+    virtual Status connectionReopened() { return {}; }
     SqlDatabase() = default;
     // Opens (creating when missing) an SQLite file and migrates; subclasses call these from their own open().
     Status openFile(const QString& path, const SqlSchema& schema);
@@ -109,6 +113,7 @@ private:
     int m_depth = 0;
     bool m_nestedFailed = false;
     QString m_failedStatement; // PostgreSQL: the first statement that failed in the open transaction
+    bool m_reconnecting = false; // inside reconnectIfLost: connectionReopened()'s statements do not reconnect
 };
 
 } // namespace gleaner

@@ -53,6 +53,16 @@ public:
             return fail(opened.error());
         return db;
     }
+
+    int reopened = 0;          // connectionReopened() calls
+    Status reopenAnswer = {};  // what they answer
+
+protected:
+    Status connectionReopened() override
+    {
+        ++reopened;
+        return reopenAnswer;
+    }
 };
 
 int schemaVersion(TestDb& db)
@@ -602,6 +612,20 @@ void TestSqlDatabase::lostConnectionIsOpenedAgain()
     QVERIFY(!(*db)->exec(QStringLiteral("INSERT INTO t (name) VALUES ('lost')")).ok());
     QVERIFY((*db)->exec(QStringLiteral("INSERT INTO t (name) VALUES ('after')")).ok());
     QCOMPARE(count(**db), 3);
+    QCOMPARE((*db)->reopened, 3); // the subclass took back what each lost session held
+
+    // When it cannot, the new connection is not used: the work fails, naming nothing stored, and the next try
+    // reconnects again.
+    (*db)->reopenAnswer = fail(QStringLiteral("the lock is held elsewhere"));
+    QVERIFY(m_server.restart().isEmpty());
+    QVERIFY(!(*db)->transaction([&]() -> Status {
+                       auto r = (*db)->exec(QStringLiteral("INSERT INTO t (name) VALUES ('unclaimed')"));
+                       return r ? Status() : fail(r.error());
+                   }).ok());
+    QCOMPARE((*db)->reopened, 4);
+    (*db)->reopenAnswer = {};
+    QCOMPARE(count(**db), 3);
+    QCOMPARE((*db)->reopened, 5);
 }
 
 QTEST_GUILESS_MAIN(TestSqlDatabase)
