@@ -1,11 +1,12 @@
-# gleaner_add_test(Name SOURCES a.cpp ... [LIBS lib ...] [LABELS unit|integration|gui|browser|slow|postgres ...]
+# gleaner_add_test(Name SOURCES a.cpp ... [LIBS lib ...] [LABELS unit|integration|gui|browser|slow|postgres|redis ...]
 #                  [TIMEOUT seconds] [XVFB])
 # One QtTest executable per class under test, registered with ctest. Every test runs with the offscreen
 # Qt platform and with HOME / XDG directories pointed into the build tree, so no test touches a user's
 # real settings, cache or data. XVFB runs the test inside a private Xvfb server (tests/tools/with-xvfb.sh sets
 # DISPLAY), for tests of the X11 idle time and of real windows.
 # postgres: the test starts a throwaway PostgreSQL server (tests/support/PostgresServer.h).
-set(GLEANER_TEST_LABELS unit integration gui browser slow postgres)
+# redis: the test starts a throwaway Redis server (tests/support/RedisServer.h).
+set(GLEANER_TEST_LABELS unit integration gui browser slow postgres redis)
 
 function(gleaner_add_test name)
   cmake_parse_arguments(ARG "XVFB" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})

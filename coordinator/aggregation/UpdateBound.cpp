@@ -31,8 +31,9 @@ double UpdateBound::limit(double fromNorm) const
 QString UpdateBound::describe(double fromNorm) const
 {
     if (needsNorm())
-        return QStringLiteral("%1 x the norm of the weights it starts from (%2), until %3 updates of the job are "
-                              "known")
+        return QStringLiteral(
+                   "%1 x the norm of the weights it starts from (%2), until %3 updates of the job are "
+                   "known")
             .arg(kStartFraction)
             .arg(fromNorm, 0, 'g', 4)
             .arg(kMinHistory);
@@ -49,6 +50,14 @@ void UpdateBound::accept(double step)
     m_recent.push_back(step);
     while (int(m_recent.size()) > kWindow)
         m_recent.pop_front();
+}
+
+UpdateBound UpdateBound::fromWindow(const std::vector<double>& steps)
+{
+    UpdateBound bound;
+    for (double step : steps)
+        bound.accept(step);
+    return bound;
 }
 
 } // namespace gleaner::coordinator

@@ -1,5 +1,7 @@
 #include "PostgresServer.h"
 
+#include "TestSupport.h"
+
 #include <QDeadlineTimer>
 #include <QDir>
 #include <QFile>
@@ -38,25 +40,6 @@ std::optional<Account> serverAccount()
     if (!user)
         return std::nullopt;
     return Account{user->pw_uid, user->pw_gid};
-}
-
-// A loopback port nobody listens on right now. Another process may take it before postgres binds it: start()
-// then tries another.
-int freePort()
-{
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0)
-        return 0;
-    sockaddr_in address = {};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof address;
-    int port = 0;
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0)
-        port = ntohs(address.sin_port);
-    ::close(fd);
-    return port;
 }
 
 QString lastLines(const QByteArray& text, int count)
@@ -146,7 +129,7 @@ QString PostgresServer::start()
         return why;
 
     for (int attempt = 1;; ++attempt) {
-        m_port = freePort();
+        m_port = freeLoopbackPort();
         // A throwaway cluster: nothing in it needs to survive a power cut.
         m_server.setProgram(kBin + QStringLiteral("postgres"));
         m_server.setArguments({QStringLiteral("-D"), data, QStringLiteral("-p"), QString::number(m_port),
@@ -196,7 +179,8 @@ QString PostgresServer::restart()
     if (!m_dir || m_server.state() == QProcess::NotRunning)
         return QStringLiteral("the server is not running");
     const auto pid = static_cast<pid_t>(m_server.processId());
-    ::kill(pid, SIGINT); // fast shutdown: the open sessions are ended, as a restart of a real server ends them
+    ::kill(pid,
+           SIGINT); // fast shutdown: the open sessions are ended, as a restart of a real server ends them
     if (!m_server.waitForFinished(15'000))
         return QStringLiteral("postgres (pid %1) did not stop within 15 s").arg(pid);
     m_server.start(); // the same folder, port and settings
@@ -206,23 +190,26 @@ QString PostgresServer::restart()
     while (!deadline.hasExpired()) {
         QProcess ready;
         ready.start(kBin + QStringLiteral("pg_isready"),
-                    {QStringLiteral("-q"), QStringLiteral("-h"), QStringLiteral("127.0.0.1"), QStringLiteral("-p"),
-                     QString::number(m_port), QStringLiteral("-U"), user(), QStringLiteral("-d"),
-                     QStringLiteral("postgres"), QStringLiteral("-t"), QStringLiteral("2")});
-        if (ready.waitForFinished(5'000) && ready.exitStatus() == QProcess::NormalExit && ready.exitCode() == 0)
+                    {QStringLiteral("-q"), QStringLiteral("-h"), QStringLiteral("127.0.0.1"),
+                     QStringLiteral("-p"), QString::number(m_port), QStringLiteral("-U"), user(),
+                     QStringLiteral("-d"), QStringLiteral("postgres"), QStringLiteral("-t"),
+                     QStringLiteral("2")});
+        if (ready.waitForFinished(5'000) && ready.exitStatus() == QProcess::NormalExit &&
+            ready.exitCode() == 0)
             return {};
         if (m_server.waitForFinished(100))
             break;
     }
-    return QStringLiteral("PostgreSQL did not come back after a restart; see %1:\n%2").arg(logFile(), logTail());
+    return QStringLiteral("PostgreSQL did not come back after a restart; see %1:\n%2")
+        .arg(logFile(), logTail());
 }
 
 QString PostgresServer::createDatabase(const QString& name, const QString& copyOf)
 {
     QProcess create;
     create.setProcessChannelMode(QProcess::MergedChannels);
-    QStringList arguments{QStringLiteral("-h"), QStringLiteral("127.0.0.1"), QStringLiteral("-p"),
-                          QString::number(m_port), QStringLiteral("-U"), user()};
+    QStringList arguments{QStringLiteral("-h"),    QStringLiteral("127.0.0.1"), QStringLiteral("-p"),
+                          QString::number(m_port), QStringLiteral("-U"),        user()};
     if (!copyOf.isEmpty())
         arguments << QStringLiteral("-T") << copyOf;
     create.start(kBin + QStringLiteral("createdb"), arguments << name);

@@ -32,10 +32,12 @@ mode_t fileMode(const QString& path);
 
 // A JSON object written into a test; a fixture that is not one stops the test program at once.
 QJsonObject jsonObject(const QByteArray& text);
+// A loopback TCP port nobody listens on right now (0 when none could be found). Another process may take it
+// before the caller binds it: servers started on it retry with another.
+int freeLoopbackPort();
 
 // For QTest's toString(const T&) overloads: a spec that differs is printed as its compact JSON.
-template <typename Spec>
-char* jsonToString(const Spec& spec)
+template <typename Spec> char* jsonToString(const Spec& spec)
 {
     return qstrdup(QJsonDocument(spec.toJson()).toJson(QJsonDocument::Compact).constData());
 }

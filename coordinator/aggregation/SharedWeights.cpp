@@ -1,0 +1,389 @@
+#include "aggregation/SharedWeights.h"
+
+#include "aggregation/UpdateBound.h"
+#include "aggregation/WeightsKeeper.h"
+#include "format/SafeTensors.h"
+
+#include <QRandomGenerator>
+
+#include <chrono>
+#include <thread>
+
+namespace gleaner::coordinator {
+namespace {
+
+using Meta = std::map<QByteArray, QByteArray>;
+
+QByteArray field(const Meta& meta, const char* name)
+{
+    auto it = meta.find(QByteArray(name));
+    return it == meta.end() ? QByteArray() : it->second;
+}
+
+qint64 number(const Meta& meta, const char* name)
+{
+    return field(meta, name).toLongLong();
+}
+
+QByteArray encodeSteps(const std::vector<double>& steps)
+{
+    QByteArray text;
+    for (double step : steps) {
+        if (!text.isEmpty())
+            text += ' ';
+        text += QByteArray::number(step, 'g', 17); // exact: the bound sees the same doubles in every process
+    }
+    return text;
+}
+
+Result<std::vector<double>> decodeSteps(const QByteArray& text)
+{
+    std::vector<double> steps;
+    for (const QByteArray& word : text.split(' ')) {
+        if (word.isEmpty())
+            continue;
+        bool ok = false;
+        steps.push_back(word.toDouble(&ok));
+        if (!ok)
+            return fail(QStringLiteral("the fold steps in Redis are not numbers"));
+    }
+    return steps;
+}
+
+QByteArray newGeneration()
+{
+    const quint64 a = QRandomGenerator::system()->generate64();
+    const quint64 b = QRandomGenerator::system()->generate64();
+    return QByteArray::number(a, 16) + QByteArray::number(b, 16);
+}
+
+} // namespace
+
+SharedWeights::SharedWeights(RedisConnection& redis, QString prefix)
+    : m_redis(redis), m_prefix(prefix.toUtf8())
+{
+}
+
+QByteArray SharedWeights::key(qint64 jobId, const char* what) const
+{
+    // The job in braces is a Redis Cluster hash tag: every key of one job lives on one node, which MULTI
+    // needs.
+    return m_prefix + ":{job:" + QByteArray::number(jobId) + "}:" + what;
+}
+
+QByteArray SharedWeights::chunkKey(qint64 jobId, char kind, int index) const
+{
+    return key(jobId, kind == 'w' ? "w:" : "s:") + QByteArray::number(index);
+}
+
+Result<std::map<QByteArray, QByteArray>> SharedWeights::watchMeta(qint64 jobId)
+{
+    const QByteArray metaKey = key(jobId, "meta");
+    m_redis.queue({"WATCH", metaKey});
+    m_redis.queue({"HGETALL", metaKey});
+    auto replies = m_redis.replies();
+    if (!replies)
+        return fail(replies.error());
+    for (const RedisReply& reply : *replies)
+        if (reply.type == RedisReply::Type::Error)
+            return fail(QStringLiteral("Redis answered: %1").arg(QString::fromUtf8(reply.text)));
+    Meta meta;
+    const auto& pairs = replies->back().elements;
+    for (size_t i = 0; i + 1 < pairs.size(); i += 2)
+        meta[pairs[i].text] = pairs[i + 1].text;
+    return meta;
+}
+
+Status SharedWeights::load(qint64 jobId, const Meta& meta)
+{
+    const QByteArray generation = field(meta, "generation");
+    const qint64 version = number(meta, "version");
+    if (auto it = m_cache.find(jobId);
+        it != m_cache.end() && it->second.generation == generation && it->second.state.version == version)
+        return {};
+    m_cache.erase(jobId);
+
+    const int weightChunks = int(number(meta, "weights_chunks"));
+    const int stateChunks = int(number(meta, "state_chunks"));
+    for (int i = 0; i < weightChunks; ++i)
+        m_redis.queue({"GET", chunkKey(jobId, 'w', i)});
+    for (int i = 0; i < stateChunks; ++i)
+        m_redis.queue({"GET", chunkKey(jobId, 's', i)});
+    auto replies = m_redis.replies();
+    if (!replies)
+        return fail(replies.error());
+    QByteArray weightBytes;
+    QByteArray stateBytes;
+    weightBytes.reserve(number(meta, "weights_bytes"));
+    stateBytes.reserve(number(meta, "state_bytes"));
+    for (int i = 0; i < int(replies->size()); ++i) {
+        const RedisReply& reply = (*replies)[size_t(i)];
+        if (reply.type != RedisReply::Type::String)
+            return fail(
+                QStringLiteral("job %1's weights in Redis miss a chunk (%2)")
+                    .arg(jobId)
+                    .arg(QString::fromUtf8(i < weightChunks ? chunkKey(jobId, 'w', i)
+                                                            : chunkKey(jobId, 's', i - weightChunks))));
+        (i < weightChunks ? weightBytes : stateBytes) += reply.text;
+    }
+    if (weightBytes.size() != number(meta, "weights_bytes") ||
+        stateBytes.size() != number(meta, "state_bytes"))
+        return fail(QStringLiteral("job %1's weights in Redis are not the size their meta says").arg(jobId));
+
+    Cached cached;
+    cached.generation = generation;
+    cached.state.version = version;
+    auto weights = SafeTensors::parse(std::move(weightBytes));
+    if (!weights)
+        return fail(
+            QStringLiteral("job %1's weights in Redis cannot be read: %2").arg(jobId).arg(weights.error()));
+    cached.state.weights = std::move(*weights);
+    if (stateChunks > 0) {
+        auto state = SafeTensors::parse(std::move(stateBytes));
+        if (!state)
+            return fail(QStringLiteral("job %1's rule state in Redis cannot be read: %2")
+                            .arg(jobId)
+                            .arg(state.error()));
+        cached.state.ruleState = std::move(*state);
+    }
+    auto steps = decodeSteps(field(meta, "steps"));
+    if (!steps)
+        return fail(steps.error());
+    cached.state.steps = std::move(*steps);
+    m_cache[jobId] = std::move(cached);
+    return {};
+}
+
+void SharedWeights::queueState(qint64 jobId, const SharedFoldState& state, const Meta* oldMeta,
+                               const QByteArray& generation)
+{
+    // The chunks point into the serialized file (fromRawData): queue() copies them into hiredis's buffer.
+    const QByteArray weightFile = SafeTensors::serialize(state.weights);
+    const QByteArray stateFile =
+        state.ruleState.isEmpty() ? QByteArray() : SafeTensors::serialize(state.ruleState);
+    auto writeChunks = [&](char kind, const QByteArray& file, const char* countField) {
+        const int count = int((file.size() + kChunkBytes - 1) / kChunkBytes);
+        for (int i = 0; i < count; ++i) {
+            const qint64 at = qint64(i) * kChunkBytes;
+            m_redis.queue(
+                {"SET", chunkKey(jobId, kind, i),
+                 QByteArray::fromRawData(file.constData() + at,
+                                         qsizetype(std::min<qint64>(kChunkBytes, file.size() - at)))});
+        }
+        for (int i = count; oldMeta && i < number(*oldMeta, countField); ++i)
+            m_redis.queue({"DEL", chunkKey(jobId, kind, i)});
+        return count;
+    };
+    const int weightChunks = writeChunks('w', weightFile, "weights_chunks");
+    const int stateChunks = writeChunks('s', stateFile, "state_chunks");
+    m_redis.queue({"HSET", key(jobId, "meta"), "generation", generation, "version",
+                   QByteArray::number(state.version), "weights_chunks", QByteArray::number(weightChunks),
+                   "weights_bytes", QByteArray::number(weightFile.size()), "state_chunks",
+                   QByteArray::number(stateChunks), "state_bytes", QByteArray::number(stateFile.size()),
+                   "steps", encodeSteps(state.steps)});
+}
+
+Result<bool> SharedWeights::put(qint64 jobId, const SharedFoldState& state, bool replace)
+{
+    for (int attempt = 1; attempt <= kMaxAttempts; ++attempt) {
+        auto meta = watchMeta(jobId);
+        if (!meta)
+            return fail(meta.error());
+        if (!meta->empty() && !replace) {
+            (void)m_redis.command({"UNWATCH"});
+            return false;
+        }
+        const QByteArray generation = newGeneration();
+        m_redis.queue({"MULTI"});
+        queueState(jobId, state, &*meta, generation);
+        m_redis.queue({"DEL", key(jobId, "order"), key(jobId, "folded")});
+        m_redis.queue({"EXEC"});
+        auto replies = m_redis.replies();
+        if (!replies)
+            return fail(replies.error());
+        if (replies->back().isNil()) {
+            ++m_conflicts;
+            continue;
+        }
+        if (replies->back().type != RedisReply::Type::Array)
+            return fail(QStringLiteral("Redis refused to store job %1's weights: %2")
+                            .arg(jobId)
+                            .arg(QString::fromUtf8(replies->back().text)));
+        m_cache[jobId] = Cached{generation, state};
+        return true;
+    }
+    return fail(QStringLiteral("job %1's weights in Redis kept changing while they were put").arg(jobId));
+}
+
+Result<std::optional<SharedFoldState>> SharedWeights::read(qint64 jobId)
+{
+    for (int attempt = 1; attempt <= kMaxAttempts; ++attempt) {
+        auto meta = watchMeta(jobId);
+        if (!meta)
+            return fail(meta.error());
+        if (meta->empty()) {
+            (void)m_redis.command({"UNWATCH"});
+            return std::optional<SharedFoldState>();
+        }
+        auto loaded = load(jobId, *meta);
+        // A read is consistent when the meta did not move while the chunks were read: an empty transaction
+        // commits only then.
+        m_redis.queue({"MULTI"});
+        m_redis.queue({"EXEC"});
+        auto replies = m_redis.replies();
+        if (!replies)
+            return fail(replies.error());
+        if (replies->back().isNil()) {
+            m_cache.erase(jobId);
+            continue;
+        }
+        if (!loaded)
+            return fail(loaded.error());
+        return std::optional<SharedFoldState>(m_cache[jobId].state);
+    }
+    return fail(QStringLiteral("job %1's weights in Redis kept changing while they were read").arg(jobId));
+}
+
+Result<SharedWeights::Folded> SharedWeights::fold(qint64 jobId, qint64 seq, const Step& step)
+{
+    const QByteArray seqText = QByteArray::number(seq);
+    for (int attempt = 1; attempt <= kMaxAttempts; ++attempt) {
+        auto meta = watchMeta(jobId);
+        if (!meta)
+            return fail(meta.error());
+        if (meta->empty()) {
+            (void)m_redis.command({"UNWATCH"});
+            return fail(QStringLiteral("job %1 has no weights in Redis (%2)")
+                            .arg(jobId)
+                            .arg(QString::fromUtf8(key(jobId, "meta"))));
+        }
+        auto before = m_redis.command({"HGET", key(jobId, "folded"), seqText});
+        if (!before)
+            return fail(before.error());
+        if (!before->isNil()) {
+            (void)m_redis.command({"UNWATCH"});
+            auto version =
+                RedisConnection::toInteger(*before, QStringLiteral("the version of update %1").arg(seq));
+            if (!version)
+                return fail(version.error());
+            Folded folded;
+            folded.version = *version;
+            folded.attempts = attempt;
+            folded.alreadyFolded = true;
+            return folded;
+        }
+        if (auto s = load(jobId, *meta); !s) {
+            (void)m_redis.command({"UNWATCH"});
+            return fail(s.error());
+        }
+        Cached& cached = m_cache[jobId];
+        SharedFoldState next = cached.state; // shares the buffers; the step writes into copies
+        if (auto s = step(next); !s) {
+            (void)m_redis.command({"UNWATCH"});
+            Folded refused;
+            refused.version = cached.state.version;
+            refused.attempts = attempt;
+            refused.refused = s.error();
+            return refused;
+        }
+        next.version = cached.state.version + 1;
+        m_redis.queue({"MULTI"});
+        queueState(jobId, next, &*meta, cached.generation);
+        m_redis.queue({"RPUSH", key(jobId, "order"), seqText});
+        m_redis.queue({"HSET", key(jobId, "folded"), seqText, QByteArray::number(next.version)});
+        m_redis.queue({"EXEC"});
+        auto replies = m_redis.replies();
+        if (!replies) {
+            // Whether EXEC ran is unknown: the next read finds out (and a retry of this update finds it
+            // folded).
+            m_cache.erase(jobId);
+            return fail(replies.error());
+        }
+        if (replies->back().isNil()) {
+            // Another fold committed first: fold again onto its result, after a short pause that spreads the
+            // retries of several losers.
+            ++m_conflicts;
+            std::this_thread::sleep_for(
+                std::chrono::microseconds(QRandomGenerator::global()->bounded(200 * std::min(attempt, 10))));
+            continue;
+        }
+        if (replies->back().type != RedisReply::Type::Array)
+            return fail(QStringLiteral("Redis refused job %1's fold of update %2: %3")
+                            .arg(jobId)
+                            .arg(seq)
+                            .arg(QString::fromUtf8(replies->back().text)));
+        for (const RedisReply& reply : replies->back().elements)
+            if (reply.type == RedisReply::Type::Error) {
+                // A transaction's commands run even when one of them fails: the state is no longer whole.
+                m_cache.erase(jobId);
+                return fail(QStringLiteral("Redis failed part of job %1's fold of update %2: %3")
+                                .arg(jobId)
+                                .arg(seq)
+                                .arg(QString::fromUtf8(reply.text)));
+            }
+        cached.state = std::move(next);
+        Folded folded;
+        folded.version = cached.state.version;
+        folded.attempts = attempt;
+        return folded;
+    }
+    return fail(QStringLiteral("update %1 of job %2 was not folded in: %3 other folds committed first; it is "
+                               "tried again later")
+                    .arg(seq)
+                    .arg(jobId)
+                    .arg(kMaxAttempts));
+}
+
+Result<SharedWeights::Folded> SharedWeights::foldUpdate(qint64 jobId, qint64 seq, const AggregationSpec& spec,
+                                                        const TensorBundle& update, UpdateContext context,
+                                                        bool checked)
+{
+    return fold(jobId, seq, [&](SharedFoldState& state) -> Status {
+        std::unique_ptr<AggregationRule> rule = AggregationRule::create(spec);
+        if (auto s = rule->loadState(state.ruleState, state.weights); !s)
+            return fail(
+                QStringLiteral("the rule's state in Redis does not fit the weights: %1").arg(s.error()));
+        UpdateBound steps = UpdateBound::fromWindow(state.steps);
+        context.serverVersion = state.version;
+        if (auto s = WeightsKeeper::fold(state.weights, rule, steps, update, context, checked); !s)
+            return s;
+        state.ruleState = rule->saveState();
+        state.steps = steps.window();
+        return {};
+    });
+}
+
+Result<std::vector<qint64>> SharedWeights::foldOrder(qint64 jobId)
+{
+    auto reply = m_redis.command({"LRANGE", key(jobId, "order"), "0", "-1"});
+    if (!reply)
+        return fail(reply.error());
+    std::vector<qint64> order;
+    order.reserve(reply->elements.size());
+    for (const RedisReply& element : reply->elements) {
+        auto seq =
+            RedisConnection::toInteger(element, QStringLiteral("an entry of job %1's fold order").arg(jobId));
+        if (!seq)
+            return fail(seq.error());
+        order.push_back(*seq);
+    }
+    return order;
+}
+
+Status SharedWeights::remove(qint64 jobId)
+{
+    auto meta = watchMeta(jobId);
+    if (!meta)
+        return fail(meta.error());
+    (void)m_redis.command({"UNWATCH"});
+    std::vector<QByteArray> words{"DEL", key(jobId, "meta"), key(jobId, "order"), key(jobId, "folded")};
+    for (int i = 0; i < number(*meta, "weights_chunks"); ++i)
+        words.push_back(chunkKey(jobId, 'w', i));
+    for (int i = 0; i < number(*meta, "state_chunks"); ++i)
+        words.push_back(chunkKey(jobId, 's', i));
+    m_cache.erase(jobId);
+    auto reply = m_redis.command(words);
+    return reply ? Status() : fail(reply.error());
+}
+
+} // namespace gleaner::coordinator

@@ -1,0 +1,251 @@
+#include "store/RedisConnection.h"
+
+#include <QUrl>
+
+#include <hiredis/hiredis.h>
+
+#include <sys/time.h>
+
+namespace gleaner::coordinator {
+namespace {
+
+constexpr int kConnectSeconds = 5;
+constexpr int kReplySeconds = 30;
+
+RedisReply convert(const redisReply* reply)
+{
+    RedisReply out;
+    if (!reply)
+        return out;
+    switch (reply->type) {
+    case REDIS_REPLY_STRING:
+        out.type = RedisReply::Type::String;
+        out.text = QByteArray(reply->str, qsizetype(reply->len));
+        break;
+    case REDIS_REPLY_STATUS:
+        out.type = RedisReply::Type::Status;
+        out.text = QByteArray(reply->str, qsizetype(reply->len));
+        break;
+    case REDIS_REPLY_ERROR:
+        out.type = RedisReply::Type::Error;
+        out.text = QByteArray(reply->str, qsizetype(reply->len));
+        break;
+    case REDIS_REPLY_INTEGER:
+        out.type = RedisReply::Type::Integer;
+        out.integer = reply->integer;
+        break;
+    case REDIS_REPLY_ARRAY:
+        out.type = RedisReply::Type::Array;
+        out.elements.reserve(reply->elements);
+        for (size_t i = 0; i < reply->elements; ++i)
+            out.elements.push_back(convert(reply->element[i]));
+        break;
+    default:
+        break;
+    }
+    return out;
+}
+
+struct ReplyDeleter
+{
+    void operator()(void* reply) const { freeReplyObject(reply); }
+};
+
+} // namespace
+
+struct RedisConnection::Address
+{
+    QString host;
+    int port = 6379;
+    int database = 0;
+    QString user;
+    QString password;
+};
+
+RedisConnection::RedisConnection(std::unique_ptr<Address> address) : m_address(std::move(address)) {}
+
+RedisConnection::~RedisConnection()
+{
+    close();
+}
+
+Status RedisConnection::checkUrl(const QString& url)
+{
+    const QUrl parsed(url, QUrl::StrictMode);
+    if (!parsed.isValid() || parsed.scheme() != QLatin1StringView("redis"))
+        return fail(QStringLiteral("not a Redis URL: write redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]"));
+    if (parsed.host().isEmpty())
+        return fail(QStringLiteral("the Redis URL names no host: write redis://HOST[:PORT][/DB]"));
+    if (parsed.port() == 0)
+        return fail(QStringLiteral("the Redis URL's port must be between 1 and 65535"));
+    const QString path = parsed.path();
+    if (!path.isEmpty() && path != QLatin1StringView("/")) {
+        bool ok = false;
+        const int database = path.mid(1).toInt(&ok);
+        if (!ok || database < 0)
+            return fail(QStringLiteral("the Redis URL's database must be a number (redis://HOST:PORT/0)"));
+    }
+    if (parsed.hasQuery() || parsed.hasFragment())
+        return fail(QStringLiteral("the Redis URL takes no options (?...) or fragment (#...)"));
+    return {};
+}
+
+Result<std::unique_ptr<RedisConnection>> RedisConnection::open(const QString& url)
+{
+    if (auto s = checkUrl(url); !s)
+        return fail(s.error());
+    const QUrl parsed(url, QUrl::StrictMode);
+    auto address = std::make_unique<Address>();
+    address->host = parsed.host();
+    address->port = parsed.port(6379);
+    if (parsed.path().size() > 1)
+        address->database = parsed.path().mid(1).toInt();
+    address->user = parsed.userName();
+    address->password = parsed.password();
+    std::unique_ptr<RedisConnection> connection(new RedisConnection(std::move(address)));
+    if (auto s = connection->connect(); !s)
+        return fail(s.error());
+    return connection;
+}
+
+QString RedisConnection::describe() const
+{
+    return QStringLiteral("redis://%1:%2/%3")
+        .arg(m_address->host)
+        .arg(m_address->port)
+        .arg(m_address->database);
+}
+
+QString RedisConnection::lostMessage() const
+{
+    return m_context && m_context->err ? QString::fromUtf8(m_context->errstr)
+                                       : QStringLiteral("the connection was lost");
+}
+
+Status RedisConnection::connect()
+{
+    close();
+    const timeval connectTimeout{kConnectSeconds, 0};
+    m_context =
+        redisConnectWithTimeout(m_address->host.toUtf8().constData(), m_address->port, connectTimeout);
+    if (!m_context || m_context->err) {
+        const QString why =
+            m_context ? QString::fromUtf8(m_context->errstr) : QStringLiteral("out of memory");
+        close();
+        return fail(QStringLiteral("cannot connect to Redis at %1: %2").arg(describe(), why));
+    }
+    const timeval replyTimeout{kReplySeconds, 0};
+    redisSetTimeout(m_context, replyTimeout);
+    redisEnableKeepAlive(m_context);
+    // Redis 6 and later take a user; older servers and the default user take the password alone.
+    std::vector<QByteArray> auth;
+    if (!m_address->password.isEmpty()) {
+        auth.push_back("AUTH");
+        if (!m_address->user.isEmpty())
+            auth.push_back(m_address->user.toUtf8());
+        auth.push_back(m_address->password.toUtf8());
+    }
+    if (!auth.empty()) {
+        auto reply = command(auth);
+        if (!reply) {
+            close();
+            // Redis's words ("WRONGPASS invalid username-password pair") name no secret.
+            return fail(
+                QStringLiteral("Redis at %1 refused the credentials: %2").arg(describe(), reply.error()));
+        }
+    }
+    if (m_address->database != 0) {
+        auto reply = command({"SELECT", QByteArray::number(m_address->database)});
+        if (!reply) {
+            close();
+            return fail(QStringLiteral("Redis at %1: %2").arg(describe(), reply.error()));
+        }
+    }
+    return {};
+}
+
+void RedisConnection::close()
+{
+    if (m_context)
+        redisFree(m_context);
+    m_context = nullptr;
+    m_queued = 0;
+    m_queueFailed = false;
+}
+
+Status RedisConnection::ensureOpen()
+{
+    if (m_context && !m_context->err)
+        return {};
+    return connect();
+}
+
+Result<RedisReply> RedisConnection::command(const std::vector<QByteArray>& words)
+{
+    queue(words);
+    auto all = replies();
+    if (!all)
+        return fail(all.error());
+    RedisReply reply = std::move(all->front());
+    if (reply.type == RedisReply::Type::Error)
+        return fail(QStringLiteral("Redis answered: %1").arg(QString::fromUtf8(reply.text)));
+    return reply;
+}
+
+void RedisConnection::queue(const std::vector<QByteArray>& words)
+{
+    if (m_queued == 0 && !ensureOpen()) {
+        m_queueFailed = true;
+        ++m_queued;
+        return;
+    }
+    std::vector<const char*> argv;
+    std::vector<size_t> lengths;
+    argv.reserve(words.size());
+    lengths.reserve(words.size());
+    for (const QByteArray& word : words) {
+        argv.push_back(word.constData());
+        lengths.push_back(size_t(word.size()));
+    }
+    if (!m_context ||
+        redisAppendCommandArgv(m_context, int(argv.size()), argv.data(), lengths.data()) != REDIS_OK)
+        m_queueFailed = true;
+    ++m_queued;
+}
+
+Result<std::vector<RedisReply>> RedisConnection::replies()
+{
+    const int count = m_queued;
+    m_queued = 0;
+    if (m_queueFailed || !m_context) {
+        const QString why = m_context ? lostMessage() : QStringLiteral("not connected");
+        close();
+        return fail(QStringLiteral("Redis at %1: %2").arg(describe(), why));
+    }
+    std::vector<RedisReply> out;
+    out.reserve(size_t(count));
+    for (int i = 0; i < count; ++i) {
+        void* raw = nullptr;
+        if (redisGetReply(m_context, &raw) != REDIS_OK || !raw) {
+            const QString why = lostMessage();
+            close(); // the replies still owed would answer the wrong questions
+            return fail(QStringLiteral("Redis at %1: %2").arg(describe(), why));
+        }
+        std::unique_ptr<void, ReplyDeleter> owned(raw);
+        out.push_back(convert(static_cast<const redisReply*>(raw)));
+    }
+    return out;
+}
+
+Result<qint64> RedisConnection::toInteger(const RedisReply& reply, const QString& what)
+{
+    if (reply.type == RedisReply::Type::Integer)
+        return reply.integer;
+    bool ok = false;
+    const qint64 value = reply.text.toLongLong(&ok);
+    if (reply.type != RedisReply::Type::String || !ok)
+        return fail(QStringLiteral("%1 in Redis is not a number").arg(what));
+    return value;
+}
+
+} // namespace gleaner::coordinator

@@ -1,0 +1,122 @@
+#include "RedisServer.h"
+
+#include "TestSupport.h"
+
+#include <QDeadlineTimer>
+#include <QDir>
+#include <QFile>
+#include <QStandardPaths>
+#include <QTcpSocket>
+
+#include <signal.h>
+#include <sys/prctl.h>
+
+namespace gleaner::test {
+namespace {
+
+constexpr int kStartMs = 30'000;
+
+QString serverProgram()
+{
+    return QStandardPaths::findExecutable(QStringLiteral("redis-server"),
+                                          {QStringLiteral("/usr/bin"), QStringLiteral("/usr/local/bin")});
+}
+
+// Whether a Redis server answers PING on 127.0.0.1:port.
+bool answersPing(int port)
+{
+    QTcpSocket socket;
+    socket.connectToHost(QStringLiteral("127.0.0.1"), quint16(port));
+    if (!socket.waitForConnected(1'000))
+        return false;
+    socket.write("PING\r\n");
+    if (!socket.waitForBytesWritten(1'000))
+        return false;
+    QByteArray answer;
+    while (!answer.contains('\n') && socket.waitForReadyRead(1'000))
+        answer += socket.readAll();
+    return answer.startsWith("+PONG");
+}
+
+} // namespace
+
+QString RedisServer::missing()
+{
+    if (serverProgram().isEmpty())
+        return QStringLiteral("Redis is not installed (no redis-server): install the package redis-server "
+                              "(./test.sh does) to run the Redis tests");
+    return {};
+}
+
+QString RedisServer::logTail() const
+{
+    QFile log(m_dir ? m_dir->filePath(QStringLiteral("redis.log")) : QString());
+    if (!log.open(QIODevice::ReadOnly))
+        return {};
+    const QStringList lines = QString::fromUtf8(log.readAll()).trimmed().split(u'\n');
+    return lines.mid(qMax(0, int(lines.size()) - 15)).join(u'\n');
+}
+
+QString RedisServer::start(bool appendOnly)
+{
+    if (const QString why = missing(); !why.isEmpty())
+        return why;
+    m_dir = std::make_unique<QTemporaryDir>(QDir::tempPath() + QStringLiteral("/gleaner-redis-XXXXXX"));
+    if (!m_dir->isValid())
+        return QStringLiteral("cannot create a folder for Redis under %1").arg(QDir::tempPath());
+    for (int attempt = 1;; ++attempt) {
+        m_port = freeLoopbackPort();
+        // No config file: everything on the command line, nothing of the machine's /etc/redis.
+        m_server.setProgram(serverProgram());
+        m_server.setArguments({QStringLiteral("--port"), QString::number(m_port), QStringLiteral("--bind"),
+                               QStringLiteral("127.0.0.1"), QStringLiteral("--dir"), m_dir->path(),
+                               QStringLiteral("--save"), QString(), QStringLiteral("--appendonly"),
+                               appendOnly ? QStringLiteral("yes") : QStringLiteral("no"),
+                               QStringLiteral("--logfile"), m_dir->filePath(QStringLiteral("redis.log")),
+                               QStringLiteral("--daemonize"), QStringLiteral("no"),
+                               QStringLiteral("--protected-mode"), QStringLiteral("yes")});
+        m_server.setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGKILL); });
+        m_server.setProcessChannelMode(QProcess::MergedChannels);
+        m_server.start();
+        if (!m_server.waitForStarted(10'000))
+            return QStringLiteral("redis-server did not start: %1").arg(m_server.errorString());
+        const QDeadlineTimer deadline(kStartMs);
+        bool exited = false;
+        while (!deadline.hasExpired()) {
+            if (answersPing(m_port))
+                return {};
+            if (m_server.waitForFinished(100)) {
+                exited = true;
+                break;
+            }
+        }
+        const QString tail = logTail() + QString::fromUtf8(m_server.readAll());
+        if (exited && attempt < 3 && tail.contains(u"Address already in use"))
+            continue; // another process took the port in the meantime
+        stop();
+        return QStringLiteral("Redis %1:\n%2")
+            .arg(exited ? QStringLiteral("stopped while starting")
+                        : QStringLiteral("did not answer within %1 s").arg(kStartMs / 1000),
+                 tail);
+    }
+}
+
+QString RedisServer::url(int database) const
+{
+    return QStringLiteral("redis://127.0.0.1:%1/%2").arg(m_port).arg(database);
+}
+
+void RedisServer::stop()
+{
+    if (m_server.state() != QProcess::NotRunning) {
+        const auto pid = static_cast<pid_t>(m_server.processId());
+        ::kill(pid, SIGTERM);
+        if (!m_server.waitForFinished(10'000)) {
+            ::kill(pid, SIGKILL);
+            m_server.waitForFinished(5'000);
+        }
+    }
+    m_dir.reset();
+}
+
+} // namespace gleaner::test

@@ -1,0 +1,42 @@
+#pragma once
+// A throwaway Redis 7 server for a test or a benchmark: listening on 127.0.0.1 only, on a free port, with its
+// folder (and its append-only file, when asked for) in a temporary folder. It is stopped by its process id
+// when the object goes, and dies with the process that started it.
+
+#include <QProcess>
+#include <QString>
+#include <QTemporaryDir>
+
+#include <memory>
+
+namespace gleaner::test {
+
+class RedisServer
+{
+public:
+    RedisServer() = default;
+    ~RedisServer() { stop(); }
+    RedisServer(const RedisServer&) = delete;
+    RedisServer& operator=(const RedisServer&) = delete;
+
+    // Empty when redis-server is installed; else the message to skip with, naming the package.
+    static QString missing();
+
+    // Empty once the server answers PING (within 30 s); else why not, with the end of its log. `appendOnly`:
+    // every write goes to its append-only file, fsynced every second (as a deployment runs it).
+    QString start(bool appendOnly = false);
+    QString url(int database = 0) const;
+    int port() const { return m_port; }
+    qint64 pid() const { return m_server.processId(); }
+    // SIGTERM, then SIGKILL when it has not stopped within 10 s; the folder is removed.
+    void stop();
+
+private:
+    QString logTail() const;
+
+    std::unique_ptr<QTemporaryDir> m_dir;
+    QProcess m_server;
+    int m_port = 0;
+};
+
+} // namespace gleaner::test
