@@ -273,7 +273,18 @@ Result<SharedWeights::Folded> SharedWeights::fold(qint64 jobId, qint64 seq, cons
             return folded;
         }
         if (auto s = load(jobId, *meta); !s) {
-            (void)m_redis.command({"UNWATCH"});
+            // Chunks read while another fold committed do not fit together: that is a conflict, not damage.
+            // An empty transaction tells them apart (it fails when the meta moved since the WATCH).
+            m_redis.queue({"MULTI"});
+            m_redis.queue({"EXEC"});
+            auto replies = m_redis.replies();
+            if (!replies)
+                return fail(replies.error());
+            m_cache.erase(jobId);
+            if (replies->back().isNil()) {
+                ++m_conflicts;
+                continue;
+            }
             return fail(s.error());
         }
         Cached& cached = m_cache[jobId];
@@ -351,6 +362,19 @@ Result<SharedWeights::Folded> SharedWeights::foldUpdate(qint64 jobId, qint64 seq
         state.steps = steps.window();
         return {};
     });
+}
+
+Result<std::optional<qint64>> SharedWeights::foldedAt(qint64 jobId, qint64 seq)
+{
+    auto reply = m_redis.command({"HGET", key(jobId, "folded"), QByteArray::number(seq)});
+    if (!reply)
+        return fail(reply.error());
+    if (reply->isNil())
+        return std::optional<qint64>();
+    auto version = RedisConnection::toInteger(*reply, QStringLiteral("the version of update %1").arg(seq));
+    if (!version)
+        return fail(version.error());
+    return std::optional<qint64>(*version);
 }
 
 Result<std::vector<qint64>> SharedWeights::foldOrder(qint64 jobId)

@@ -86,6 +86,8 @@ public:
     // set for rules that need it; context.serverVersion is the version folded onto.
     Result<Folded> foldUpdate(qint64 jobId, qint64 seq, const AggregationSpec& rule,
                               const TensorBundle& update, UpdateContext context, bool checked = false);
+    // The version update `seq` made, when it was folded since the last put(); nullopt when it was not.
+    Result<std::optional<qint64>> foldedAt(qint64 jobId, qint64 seq);
     // The sequence numbers folded since the last put(), in the order they were folded (version put + 1, + 2,
     // ...).
     Result<std::vector<qint64>> foldOrder(qint64 jobId);

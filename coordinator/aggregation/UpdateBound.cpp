@@ -31,9 +31,8 @@ double UpdateBound::limit(double fromNorm) const
 QString UpdateBound::describe(double fromNorm) const
 {
     if (needsNorm())
-        return QStringLiteral(
-                   "%1 x the norm of the weights it starts from (%2), until %3 updates of the job are "
-                   "known")
+        return QStringLiteral("%1 x the norm of the weights it starts from (%2), until %3 updates of the job are "
+                              "known")
             .arg(kStartFraction)
             .arg(fromNorm, 0, 'g', 4)
             .arg(kMinHistory);

@@ -1,11 +1,10 @@
 #pragma once
 // How far one step may move a job's weights: the bound that keeps a hostile or broken agent's finite but huge
-// upload (x1e6, negated weights, 3e38) out of the server copy. Steps are Euclidean distances between two
-// weight sets of the same job (an upload against the version it trained from; the server copy after a fold
-// against the copy before it). The bound follows what honest steps of this job look like: a multiple of the
-// median of the last accepted ones. A median, not a mean: a minority of hostile steps cannot drag it. Before
-// enough steps are known, the bound is a fraction of the weights' own norm, so the first updates of a job are
-// bounded too.
+// upload (x1e6, negated weights, 3e38) out of the server copy. Steps are Euclidean distances between two weight
+// sets of the same job (an upload against the version it trained from; the server copy after a fold against the
+// copy before it). The bound follows what honest steps of this job look like: a multiple of the median of the
+// last accepted ones. A median, not a mean: a minority of hostile steps cannot drag it. Before enough steps are
+// known, the bound is a fraction of the weights' own norm, so the first updates of a job are bounded too.
 //
 // Not thread-safe: each instance belongs to one thread (the state thread bounds uploads, the weights thread
 // bounds folds).
@@ -20,8 +19,8 @@ namespace gleaner::coordinator {
 class UpdateBound
 {
 public:
-    // Honest steps of one job vary by a small factor (shard, epoch, staleness); an attack that must stay
-    // within five medians to pass is bounded to what a few honest updates would do.
+    // Honest steps of one job vary by a small factor (shard, epoch, staleness); an attack that must stay within
+    // five medians to pass is bounded to what a few honest updates would do.
     static constexpr double kMedianMultiple = 5.0;
     // Accepted steps the median is taken over, and how many it needs before it is trusted.
     static constexpr int kWindow = 64;

@@ -29,6 +29,14 @@ WeightsKeeper::~WeightsKeeper()
     m_thread.stop();
 }
 
+void WeightsKeeper::shareThrough(std::unique_ptr<RedisConnection> redis, const QString& prefix)
+{
+    m_thread.call([&] {
+        m_redis = std::move(redis);
+        m_shared = std::make_unique<SharedWeights>(*m_redis, prefix);
+    });
+}
+
 void WeightsKeeper::load(qint64 jobId, TensorBundle weights, qint64 version, const AggregationSpec& rule,
                          TensorBundle ruleState, std::vector<ReplayedUpdate> replay, const DownloadSpec& download)
 {
@@ -51,11 +59,28 @@ void WeightsKeeper::load(qint64 jobId, TensorBundle weights, qint64 version, con
                                   << "afresh:" << s.error();
             (void)job.rule->loadState(TensorBundle(), job.weights);
         }
+        job.spec = rule;
+        job.joined = false;
+        job.pending.clear();
+        if (m_shared)
+            (void)joinShared(jobId, job);
         // An encoded update is read back against the base it names (kept until a snapshot holds the update).
         const qint64 maxBytes = 2 * job.weights.tensorBytes() + 256 * job.weights.size() + (1 << 20);
         for (const ReplayedUpdate& update : replay) {
             auto bundle = UpdateChecker::readKept(update.file, maxBytes,
                                                   [&]() { return baseWeights(job, update.baseSha); });
+            if (!bundle && m_shared) {
+                // Redis may hold it folded already (by this coordinator before it stopped, or by another):
+                // then its file is no longer needed.
+                if (auto at = m_shared->foldedAt(jobId, update.seq); at && at->has_value()) {
+                    const qint64 seq = update.seq;
+                    const qint64 version = **at;
+                    job.lastSeq = std::max(job.lastSeq, seq);
+                    m_coordinator.state().post(
+                        [this, jobId, seq, version] { m_coordinator.onApplied(jobId, seq, version); });
+                    continue;
+                }
+            }
             if (!bundle) {
                 // A received update that cannot be read back is lost: the admin sees it on the update, the job's
                 // status and the agent's record; the rest are folded in.
@@ -94,6 +119,8 @@ void WeightsKeeper::validate(qint64 jobId, int epoch, bool epochEnd)
 {
     m_thread.post([this, jobId, epoch, epochEnd] {
         auto it = m_jobs.find(jobId);
+        if (it != m_jobs.end())
+            syncShared(jobId, it->second);
         if (it != m_jobs.end())
             validateNow(jobId, it->second, epoch, epochEnd);
         else
@@ -144,6 +171,11 @@ void WeightsKeeper::remember(JobWeights& job, const QString& sha, const TensorBu
 void WeightsKeeper::applyNow(qint64 jobId, JobWeights& job, qint64 seq, const TensorBundle& update,
                              UpdateContext context, const QString& baseSha, bool checked)
 {
+    if (m_shared) {
+        job.pending.push_back(PendingUpdate{seq, update, context, baseSha, checked});
+        (void)foldPending(jobId, job);
+        return;
+    }
     context.serverVersion = job.version;
     Result<TensorBundle> base = TensorBundle();
     if (job.rule->needsBase()) {
@@ -164,6 +196,123 @@ void WeightsKeeper::applyNow(qint64 jobId, JobWeights& job, qint64 seq, const Te
     job.lastSeq = seq;
     const qint64 version = job.version;
     m_coordinator.state().post([this, jobId, seq, version] { m_coordinator.onApplied(jobId, seq, version); });
+}
+
+void WeightsKeeper::reportUnreachable(qint64 jobId, JobWeights& job, const QString& why)
+{
+    if (!job.unreachable)
+        qCCritical(lcWeights) << "job" << jobId << "cannot fold into the weights in Redis:" << why << "-"
+                              << job.pending.size() << "update(s) wait and are folded when Redis answers";
+    job.unreachable = true;
+}
+
+bool WeightsKeeper::joinShared(qint64 jobId, JobWeights& job)
+{
+    auto there = m_shared->read(jobId);
+    if (!there) {
+        reportUnreachable(jobId, job, there.error());
+        return false;
+    }
+    if (there->has_value() && (*there)->version >= job.version) {
+        // Redis holds the job as recent as the snapshot or more (folds since it, by this or another
+        // coordinator).
+        if ((*there)->version != job.version)
+            qCInfo(lcWeights) << "job" << jobId << "continues from its weights in Redis at version"
+                              << (*there)->version << "(its snapshot is at" << job.version << ")";
+        adopt(jobId, job, **there);
+    } else {
+        // Redis lost the job (a restart without persistence) or never had it: the snapshot is the copy of
+        // record.
+        SharedFoldState state;
+        state.weights = job.weights;
+        state.ruleState = job.rule->saveState();
+        state.steps = job.steps.window();
+        state.version = job.version;
+        auto put = m_shared->put(jobId, state, /*replace=*/true);
+        if (!put) {
+            reportUnreachable(jobId, job, put.error());
+            return false;
+        }
+        if (there->has_value())
+            qCWarning(lcWeights) << "job" << jobId << "had older weights in Redis (version"
+                                 << (*there)->version << ") than its snapshot (" << job.version
+                                 << "): Redis now holds the snapshot's";
+    }
+    job.joined = true;
+    return true;
+}
+
+void WeightsKeeper::adopt(qint64 jobId, JobWeights& job, const SharedFoldState& state)
+{
+    std::unique_ptr<AggregationRule> rule = AggregationRule::create(job.spec);
+    if (auto s = rule->loadState(state.ruleState, state.weights); !s) {
+        qCCritical(lcWeights) << "job" << jobId
+                              << "cannot use its rule's state from Redis; it starts afresh:" << s.error();
+        (void)rule->loadState(TensorBundle(), state.weights);
+    }
+    job.rule = std::move(rule);
+    job.weights = state.weights;
+    job.version = state.version;
+    job.steps = UpdateBound::fromWindow(state.steps);
+}
+
+bool WeightsKeeper::foldPending(qint64 jobId, JobWeights& job)
+{
+    if (!job.joined && !joinShared(jobId, job))
+        return false;
+    while (!job.pending.empty()) {
+        const PendingUpdate& item = job.pending.front();
+        UpdateContext context = item.context;
+        Result<TensorBundle> base = TensorBundle();
+        if (job.rule->needsBase()) {
+            base = baseWeights(job, item.baseSha);
+            if (!base) {
+                refused(jobId, job, item.seq, QStringLiteral("lost by the coordinator: %1").arg(base.error()),
+                        /*agentsFault=*/false);
+                job.pending.pop_front();
+                continue;
+            }
+            context.base = &*base;
+        }
+        auto folded = m_shared->foldUpdate(jobId, item.seq, job.spec, item.update, context, item.checked);
+        if (!folded) {
+            // Joined again before the next try: Redis may have lost the job meanwhile (a restart without
+            // persistence), and then this process's copy, the most recent it knows, is put back.
+            job.joined = false;
+            reportUnreachable(jobId, job, folded.error());
+            return false;
+        }
+        if (job.unreachable)
+            qCInfo(lcWeights) << "job" << jobId << "folds into Redis again";
+        job.unreachable = false;
+        const qint64 seq = item.seq;
+        job.pending.pop_front();
+        if (!folded->refused.isEmpty()) {
+            refused(jobId, job, seq, folded->refused);
+            continue;
+        }
+        // What this process holds of the job is now Redis's version (this fold, and any it folded onto).
+        if (auto state = m_shared->read(jobId); state && state->has_value())
+            adopt(jobId, job, **state);
+        job.lastSeq = std::max(job.lastSeq, seq);
+        const qint64 version = folded->version;
+        m_coordinator.state().post(
+            [this, jobId, seq, version] { m_coordinator.onApplied(jobId, seq, version); });
+    }
+    return true;
+}
+
+void WeightsKeeper::syncShared(qint64 jobId, JobWeights& job)
+{
+    if (!m_shared || !foldPending(jobId, job))
+        return;
+    auto state = m_shared->read(jobId);
+    if (!state) {
+        reportUnreachable(jobId, job, state.error());
+        return;
+    }
+    if (state->has_value() && (*state)->version != job.version)
+        adopt(jobId, job, **state);
 }
 
 Status WeightsKeeper::fold(TensorBundle& weights, std::unique_ptr<AggregationRule>& rule, UpdateBound& steps,
@@ -223,6 +372,7 @@ void WeightsKeeper::publish(qint64 jobId)
         if (it == m_jobs.end())
             return;
         JobWeights& job = it->second;
+        syncShared(jobId, job);
         PublishedWeights published{job.version, {}, 0, m_coordinator.clock().nowMs(), job.lastSeq, {}};
         if (job.publishedVersion != job.version && job.download.sparse()) {
             auto sparse = publishSparse(jobId, job);
@@ -255,6 +405,7 @@ void WeightsKeeper::snapshot(qint64 jobId, bool force)
         if (it == m_jobs.end())
             return;
         JobWeights& job = it->second;
+        syncShared(jobId, job);
         const qint64 now = m_coordinator.clock().nowMs();
         if (job.version == job.snapshotVersion
             || (!force && now - job.snapshotMs < qint64(m_coordinator.config().snapshotEverySeconds) * 1000))
@@ -297,6 +448,7 @@ void WeightsKeeper::exportWeights(qint64 jobId, std::function<void(Result<BlobIn
             done(fail(QStringLiteral("job %1 has no weights in memory").arg(jobId)));
             return;
         }
+        syncShared(jobId, it->second);
         done(writeBlob(it->second));
     });
 }
@@ -405,6 +557,12 @@ void WeightsKeeper::unload(qint64 jobId)
 {
     m_thread.post([this, jobId] {
         snapshot(jobId, true);
+        auto it = m_jobs.find(jobId);
+        // Its copy in Redis goes once the snapshot holds everything it held.
+        if (m_shared && it != m_jobs.end() && it->second.pending.empty() &&
+            it->second.version == it->second.snapshotVersion)
+            if (auto s = m_shared->remove(jobId); !s)
+                qCWarning(lcWeights) << "job" << jobId << "leaves its weights in Redis:" << s.error();
         m_jobs.erase(jobId);
     });
 }

@@ -9,12 +9,22 @@
 // leaves the server copy and its version as they were and is reported to the coordinator (onFoldRefused), which
 // marks the update, counts it against its agent and shows it to the admin: never a silent drop.
 //
+// With a Redis named in the config (shareThrough), the server copy of record is the one in Redis that every
+// coordinator of the deployment folds into (SharedWeights): each fold is an optimistic transaction there, and
+// the copy in memory follows it (and, before a publication, a validation or a snapshot, whatever other
+// coordinators folded). At load, Redis keeps a job it holds at the snapshot's version or later; otherwise the
+// snapshot is put there. The replay of updates received after the snapshot then folds exactly those Redis
+// does not hold yet (a fold is recorded with its update's sequence number, and one already recorded is not
+// folded again). An update that cannot reach Redis waits, in order, and is folded when Redis answers again
+// (the next fold, publication or snapshot tries); it is not lost, and a restart replays it too.
+//
 // Rules that fold pseudo-gradients (AggregationRule::needsBase) get the weights each update trained from: the
 // keeper holds the weights it published recently in memory and reads older ones from the blob store, where the
 // coordinator keeps every base an unsnapshotted update needs. Such a rule's state is written with every snapshot
 // (its own blob) and read back at a restart, before the replay.
 
 #include "aggregation/AggregationRule.h"
+#include "aggregation/SharedWeights.h"
 #include "aggregation/UpdateBound.h"
 #include "core/JobState.h"
 #include "spec/DownloadSpec.h"
@@ -51,6 +61,9 @@ public:
     ~WeightsKeeper();
 
     SerialExecutor& executor() { return m_thread; }
+    // Folds go through Redis from now on (see above), with the deployment's keys under `prefix`. Before any
+    // load().
+    void shareThrough(std::unique_ptr<RedisConnection> redis, const QString& prefix);
 
     // One checked fold: `rule` folds `update` into a copy-on-write twin of `weights`, which replaces them only
     // when every value is finite and the step it made is within `steps` (which learns it). `checked`: the update
@@ -81,6 +94,14 @@ public:
     void unload(qint64 jobId);
 
 private:
+    struct PendingUpdate
+    {
+        qint64 seq = 0;
+        TensorBundle update;
+        UpdateContext context;
+        QString baseSha;
+        bool checked = false;
+    };
     struct JobWeights
     {
         TensorBundle weights;
@@ -96,11 +117,24 @@ private:
         DownloadSpec download;
         TensorBundle published; // what the last publication handed out (sparse downloads; else the server copy)
         std::deque<std::pair<QString, QByteArray>> publishedFiles; // the last few published files, for patches
+        // Shared through Redis only:
+        AggregationSpec spec;
+        bool joined = false;               // the job's copy in Redis is known (read or put at load)
+        std::deque<PendingUpdate> pending; // received, not yet folded in Redis (oldest first)
+        bool unreachable = false;          // Redis failed the last try (reported once per outage)
     };
     static constexpr size_t kRecentBases = 8;
     // `checked`: the update was folded in before a restart; it is folded in again without the step bound.
     void applyNow(qint64 jobId, JobWeights& job, qint64 seq, const TensorBundle& update, UpdateContext context,
                   const QString& baseSha, bool checked = false);
+    // Shared through Redis: folds the pending updates in order; false when Redis failed (they keep waiting).
+    bool foldPending(qint64 jobId, JobWeights& job);
+    // Reads the job's copy in Redis, or puts this one there when Redis holds none as recent (at load).
+    bool joinShared(qint64 jobId, JobWeights& job);
+    // Brings the copy in memory up to Redis's (what other coordinators folded) before it is used.
+    void syncShared(qint64 jobId, JobWeights& job);
+    void adopt(qint64 jobId, JobWeights& job, const SharedFoldState& state);
+    void reportUnreachable(qint64 jobId, JobWeights& job, const QString& why);
     // The published weights with this SHA-256, from memory or the blob store.
     Result<TensorBundle> baseWeights(JobWeights& job, const QString& sha);
     void remember(JobWeights& job, const QString& sha, const TensorBundle& weights);
@@ -115,8 +149,10 @@ private:
 
     Coordinator& m_coordinator;
     BlobStore& m_blobs;
-    std::map<qint64, JobWeights> m_jobs; // weights thread only
-    SerialExecutor m_thread;             // last: runs tasks that use the members above
+    std::map<qint64, JobWeights> m_jobs;      // weights thread only
+    std::unique_ptr<RedisConnection> m_redis; // weights thread only, when shared
+    std::unique_ptr<SharedWeights> m_shared;
+    SerialExecutor m_thread; // last: runs tasks that use the members above
 };
 
 } // namespace gleaner::coordinator

@@ -4,6 +4,7 @@
 #include "config/Initializer.h"
 #include "store/Database.h"
 #include "crypto/TlsCertificate.h"
+#include "store/RedisConnection.h"
 
 #include <QCommandLineParser>
 #include <QDir>
@@ -37,6 +38,11 @@ int initCommand(const QStringList& arguments)
                       QStringLiteral("Keep the coordinator's state in this PostgreSQL database, "
                                      "postgresql://user[:password]@host[:port]/dbname (it must exist and hold no other "
                                      "deployment), instead of gleaner.db in the data directory."),
+                      QStringLiteral("URL")});
+    parser.addOption({QStringLiteral("redis"),
+                      QStringLiteral("Keep the server weights of running jobs in this Redis 7 server, "
+                                     "redis://[[user]:password@]host[:port][/db], where every coordinator of the "
+                                     "deployment folds into them, instead of in the coordinator's memory."),
                       QStringLiteral("URL")});
     parser.addOption({QStringLiteral("json"), QStringLiteral("Print {url, admin_token, ca_certificate, signing_public_key}.")});
     if (!parser.parse(arguments))
@@ -73,6 +79,13 @@ int initCommand(const QStringList& arguments)
     if (parser.isSet(QStringLiteral("database")) && !Database::isPostgresUrl(config.database))
         return usageError(QStringLiteral("--database: expected a PostgreSQL URL, postgresql://user@host:port/dbname"),
                           QStringLiteral("init"));
+    config.redis = parser.value(QStringLiteral("redis"));
+    if (parser.isSet(QStringLiteral("redis")))
+        if (auto s = RedisConnection::checkUrl(config.redis); !s)
+            return usageError(QStringLiteral("--redis: %1").arg(s.error()), QStringLiteral("init"));
+    if (!config.redis.isEmpty())
+        if (auto reached = RedisConnection::open(config.redis); !reached)
+            return failure(reached.error());
 
     const DataDirectory dir(root);
     auto created = initializeDataDirectory(dir, config, parser.value(QStringLiteral("tls-cert")),

@@ -112,6 +112,9 @@ int serveCommand(const QStringList& arguments)
                             << " (agents use " << shown.url() << "); data in " << dir.root() << "; state in "
                             << (config->database.isEmpty() ? dir.databasePath()
                                                            : QUrl(config->database).toString(QUrl::RemovePassword))
+                            << "; weights in "
+                            << (config->redis.isEmpty() ? QStringLiteral("memory")
+                                                        : QUrl(config->redis).toString(QUrl::RemovePassword))
                             << "\n";
         QTextStream(stdout) << "port " << server.port() << "\n" << Qt::flush;
         // Where this server really listens (the configured port may be 0): the CLI's admin commands read it.

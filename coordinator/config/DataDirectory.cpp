@@ -2,6 +2,7 @@
 
 #include "spec/JsonFields.h"
 #include "store/Database.h"
+#include "store/RedisConnection.h"
 
 #include <QDir>
 #include <QFile>
@@ -46,6 +47,8 @@ QJsonObject CoordinatorConfig::toJson() const
     json.insert(QStringLiteral("session_lifetime_seconds"), sessionLifetimeSeconds);
     if (!database.isEmpty())
         json.insert(QStringLiteral("database"), database);
+    if (!redis.isEmpty())
+        json.insert(QStringLiteral("redis"), redis);
     return json;
 }
 
@@ -63,7 +66,7 @@ Result<CoordinatorConfig> CoordinatorConfig::fromJson(const QJsonObject& json)
                       QStringLiteral("agent_online_seconds"), QStringLiteral("session_idle_seconds"),
                       QStringLiteral("session_lifetime_seconds"), QStringLiteral("max_leases_per_agent"),
                       QStringLiteral("lease_lifetime_deadlines"), QStringLiteral("handback_cap_mb"),
-                      QStringLiteral("database")});
+                      QStringLiteral("database"), QStringLiteral("redis")});
     CoordinatorConfig config;
     QString listen;
     if (fields.readString(u"listen", listen, Need::Required)) {
@@ -110,6 +113,11 @@ Result<CoordinatorConfig> CoordinatorConfig::fromJson(const QJsonObject& json)
         && !Database::isPostgresUrl(config.database))
         fields.fail(u"database", QStringLiteral("expected a PostgreSQL URL, postgresql://user@host:port/dbname, "
                                                 "or nothing for gleaner.db in the data directory"));
+    if (fields.readString(u"redis", config.redis) && !config.redis.isEmpty()) {
+        // The URL may hold a password: the message says what is wrong with it, never the URL itself.
+        if (auto s = RedisConnection::checkUrl(config.redis); !s)
+            fields.fail(u"redis", s.error() + QStringLiteral(", or nothing to keep the weights in memory"));
+    }
     if (!fields.ok())
         return fields.failure();
     return config;

@@ -63,6 +63,10 @@ struct CoordinatorConfig
     // a PostgreSQL database, postgresql://user[:password]@host[:port]/dbname (docs/architecture.md, "The store
     // on two engines"). One coordinator uses a database at a time: a second one is refused at start.
     QString database;
+    // Where the server weights of running jobs live: empty for this process's memory (the default), or a
+    // Redis 7 server, redis://[[user]:password@]host[:port][/db], which every coordinator of the deployment
+    // folds into (aggregation/SharedWeights.h; docs/scale-out.md). Snapshots stay in the blob store.
+    QString redis;
 
     // The URL agents use: https://<first host>:<port>.
     QString url() const;

@@ -6,6 +6,7 @@
 #include "format/SafeTensors.h"
 #include "scheduling/Scheduler.h"
 #include "store/Database.h"
+#include "store/RedisConnection.h"
 #include "store/SchedulerTables.h"
 #include "validation/ValidationRunner.h"
 
@@ -182,6 +183,15 @@ Status Coordinator::start()
         if (auto claimed = (*db)->claimForCoordinator(); !claimed)
             return claimed;
         m_db = std::move(*db);
+        if (!m_config.redis.isEmpty()) {
+            auto deployment = m_db->deploymentId();
+            if (!deployment)
+                return fail(deployment.error());
+            auto redis = RedisConnection::open(m_config.redis);
+            if (!redis)
+                return fail(redis.error());
+            m_weights->shareThrough(std::move(*redis), QStringLiteral("gleaner:") + *deployment);
+        }
         m_schedulerTables = std::make_unique<SchedulerTables>(*m_db);
         m_scheduler = std::make_unique<Scheduler>(m_jobs, *m_schedulerTables, m_clock,
                                                   SchedulerLimits{m_config.leaseLifetimeDeadlines}, &Tokens::randomId);

@@ -1,5 +1,7 @@
 #include "store/Database.h"
 
+#include <QRandomGenerator>
+
 namespace gleaner::coordinator {
 namespace {
 
@@ -126,6 +128,26 @@ Result<std::unique_ptr<Database>> Database::open(const QString& location)
     if (auto s = database->openPostgres(location, schema); !s)
         return fail(s.error());
     return database;
+}
+
+Result<QString> Database::deploymentId()
+{
+    const QString made =
+        QString::fromLatin1(QByteArray::number(QRandomGenerator::system()->generate64(), 16) +
+                            QByteArray::number(QRandomGenerator::system()->generate64(), 16));
+    // Whoever inserts first names the deployment; everyone reads that name.
+    auto inserted =
+        exec(QStringLiteral("INSERT INTO meta (key, value) VALUES ('deployment_id', ?) ON CONFLICT (key) "
+                            "DO NOTHING"),
+             {made});
+    if (!inserted)
+        return fail(inserted.error());
+    auto read = exec(QStringLiteral("SELECT value FROM meta WHERE key = 'deployment_id'"));
+    if (!read)
+        return fail(read.error());
+    if (!read->next())
+        return fail(QStringLiteral("%1: the deployment's name could not be kept").arg(name()));
+    return read->value(0).toString();
 }
 
 Status Database::claimForCoordinator()

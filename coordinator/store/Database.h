@@ -24,6 +24,9 @@ public:
     // Marks the database as this coordinator's until the connection closes; refused when another coordinator
     // holds it. Other connections (init, tests, tools) may still read and write it. Nothing to do on SQLite.
     Status claimForCoordinator();
+    // The deployment's own random name, made once and kept in the database (meta.deployment_id): what keeps
+    // its keys apart from another deployment's where two share a Redis.
+    Result<QString> deploymentId();
 
 protected:
     // A lost connection took the claim with it: it is taken again before the new connection is used.

@@ -1,6 +1,7 @@
 #include "CoordinatorFixture.h"
 
 #include "PostgresServer.h"
+#include "RedisServer.h"
 #include "TestSupport.h"
 #include "codec/UpdateCodec.h"
 #include "crypto/SignedEnvelope.h"
@@ -9,6 +10,8 @@
 #include "spec/AugmentSpec.h"
 #include "spec/ModelSpec.h"
 #include "spec/OptimizerSpec.h"
+#include "store/Database.h"
+#include "store/RedisConnection.h"
 #include "util/Durability.h"
 
 #include <QJsonArray>
@@ -88,7 +91,30 @@ QString postgresDatabaseForFixture(QString& error)
     return server.url(name);
 }
 
+// With GLEANER_TEST_REDIS=1, every fixture's coordinator keeps its jobs' weights in one Redis that this test
+// process starts (each fixture's database names a deployment of its own, so their keys never meet).
+QString redisForFixture(QString& error)
+{
+    if (qEnvironmentVariableIsEmpty("GLEANER_TEST_REDIS"))
+        return {};
+    static RedisServer server;
+    static const QString started = [] {
+        const QString missing = RedisServer::missing();
+        return missing.isEmpty() ? server.start() : missing;
+    }();
+    if (!started.isEmpty()) {
+        error = started;
+        return {};
+    }
+    return server.url();
+}
+
 } // namespace
+
+bool CoordinatorFixture::onRedis()
+{
+    return !qEnvironmentVariableIsEmpty("GLEANER_TEST_REDIS");
+}
 
 bool CoordinatorFixture::onPostgres()
 {
@@ -103,6 +129,13 @@ bool CoordinatorFixture::setUp(bool openEnrollment)
     config.database = postgresDatabaseForFixture(postgresError);
     if (!postgresError.isEmpty()) {
         qWarning() << postgresError;
+        return false;
+    }
+    QString redisError;
+    if (const QString redis = redisForFixture(redisError); !redis.isEmpty())
+        config.redis = redis; // else what the test set, if anything
+    if (!redisError.isEmpty()) {
+        qWarning() << redisError;
         return false;
     }
     config.openEnrollment = openEnrollment;
@@ -128,6 +161,39 @@ bool CoordinatorFixture::reopen()
     }
     core = std::move(*opened);
     return true;
+}
+
+QString CoordinatorFixture::forgetSharedWeights()
+{
+    if (config.redis.isEmpty())
+        return {};
+    auto db = coordinator::Database::open(dir.databaseLocation(config));
+    if (!db)
+        return db.error();
+    auto id = (*db)->deploymentId();
+    if (!id)
+        return id.error();
+    auto redis = coordinator::RedisConnection::open(config.redis);
+    if (!redis)
+        return redis.error();
+    auto keys = (*redis)->command({"KEYS", "gleaner:" + id->toUtf8() + ":*"});
+    if (!keys)
+        return keys.error();
+    for (const coordinator::RedisReply& key : keys->elements)
+        if (auto deleted = (*redis)->command({"DEL", key.text}); !deleted)
+            return deleted.error();
+    return {};
+}
+
+TensorBundle CoordinatorFixture::serverWeights(qint64 jobId)
+{
+    core->drain();
+    std::promise<coordinator::HttpResponse> promise;
+    core->state().post(
+        [&] { core->exportWeights(jobId, [&](coordinator::HttpResponse r) { promise.set_value(r); }); });
+    const coordinator::HttpResponse exported = promise.get_future().get();
+    auto bundle = SafeTensors::load(exported.filePath);
+    return bundle ? *bundle : TensorBundle();
 }
 
 QJsonObject CoordinatorFixture::call(const std::function<coordinator::HttpResponse()>& work, int* status)

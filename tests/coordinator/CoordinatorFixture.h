@@ -40,6 +40,9 @@ struct CoordinatorFixture
     // Whether this test process runs its coordinators on PostgreSQL (GLEANER_TEST_POSTGRES set: each fixture
     // gets a fresh database on a server the process starts) rather than on gleaner.db.
     static bool onPostgres();
+    // Whether its coordinators keep their jobs' weights in Redis (GLEANER_TEST_REDIS set: one Redis per
+    // process).
+    static bool onRedis();
     // Initialises the data directory and opens the coordinator; `open` false leaves it closed.
     bool setUp(bool openEnrollment = true);
     bool reopen();
@@ -49,6 +52,12 @@ struct CoordinatorFixture
     QJsonObject call(const std::function<coordinator::HttpResponse()>& work, int* status = nullptr);
     // Leases up to `maxTasks` tasks for the agent (after everything queued is done), as an agent would.
     std::vector<LeasedTask> lease(const QString& agentId, int maxTasks = 1, QJsonObject* reply = nullptr);
+    // With the weights in Redis (config.redis): deletes every key of this fixture's deployment there, as a
+    // Redis restarted without persistence has none. Empty when done (or nothing to do), else why not.
+    QString forgetSharedWeights();
+    // The job's server weights after everything queued, as `job export` writes them (empty when there are
+    // none).
+    TensorBundle serverWeights(qint64 jobId);
     // The weights a lease handed out (empty when the lease is unknown).
     TensorBundle leaseBase(const QString& leaseId);
     // The nonce signed into the lease's manifest, which a result must carry back (empty for an unknown lease).

@@ -127,13 +127,7 @@ int TestCoordinator::upload(const QString& agentId, const QString& leaseId, cons
 
 TensorBundle TestCoordinator::serverWeights(qint64 jobId)
 {
-    f.core->drain();
-    HttpResponse exported;
-    std::promise<HttpResponse> promise;
-    f.core->state().post([&] { f.core->exportWeights(jobId, [&](HttpResponse r) { promise.set_value(r); }); });
-    exported = promise.get_future().get();
-    auto bundle = SafeTensors::load(exported.filePath);
-    return bundle ? *bundle : TensorBundle();
+    return f.serverWeights(jobId);
 }
 
 int TestCoordinator::failLease(const QString& agentId, const QString& leaseId, QString* error,

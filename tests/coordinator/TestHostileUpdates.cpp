@@ -140,11 +140,7 @@ bool TestHostileUpdates::duel(const QByteArray& spec, Duel& out)
 
 TensorBundle TestHostileUpdates::serverWeights(qint64 jobId)
 {
-    f.core->drain();
-    std::promise<HttpResponse> promise;
-    f.core->state().post([&] { f.core->exportWeights(jobId, [&](HttpResponse r) { promise.set_value(r); }); });
-    auto bundle = SafeTensors::load(promise.get_future().get().filePath);
-    return bundle ? *bundle : TensorBundle();
+    return f.serverWeights(jobId);
 }
 
 QJsonObject TestHostileUpdates::agentRecord(const QString& agentId)
@@ -650,8 +646,10 @@ void TestHostileUpdates::lostUpdateFileIsShownNotSkipped()
     QCOMPARE(f.upload(agent, held[0].leaseId, moved(start, 0.01f), 0), 202);
     QCOMPARE(f.upload(agent, held[1].leaseId, moved(start, 0.02f), 0), 202);
     // A clean stop snapshots both. Take the coordinator back to a state a crash can leave: no snapshot, so both
-    // are replayed from their files, and the first file gone.
+    // are replayed from their files, and the first file gone (with the weights in Redis: Redis lost them too).
     f.core.reset();
+    const QString forgotten = f.forgetSharedWeights();
+    QVERIFY2(forgotten.isEmpty(), qPrintable(forgotten));
     {
         auto db = Database::open(f.dir.databaseLocation(f.config));
         QVERIFY2(db.ok(), qPrintable(db ? QString() : db.error()));

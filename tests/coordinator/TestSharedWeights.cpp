@@ -122,8 +122,10 @@ private:
                     context.base = &initial;
                     context.concurrency = clients;
                     auto folded = mine.foldUpdate(job, seq, spec, updateFor(initial, seq), context);
-                    if (!folded || folded->alreadyFolded || !folded->refused.isEmpty())
+                    if (!folded || folded->alreadyFolded || !folded->refused.isEmpty()) {
                         ++failures;
+                        qWarning() << "update" << seq << (folded ? folded->refused : folded.error());
+                    }
                 }
                 conflicts += mine.conflicts();
             });

@@ -163,6 +163,14 @@ Status E2eCluster::initCoordinator()
             return fail(error);
         arguments << QStringLiteral("--database") << m_postgres->url(postgresDatabase());
     }
+    if (!qEnvironmentVariableIsEmpty("GLEANER_TEST_REDIS")) {
+        if (const QString missing = test::RedisServer::missing(); !missing.isEmpty())
+            return fail(missing);
+        m_redis = std::make_unique<test::RedisServer>();
+        if (const QString error = m_redis->start(); !error.isEmpty())
+            return fail(error);
+        arguments << QStringLiteral("--redis") << m_redis->url();
+    }
     const CliRun init = runProgram(QStringLiteral(GLEANER_COORDINATOR_BIN), arguments, environment(), 60'000);
     if (init.exitCode != 0)
         return fail(QStringLiteral("gleaner-coordinator init: %1").arg(init.describe()));
@@ -211,6 +219,11 @@ Status E2eCluster::startCoordinator(int timeoutMs)
     if (!waitUntil([&] { return test::readFile(coordinatorLog()).contains(said); }, 5'000))
         return fail(QStringLiteral("the coordinator does not say it keeps its state in %1; its log:\n%2")
                         .arg(QString::fromUtf8(where), tail(coordinatorLog(), 20)));
+    // And its jobs' weights in memory, or in the Redis of this cluster when there is one.
+    const QByteArray weights = QByteArray("weights in ").append(m_redis ? m_redis->url().toUtf8() : "memory");
+    if (!test::readFile(coordinatorLog()).contains(weights))
+        return fail(QStringLiteral("the coordinator does not say it keeps its weights in %1; its log:\n%2")
+                        .arg(QString::fromUtf8(weights.mid(11)), tail(coordinatorLog(), 20)));
     return {};
 }
 

@@ -18,6 +18,7 @@
 // restarts; the coordinator into <root>/coordinator.log.
 
 #include "PostgresServer.h"
+#include "RedisServer.h"
 #include "Result.h"
 
 #include <QJsonArray>
@@ -91,6 +92,8 @@ public:
     // The PostgreSQL server the coordinator keeps its state on (GLEANER_TEST_POSTGRES), and its database's name;
     // null when the state is in gleaner.db.
     test::PostgresServer* postgres() const { return m_postgres.get(); }
+    // The Redis the coordinator keeps its jobs' weights in (GLEANER_TEST_REDIS set), or none.
+    test::RedisServer* redis() const { return m_redis.get(); }
     static QString postgresDatabase() { return QStringLiteral("e2e"); }
     QString coordinatorLog() const;
 
@@ -157,6 +160,7 @@ private:
     // With GLEANER_TEST_POSTGRES set: the server whose database the coordinator keeps its state in (init
     // --database), started by initCoordinator() and stopped after everything else.
     std::unique_ptr<test::PostgresServer> m_postgres;
+    std::unique_ptr<test::RedisServer> m_redis;
     std::unique_ptr<QProcess> m_coordinator;
     QString m_enrollmentToken;
     std::vector<std::unique_ptr<AgentHandle>> m_agents;

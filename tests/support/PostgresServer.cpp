@@ -179,8 +179,7 @@ QString PostgresServer::restart()
     if (!m_dir || m_server.state() == QProcess::NotRunning)
         return QStringLiteral("the server is not running");
     const auto pid = static_cast<pid_t>(m_server.processId());
-    ::kill(pid,
-           SIGINT); // fast shutdown: the open sessions are ended, as a restart of a real server ends them
+    ::kill(pid, SIGINT); // fast shutdown: the open sessions are ended, as a restart of a real server ends them
     if (!m_server.waitForFinished(15'000))
         return QStringLiteral("postgres (pid %1) did not stop within 15 s").arg(pid);
     m_server.start(); // the same folder, port and settings
@@ -190,26 +189,23 @@ QString PostgresServer::restart()
     while (!deadline.hasExpired()) {
         QProcess ready;
         ready.start(kBin + QStringLiteral("pg_isready"),
-                    {QStringLiteral("-q"), QStringLiteral("-h"), QStringLiteral("127.0.0.1"),
-                     QStringLiteral("-p"), QString::number(m_port), QStringLiteral("-U"), user(),
-                     QStringLiteral("-d"), QStringLiteral("postgres"), QStringLiteral("-t"),
-                     QStringLiteral("2")});
-        if (ready.waitForFinished(5'000) && ready.exitStatus() == QProcess::NormalExit &&
-            ready.exitCode() == 0)
+                    {QStringLiteral("-q"), QStringLiteral("-h"), QStringLiteral("127.0.0.1"), QStringLiteral("-p"),
+                     QString::number(m_port), QStringLiteral("-U"), user(), QStringLiteral("-d"),
+                     QStringLiteral("postgres"), QStringLiteral("-t"), QStringLiteral("2")});
+        if (ready.waitForFinished(5'000) && ready.exitStatus() == QProcess::NormalExit && ready.exitCode() == 0)
             return {};
         if (m_server.waitForFinished(100))
             break;
     }
-    return QStringLiteral("PostgreSQL did not come back after a restart; see %1:\n%2")
-        .arg(logFile(), logTail());
+    return QStringLiteral("PostgreSQL did not come back after a restart; see %1:\n%2").arg(logFile(), logTail());
 }
 
 QString PostgresServer::createDatabase(const QString& name, const QString& copyOf)
 {
     QProcess create;
     create.setProcessChannelMode(QProcess::MergedChannels);
-    QStringList arguments{QStringLiteral("-h"),    QStringLiteral("127.0.0.1"), QStringLiteral("-p"),
-                          QString::number(m_port), QStringLiteral("-U"),        user()};
+    QStringList arguments{QStringLiteral("-h"), QStringLiteral("127.0.0.1"), QStringLiteral("-p"),
+                          QString::number(m_port), QStringLiteral("-U"), user()};
     if (!copyOf.isEmpty())
         arguments << QStringLiteral("-T") << copyOf;
     create.start(kBin + QStringLiteral("createdb"), arguments << name);

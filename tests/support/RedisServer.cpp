@@ -80,25 +80,52 @@ QString RedisServer::start(bool appendOnly)
         m_server.start();
         if (!m_server.waitForStarted(10'000))
             return QStringLiteral("redis-server did not start: %1").arg(m_server.errorString());
-        const QDeadlineTimer deadline(kStartMs);
         bool exited = false;
-        while (!deadline.hasExpired()) {
-            if (answersPing(m_port))
-                return {};
-            if (m_server.waitForFinished(100)) {
-                exited = true;
-                break;
-            }
-        }
-        const QString tail = logTail() + QString::fromUtf8(m_server.readAll());
-        if (exited && attempt < 3 && tail.contains(u"Address already in use"))
+        const QString why = waitUntilReady(&exited);
+        if (why.isEmpty())
+            return {};
+        if (exited && attempt < 3 && why.contains(u"Address already in use"))
             continue; // another process took the port in the meantime
         stop();
-        return QStringLiteral("Redis %1:\n%2")
-            .arg(exited ? QStringLiteral("stopped while starting")
-                        : QStringLiteral("did not answer within %1 s").arg(kStartMs / 1000),
-                 tail);
+        return why;
     }
+}
+
+QString RedisServer::waitUntilReady(bool* exited)
+{
+    const QDeadlineTimer deadline(kStartMs);
+    *exited = false;
+    while (!deadline.hasExpired()) {
+        if (answersPing(m_port))
+            return {};
+        if (m_server.waitForFinished(100)) {
+            *exited = true;
+            break;
+        }
+    }
+    return QStringLiteral("Redis %1:\n%2")
+        .arg(*exited ? QStringLiteral("stopped while starting")
+                     : QStringLiteral("did not answer within %1 s").arg(kStartMs / 1000),
+             logTail() + QString::fromUtf8(m_server.readAll()));
+}
+
+void RedisServer::halt()
+{
+    if (m_server.state() == QProcess::NotRunning)
+        return;
+    ::kill(static_cast<pid_t>(m_server.processId()), SIGKILL);
+    m_server.waitForFinished(5'000);
+}
+
+QString RedisServer::resume()
+{
+    if (!m_dir)
+        return QStringLiteral("the server was never started");
+    m_server.start(); // the same program, port, folder and settings
+    if (!m_server.waitForStarted(10'000))
+        return QStringLiteral("redis-server did not start again: %1").arg(m_server.errorString());
+    bool exited = false;
+    return waitUntilReady(&exited);
 }
 
 QString RedisServer::url(int database) const

@@ -28,11 +28,18 @@ public:
     QString url(int database = 0) const;
     int port() const { return m_port; }
     qint64 pid() const { return m_server.processId(); }
+    // An outage: the server stops (SIGKILL: nothing saved, its clients' connections end) and, with resume(),
+    // starts again on the same port and folder, with only what its append-only file kept; empty once it
+    // answers again.
+    void halt();
+    QString resume();
     // SIGTERM, then SIGKILL when it has not stopped within 10 s; the folder is removed.
     void stop();
 
 private:
     QString logTail() const;
+    // Waits for PING to be answered; empty then, else why not.
+    QString waitUntilReady(bool* exited);
 
     std::unique_ptr<QTemporaryDir> m_dir;
     QProcess m_server;

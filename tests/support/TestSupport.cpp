@@ -40,8 +40,7 @@ QByteArray readFile(const QString& path)
 bool writeFile(const QString& path, QByteArrayView bytes)
 {
     QFile file(path);
-    return file.open(QIODevice::WriteOnly | QIODevice::Truncate) &&
-           file.write(bytes.toByteArray()) == bytes.size();
+    return file.open(QIODevice::WriteOnly | QIODevice::Truncate) && file.write(bytes.toByteArray()) == bytes.size();
 }
 
 QJsonObject jsonObject(const QByteArray& text)

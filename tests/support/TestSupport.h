@@ -37,7 +37,8 @@ QJsonObject jsonObject(const QByteArray& text);
 int freeLoopbackPort();
 
 // For QTest's toString(const T&) overloads: a spec that differs is printed as its compact JSON.
-template <typename Spec> char* jsonToString(const Spec& spec)
+template <typename Spec>
+char* jsonToString(const Spec& spec)
 {
     return qstrdup(QJsonDocument(spec.toJson()).toJson(QJsonDocument::Compact).constData());
 }
