@@ -7,6 +7,7 @@
 #include <QRandomGenerator>
 
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 namespace gleaner::coordinator {
@@ -133,6 +134,8 @@ Status SharedWeights::load(qint64 jobId, const Meta& meta)
     Cached cached;
     cached.generation = generation;
     cached.state.version = version;
+    cached.weightFile = weightBytes;
+    cached.stateFile = stateBytes;
     auto weights = SafeTensors::parse(std::move(weightBytes));
     if (!weights)
         return fail(
@@ -155,7 +158,7 @@ Status SharedWeights::load(qint64 jobId, const Meta& meta)
 }
 
 void SharedWeights::queueState(qint64 jobId, const SharedFoldState& state, const Meta* oldMeta,
-                               const QByteArray& generation)
+                               const QByteArray& generation, const Cached* previous, Cached& written)
 {
     // The chunks point into the serialized file (fromRawData): queue() copies them into hiredis's buffer.
     const QByteArray weightFile = SafeTensors::serialize(state.weights);
@@ -163,12 +166,16 @@ void SharedWeights::queueState(qint64 jobId, const SharedFoldState& state, const
         state.ruleState.isEmpty() ? QByteArray() : SafeTensors::serialize(state.ruleState);
     auto writeChunks = [&](char kind, const QByteArray& file, const char* countField) {
         const int count = int((file.size() + kChunkBytes - 1) / kChunkBytes);
+        const QByteArray* before = previous ? (kind == 'w' ? &previous->weightFile : &previous->stateFile) : nullptr;
         for (int i = 0; i < count; ++i) {
             const qint64 at = qint64(i) * kChunkBytes;
-            m_redis.queue(
-                {"SET", chunkKey(jobId, kind, i),
-                 QByteArray::fromRawData(file.constData() + at,
-                                         qsizetype(std::min<qint64>(kChunkBytes, file.size() - at)))});
+            const qint64 length = std::min<qint64>(kChunkBytes, file.size() - at);
+            // Serialization is deterministic: equal bytes at the same place are the same chunk.
+            if (before && before->size() == file.size() &&
+                std::memcmp(before->constData() + at, file.constData() + at, size_t(length)) == 0)
+                continue;
+            m_redis.queue({"SET", chunkKey(jobId, kind, i),
+                           QByteArray::fromRawData(file.constData() + at, qsizetype(length))});
         }
         for (int i = count; oldMeta && i < number(*oldMeta, countField); ++i)
             m_redis.queue({"DEL", chunkKey(jobId, kind, i)});
@@ -181,6 +188,8 @@ void SharedWeights::queueState(qint64 jobId, const SharedFoldState& state, const
                    "weights_bytes", QByteArray::number(weightFile.size()), "state_chunks",
                    QByteArray::number(stateChunks), "state_bytes", QByteArray::number(stateFile.size()),
                    "steps", encodeSteps(state.steps)});
+    written.weightFile = weightFile;
+    written.stateFile = stateFile;
 }
 
 Result<bool> SharedWeights::put(qint64 jobId, const SharedFoldState& state, bool replace)
@@ -194,8 +203,9 @@ Result<bool> SharedWeights::put(qint64 jobId, const SharedFoldState& state, bool
             return false;
         }
         const QByteArray generation = newGeneration();
+        Cached written{generation, state, {}, {}};
         m_redis.queue({"MULTI"});
-        queueState(jobId, state, &*meta, generation);
+        queueState(jobId, state, &*meta, generation, nullptr, written);
         m_redis.queue({"DEL", key(jobId, "order"), key(jobId, "folded")});
         m_redis.queue({"EXEC"});
         auto replies = m_redis.replies();
@@ -209,7 +219,7 @@ Result<bool> SharedWeights::put(qint64 jobId, const SharedFoldState& state, bool
             return fail(QStringLiteral("Redis refused to store job %1's weights: %2")
                             .arg(jobId)
                             .arg(QString::fromUtf8(replies->back().text)));
-        m_cache[jobId] = Cached{generation, state};
+        m_cache[jobId] = std::move(written);
         return true;
     }
     return fail(QStringLiteral("job %1's weights in Redis kept changing while they were put").arg(jobId));
@@ -299,7 +309,8 @@ Result<SharedWeights::Folded> SharedWeights::fold(qint64 jobId, qint64 seq, cons
         }
         next.version = cached.state.version + 1;
         m_redis.queue({"MULTI"});
-        queueState(jobId, next, &*meta, cached.generation);
+        Cached written{cached.generation, {}, {}, {}};
+        queueState(jobId, next, &*meta, cached.generation, &cached, written);
         m_redis.queue({"RPUSH", key(jobId, "order"), seqText});
         m_redis.queue({"HSET", key(jobId, "folded"), seqText, QByteArray::number(next.version)});
         m_redis.queue({"EXEC"});
@@ -333,6 +344,8 @@ Result<SharedWeights::Folded> SharedWeights::fold(qint64 jobId, qint64 seq, cons
                                 .arg(QString::fromUtf8(reply.text)));
             }
         cached.state = std::move(next);
+        cached.weightFile = std::move(written.weightFile);
+        cached.stateFile = std::move(written.stateFile);
         Folded folded;
         folded.version = cached.state.version;
         folded.attempts = attempt;

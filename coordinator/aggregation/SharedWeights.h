@@ -101,14 +101,22 @@ private:
     {
         QByteArray generation;
         SharedFoldState state;
+        // The files as Redis holds them (they share their bytes with the state's bundles until a fold writes):
+        // a fold writes only the chunks it changed. A pseudo-gradient rule leaves the weights and its momentum
+        // alone between outer steps, so most folds write its buffer alone.
+        QByteArray weightFile;
+        QByteArray stateFile;
     };
     QByteArray key(qint64 jobId, const char* what) const;
     QByteArray chunkKey(qint64 jobId, char kind, int index) const;
     // Reads the chunks the meta names into the cache (the caller has WATCHed meta).
     Status load(qint64 jobId, const std::map<QByteArray, QByteArray>& meta);
     // The commands that write `state` (chunks, steps, version) and drop chunks beyond it.
+    // Writes into `written` the files it wrote, for the cache. `previous`: what Redis holds now (the cache of the
+    // version WATCHed), whose unchanged chunks are not sent again; null to write every chunk.
     void queueState(qint64 jobId, const SharedFoldState& state,
-                    const std::map<QByteArray, QByteArray>* oldMeta, const QByteArray& generation);
+                    const std::map<QByteArray, QByteArray>* oldMeta, const QByteArray& generation,
+                    const Cached* previous, Cached& written);
     Result<std::map<QByteArray, QByteArray>> watchMeta(qint64 jobId);
 
     RedisConnection& m_redis;

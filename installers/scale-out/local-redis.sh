@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# A Redis 7 server of its own for Gleaner's coordinators, on this machine: its files in a folder, listening on
+# 127.0.0.1 only, every write in its append-only file (fsynced every second). It holds the server weights of running
+# jobs that several coordinators fold into (config "redis", docs/scale-out.md). It stops exactly the server it
+# started (the process id in its pid file), never the system's own.
+#
+#   local-redis.sh start DIR [--port PORT]   start the server on DIR (its data kept there across restarts); prints
+#                                            its URL (port: a free one unless given; then the one used before)
+#   local-redis.sh url DIR                   the URL of the running server
+#   local-redis.sh stop DIR                  SIGTERM (Redis writes its append-only file and exits), SIGKILL after 15 s
+#
+# Needs redis-server (installers/install-deps.sh installs it).
+set -euo pipefail
+
+die() { echo "local-redis: $*" >&2; exit 1; }
+usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
+
+[[ $# -ge 1 ]] || { usage >&2; exit 2; }
+command=$1; shift
+case "$command" in -h|--help) usage; exit 0 ;; esac
+[[ $# -ge 1 ]] || die "$command needs the server's folder (local-redis.sh --help)"
+dir=$(realpath -m "$1"); shift
+server=$(command -v redis-server || true)
+[[ -n "$server" ]] || die "Redis is missing; install Debian's redis-server (installers/install-deps.sh)"
+
+port_of() {
+    [[ -f "$dir/port" ]] || die "$dir has no server started by this script (no $dir/port)"
+    cat "$dir/port"
+}
+
+# The pid in our pid file, when that process is a Redis server (redis-server is a link to redis-check-rdb).
+running_pid() {
+    [[ -f "$dir/redis.pid" ]] || return 1
+    local pid
+    pid=$(head -1 "$dir/redis.pid")
+    [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null \
+        && [[ $(readlink -f "/proc/$pid/exe" 2>/dev/null) == $(readlink -f "$server") ]] && echo "$pid"
+}
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null \
+        || echo $((20000 + RANDOM % 20000))
+}
+
+url_of() { echo "redis://127.0.0.1:$(port_of)/0"; }
+
+case "$command" in
+start)
+    port=""
+    while [[ $# -gt 0 ]]; do
+        case "$1" in
+            --port) port=$2; shift 2 ;;
+            *) die "start: unknown option $1" ;;
+        esac
+    done
+    if pid=$(running_pid); then
+        echo "local-redis: already running (pid $pid)" >&2
+        url_of
+        exit 0
+    fi
+    mkdir -p "$dir"
+    [[ -z "$port" && -f "$dir/port" ]] && port=$(cat "$dir/port")
+    port=${port:-$(free_port)}
+    [[ "$port" =~ ^[0-9]+$ ]] || die "--port needs a number"
+    echo "$port" >"$dir/port"
+    rm -f "$dir/redis.pid"
+    # No config file: everything on the command line, nothing of the machine's /etc/redis.
+    "$server" --port "$port" --bind 127.0.0.1 --protected-mode yes --dir "$dir" --daemonize yes \
+        --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" --appendonly yes --appendfsync everysec --save "" \
+        || die "redis-server did not start; see $dir/redis.log"
+    for _ in $(seq 100); do
+        if running_pid >/dev/null && { exec 3<>"/dev/tcp/127.0.0.1/$port"; } 2>/dev/null; then
+            printf 'PING\r\n' >&3
+            read -r -t 2 answer <&3 || answer=""
+            exec 3>&-
+            [[ "$answer" == +PONG* ]] && break
+        fi
+        sleep 0.1
+    done
+    pid=$(running_pid) || die "the server did not start; see $dir/redis.log"
+    echo "local-redis: running (pid $pid), log $dir/redis.log" >&2
+    url_of
+    ;;
+url)
+    running_pid >/dev/null || die "no server of this script runs in $dir"
+    url_of
+    ;;
+stop)
+    if ! pid=$(running_pid); then
+        echo "local-redis: no server of this script runs in $dir" >&2
+        exit 0
+    fi
+    kill -TERM "$pid"
+    for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then
+        kill -KILL "$pid"
+        echo "local-redis: the server did not stop within 15 s; killed" >&2
+    fi
+    echo "local-redis: stopped (pid $pid)" >&2
+    ;;
+*)
+    die "unknown command $command (local-redis.sh --help)"
+    ;;
+esac
