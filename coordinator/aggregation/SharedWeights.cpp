@@ -4,6 +4,7 @@
 #include "aggregation/WeightsKeeper.h"
 #include "format/SafeTensors.h"
 
+#include <QDeadlineTimer>
 #include <QRandomGenerator>
 
 #include <chrono>
@@ -77,19 +78,26 @@ QByteArray SharedWeights::chunkKey(qint64 jobId, char kind, int index) const
     return key(jobId, kind == 'w' ? "w:" : "s:") + QByteArray::number(index);
 }
 
-Result<std::map<QByteArray, QByteArray>> SharedWeights::watchMeta(qint64 jobId)
+Result<std::map<QByteArray, QByteArray>> SharedWeights::watchMeta(qint64 jobId, QByteArray* lockHolder)
 {
     const QByteArray metaKey = key(jobId, "meta");
-    m_redis.queue({"WATCH", metaKey});
+    if (lockHolder)
+        m_redis.queue({"WATCH", metaKey, key(jobId, "lock")});
+    else
+        m_redis.queue({"WATCH", metaKey});
     m_redis.queue({"HGETALL", metaKey});
+    if (lockHolder)
+        m_redis.queue({"GET", key(jobId, "lock")});
     auto replies = m_redis.replies();
     if (!replies)
         return fail(replies.error());
     for (const RedisReply& reply : *replies)
         if (reply.type == RedisReply::Type::Error)
             return fail(QStringLiteral("Redis answered: %1").arg(QString::fromUtf8(reply.text)));
+    if (lockHolder)
+        *lockHolder = replies->back().text;
     Meta meta;
-    const auto& pairs = replies->back().elements;
+    const auto& pairs = (*replies)[1].elements;
     for (size_t i = 0; i + 1 < pairs.size(); i += 2)
         meta[pairs[i].text] = pairs[i + 1].text;
     return meta;
@@ -166,7 +174,8 @@ void SharedWeights::queueState(qint64 jobId, const SharedFoldState& state, const
         state.ruleState.isEmpty() ? QByteArray() : SafeTensors::serialize(state.ruleState);
     auto writeChunks = [&](char kind, const QByteArray& file, const char* countField) {
         const int count = int((file.size() + kChunkBytes - 1) / kChunkBytes);
-        const QByteArray* before = previous ? (kind == 'w' ? &previous->weightFile : &previous->stateFile) : nullptr;
+        const QByteArray* before =
+            previous ? (kind == 'w' ? &previous->weightFile : &previous->stateFile) : nullptr;
         for (int i = 0; i < count; ++i) {
             const qint64 at = qint64(i) * kChunkBytes;
             const qint64 length = std::min<qint64>(kChunkBytes, file.size() - at);
@@ -254,28 +263,65 @@ Result<std::optional<SharedFoldState>> SharedWeights::read(qint64 jobId)
     return fail(QStringLiteral("job %1's weights in Redis kept changing while they were read").arg(jobId));
 }
 
+void SharedWeights::releaseLock(qint64 jobId, const QByteArray& token)
+{
+    // Only while it is still ours: after its expiry another folder may hold it.
+    (void)m_redis.command(
+        {"EVAL",
+         "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end "
+         "return 0",
+         "1", key(jobId, "lock"), token});
+}
+
 Result<SharedWeights::Folded> SharedWeights::fold(qint64 jobId, qint64 seq, const Step& step)
 {
     const QByteArray seqText = QByteArray::number(seq);
-    for (int attempt = 1; attempt <= kMaxAttempts; ++attempt) {
-        auto meta = watchMeta(jobId);
+    const QByteArray token = newGeneration();
+    bool holding = false;
+    int lost = 0;
+    auto giveUp = [&](Error error) -> Error {
+        if (holding)
+            releaseLock(jobId, token);
+        return error;
+    };
+    const QDeadlineTimer deadline(kFoldGiveUpMs);
+    for (int attempt = 1; !deadline.hasExpired(); ++attempt) {
+        QByteArray lockHolder;
+        auto meta = watchMeta(jobId, &lockHolder);
         if (!meta)
-            return fail(meta.error());
+            return giveUp(fail(meta.error()));
         if (meta->empty()) {
             (void)m_redis.command({"UNWATCH"});
-            return fail(QStringLiteral("job %1 has no weights in Redis (%2)")
-                            .arg(jobId)
-                            .arg(QString::fromUtf8(key(jobId, "meta"))));
+            return giveUp(fail(QStringLiteral("job %1 has no weights in Redis (%2)")
+                                   .arg(jobId)
+                                   .arg(QString::fromUtf8(key(jobId, "meta")))));
+        }
+        if (!lockHolder.isEmpty() && lockHolder != token) {
+            // Another folder lost too many races and goes first.
+            (void)m_redis.command({"UNWATCH"});
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            continue;
+        }
+        if (!holding && lost >= kRacesBeforeLock) {
+            (void)m_redis.command({"UNWATCH"});
+            auto taken =
+                m_redis.command({"SET", key(jobId, "lock"), token, "NX", "PX", QByteArray::number(kLockMs)});
+            if (!taken)
+                return fail(taken.error());
+            holding = taken->type == RedisReply::Type::Status; // OK; nil when another took it first
+            continue;
         }
         auto before = m_redis.command({"HGET", key(jobId, "folded"), seqText});
         if (!before)
-            return fail(before.error());
+            return giveUp(fail(before.error()));
         if (!before->isNil()) {
             (void)m_redis.command({"UNWATCH"});
             auto version =
                 RedisConnection::toInteger(*before, QStringLiteral("the version of update %1").arg(seq));
             if (!version)
-                return fail(version.error());
+                return giveUp(fail(version.error()));
+            if (holding)
+                releaseLock(jobId, token);
             Folded folded;
             folded.version = *version;
             folded.attempts = attempt;
@@ -289,18 +335,21 @@ Result<SharedWeights::Folded> SharedWeights::fold(qint64 jobId, qint64 seq, cons
             m_redis.queue({"EXEC"});
             auto replies = m_redis.replies();
             if (!replies)
-                return fail(replies.error());
+                return giveUp(fail(replies.error()));
             m_cache.erase(jobId);
             if (replies->back().isNil()) {
                 ++m_conflicts;
+                ++lost;
                 continue;
             }
-            return fail(s.error());
+            return giveUp(fail(s.error()));
         }
         Cached& cached = m_cache[jobId];
         SharedFoldState next = cached.state; // shares the buffers; the step writes into copies
         if (auto s = step(next); !s) {
             (void)m_redis.command({"UNWATCH"});
+            if (holding)
+                releaseLock(jobId, token);
             Folded refused;
             refused.version = cached.state.version;
             refused.attempts = attempt;
@@ -313,22 +362,26 @@ Result<SharedWeights::Folded> SharedWeights::fold(qint64 jobId, qint64 seq, cons
         queueState(jobId, next, &*meta, cached.generation, &cached, written);
         m_redis.queue({"RPUSH", key(jobId, "order"), seqText});
         m_redis.queue({"HSET", key(jobId, "folded"), seqText, QByteArray::number(next.version)});
+        if (holding)
+            m_redis.queue({"DEL", key(jobId, "lock")}); // released with the commit
         m_redis.queue({"EXEC"});
         auto replies = m_redis.replies();
         if (!replies) {
             // Whether EXEC ran is unknown: the next read finds out (and a retry of this update finds it
-            // folded).
+            // folded). A lock it held expires.
             m_cache.erase(jobId);
             return fail(replies.error());
         }
         if (replies->back().isNil()) {
-            // Another fold committed first: fold again onto its result, after a short pause that spreads the
-            // retries of several losers.
+            // Another fold committed first (or took the lock): fold again onto its result, after a short
+            // pause that spreads the retries of several losers.
             ++m_conflicts;
+            ++lost;
             std::this_thread::sleep_for(
                 std::chrono::microseconds(QRandomGenerator::global()->bounded(200 * std::min(attempt, 10))));
             continue;
         }
+        holding = false;
         if (replies->back().type != RedisReply::Type::Array)
             return fail(QStringLiteral("Redis refused job %1's fold of update %2: %3")
                             .arg(jobId)
@@ -351,11 +404,11 @@ Result<SharedWeights::Folded> SharedWeights::fold(qint64 jobId, qint64 seq, cons
         folded.attempts = attempt;
         return folded;
     }
-    return fail(QStringLiteral("update %1 of job %2 was not folded in: %3 other folds committed first; it is "
-                               "tried again later")
-                    .arg(seq)
-                    .arg(jobId)
-                    .arg(kMaxAttempts));
+    return giveUp(fail(QStringLiteral("update %1 of job %2 was not folded in within %3 s: other folds kept "
+                                      "committing first; it is tried again later")
+                           .arg(seq)
+                           .arg(jobId)
+                           .arg(kFoldGiveUpMs / 1000)));
 }
 
 Result<SharedWeights::Folded> SharedWeights::foldUpdate(qint64 jobId, qint64 seq, const AggregationSpec& spec,
@@ -413,7 +466,8 @@ Status SharedWeights::remove(qint64 jobId)
     if (!meta)
         return fail(meta.error());
     (void)m_redis.command({"UNWATCH"});
-    std::vector<QByteArray> words{"DEL", key(jobId, "meta"), key(jobId, "order"), key(jobId, "folded")};
+    std::vector<QByteArray> words{"DEL", key(jobId, "meta"), key(jobId, "order"), key(jobId, "folded"),
+                                  key(jobId, "lock")};
     for (int i = 0; i < number(*meta, "weights_chunks"); ++i)
         words.push_back(chunkKey(jobId, 'w', i));
     for (int i = 0; i < number(*meta, "state_chunks"); ++i)

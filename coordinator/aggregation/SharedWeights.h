@@ -55,14 +55,20 @@ class SharedWeights
 {
 public:
     static constexpr qint64 kChunkBytes = 4 << 20;
-    // Folds that found the version moved under them before one commits: past this, fold() gives up and says
-    // so (its caller keeps the update and tries later). Each failed attempt means another fold committed.
+    // Reads and puts that found the version moved under them this often give up and say so.
     static constexpr int kMaxAttempts = 64;
+    // A fold that lost this many races in a row takes the job's fold lock (SET NX with an expiry) and then
+    // commits for certain: the others wait while it is held, and their transactions watch it. So a slow
+    // coordinator is never starved by fast ones, and without contention no lock is taken at all.
+    static constexpr int kRacesBeforeLock = 32;
+    static constexpr int kLockMs = 10'000; // a holder that died frees it after this
+    // fold() gives up after this long (its caller keeps the update and tries later).
+    static constexpr int kFoldGiveUpMs = 60'000;
 
     struct Folded
     {
         qint64 version = 0; // the version this fold made (or, alreadyFolded, the one it made before)
-        int attempts = 1;   // 1 + the folds that committed in between
+        int attempts = 1;   // 1 + the folds that committed in between (and the waits for a fold lock)
         bool alreadyFolded = false;
         QString refused; // the fold's own check refused the update; nothing was written
     };
@@ -101,9 +107,9 @@ private:
     {
         QByteArray generation;
         SharedFoldState state;
-        // The files as Redis holds them (they share their bytes with the state's bundles until a fold writes):
-        // a fold writes only the chunks it changed. A pseudo-gradient rule leaves the weights and its momentum
-        // alone between outer steps, so most folds write its buffer alone.
+        // The files as Redis holds them (they share their bytes with the state's bundles until a fold
+        // writes): a fold writes only the chunks it changed. A pseudo-gradient rule leaves the weights and
+        // its momentum alone between outer steps, so most folds write its buffer alone.
         QByteArray weightFile;
         QByteArray stateFile;
     };
@@ -112,12 +118,14 @@ private:
     // Reads the chunks the meta names into the cache (the caller has WATCHed meta).
     Status load(qint64 jobId, const std::map<QByteArray, QByteArray>& meta);
     // The commands that write `state` (chunks, steps, version) and drop chunks beyond it.
-    // Writes into `written` the files it wrote, for the cache. `previous`: what Redis holds now (the cache of the
-    // version WATCHed), whose unchanged chunks are not sent again; null to write every chunk.
+    // Writes into `written` the files it wrote, for the cache. `previous`: what Redis holds now (the cache of
+    // the version WATCHed), whose unchanged chunks are not sent again; null to write every chunk.
     void queueState(qint64 jobId, const SharedFoldState& state,
                     const std::map<QByteArray, QByteArray>* oldMeta, const QByteArray& generation,
                     const Cached* previous, Cached& written);
-    Result<std::map<QByteArray, QByteArray>> watchMeta(qint64 jobId);
+    // WATCHes the job's meta (and its fold lock, whose holder goes to `lockHolder` when asked) and reads it.
+    Result<std::map<QByteArray, QByteArray>> watchMeta(qint64 jobId, QByteArray* lockHolder = nullptr);
+    void releaseLock(qint64 jobId, const QByteArray& token);
 
     RedisConnection& m_redis;
     QByteArray m_prefix;
