@@ -212,7 +212,7 @@ Result<bool> SharedWeights::put(qint64 jobId, const SharedFoldState& state, bool
             return false;
         }
         const QByteArray generation = newGeneration();
-        Cached written{generation, state, {}, {}};
+        Cached written{generation, state, {}, {}, {}, {}};
         m_redis.queue({"MULTI"});
         queueState(jobId, state, &*meta, generation, nullptr, written);
         m_redis.queue({"DEL", key(jobId, "order"), key(jobId, "folded")});
@@ -346,6 +346,7 @@ Result<SharedWeights::Folded> SharedWeights::fold(qint64 jobId, qint64 seq, cons
         }
         Cached& cached = m_cache[jobId];
         SharedFoldState next = cached.state; // shares the buffers; the step writes into copies
+        m_foldedRule.reset();
         if (auto s = step(next); !s) {
             (void)m_redis.command({"UNWATCH"});
             if (holding)
@@ -358,7 +359,7 @@ Result<SharedWeights::Folded> SharedWeights::fold(qint64 jobId, qint64 seq, cons
         }
         next.version = cached.state.version + 1;
         m_redis.queue({"MULTI"});
-        Cached written{cached.generation, {}, {}, {}};
+        Cached written{cached.generation, {}, {}, {}, {}, {}};
         queueState(jobId, next, &*meta, cached.generation, &cached, written);
         m_redis.queue({"RPUSH", key(jobId, "order"), seqText});
         m_redis.queue({"HSET", key(jobId, "folded"), seqText, QByteArray::number(next.version)});
@@ -399,6 +400,8 @@ Result<SharedWeights::Folded> SharedWeights::fold(qint64 jobId, qint64 seq, cons
         cached.state = std::move(next);
         cached.weightFile = std::move(written.weightFile);
         cached.stateFile = std::move(written.stateFile);
+        cached.rule = std::move(m_foldedRule); // null after a step of its own (fold())
+        cached.ruleSpec = m_foldedSpec;
         Folded folded;
         folded.version = cached.state.version;
         folded.attempts = attempt;
@@ -416,16 +419,24 @@ Result<SharedWeights::Folded> SharedWeights::foldUpdate(qint64 jobId, qint64 seq
                                                         bool checked)
 {
     return fold(jobId, seq, [&](SharedFoldState& state) -> Status {
-        std::unique_ptr<AggregationRule> rule = AggregationRule::create(spec);
-        if (auto s = rule->loadState(state.ruleState, state.weights); !s)
-            return fail(
-                QStringLiteral("the rule's state in Redis does not fit the weights: %1").arg(s.error()));
+        std::unique_ptr<AggregationRule> rule;
+        if (const Cached& cached = m_cache[jobId];
+            cached.rule && cached.ruleSpec == spec && cached.state.version == state.version) {
+            rule = cached.rule->clone(); // this process made this version: its rule holds exactly that state
+        } else {
+            rule = AggregationRule::create(spec);
+            if (auto s = rule->loadState(state.ruleState, state.weights); !s)
+                return fail(
+                    QStringLiteral("the rule's state in Redis does not fit the weights: %1").arg(s.error()));
+        }
         UpdateBound steps = UpdateBound::fromWindow(state.steps);
         context.serverVersion = state.version;
         if (auto s = WeightsKeeper::fold(state.weights, rule, steps, update, context, checked); !s)
             return s;
         state.ruleState = rule->saveState();
         state.steps = steps.window();
+        m_foldedRule = std::move(rule);
+        m_foldedSpec = spec;
         return {};
     });
 }

@@ -112,6 +112,11 @@ private:
         // its momentum alone between outer steps, so most folds write its buffer alone.
         QByteArray weightFile;
         QByteArray stateFile;
+        // The rule as the last fold of this process left it (foldUpdate), when `state` is that fold's result:
+        // the next fold clones it instead of loading its state again (for a Nesterov rule, twice the
+        // weights).
+        std::unique_ptr<AggregationRule> rule;
+        AggregationSpec ruleSpec;
     };
     QByteArray key(qint64 jobId, const char* what) const;
     QByteArray chunkKey(qint64 jobId, char kind, int index) const;
@@ -130,6 +135,9 @@ private:
     RedisConnection& m_redis;
     QByteArray m_prefix;
     std::map<qint64, Cached> m_cache;
+    // Left by foldUpdate's step for the cache, once its fold commits.
+    std::unique_ptr<AggregationRule> m_foldedRule;
+    AggregationSpec m_foldedSpec;
     qint64 m_conflicts = 0;
 };
 
