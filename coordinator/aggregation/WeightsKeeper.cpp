@@ -105,9 +105,10 @@ void WeightsKeeper::apply(qint64 jobId, qint64 seq, TensorBundle update, UpdateC
         if (it == m_jobs.end())
             return;
         JobWeights& job = it->second;
-        applyNow(jobId, job, seq, update, context, baseSha);
-        m_coordinator.m_metrics.updateAssimilated(
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - recorded).count());
+        applyNow(jobId, job, seq, update, context, baseSha, false, recorded);
+        if (!m_shared) // through Redis, when it is folded (it may wait)
+            m_coordinator.m_metrics.updateAssimilated(
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - recorded).count());
         const auto& config = m_coordinator.config();
         const bool due = job.version - job.snapshotVersion >= config.snapshotEveryUpdates;
         if (due)
@@ -169,10 +170,11 @@ void WeightsKeeper::remember(JobWeights& job, const QString& sha, const TensorBu
 }
 
 void WeightsKeeper::applyNow(qint64 jobId, JobWeights& job, qint64 seq, const TensorBundle& update,
-                             UpdateContext context, const QString& baseSha, bool checked)
+                             UpdateContext context, const QString& baseSha, bool checked,
+                             std::optional<std::chrono::steady_clock::time_point> received)
 {
     if (m_shared) {
-        job.pending.push_back(PendingUpdate{seq, update, context, baseSha, checked});
+        job.pending.push_back(PendingUpdate{seq, update, context, baseSha, checked, received});
         (void)foldPending(jobId, job);
         return;
     }
@@ -258,6 +260,16 @@ void WeightsKeeper::adopt(qint64 jobId, JobWeights& job, const SharedFoldState& 
 
 bool WeightsKeeper::foldPending(qint64 jobId, JobWeights& job)
 {
+    const bool folded = foldPendingNow(jobId, job);
+    qsizetype waiting = 0;
+    for (const auto& [id, each] : m_jobs)
+        waiting += each.pending.size();
+    m_coordinator.m_metrics.updatesWaitingForRedis(waiting);
+    return folded;
+}
+
+bool WeightsKeeper::foldPendingNow(qint64 jobId, JobWeights& job)
+{
     if (!job.joined && !joinShared(jobId, job))
         return false;
     while (!job.pending.empty()) {
@@ -274,7 +286,9 @@ bool WeightsKeeper::foldPending(qint64 jobId, JobWeights& job)
             }
             context.base = &*base;
         }
+        const qint64 redoneBefore = m_shared->conflicts();
         auto folded = m_shared->foldUpdate(jobId, item.seq, job.spec, item.update, context, item.checked);
+        m_coordinator.m_metrics.sharedFoldsRedone(quint64(m_shared->conflicts() - redoneBefore));
         if (!folded) {
             // Joined again before the next try: Redis may have lost the job meanwhile (a restart without
             // persistence), and then this process's copy, the most recent it knows, is put back.
@@ -286,6 +300,9 @@ bool WeightsKeeper::foldPending(qint64 jobId, JobWeights& job)
             qCInfo(lcWeights) << "job" << jobId << "folds into Redis again";
         job.unreachable = false;
         const qint64 seq = item.seq;
+        if (item.received && folded->refused.isEmpty())
+            m_coordinator.m_metrics.updateAssimilated(
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - *item.received).count());
         job.pending.pop_front();
         if (!folded->refused.isEmpty()) {
             refused(jobId, job, seq, folded->refused);

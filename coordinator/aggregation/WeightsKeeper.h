@@ -32,10 +32,12 @@
 #include "store/BlobStore.h"
 #include "tensor/TensorBundle.h"
 
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 
 namespace gleaner::coordinator {
 
@@ -101,6 +103,7 @@ private:
         UpdateContext context;
         QString baseSha;
         bool checked = false;
+        std::optional<std::chrono::steady_clock::time_point> received; // a live update (not a replay)
     };
     struct JobWeights
     {
@@ -126,9 +129,11 @@ private:
     static constexpr size_t kRecentBases = 8;
     // `checked`: the update was folded in before a restart; it is folded in again without the step bound.
     void applyNow(qint64 jobId, JobWeights& job, qint64 seq, const TensorBundle& update, UpdateContext context,
-                  const QString& baseSha, bool checked = false);
+                  const QString& baseSha, bool checked = false,
+                  std::optional<std::chrono::steady_clock::time_point> received = std::nullopt);
     // Shared through Redis: folds the pending updates in order; false when Redis failed (they keep waiting).
     bool foldPending(qint64 jobId, JobWeights& job);
+    bool foldPendingNow(qint64 jobId, JobWeights& job);
     // Reads the job's copy in Redis, or puts this one there when Redis holds none as recent (at load).
     bool joinShared(qint64 jobId, JobWeights& job);
     // Brings the copy in memory up to Redis's (what other coordinators folded) before it is used.

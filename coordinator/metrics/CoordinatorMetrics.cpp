@@ -142,7 +142,13 @@ CoordinatorMetrics::CoordinatorMetrics()
           latencyBuckets())),
       m_eventClientsDropped(
           m_registry.counter("gleaner_dashboard_clients_dropped_total",
-                             "Live-event clients disconnected because they did not keep up."))
+                             "Live-event clients disconnected because they did not keep up.")),
+      m_sharedFoldsRedone(m_registry.counter(
+          "gleaner_shared_folds_redone_total",
+          "Folds into the weights in Redis done again because another coordinator's fold committed first.")),
+      m_updatesWaitingForRedis(m_registry.gauge(
+          "gleaner_updates_waiting_for_redis",
+          "Accepted updates kept until Redis answers again; folded then, in order (0 without Redis)."))
 {
 }
 

@@ -81,6 +81,11 @@ public:
     void leaseExpired() { m_leasesExpired.inc(); }
     // [weights] From the moment an update was recorded until it is folded into the server weights.
     void updateAssimilated(double seconds) { m_assimilation.observe(seconds); }
+    // [weights] With the weights in Redis: folds done again because another fold committed first, and the
+    // accepted updates waiting for Redis to answer.
+    void sharedFoldsRedone(quint64 count) { m_sharedFoldsRedone.inc(count); }
+    void updatesWaitingForRedis(qsizetype count) { m_updatesWaitingForRedis.set(double(count)); }
+    double updatesWaitingForRedis() const { return m_updatesWaitingForRedis.value(); }
     // Any thread: a live-event client went away because it did not keep up.
     void eventClientDropped() { m_eventClientsDropped.inc(); }
 
@@ -106,6 +111,8 @@ private:
     std::array<Counter*, UploadSpec::kEncodings> m_resultsByEncoding; // by UploadSpec::Encoding
     Histogram& m_assimilation;
     Counter& m_eventClientsDropped;
+    Counter& m_sharedFoldsRedone;
+    Gauge& m_updatesWaitingForRedis;
     // Registered on first use, then read without the registry's lock.
     static constexpr int kFirstStatus = 100;
     static constexpr int kStatuses = 500; // 100 .. 599

@@ -224,6 +224,7 @@ void TestCoordinatorOnRedis::updatesWaitWhileRedisIsDown()
     QCOMPARE(status.value(QStringLiteral("updates_received")).toInteger(), 2);
     QCOMPARE(status.value(QStringLiteral("updates")).toInteger(), 1);
     QCOMPARE(status.value(QStringLiteral("updates_not_folded")).toInteger(), 0);
+    QCOMPARE(f.core->metrics().updatesWaitingForRedis(), 1.0); // what /metrics shows the admin
 
     // Redis comes back empty (no persistence): this coordinator's copy (version 1) goes back, then the
     // waiting update is folded onto it.
@@ -235,6 +236,7 @@ void TestCoordinatorOnRedis::updatesWaitWhileRedisIsDown()
     QCOMPARE(there->version, 2);
     status = f.call([&] { return f.core->jobStatus(job); });
     QCOMPARE(status.value(QStringLiteral("updates")).toInteger(), 2);
+    QCOMPARE(f.core->metrics().updatesWaitingForRedis(), 0.0);
     // VC-ASGD with alpha 1/2: w2 = (w1 + c2) / 2, w1 = (w0 + c1) / 2.
     for (const auto& entry : w0.entries()) {
         const auto before = w0.values<float>(entry);
