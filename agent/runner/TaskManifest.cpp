@@ -22,6 +22,8 @@ QString normalisedUrl(const QString& text)
     if (host == u"localhost" || host == u"127.0.0.1" || host == u"::1")
         host = QStringLiteral("loopback");
     url.setHost(host);
+    if (url.port() == 443 && url.scheme() == u"https")
+        url.setPort(-1); // https://host:443 is https://host
     return url.adjusted(QUrl::RemovePath | QUrl::StripTrailingSlash | QUrl::RemoveUserInfo).toString();
 }
 

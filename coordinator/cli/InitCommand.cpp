@@ -44,6 +44,11 @@ int initCommand(const QStringList& arguments)
                                      "redis://[[user]:password@]host[:port][/db], where every coordinator of the "
                                      "deployment folds into them, instead of in the coordinator's memory."),
                       QStringLiteral("URL")});
+    parser.addOption({QStringLiteral("public-url"),
+                      QStringLiteral("The address agents reach this coordinator at when it is not its own: a load "
+                                     "balancer, a reverse proxy, a forwarded port (https://host[:port]). Give it "
+                                     "to agents; add its host with --host so the certificate names it."),
+                      QStringLiteral("URL")});
     parser.addOption({QStringLiteral("json"), QStringLiteral("Print {url, admin_token, ca_certificate, signing_public_key}.")});
     if (!parser.parse(arguments))
         return usageError(parser.errorText(), QStringLiteral("init"));
@@ -79,6 +84,10 @@ int initCommand(const QStringList& arguments)
     if (parser.isSet(QStringLiteral("database")) && !Database::isPostgresUrl(config.database))
         return usageError(QStringLiteral("--database: expected a PostgreSQL URL, postgresql://user@host:port/dbname"),
                           QStringLiteral("init"));
+    config.publicUrl = parser.value(QStringLiteral("public-url"));
+    if (parser.isSet(QStringLiteral("public-url")))
+        if (auto s = CoordinatorConfig::checkPublicUrl(config.publicUrl); !s)
+            return usageError(QStringLiteral("--public-url: %1").arg(s.error()), QStringLiteral("init"));
     config.redis = parser.value(QStringLiteral("redis"));
     if (parser.isSet(QStringLiteral("redis")))
         if (auto s = RedisConnection::checkUrl(config.redis); !s)

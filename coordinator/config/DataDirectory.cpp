@@ -9,13 +9,27 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QSaveFile>
+#include <QUrl>
 
 #include <csignal>
 
 namespace gleaner::coordinator {
 
+Status CoordinatorConfig::checkPublicUrl(const QString& url)
+{
+    const QUrl parsed(url, QUrl::StrictMode);
+    if (!parsed.isValid() || parsed.scheme() != QLatin1StringView("https") || parsed.host().isEmpty())
+        return fail(QStringLiteral("expected https://HOST[:PORT], the address agents reach the coordinator at"));
+    if (!parsed.userInfo().isEmpty() || (!parsed.path().isEmpty() && parsed.path() != QLatin1StringView("/")) ||
+        parsed.hasQuery() || parsed.hasFragment())
+        return fail(QStringLiteral("expected https://HOST[:PORT] with no user, path, query or fragment"));
+    return {};
+}
+
 QString CoordinatorConfig::url() const
 {
+    if (!publicUrl.isEmpty())
+        return QUrl(publicUrl).adjusted(QUrl::RemovePath | QUrl::StripTrailingSlash).toString();
     QString host = hosts.isEmpty() ? listenHost : hosts.first();
     if (host.contains(u':'))
         host = u'[' + host + u']';
@@ -49,6 +63,8 @@ QJsonObject CoordinatorConfig::toJson() const
         json.insert(QStringLiteral("database"), database);
     if (!redis.isEmpty())
         json.insert(QStringLiteral("redis"), redis);
+    if (!publicUrl.isEmpty())
+        json.insert(QStringLiteral("public_url"), publicUrl);
     return json;
 }
 
@@ -66,7 +82,8 @@ Result<CoordinatorConfig> CoordinatorConfig::fromJson(const QJsonObject& json)
                       QStringLiteral("agent_online_seconds"), QStringLiteral("session_idle_seconds"),
                       QStringLiteral("session_lifetime_seconds"), QStringLiteral("max_leases_per_agent"),
                       QStringLiteral("lease_lifetime_deadlines"), QStringLiteral("handback_cap_mb"),
-                      QStringLiteral("database"), QStringLiteral("redis")});
+                      QStringLiteral("database"), QStringLiteral("redis"),
+                      QStringLiteral("public_url")});
     CoordinatorConfig config;
     QString listen;
     if (fields.readString(u"listen", listen, Need::Required)) {
@@ -118,6 +135,9 @@ Result<CoordinatorConfig> CoordinatorConfig::fromJson(const QJsonObject& json)
         if (auto s = RedisConnection::checkUrl(config.redis); !s)
             fields.fail(u"redis", s.error() + QStringLiteral(", or nothing to keep the weights in memory"));
     }
+    if (fields.readString(u"public_url", config.publicUrl) && !config.publicUrl.isEmpty())
+        if (auto s = checkPublicUrl(config.publicUrl); !s)
+            fields.fail(u"public_url", s.error());
     if (!fields.ok())
         return fields.failure();
     return config;

@@ -67,9 +67,15 @@ struct CoordinatorConfig
     // Redis 7 server, redis://[[user]:password@]host[:port][/db], which every coordinator of the deployment
     // folds into (aggregation/SharedWeights.h; docs/scale-out.md). Snapshots stay in the blob store.
     QString redis;
+    // The URL agents use when it is not this server's own address: a load balancer, a reverse proxy, a forwarded
+    // port (https://host[:port], no path). Signed into every lease's manifest, which agents check against the URL
+    // they work for, so they must be given this one. Empty: https://<first host>:<port>.
+    QString publicUrl;
 
-    // The URL agents use: https://<first host>:<port>.
+    // The URL agents use: publicUrl, or https://<first host>:<port>.
     QString url() const;
+    // Whether `url` can be a public URL; else why not.
+    static Status checkPublicUrl(const QString& url);
     QJsonObject toJson() const;
     static Result<CoordinatorConfig> fromJson(const QJsonObject& json);
 };

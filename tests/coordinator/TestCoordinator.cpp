@@ -59,6 +59,7 @@ private Q_SLOTS:
     void cleanup();
     void enrollmentNeedsAValidToken();
     void leaseCarriesASignedManifestWithContentAddressedFiles();
+    void manifestNamesThePublicUrl();
     void nextEpochOverlapsTheTailOfThisOne();
     void resultIsFoldedInWithVcAsgd();
     void staleResultWeighsLessWithFedAsync();
@@ -203,6 +204,22 @@ void TestCoordinator::leaseCarriesASignedManifestWithContentAddressedFiles()
     const QJsonObject empty = f.call([&] { return f.core->lease(agent, {}); });
     QVERIFY(empty.value(QStringLiteral("tasks")).toArray().isEmpty());
     QCOMPARE(empty.value(QStringLiteral("retry_after")).toInt(), 10); // a job runs: ask again soon
+}
+
+void TestCoordinator::manifestNamesThePublicUrl()
+{
+    // Behind a load balancer, agents work for its URL, and the signed manifest must name that one.
+    f.core.reset();
+    f.config.publicUrl = QStringLiteral("https://gleaner.example.org:8443/");
+    const bool reopened = f.reopen();
+    f.config.publicUrl.clear(); // the next tests' coordinators have none
+    QVERIFY(reopened);
+    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
+    f.submit(test::tinyJobSpec(m_dataset));
+    auto tasks = lease(agent);
+    QCOMPARE(tasks.size(), size_t(1));
+    QCOMPARE(tasks[0].manifest.value(QStringLiteral("coordinator")).toString(),
+             QStringLiteral("https://gleaner.example.org:8443"));
 }
 
 void TestCoordinator::nextEpochOverlapsTheTailOfThisOne()
@@ -909,6 +926,14 @@ void TestCoordinator::configFileIsCheckedByField_data()
     QTest::newRow("hosts not a list") << QByteArray(R"({"listen": "h:1", "hosts": "a.lan"})") << "config.hosts";
     QTest::newRow("database not a URL") << QByteArray(R"({"listen": "h:1", "database": "/var/lib/gleaner.db"})")
                                         << "config.database: expected a PostgreSQL URL";
+    QTest::newRow("public url over http") << QByteArray(R"({"listen": "h:1", "public_url": "http://lb.lan"})")
+                                          << "config.public_url: expected https://HOST[:PORT]";
+    QTest::newRow("public url with a path")
+        << QByteArray(R"({"listen": "h:1", "public_url": "https://lb.lan/gleaner"})") << "config.public_url";
+    QTest::newRow("redis not a URL") << QByteArray(R"({"listen": "h:1", "redis": "127.0.0.1:6379"})")
+                                     << "config.redis: not a Redis URL";
+    QTest::newRow("redis URL with a bad port")
+        << QByteArray(R"({"listen": "h:1", "redis": "redis://:secret@h:0/0"})") << "config.redis";
     QTest::newRow("database of another engine")
         << QByteArray(R"({"listen": "h:1", "database": "mysql://root:secret@db/gleaner"})") << "config.database";
 }
@@ -930,6 +955,14 @@ void TestCoordinator::configFileIsCheckedByField()
         auto again = CoordinatorConfig::fromJson(onPostgres.toJson());
         QVERIFY2(again.ok(), qPrintable(again.error()));
         QCOMPARE(again->database, onPostgres.database);
+        // So are Redis and a public URL, which then is the URL agents use.
+        CoordinatorConfig scaled = *config;
+        scaled.redis = QStringLiteral("redis://:s3cret@cache.lan:6380/2");
+        scaled.publicUrl = QStringLiteral("https://gleaner.example.org/");
+        auto read = CoordinatorConfig::fromJson(scaled.toJson());
+        QVERIFY2(read.ok(), qPrintable(read.error()));
+        QCOMPARE(read->redis, scaled.redis);
+        QCOMPARE(read->url(), QStringLiteral("https://gleaner.example.org"));
         return;
     }
     QVERIFY(!config.ok());

@@ -241,6 +241,11 @@ void TestTaskManifest::loopbackNamesAreOneCoordinator()
     QVERIFY(check(manifest(), {kAgent, kLease, QStringLiteral("https://127.0.0.1:18443")}));
     QVERIFY(check(manifest(), {kAgent, kLease, QStringLiteral("https://LOCALHOST:18443/")}));
     QVERIFY(!check(manifest(), {kAgent, kLease, QStringLiteral("https://127.0.0.1:18444")}));
+    // HTTPS's own port, written or not, is one coordinator (a public URL behind a load balancer).
+    QJsonObject balanced = manifest();
+    balanced.insert(QStringLiteral("coordinator"), QStringLiteral("https://gleaner.example.org"));
+    QVERIFY(check(balanced, {kAgent, kLease, QStringLiteral("https://gleaner.example.org:443")}));
+    QVERIFY(!check(balanced, {kAgent, kLease, QStringLiteral("https://gleaner.example.org:8443")}));
 }
 
 void TestTaskManifest::freshness_data()
