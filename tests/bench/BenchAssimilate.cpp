@@ -14,6 +14,7 @@
 #include "util/Durability.h"
 
 #include "BenchSupport.h"
+#include "SyntheticWeights.h"
 
 #include <QCoreApplication>
 #include <QDir>
@@ -33,24 +34,7 @@ using namespace gleaner::coordinator;
 
 namespace {
 
-// Weights shaped like a ResNet's: a few large tensors and many small ones (BatchNorm vectors).
-TensorBundle makeWeights(qint64 params, quint32 seed)
-{
-    TensorBundle bundle;
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> value(-0.1f, 0.1f);
-    qint64 left = params;
-    int index = 0;
-    while (left > 0) {
-        const qint64 size = std::min(left, index % 3 == 2 ? qint64(64) : std::max<qint64>(params / 40, 1));
-        float* data = reinterpret_cast<float*>(
-            bundle.addZeroed(QStringLiteral("layer%1.weight").arg(index++), DType::F32, {size}));
-        for (qint64 i = 0; i < size; ++i)
-            data[i] = value(rng);
-        left -= size;
-    }
-    return bundle;
-}
+using bench::makeWeights;
 
 double ms(const QElapsedTimer& timer)
 {

@@ -16,6 +16,7 @@
 #include "store/RedisConnection.h"
 
 #include "BenchSupport.h"
+#include "SyntheticWeights.h"
 #include "RedisServer.h"
 
 #include <QCoreApplication>
@@ -38,23 +39,7 @@ namespace {
 
 constexpr const char* kProgram = "bench_shared_weights";
 
-TensorBundle makeWeights(qint64 params, quint32 seed, float scale)
-{
-    TensorBundle bundle;
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> value(-scale, scale);
-    qint64 left = params;
-    int index = 0;
-    while (left > 0) {
-        const qint64 size = std::min(left, index % 3 == 2 ? qint64(64) : std::max<qint64>(params / 40, 1));
-        float* data = reinterpret_cast<float*>(
-            bundle.addZeroed(QStringLiteral("layer%1.weight").arg(index++), DType::F32, {size}));
-        for (qint64 i = 0; i < size; ++i)
-            data[i] = value(rng);
-        left -= size;
-    }
-    return bundle;
-}
+using bench::makeWeights;
 
 // Plausible uploads: the weights moved by a little noise of their own (far moves are refused by the bound).
 std::vector<TensorBundle> makeUpdates(const TensorBundle& weights, int count)
