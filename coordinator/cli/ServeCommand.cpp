@@ -8,6 +8,7 @@
 #include "util/Clock.h"
 
 #include <QCommandLineParser>
+#include <QHostAddress>
 #include <QTextStream>
 #include <QUrl>
 
@@ -98,6 +99,8 @@ int serveCommand(const QStringList& arguments)
         options.uploadDir = dir.uploadsDir();
         options.threads = config->httpThreads;
         options.maxConnectionsPerAddress = config->maxConnectionsPerAddress;
+        for (const QString& proxy : config->trustedProxies) // as the server writes addresses
+            options.trustedProxies << QHostAddress(proxy).toString();
         fitConnectionsToOpenFiles(options);
         HttpServer server(options, handler);
         if (auto s = server.start(); !s) {

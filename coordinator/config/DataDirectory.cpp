@@ -6,6 +6,7 @@
 
 #include <QDir>
 #include <QFile>
+#include <QHostAddress>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QSaveFile>
@@ -65,6 +66,8 @@ QJsonObject CoordinatorConfig::toJson() const
         json.insert(QStringLiteral("redis"), redis);
     if (!publicUrl.isEmpty())
         json.insert(QStringLiteral("public_url"), publicUrl);
+    if (!trustedProxies.isEmpty())
+        json.insert(QStringLiteral("trusted_proxies"), QJsonArray::fromStringList(trustedProxies));
     return json;
 }
 
@@ -83,7 +86,7 @@ Result<CoordinatorConfig> CoordinatorConfig::fromJson(const QJsonObject& json)
                       QStringLiteral("session_lifetime_seconds"), QStringLiteral("max_leases_per_agent"),
                       QStringLiteral("lease_lifetime_deadlines"), QStringLiteral("handback_cap_mb"),
                       QStringLiteral("database"), QStringLiteral("redis"),
-                      QStringLiteral("public_url")});
+                      QStringLiteral("public_url"), QStringLiteral("trusted_proxies")});
     CoordinatorConfig config;
     QString listen;
     if (fields.readString(u"listen", listen, Need::Required)) {
@@ -135,6 +138,22 @@ Result<CoordinatorConfig> CoordinatorConfig::fromJson(const QJsonObject& json)
         if (auto s = RedisConnection::checkUrl(config.redis); !s)
             fields.fail(u"redis", s.error() + QStringLiteral(", or nothing to keep the weights in memory"));
     }
+    if (fields.ok() && fields.has(u"trusted_proxies")) {
+        const QJsonValue proxies = fields.value(u"trusted_proxies");
+        for (const auto& proxy : proxies.toArray())
+            config.trustedProxies << proxy.toString();
+        if (!proxies.isArray() || config.trustedProxies.contains(QString()))
+            fields.fail(u"trusted_proxies", QStringLiteral("expected a list of IP addresses"));
+    }
+    if (fields.ok())
+        for (const QString& proxy : config.trustedProxies)
+            if (QHostAddress(proxy).isNull() || proxy.contains(u'/')) {
+                fields.fail(u"trusted_proxies",
+                            QStringLiteral("\"%1\" is not an IP address (give each proxy's address, no names or "
+                                           "ranges)")
+                                .arg(proxy.left(64)));
+                break;
+            }
     if (fields.readString(u"public_url", config.publicUrl) && !config.publicUrl.isEmpty())
         if (auto s = checkPublicUrl(config.publicUrl); !s)
             fields.fail(u"public_url", s.error());

@@ -71,6 +71,9 @@ struct CoordinatorConfig
     // port (https://host[:port], no path). Signed into every lease's manifest, which agents check against the URL
     // they work for, so they must be given this one. Empty: https://<first host>:<port>.
     QString publicUrl;
+    // Reverse proxies in front of the coordinator (nginx, a load balancer), by IP address: a request from one of
+    // them counts as coming from the client its X-Forwarded-For names last, for per-client limits and logs.
+    QStringList trustedProxies;
 
     // The URL agents use: publicUrl, or https://<first host>:<port>.
     QString url() const;

@@ -28,4 +28,19 @@ RemoteAddress RemoteAddress::of(const net::ip::address& address)
                                    QStringLiteral("/64")};
 }
 
+std::optional<RemoteAddress> RemoteAddress::forwardedFor(std::string_view header)
+{
+    const std::size_t comma = header.rfind(',');
+    std::string_view last = comma == std::string_view::npos ? header : header.substr(comma + 1);
+    while (!last.empty() && (last.front() == ' ' || last.front() == '\t'))
+        last.remove_prefix(1);
+    while (!last.empty() && (last.back() == ' ' || last.back() == '\t'))
+        last.remove_suffix(1);
+    boost::system::error_code ec;
+    const net::ip::address address = net::ip::make_address(std::string(last), ec);
+    if (ec || last.empty())
+        return std::nullopt;
+    return of(address);
+}
+
 } // namespace gleaner::coordinator::http_detail

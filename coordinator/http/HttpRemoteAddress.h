@@ -6,6 +6,9 @@
 
 #include <QString>
 
+#include <optional>
+#include <string_view>
+
 namespace gleaner::coordinator::http_detail {
 
 struct RemoteAddress
@@ -17,6 +20,9 @@ struct RemoteAddress
 
     static RemoteAddress of(const boost::asio::ip::tcp::socket& socket);
     static RemoteAddress of(const boost::asio::ip::address& address);
+    // The client a trusted proxy forwarded for: the last entry of an X-Forwarded-For value (the address the
+    // proxy saw). nullopt when the value holds no valid address there.
+    static std::optional<RemoteAddress> forwardedFor(std::string_view header);
 };
 
 } // namespace gleaner::coordinator::http_detail

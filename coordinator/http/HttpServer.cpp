@@ -202,7 +202,8 @@ void HttpServer::Impl::onAccept(beast::error_code ec, tcp::socket socket)
         return;
     }
     auto session = std::make_shared<HttpSession>(std::move(socket), state);
-    const HttpServerState::Admission admission = state->addSession(session, session->remoteKey());
+    const HttpServerState::Admission admission = state->addSession(
+        session, session->remoteKey(), options.trustedProxies.contains(session->remoteAddress()));
     if (admission == HttpServerState::Admission::Admitted)
         session->start();
     else

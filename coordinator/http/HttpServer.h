@@ -43,6 +43,11 @@ struct HttpServerOptions
     // The same from one client (an IPv4 address, or an IPv6 /64), so that one client cannot take every
     // connection the server has: a kept-alive agent holds one or two, a browser on the dashboard about six.
     int maxConnectionsPerAddress = 64;
+    // Reverse proxies in front of the server (nginx, a load balancer), by address ("127.0.0.1", "10.0.0.5"). A
+    // request from one of them is taken to come from the last address of its X-Forwarded-For (the one the proxy
+    // saw; earlier ones are the client's own word): per-client limits and logs count that client. Their own
+    // connections are not held to maxConnectionsPerAddress, since every client's requests come through them.
+    QStringList trustedProxies;
     // A handler that has not answered within this time gets 500 on its behalf, so a lost Responder cannot
     // hold a connection forever. A Responder dropped without being called answers 500 at once.
     int handlerTimeoutSeconds = 600;

@@ -14,7 +14,7 @@ void HttpServerState::beginStop()
 }
 
 HttpServerState::Admission HttpServerState::addSession(const std::shared_ptr<HttpSession>& session,
-                                                       const QString& remoteKey)
+                                                       const QString& remoteKey, bool fromProxy)
 {
     std::lock_guard lock(m_mutex);
     if (m_stopping)
@@ -22,7 +22,7 @@ HttpServerState::Admission HttpServerState::addSession(const std::shared_ptr<Htt
     if (m_sessions.size() >= std::size_t(qMax(1, options.maxConnections)))
         return Admission::ServerFull;
     int& fromAddress = m_perAddress[remoteKey];
-    if (fromAddress >= qMax(1, options.maxConnectionsPerAddress))
+    if (!fromProxy && fromAddress >= qMax(1, options.maxConnectionsPerAddress))
         return Admission::AddressFull;
     ++fromAddress;
     m_sessions.emplace(session.get(), Entry{session, remoteKey});

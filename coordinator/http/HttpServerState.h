@@ -51,7 +51,9 @@ public:
         AddressFull, // maxConnectionsPerAddress are open from the session's remoteKey
     };
     // Registers a new connection from `remoteKey` (see RequestHead::remoteKey) unless one of the caps is reached.
-    Admission addSession(const std::shared_ptr<HttpSession>& session, const QString& remoteKey);
+    // A trusted proxy's connections (`fromProxy`) are not held to maxConnectionsPerAddress.
+    Admission addSession(const std::shared_ptr<HttpSession>& session, const QString& remoteKey,
+                         bool fromProxy = false);
     // Any session, registered or not (a refused one is destroyed without having been added).
     void removeSession(HttpSession* session);
     std::vector<std::shared_ptr<HttpSession>> sessions() const;

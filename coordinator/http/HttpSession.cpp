@@ -209,6 +209,16 @@ void HttpSession::onHead(beast::error_code ec)
     }
     m_head = std::move(*head);
     m_head.remoteKey = m_remoteKey;
+    if (m_server->options.trustedProxies.contains(m_remoteAddress)) {
+        const auto forwarded = message.find("X-Forwarded-For");
+        if (forwarded != message.end()) {
+            const auto value = forwarded->value();
+            if (const auto client = RemoteAddress::forwardedFor(std::string_view(value.data(), value.size()))) {
+                m_head.remoteAddress = client->address;
+                m_head.remoteKey = client->key;
+            }
+        }
+    }
     m_context = RequestContext::from(m_head, message.version(), m_headParser->keep_alive());
     admit();
 }
@@ -351,7 +361,7 @@ void HttpSession::onBodyRead(beast::error_code ec, std::size_t bytes)
     if (ec == beast::error::timeout) {
         qCDebug(lcHttp,
                 "closing %s %s from %s: its body arrived slower than %.0f bytes/s (%llu bytes so far)",
-                m_head.method.constData(), m_head.path().constData(), qPrintable(m_remoteAddress),
+                m_head.method.constData(), m_head.path().constData(), qPrintable(m_head.remoteAddress),
                 m_server->options.minBodyBytesPerSecond, static_cast<unsigned long long>(m_bodyBytesRead));
         closeNow();
         return;
@@ -441,7 +451,7 @@ void HttpSession::onHandlerTimeout(beast::error_code ec)
     if (!slot || !slot->claim())
         return;
     qCWarning(lcHttp, "the handler of %s %s from %s has not answered within %d s; answering 500",
-              m_head.method.constData(), m_head.path().constData(), qPrintable(m_remoteAddress),
+              m_head.method.constData(), m_head.path().constData(), qPrintable(m_head.remoteAddress),
               m_server->options.handlerTimeoutSeconds);
     onHandlerAnswer(HttpResponse::error(500, QStringLiteral("the server did not answer in time")), false);
 }
@@ -592,7 +602,7 @@ void HttpSession::observe(int status, std::uint64_t bytesOut)
 
 void HttpSession::logRequest(int status, std::uint64_t bytes) const
 {
-    qCDebug(lcHttp, "%s %s %s -> %d, %llu bytes, %lld ms", qPrintable(m_remoteAddress),
+    qCDebug(lcHttp, "%s %s %s -> %d, %llu bytes, %lld ms", qPrintable(m_head.remoteAddress.isEmpty() ? m_remoteAddress : m_head.remoteAddress),
             m_head.method.isEmpty() ? "-" : m_head.method.constData(),
             m_head.target.isEmpty() ? "-" : m_head.path().constData(), status,
             static_cast<unsigned long long>(bytes),

@@ -24,6 +24,7 @@ bool DashboardFixture::start(const std::function<void(CoordinatorConfig&)>& twea
     options.certificatePath = f.dir.certificatePath();
     options.privateKeyPath = f.dir.tlsKeyPath();
     options.uploadDir = f.dir.uploadsDir();
+    options.trustedProxies = f.config.trustedProxies; // as serve passes them
     server = std::make_unique<HttpServer>(options, *handler);
     if (const Status started = server->start(); !started) {
         qWarning() << started.error();

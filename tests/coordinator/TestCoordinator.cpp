@@ -930,6 +930,12 @@ void TestCoordinator::configFileIsCheckedByField_data()
                                           << "config.public_url: expected https://HOST[:PORT]";
     QTest::newRow("public url with a path")
         << QByteArray(R"({"listen": "h:1", "public_url": "https://lb.lan/gleaner"})") << "config.public_url";
+    QTest::newRow("proxy by name") << QByteArray(R"({"listen": "h:1", "trusted_proxies": ["lb.lan"]})")
+                                   << "config.trusted_proxies: \"lb.lan\" is not an IP address";
+    QTest::newRow("proxy range") << QByteArray(R"({"listen": "h:1", "trusted_proxies": ["10.0.0.0/8"]})")
+                                 << "config.trusted_proxies";
+    QTest::newRow("proxies not a list") << QByteArray(R"({"listen": "h:1", "trusted_proxies": "10.0.0.5"})")
+                                        << "config.trusted_proxies: expected a list of IP addresses";
     QTest::newRow("redis not a URL") << QByteArray(R"({"listen": "h:1", "redis": "127.0.0.1:6379"})")
                                      << "config.redis: not a Redis URL";
     QTest::newRow("redis URL with a bad port")
@@ -959,10 +965,12 @@ void TestCoordinator::configFileIsCheckedByField()
         CoordinatorConfig scaled = *config;
         scaled.redis = QStringLiteral("redis://:s3cret@cache.lan:6380/2");
         scaled.publicUrl = QStringLiteral("https://gleaner.example.org/");
+        scaled.trustedProxies = {QStringLiteral("10.0.0.5"), QStringLiteral("::1")};
         auto read = CoordinatorConfig::fromJson(scaled.toJson());
         QVERIFY2(read.ok(), qPrintable(read.error()));
         QCOMPARE(read->redis, scaled.redis);
         QCOMPARE(read->url(), QStringLiteral("https://gleaner.example.org"));
+        QCOMPARE(read->trustedProxies, scaled.trustedProxies);
         return;
     }
     QVERIFY(!config.ok());

@@ -54,6 +54,7 @@ private Q_SLOTS:
     void connectionRefusedSaysWhatToCheck();
     void connectionsAboveTheCapAreClosed();
     void oneClientCannotTakeEveryConnection();
+    void aTrustedProxyForwardsItsClientsAddresses();
     void stopLetsARequestInFlightFinish();
     void stopClosesWhatOutlastsTheDrain();
 
@@ -456,6 +457,42 @@ void TestHttpServerLimits::connectionsAboveTheCapAreClosed()
     QVERIFY(!second.request("GET", "/").ok());
     first.reset();
     QTRY_VERIFY_WITH_TIMEOUT(second.request("GET", "/").ok(), 3000);
+}
+
+void TestHttpServerLimits::aTrustedProxyForwardsItsClientsAddresses()
+{
+    FakeHandler handler;
+    auto server = start(handler, [](HttpServerOptions& options) {
+        options.maxConnectionsPerAddress = 1;
+        options.trustedProxies = {QStringLiteral("127.0.0.2")};
+    });
+    QVERIFY(server);
+    const QByteArray forwarded = "GET / HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 203.0.113.9, 192.0.2.7\r\n\r\n";
+    auto remoteSeen = [&](RawTlsClient& client, const QByteArray& request) {
+        if (!client.send(request))
+            return QString();
+        const RawResponse response = client.readResponse(3000);
+        return QJsonDocument::fromJson(response.body).object().value(QStringLiteral("remote")).toString();
+    };
+
+    // From the proxy: the client is the address the proxy saw (the last one), not what the client wrote before it.
+    RawTlsClient proxy;
+    QCOMPARE(proxy.connect(server->port(), ca(), 0, QStringLiteral("127.0.0.2")), QString());
+    QCOMPARE(remoteSeen(proxy, forwarded), QStringLiteral("192.0.2.7"));
+    // A header that names no address leaves the proxy's own.
+    QCOMPARE(remoteSeen(proxy, "GET / HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 192.0.2.7, nonsense\r\n\r\n"),
+             QStringLiteral("127.0.0.2"));
+    // Every client comes through the proxy: its connections are not held to the per-address cap of 1.
+    RawTlsClient secondFromProxy;
+    QCOMPARE(secondFromProxy.connect(server->port(), ca(), 0, QStringLiteral("127.0.0.2")), QString());
+    QCOMPARE(remoteSeen(secondFromProxy, forwarded), QStringLiteral("192.0.2.7"));
+
+    // Anyone else's X-Forwarded-For is their own word, and ignored.
+    RawTlsClient other;
+    QCOMPARE(other.connect(server->port(), ca(), 0, QStringLiteral("127.0.0.3")), QString());
+    QCOMPARE(remoteSeen(other, forwarded), QStringLiteral("127.0.0.3"));
+    RawTlsClient secondFromOther;
+    QVERIFY(!secondFromOther.connect(server->port(), ca(), 0, QStringLiteral("127.0.0.3")).isEmpty());
 }
 
 void TestHttpServerLimits::oneClientCannotTakeEveryConnection()

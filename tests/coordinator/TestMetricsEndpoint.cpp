@@ -36,6 +36,7 @@ private Q_SLOTS:
     void metricsAfterTrafficPassPromtool();
     void metricsNeedAdminCredentials();
     void loopbackAccessWhenConfigured();
+    void loopbackAccessBehindATrustedProxyCountsItsClients();
 
 private:
     test::DashboardFixture d;
@@ -136,6 +137,21 @@ void TestMetricsEndpoint::loopbackAccessWhenConfigured()
     QVERIFY(open.body.contains("# TYPE gleaner_updates_accepted_total counter"));
     // Only /metrics is opened: the admin API still needs credentials.
     QCOMPARE(d.send("GET", "/api/v1/admin/jobs").status, 401);
+}
+
+void TestMetricsEndpoint::loopbackAccessBehindATrustedProxyCountsItsClients()
+{
+    // A reverse proxy on the coordinator's machine: every request arrives from loopback. Named as a proxy, the
+    // clients it forwards for are who asks, and a remote one needs credentials.
+    QVERIFY(d.start([](CoordinatorConfig& config) {
+        config.metricsAccess = CoordinatorConfig::MetricsAccess::Loopback;
+        config.trustedProxies = {QStringLiteral("127.0.0.1")};
+    }));
+    const QList<HttpHeader> remote{HttpHeader{"X-Forwarded-For", "203.0.113.9"}};
+    QCOMPARE(d.send("GET", "/metrics", {}, {}, remote).status, 401);
+    QCOMPARE(d.send("GET", "/metrics", d.f.init.adminToken, {}, remote).status, 200);
+    // A Prometheus beside it that asks the proxy: forwarded for loopback, still open.
+    QCOMPARE(d.send("GET", "/metrics", {}, {}, {HttpHeader{"X-Forwarded-For", "127.0.0.1"}}).status, 200);
 }
 
 QTEST_GUILESS_MAIN(TestMetricsEndpoint)
