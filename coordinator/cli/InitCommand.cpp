@@ -10,6 +10,7 @@
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
+#include <QJsonArray>
 #include <QJsonObject>
 #include <QTextStream>
 
@@ -49,6 +50,11 @@ int initCommand(const QStringList& arguments)
                                      "balancer, a reverse proxy, a forwarded port (https://host[:port]). Give it "
                                      "to agents; add its host with --host so the certificate names it."),
                       QStringLiteral("URL")});
+    parser.addOption({QStringLiteral("trusted-proxy"),
+                      QStringLiteral("A reverse proxy in front of this coordinator, by IP address (repeat for "
+                                     "several): its requests count as coming from the client its "
+                                     "X-Forwarded-For names last."),
+                      QStringLiteral("ADDRESS")});
     parser.addOption({QStringLiteral("json"), QStringLiteral("Print {url, admin_token, ca_certificate, signing_public_key}.")});
     if (!parser.parse(arguments))
         return usageError(parser.errorText(), QStringLiteral("init"));
@@ -84,6 +90,14 @@ int initCommand(const QStringList& arguments)
     if (parser.isSet(QStringLiteral("database")) && !Database::isPostgresUrl(config.database))
         return usageError(QStringLiteral("--database: expected a PostgreSQL URL, postgresql://user@host:port/dbname"),
                           QStringLiteral("init"));
+    config.trustedProxies = parser.values(QStringLiteral("trusted-proxy"));
+    for (const QString& proxy : config.trustedProxies)
+        if (auto checked = CoordinatorConfig::fromJson(QJsonObject{{QStringLiteral("listen"), QStringLiteral("h:1")},
+                                                                   {QStringLiteral("trusted_proxies"),
+                                                                    QJsonArray{proxy}}});
+            !checked)
+            return usageError(QStringLiteral("--trusted-proxy: \"%1\" is not an IP address").arg(proxy.left(64)),
+                              QStringLiteral("init"));
     config.publicUrl = parser.value(QStringLiteral("public-url"));
     if (parser.isSet(QStringLiteral("public-url")))
         if (auto s = CoordinatorConfig::checkPublicUrl(config.publicUrl); !s)

@@ -108,6 +108,43 @@ E2eCluster::~E2eCluster()
     stopAll();
 }
 
+Status E2eCluster::startProxy()
+{
+    const QString script = test::sourceDir() + QStringLiteral("/installers/scale-out/local-nginx.sh");
+    const CliRun started = runProgram(
+        QStringLiteral("bash"),
+        {script, QStringLiteral("start"), m_root + QStringLiteral("/nginx"), QStringLiteral("--cert"),
+         coordinatorDir() + QStringLiteral("/tls/cert.pem"), QStringLiteral("--key"),
+         coordinatorDir() + QStringLiteral("/tls/key.pem"), QStringLiteral("--upstream"),
+         QStringLiteral("127.0.0.1:%1").arg(m_port), QStringLiteral("--port"), QString::number(m_proxyPort)},
+        environment(), 30'000);
+    if (started.exitCode != 0)
+        return fail(QStringLiteral("local-nginx.sh start: %1").arg(started.describe()));
+    m_proxyRunning = true;
+    return {};
+}
+
+QStringList E2eCluster::proxiedRequests(const QString& part) const
+{
+    QStringList lines;
+    for (const QString& line :
+         QString::fromUtf8(test::readFile(m_root + QStringLiteral("/nginx/access.log"))).split(u'\n'))
+        if (!line.isEmpty() && (part.isEmpty() || line.contains(part)))
+            lines << line;
+    return lines;
+}
+
+void E2eCluster::stopProxy()
+{
+    if (!m_proxyRunning)
+        return;
+    runProgram(QStringLiteral("bash"),
+               {test::sourceDir() + QStringLiteral("/installers/scale-out/local-nginx.sh"), QStringLiteral("stop"),
+                m_root + QStringLiteral("/nginx")},
+               environment(), 30'000);
+    m_proxyRunning = false;
+}
+
 void E2eCluster::stopAll()
 {
     for (const auto& agent : m_agents)
@@ -121,6 +158,7 @@ void E2eCluster::stopAll()
         waitUntil([&] { return workerPidsUnder(agent->dir + QStringLiteral("/tasks")).isEmpty(); }, 5'000);
     if (m_coordinator)
         signalAndWait(*m_coordinator, SIGKILL, 10'000);
+    stopProxy();
 }
 
 QProcessEnvironment E2eCluster::environment() const
@@ -138,7 +176,7 @@ QProcessEnvironment E2eCluster::environment() const
 
 QString E2eCluster::url() const
 {
-    return QStringLiteral("https://127.0.0.1:%1").arg(m_port);
+    return QStringLiteral("https://127.0.0.1:%1").arg(m_proxyPort != 0 ? m_proxyPort : m_port);
 }
 
 QString E2eCluster::coordinatorLog() const
@@ -162,6 +200,13 @@ Status E2eCluster::initCoordinator()
         if (const QString error = m_postgres->createDatabase(postgresDatabase()); !error.isEmpty())
             return fail(error);
         arguments << QStringLiteral("--database") << m_postgres->url(postgresDatabase());
+    }
+    if (!qEnvironmentVariableIsEmpty("GLEANER_TEST_NGINX")) {
+        m_proxyPort = freeLoopbackPort();
+        if (m_proxyPort == 0)
+            return fail(QStringLiteral("no free port on 127.0.0.1 for nginx"));
+        arguments << QStringLiteral("--public-url") << url() << QStringLiteral("--trusted-proxy")
+                  << QStringLiteral("127.0.0.1");
     }
     if (!qEnvironmentVariableIsEmpty("GLEANER_TEST_REDIS")) {
         if (const QString missing = test::RedisServer::missing(); !missing.isEmpty())
@@ -219,6 +264,9 @@ Status E2eCluster::startCoordinator(int timeoutMs)
     if (!waitUntil([&] { return test::readFile(coordinatorLog()).contains(said); }, 5'000))
         return fail(QStringLiteral("the coordinator does not say it keeps its state in %1; its log:\n%2")
                         .arg(QString::fromUtf8(where), tail(coordinatorLog(), 20)));
+    if (m_proxyPort != 0 && !m_proxyRunning)
+        if (auto s = startProxy(); !s)
+            return s;
     // And its jobs' weights in memory, or in the Redis of this cluster when there is one.
     const QByteArray weights = QByteArray("weights in ").append(m_redis ? m_redis->url().toUtf8() : "memory");
     if (!test::readFile(coordinatorLog()).contains(weights))

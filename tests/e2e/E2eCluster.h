@@ -87,7 +87,11 @@ public:
     void stopCoordinator(int signal = SIGTERM);
     bool coordinatorRunning() const;
     quint16 port() const { return m_port; }
+    // The URL agents use: the coordinator's, or nginx's in front of it.
     QString url() const;
+    bool behindProxy() const { return m_proxyPort != 0; }
+    // The lines of nginx's access log whose request contains `part` (all of them for none).
+    QStringList proxiedRequests(const QString& part = {}) const;
     QString coordinatorDir() const { return m_root + QStringLiteral("/coordinator"); }
     // The PostgreSQL server the coordinator keeps its state on (GLEANER_TEST_POSTGRES), and its database's name;
     // null when the state is in gleaner.db.
@@ -161,6 +165,12 @@ private:
     // --database), started by initCoordinator() and stopped after everything else.
     std::unique_ptr<test::PostgresServer> m_postgres;
     std::unique_ptr<test::RedisServer> m_redis;
+    // GLEANER_TEST_NGINX set: nginx (installers/scale-out/local-nginx.sh) in front of the coordinator, on this
+    // port; agents use it, and the coordinator signs its URL.
+    int m_proxyPort = 0;
+    bool m_proxyRunning = false;
+    Status startProxy();
+    void stopProxy();
     std::unique_ptr<QProcess> m_coordinator;
     QString m_enrollmentToken;
     std::vector<std::unique_ptr<AgentHandle>> m_agents;

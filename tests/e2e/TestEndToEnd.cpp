@@ -211,6 +211,14 @@ void TestEndToEnd::twoAgentsReachTheTargetAccuracy()
                             .arg(QString::fromUtf8(QJsonDocument(*done).toJson(QJsonDocument::Compact)))));
     qInfo("reached %.3f accuracy with %lld updates; %s", accuracy,
           done->value(QStringLiteral("updates")).toInteger(), qPrintable(accuracies(*done)));
+    if (m_cluster->behindProxy()) {
+        // Everything went through nginx: the agents know no other address, and the manifests name its URL.
+        const QStringList results = m_cluster->proxiedRequests(QStringLiteral("/result"));
+        QVERIFY2(results.size() >= done->value(QStringLiteral("updates")).toInteger(),
+                 qPrintable(QStringLiteral("nginx passed on %1 result uploads").arg(results.size())));
+        qInfo("through nginx: %lld requests, %lld of them result uploads",
+              qint64(m_cluster->proxiedRequests().size()), qint64(results.size()));
+    }
 
     for (const int agent : agents) {
         const QString name = m_cluster->agent(agent).name;
