@@ -112,8 +112,20 @@ Status SharedWeights::load(qint64 jobId, const Meta& meta)
         return {};
     m_cache.erase(jobId);
 
-    const int weightChunks = int(number(meta, "weights_chunks"));
-    const int stateChunks = int(number(meta, "state_chunks"));
+    // The meta decides how much is read: it must describe whole files of a size a job can have, in the chunks
+    // this code writes, before a single chunk is asked for.
+    const qint64 weightBytes64 = number(meta, "weights_bytes");
+    const qint64 stateBytes64 = number(meta, "state_bytes");
+    const auto chunksFor = [](qint64 bytes) { return (bytes + kChunkBytes - 1) / kChunkBytes; };
+    if (weightBytes64 <= 0 || weightBytes64 > kMaxFileBytes || stateBytes64 < 0 ||
+        stateBytes64 > kMaxFileBytes || number(meta, "weights_chunks") != chunksFor(weightBytes64) ||
+        number(meta, "state_chunks") != chunksFor(stateBytes64))
+        return fail(
+            QStringLiteral("job %1's meta in Redis (%2) does not describe weights this coordinator wrote")
+                .arg(jobId)
+                .arg(QString::fromUtf8(key(jobId, "meta"))));
+    const int weightChunks = int(chunksFor(weightBytes64));
+    const int stateChunks = int(chunksFor(stateBytes64));
     for (int i = 0; i < weightChunks; ++i)
         m_redis.queue({"GET", chunkKey(jobId, 'w', i)});
     for (int i = 0; i < stateChunks; ++i)
@@ -123,8 +135,8 @@ Status SharedWeights::load(qint64 jobId, const Meta& meta)
         return fail(replies.error());
     QByteArray weightBytes;
     QByteArray stateBytes;
-    weightBytes.reserve(number(meta, "weights_bytes"));
-    stateBytes.reserve(number(meta, "state_bytes"));
+    weightBytes.reserve(weightBytes64);
+    stateBytes.reserve(stateBytes64);
     for (int i = 0; i < int(replies->size()); ++i) {
         const RedisReply& reply = (*replies)[size_t(i)];
         if (reply.type != RedisReply::Type::String)
@@ -135,8 +147,7 @@ Status SharedWeights::load(qint64 jobId, const Meta& meta)
                                                             : chunkKey(jobId, 's', i - weightChunks))));
         (i < weightChunks ? weightBytes : stateBytes) += reply.text;
     }
-    if (weightBytes.size() != number(meta, "weights_bytes") ||
-        stateBytes.size() != number(meta, "state_bytes"))
+    if (weightBytes.size() != weightBytes64 || stateBytes.size() != stateBytes64)
         return fail(QStringLiteral("job %1's weights in Redis are not the size their meta says").arg(jobId));
 
     Cached cached;
@@ -186,8 +197,15 @@ void SharedWeights::queueState(qint64 jobId, const SharedFoldState& state, const
             m_redis.queue({"SET", chunkKey(jobId, kind, i),
                            QByteArray::fromRawData(file.constData() + at, qsizetype(length))});
         }
-        for (int i = count; oldMeta && i < number(*oldMeta, countField); ++i)
-            m_redis.queue({"DEL", chunkKey(jobId, kind, i)});
+        // Chunks beyond the new file go, as many as the old meta names: no more than the largest file has, so
+        // that a damaged meta cannot make this a billion commands.
+        const qint64 oldCount =
+            oldMeta ? std::min(number(*oldMeta, countField), kMaxFileBytes / kChunkBytes) : 0;
+        std::vector<QByteArray> stale{"DEL"};
+        for (qint64 i = count; i < oldCount; ++i)
+            stale.push_back(chunkKey(jobId, kind, int(i)));
+        if (stale.size() > 1)
+            m_redis.queue(stale);
         return count;
     };
     const int weightChunks = writeChunks('w', weightFile, "weights_chunks");
@@ -479,10 +497,11 @@ Status SharedWeights::remove(qint64 jobId)
     (void)m_redis.command({"UNWATCH"});
     std::vector<QByteArray> words{"DEL", key(jobId, "meta"), key(jobId, "order"), key(jobId, "folded"),
                                   key(jobId, "lock")};
-    for (int i = 0; i < number(*meta, "weights_chunks"); ++i)
-        words.push_back(chunkKey(jobId, 'w', i));
-    for (int i = 0; i < number(*meta, "state_chunks"); ++i)
-        words.push_back(chunkKey(jobId, 's', i));
+    const qint64 most = kMaxFileBytes / kChunkBytes; // as in queueState: a damaged meta cannot make this huge
+    for (qint64 i = 0; i < std::min(number(*meta, "weights_chunks"), most); ++i)
+        words.push_back(chunkKey(jobId, 'w', int(i)));
+    for (qint64 i = 0; i < std::min(number(*meta, "state_chunks"), most); ++i)
+        words.push_back(chunkKey(jobId, 's', int(i)));
     m_cache.erase(jobId);
     auto reply = m_redis.command(words);
     return reply ? Status() : fail(reply.error());

@@ -55,6 +55,9 @@ class SharedWeights
 {
 public:
     static constexpr qint64 kChunkBytes = 4 << 20;
+    // The largest weights (or rule state) file a job's meta may describe: well above any model a volunteer
+    // trains.
+    static constexpr qint64 kMaxFileBytes = qint64(16) << 30;
     // Reads and puts that found the version moved under them this often give up and say so.
     static constexpr int kMaxAttempts = 64;
     // A fold that lost this many races in a row takes the job's fold lock (SET NX with an expiry) and then

@@ -62,6 +62,8 @@ void WeightsKeeper::load(qint64 jobId, TensorBundle weights, qint64 version, con
         job.spec = rule;
         job.joined = false;
         job.pending.clear();
+        job.ruleFromShared = false;
+        job.sharedRuleState = TensorBundle();
         if (m_shared)
             (void)joinShared(jobId, job);
         // An encoded update is read back against the base it names (kept until a snapshot holds the update).
@@ -120,14 +122,14 @@ void WeightsKeeper::validate(qint64 jobId, int epoch, bool epochEnd)
 {
     m_thread.post([this, jobId, epoch, epochEnd] {
         auto it = m_jobs.find(jobId);
-        if (it != m_jobs.end())
+        if (it != m_jobs.end()) {
             syncShared(jobId, it->second);
-        if (it != m_jobs.end())
             validateNow(jobId, it->second, epoch, epochEnd);
-        else
+        } else {
             m_coordinator.state().post([this, jobId, epoch, epochEnd] {
                 m_coordinator.onValidationFailed(jobId, epoch, epochEnd, QStringLiteral("no weights in memory"));
             });
+        }
     });
 }
 
@@ -221,13 +223,13 @@ bool WeightsKeeper::joinShared(qint64 jobId, JobWeights& job)
         if ((*there)->version != job.version)
             qCInfo(lcWeights) << "job" << jobId << "continues from its weights in Redis at version"
                               << (*there)->version << "(its snapshot is at" << job.version << ")";
-        adopt(jobId, job, **there);
+        adopt(job, **there);
     } else {
         // Redis lost the job (a restart without persistence) or never had it: the snapshot is the copy of
         // record.
         SharedFoldState state;
         state.weights = job.weights;
-        state.ruleState = job.rule->saveState();
+        state.ruleState = ruleState(job);
         state.steps = job.steps.window();
         state.version = job.version;
         auto put = m_shared->put(jobId, state, /*replace=*/true);
@@ -244,18 +246,20 @@ bool WeightsKeeper::joinShared(qint64 jobId, JobWeights& job)
     return true;
 }
 
-void WeightsKeeper::adopt(qint64 jobId, JobWeights& job, const SharedFoldState& state)
+void WeightsKeeper::adopt(JobWeights& job, const SharedFoldState& state)
 {
-    std::unique_ptr<AggregationRule> rule = AggregationRule::create(job.spec);
-    if (auto s = rule->loadState(state.ruleState, state.weights); !s) {
-        qCCritical(lcWeights) << "job" << jobId
-                              << "cannot use its rule's state from Redis; it starts afresh:" << s.error();
-        (void)rule->loadState(TensorBundle(), state.weights);
-    }
-    job.rule = std::move(rule);
+    if (!job.ruleFromShared)
+        job.rule = AggregationRule::create(job.spec);
+    job.ruleFromShared = true;
+    job.sharedRuleState = state.ruleState;
     job.weights = state.weights;
     job.version = state.version;
     job.steps = UpdateBound::fromWindow(state.steps);
+}
+
+TensorBundle WeightsKeeper::ruleState(const JobWeights& job)
+{
+    return job.ruleFromShared ? job.sharedRuleState : job.rule->saveState();
 }
 
 bool WeightsKeeper::foldPending(qint64 jobId, JobWeights& job)
@@ -310,7 +314,7 @@ bool WeightsKeeper::foldPendingNow(qint64 jobId, JobWeights& job)
         }
         // What this process holds of the job is now Redis's version (this fold, and any it folded onto).
         if (auto state = m_shared->read(jobId); state && state->has_value())
-            adopt(jobId, job, **state);
+            adopt(job, **state);
         job.lastSeq = std::max(job.lastSeq, seq);
         const qint64 version = folded->version;
         m_coordinator.state().post(
@@ -329,7 +333,7 @@ void WeightsKeeper::syncShared(qint64 jobId, JobWeights& job)
         return;
     }
     if (state->has_value() && (*state)->version != job.version)
-        adopt(jobId, job, **state);
+        adopt(job, **state);
 }
 
 Status WeightsKeeper::fold(TensorBundle& weights, std::unique_ptr<AggregationRule>& rule, UpdateBound& steps,
@@ -433,7 +437,7 @@ void WeightsKeeper::snapshot(qint64 jobId, bool force)
             return;
         }
         QString ruleSha;
-        if (const TensorBundle state = job.rule->saveState(); !state.isEmpty()) {
+        if (const TensorBundle state = ruleState(job); !state.isEmpty()) {
             auto ruleBlob = m_blobs.put(SafeTensors::serialize(state));
             if (!ruleBlob) {
                 qCCritical(lcWeights) << "job" << jobId << "cannot write the state of its rule:" << ruleBlob.error();

@@ -125,6 +125,11 @@ private:
         bool joined = false;               // the job's copy in Redis is known (read or put at load)
         std::deque<PendingUpdate> pending; // received, not yet folded in Redis (oldest first)
         bool unreachable = false;          // Redis failed the last try (reported once per outage)
+        // Once the weights are Redis's (adopt), so is the rule's state: kept as Redis gave it, for snapshots,
+        // and `rule` is a fresh one that only answers needsBase() (loading a Nesterov rule's state would copy
+        // twice the weights on every fold).
+        bool ruleFromShared = false;
+        TensorBundle sharedRuleState;
     };
     static constexpr size_t kRecentBases = 8;
     // `checked`: the update was folded in before a restart; it is folded in again without the step bound.
@@ -138,7 +143,9 @@ private:
     bool joinShared(qint64 jobId, JobWeights& job);
     // Brings the copy in memory up to Redis's (what other coordinators folded) before it is used.
     void syncShared(qint64 jobId, JobWeights& job);
-    void adopt(qint64 jobId, JobWeights& job, const SharedFoldState& state);
+    void adopt(JobWeights& job, const SharedFoldState& state);
+    // The rule's state that goes with the weights in memory.
+    static TensorBundle ruleState(const JobWeights& job);
     void reportUnreachable(qint64 jobId, JobWeights& job, const QString& why);
     // The published weights with this SHA-256, from memory or the blob store.
     Result<TensorBundle> baseWeights(JobWeights& job, const QString& sha);

@@ -248,6 +248,30 @@ private Q_SLOTS:
         QVERIFY2(missing.error().contains(u"has no weights in Redis"), qPrintable(missing.error()));
     }
 
+    void aMetaThatLiesIsRefusedBeforeAnythingIsRead()
+    {
+        const qint64 job = m_nextJob++;
+        auto connection = connect();
+        SharedWeights shared(*connection);
+        SharedFoldState state;
+        state.weights = makeWeights(1'000, 8);
+        QVERIFY(shared.put(job, state, false).ok());
+        const QByteArray meta = "gleaner:{job:" + QByteArray::number(job) + "}:meta";
+        for (const auto& [field, value] :
+             std::vector<std::pair<QByteArray, QByteArray>>{{"weights_chunks", "1000000000"},
+                                                            {"weights_bytes", "-5"},
+                                                            {"state_bytes", "99999999999999"}}) {
+            auto other = connect(); // no cache: it reads the meta
+            SharedWeights reader(*other);
+            QVERIFY(connection->command({"HSET", meta, field, value}).ok());
+            auto read = reader.read(job);
+            QVERIFY2(!read, field.constData());
+            QVERIFY2(read.error().contains(u"does not describe weights this coordinator wrote"),
+                     qPrintable(read.error()));
+            QVERIFY(shared.put(job, state, true).ok()); // whole again for the next lie
+        }
+    }
+
     void foldsOnTwoConnectionsBuildOnEachOther()
     {
         const qint64 job = m_nextJob++;
