@@ -14,6 +14,7 @@
 #
 # Needs nginx (installers/install-deps.sh installs it).
 set -euo pipefail
+source "$(dirname "$(readlink -f "$0")")/common.sh"
 
 die() { echo "local-nginx: $*" >&2; exit 1; }
 usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
@@ -31,18 +32,7 @@ port_of() {
     cat "$dir/port"
 }
 
-running_pid() {
-    [[ -f "$dir/nginx.pid" ]] || return 1
-    local pid
-    pid=$(head -1 "$dir/nginx.pid")
-    [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null \
-        && [[ $(readlink -f "/proc/$pid/exe" 2>/dev/null) == $(readlink -f "$nginx") ]] && echo "$pid"
-}
-
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null \
-        || echo $((20000 + RANDOM % 20000))
-}
+running_pid() { pid_running "$dir/nginx.pid" "$nginx"; }
 
 url_of() { echo "https://127.0.0.1:$(port_of)"; }
 
@@ -143,14 +133,7 @@ stop)
         echo "local-nginx: no nginx of this script runs in $dir" >&2
         exit 0
     fi
-    kill -QUIT "$pid"
-    for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$pid" 2>/dev/null; then
-        kill -KILL "$pid"
-        pkill -KILL -P "$pid" 2>/dev/null || true
-        echo "local-nginx: nginx did not stop within 15 s; killed" >&2
-    fi
-    echo "local-nginx: stopped (pid $pid)" >&2
+    stop_pid local-nginx "$pid" QUIT
     ;;
 *)
     die "unknown command $command (local-nginx.sh --help)"

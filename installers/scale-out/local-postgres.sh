@@ -13,6 +13,7 @@
 # Run as root, the server runs as the `postgres` user that Debian's postgresql-15 package creates (PostgreSQL
 # refuses to run as root). Needs postgresql-15 (installers/install-deps.sh installs it).
 set -euo pipefail
+source "$(dirname "$(readlink -f "$0")")/common.sh"
 bin=/usr/lib/postgresql/15/bin
 
 die() { echo "local-postgres: $*" >&2; exit 1; }
@@ -41,20 +42,10 @@ port_of() {
     cat "$dir/port"
 }
 
-running_pid() {
-    [[ -f "$data/postmaster.pid" ]] || return 1
-    local pid
-    pid=$(head -1 "$data/postmaster.pid")
-    [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null && [[ $(readlink "/proc/$pid/exe" 2>/dev/null) == "$bin/postgres" ]] \
-        && echo "$pid"
-}
+running_pid() { pid_running "$data/postmaster.pid" "$bin/postgres"; }
 
 url_of() { echo "postgresql://gleaner@127.0.0.1:$(port_of)/$1"; }
 
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null \
-        || echo $((20000 + RANDOM % 20000))
-}
 
 psql_as_owner() { as_owner "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h "$dir" -p "$(port_of)" -d postgres "$@"; }
 
@@ -106,13 +97,7 @@ stop)
         echo "local-postgres: no server of this script runs in $dir" >&2
         exit 0
     fi
-    kill -INT "$pid"
-    for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$pid" 2>/dev/null; then
-        kill -KILL "$pid"
-        echo "local-postgres: the server did not stop within 15 s; killed" >&2
-    fi
-    echo "local-postgres: stopped (pid $pid)" >&2
+    stop_pid local-postgres "$pid" INT # fast shutdown: open sessions end
     ;;
 *)
     die "unknown command $command (local-postgres.sh --help)"

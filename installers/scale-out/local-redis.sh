@@ -11,6 +11,7 @@
 #
 # Needs redis-server (installers/install-deps.sh installs it).
 set -euo pipefail
+source "$(dirname "$(readlink -f "$0")")/common.sh"
 
 die() { echo "local-redis: $*" >&2; exit 1; }
 usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
@@ -29,18 +30,7 @@ port_of() {
 }
 
 # The pid in our pid file, when that process is a Redis server (redis-server is a link to redis-check-rdb).
-running_pid() {
-    [[ -f "$dir/redis.pid" ]] || return 1
-    local pid
-    pid=$(head -1 "$dir/redis.pid")
-    [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null \
-        && [[ $(readlink -f "/proc/$pid/exe" 2>/dev/null) == $(readlink -f "$server") ]] && echo "$pid"
-}
-
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null \
-        || echo $((20000 + RANDOM % 20000))
-}
+running_pid() { pid_running "$dir/redis.pid" "$server"; }
 
 url_of() { echo "redis://127.0.0.1:$(port_of)/0"; }
 
@@ -90,13 +80,7 @@ stop)
         echo "local-redis: no server of this script runs in $dir" >&2
         exit 0
     fi
-    kill -TERM "$pid"
-    for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$pid" 2>/dev/null; then
-        kill -KILL "$pid"
-        echo "local-redis: the server did not stop within 15 s; killed" >&2
-    fi
-    echo "local-redis: stopped (pid $pid)" >&2
+    stop_pid local-redis "$pid" TERM
     ;;
 *)
     die "unknown command $command (local-redis.sh --help)"
