@@ -459,6 +459,12 @@ Result<SharedWeights::Folded> SharedWeights::foldUpdate(qint64 jobId, qint64 seq
     });
 }
 
+const SharedFoldState* SharedWeights::held(qint64 jobId) const
+{
+    auto it = m_cache.find(jobId);
+    return it == m_cache.end() ? nullptr : &it->second.state;
+}
+
 Result<std::optional<qint64>> SharedWeights::foldedAt(qint64 jobId, qint64 seq)
 {
     auto reply = m_redis.command({"HGET", key(jobId, "folded"), QByteArray::number(seq)});

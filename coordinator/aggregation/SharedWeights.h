@@ -95,6 +95,9 @@ public:
     // set for rules that need it; context.serverVersion is the version folded onto.
     Result<Folded> foldUpdate(qint64 jobId, qint64 seq, const AggregationSpec& rule,
                               const TensorBundle& update, UpdateContext context, bool checked = false);
+    // What this process holds of the job: after its own fold, exactly what that fold committed (no round trip);
+    // null when it holds nothing. Valid until the next call on this instance.
+    const SharedFoldState* held(qint64 jobId) const;
     // The version update `seq` made, when it was folded since the last put(); nullopt when it was not.
     Result<std::optional<qint64>> foldedAt(qint64 jobId, qint64 seq);
     // The sequence numbers folded since the last put(), in the order they were folded (version put + 1, + 2,

@@ -312,9 +312,10 @@ bool WeightsKeeper::foldPendingNow(qint64 jobId, JobWeights& job)
             refused(jobId, job, seq, folded->refused);
             continue;
         }
-        // What this process holds of the job is now Redis's version (this fold, and any it folded onto).
-        if (auto state = m_shared->read(jobId); state && state->has_value())
-            adopt(job, **state);
+        // What this process holds of the job is now what its fold committed (onto any other's). A fold found
+        // already done read nothing: the next sync brings the copy up to date.
+        if (const SharedFoldState* state = m_shared->held(jobId); state && !folded->alreadyFolded)
+            adopt(job, *state);
         job.lastSeq = std::max(job.lastSeq, seq);
         const qint64 version = folded->version;
         m_coordinator.state().post(

@@ -10,7 +10,6 @@
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
-#include <QJsonArray>
 #include <QJsonObject>
 #include <QTextStream>
 
@@ -92,12 +91,8 @@ int initCommand(const QStringList& arguments)
                           QStringLiteral("init"));
     config.trustedProxies = parser.values(QStringLiteral("trusted-proxy"));
     for (const QString& proxy : config.trustedProxies)
-        if (auto checked = CoordinatorConfig::fromJson(QJsonObject{{QStringLiteral("listen"), QStringLiteral("h:1")},
-                                                                   {QStringLiteral("trusted_proxies"),
-                                                                    QJsonArray{proxy}}});
-            !checked)
-            return usageError(QStringLiteral("--trusted-proxy: \"%1\" is not an IP address").arg(proxy.left(64)),
-                              QStringLiteral("init"));
+        if (auto s = CoordinatorConfig::checkTrustedProxy(proxy); !s)
+            return usageError(QStringLiteral("--trusted-proxy: %1").arg(s.error()), QStringLiteral("init"));
     config.publicUrl = parser.value(QStringLiteral("public-url"));
     if (parser.isSet(QStringLiteral("public-url")))
         if (auto s = CoordinatorConfig::checkPublicUrl(config.publicUrl); !s)

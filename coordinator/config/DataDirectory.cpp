@@ -27,6 +27,14 @@ Status CoordinatorConfig::checkPublicUrl(const QString& url)
     return {};
 }
 
+Status CoordinatorConfig::checkTrustedProxy(const QString& address)
+{
+    if (QHostAddress(address).isNull() || address.contains(u'/'))
+        return fail(QStringLiteral("\"%1\" is not an IP address (give each proxy's address, no names or ranges)")
+                        .arg(address.left(64)));
+    return {};
+}
+
 QString CoordinatorConfig::url() const
 {
     if (!publicUrl.isEmpty())
@@ -147,11 +155,8 @@ Result<CoordinatorConfig> CoordinatorConfig::fromJson(const QJsonObject& json)
     }
     if (fields.ok())
         for (const QString& proxy : config.trustedProxies)
-            if (QHostAddress(proxy).isNull() || proxy.contains(u'/')) {
-                fields.fail(u"trusted_proxies",
-                            QStringLiteral("\"%1\" is not an IP address (give each proxy's address, no names or "
-                                           "ranges)")
-                                .arg(proxy.left(64)));
+            if (auto s = checkTrustedProxy(proxy); !s) {
+                fields.fail(u"trusted_proxies", s.error());
                 break;
             }
     if (fields.readString(u"public_url", config.publicUrl) && !config.publicUrl.isEmpty())

@@ -79,6 +79,8 @@ struct CoordinatorConfig
     QString url() const;
     // Whether `url` can be a public URL; else why not.
     static Status checkPublicUrl(const QString& url);
+    // Whether `address` can name a trusted proxy (an IP address: no names, no ranges); else why not.
+    static Status checkTrustedProxy(const QString& address);
     QJsonObject toJson() const;
     static Result<CoordinatorConfig> fromJson(const QJsonObject& json);
 };
