@@ -196,6 +196,8 @@ Status Coordinator::start()
         m_scheduler = std::make_unique<Scheduler>(m_jobs, *m_schedulerTables, m_clock,
                                                   SchedulerLimits{m_config.leaseLifetimeDeadlines}, &Tokens::randomId);
         m_scheduler->setExpiredObserver([this](const Lease& lease, const JobState* job) { onLeaseExpired(lease, job); });
+        m_scheduler->setLearntObserver(
+            [this](const Lease& lease, const JobState& job) { onLeaseLearnt(lease, job); });
         m_intake = std::make_unique<ResultIntake>(m_jobs, *m_scheduler);
         m_standing = std::make_unique<AgentStanding>(*m_db);
         if (auto s = m_standing->load(); !s)

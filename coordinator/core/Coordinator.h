@@ -267,6 +267,10 @@ private:
     QJsonObject dashboardJobJson(const JobState& job) const;
     // The 409 every later request for a lease the agent reported failed gets, also after a restart.
     static QString failedLeaseMessage(const QString& leaseId);
+    // What a closed lease's repeats are answered (409), by how it closed.
+    static QString closedLeaseMessage(const QString& leaseId, Lease::State state);
+    // [state] The scheduler learnt of a lease another coordinator wrote (Scheduler::LearntObserver).
+    void onLeaseLearnt(const Lease& lease, const JobState& job);
     static QString handedBackLeaseMessage(const QString& leaseId);
 
     DataDirectory m_dir;

@@ -4,6 +4,7 @@
 #include "format/SafeTensors.h"
 #include "scheduling/Scheduler.h"
 #include "store/Database.h"
+#include "store/SchedulerTables.h"
 #include "validation/ValidationRunner.h"
 
 #include <QDir>
@@ -124,64 +125,22 @@ Status Coordinator::loadState()
                                      shards->value(2).toLongLong(), shards->value(3).toLongLong()});
         job.files.model.size = m_blobs.size(job.files.model.sha256);
 
-        auto units = m_db->exec(QStringLiteral("SELECT id, epoch, shard, state, issued, resume_lease, resume_sha, "
-                                               "resume_size, resume_step, resume_base_version, resume_weights_sha, "
-                                               "resume_steps FROM workunits WHERE job_id = ?"),
-                                {id});
-        while (units && units->next()) {
-            Workunit unit;
-            unit.id = units->value(0).toLongLong();
-            unit.epoch = units->value(1).toInt();
-            unit.shard = units->value(2).toInt();
-            const QString state = units->value(3).toString();
-            unit.state = state == u"done" ? Workunit::State::Done : Workunit::State::Pending;
-            unit.issued = units->value(4).toInt();
-            if (!units->value(6).toString().isEmpty() && unit.state != Workunit::State::Done) {
-                unit.resume = Workunit::ResumePoint{units->value(5).toString(),     units->value(6).toString(),
-                                                    units->value(7).toLongLong(),   units->value(8).toLongLong(),
-                                                    units->value(9).toLongLong(),   units->value(10).toString(),
-                                                    units->value(11).toLongLong()};
+        // Workunits, their first results and the leases that may still deliver, as the scheduler's tables
+        // hold them.
+        auto stored = m_schedulerTables->loadJob(id);
+        if (!stored) {
+            finishJob(job, JobStatus::Failed,
+                      QStringLiteral("cannot read the job's work: %1").arg(stored.error()));
+            continue;
+        }
+        m_scheduler->adopt(job, *stored);
+        for (const auto& [unitId, unit] : job.workunits)
+            if (unit.resume)
                 m_checkpoints.insert(unit.resume->sha256, unit.resume->size);
-            }
-            job.workunits.emplace(unit.id, unit);
-        }
-        // Each workunit's first result: later ones are compared with it.
-        auto firsts = m_db->exec(QStringLiteral("SELECT u.seq, u.agent_id, u.base_version, u.step, u.file, "
-                                                "l.workunit_id FROM updates u JOIN leases l ON l.id = u.lease_id "
-                                                "WHERE u.job_id = ? ORDER BY u.seq"),
-                                 {id});
-        while (firsts && firsts->next()) {
-            auto unit = job.workunits.find(firsts->value(5).toLongLong());
-            if (unit != job.workunits.end() && !unit->second.first)
-                unit->second.first = Workunit::FirstResult{firsts->value(0).toLongLong(), firsts->value(1).toString(),
-                                                           firsts->value(2).toLongLong(), firsts->value(3).toDouble(),
-                                                           firsts->value(4).toString()};
-        }
-        auto leases = m_db->exec(QStringLiteral("SELECT l.id, l.workunit_id, l.agent_id, l.issued_ms, l.deadline_ms, "
-                                                "l.state, l.base_version, l.weights_sha, l.nonce, l.steps, l.checkpoint_sha, l.resume_step FROM leases l JOIN workunits w "
-                                                "ON w.id = l.workunit_id WHERE w.job_id = ? AND l.state IN "
-                                                "('open', 'expired')"),
-                                 {id});
-        while (leases && leases->next()) {
-            Lease lease;
-            lease.id = leases->value(0).toString();
-            lease.jobId = id;
-            lease.workunitId = leases->value(1).toLongLong();
-            lease.agentId = leases->value(2).toString();
-            lease.issuedMs = leases->value(3).toLongLong();
-            lease.deadlineMs = leases->value(4).toLongLong();
-            lease.state = leases->value(5).toString() == u"open" ? Lease::State::Open : Lease::State::Expired;
-            lease.baseVersion = leases->value(6).toLongLong();
-            lease.weightsSha = leases->value(7).toString();
-            lease.nonce = leases->value(8).toString(); // a result must carry it back, restart or not
-            lease.steps = leases->value(9).toLongLong(); // what its upload may claim
-            lease.checkpointSha = leases->value(10).toString(); // its agent may still download it
-            lease.resumeStep = leases->value(11).toLongLong();
+        for (const Lease& lease : stored->leases)
             if (!lease.checkpointSha.isEmpty())
-                m_checkpoints.insert(lease.checkpointSha, std::max<qint64>(0, m_blobs.size(lease.checkpointSha)));
-            lease.lastMoveMs = m_clock.nowMs(); // the step is not stored: a restart counts as a move
-            m_scheduler->restore(std::move(lease));
-        }
+                m_checkpoints.insert(lease.checkpointSha,
+                                     std::max<qint64>(0, m_blobs.size(lease.checkpointSha)));
 
         // The server weights: the last snapshot (or the initial weights), then every update received after it.
         QString weightsSha = job.files.initialWeights.sha256;
@@ -214,16 +173,8 @@ Status Coordinator::loadState()
                                   "'refused', 'failed', 'handed_back')"));
     while (closed && closed->next()) {
         const QString id = closed->value(0).toString();
-        const QString state = closed->value(2).toString();
-        QString reason = QStringLiteral("lease %1 was closed after an invalid result").arg(id);
-        if (state == u"completed")
-            reason = QStringLiteral("the result of lease %1 was already received; this copy is a duplicate")
-                         .arg(id);
-        else if (state == u"failed")
-            reason = failedLeaseMessage(id);
-        else if (state == u"handed_back")
-            reason = handedBackLeaseMessage(id);
-        m_admission.setLease(id, {closed->value(1).toString(), 0, reason, {}, {}, 0});
+        const auto state = leaseStateFromName(closed->value(2).toString()).value_or(Lease::State::Refused);
+        m_admission.setLease(id, {closed->value(1).toString(), 0, closedLeaseMessage(id, state), {}, {}, 0});
     }
     for (const Lease& lease : m_scheduler->leases()) {
         const JobState* job = findJob(lease.jobId);

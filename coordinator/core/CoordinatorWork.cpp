@@ -128,6 +128,9 @@ HttpResponse Coordinator::lease(const QString& agentId, const QJsonObject& reque
     // One transaction for the agent's record, the workunits and the leases: one commit instead of one per
     // row.
     HttpResponse response;
+    // Before the lease's transaction, in transactions of their own: each job's lock is taken in the order of
+    // the jobs' ids within one transaction, so that two coordinators never wait for each other.
+    m_scheduler->expire();
     const Status done = m_db->transaction([&]() -> Status {
         response = leaseInTransaction(agentId, request);
         return {};
@@ -183,7 +186,6 @@ QJsonObject Coordinator::leaseReply(const QJsonArray& tasks) const
 HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJsonObject& request)
 {
     touchAgent(agentId);
-    m_scheduler->expire();
     if (auto why = m_standing->quarantine(agentId)) {
         // No work, and a reason the agent can log; it asks again rarely, until an admin lifts the quarantine.
         QJsonObject reply = leaseReply(QJsonArray());
@@ -200,7 +202,14 @@ HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJson
     for (const auto& value : request.value(QStringLiteral("cached")).toArray())
         cached.insert(value.toString());
 
-    // However often it asks, an agent holds at most its share of the work (see CoordinatorConfig).
+    // However often it asks, an agent holds at most its share of the work (see CoordinatorConfig): counted
+    // once every running job's lock is held, so that the leases other coordinators gave it count as well, and
+    // its request at another coordinator waits for this one.
+    for (auto& [jobId, job] : m_jobs)
+        if (job.status == JobStatus::Running)
+            if (auto s = m_scheduler->lockJob(job); !s)
+                return HttpResponse::error(
+                    500, QStringLiteral("the coordinator cannot record the lease; try again later"));
     const int room = leaseCapFor(agentId, request.value(QStringLiteral("capabilities")).toObject()) -
                      m_scheduler->openLeasesOf(agentId);
     if (room <= 0) {
@@ -386,9 +395,49 @@ HttpResponse Coordinator::progress(const QString& agentId, const QString& leaseI
     const qint64 step = stepValue.isDouble() ? stepValue.toInteger(-1) : -1;
     if (auto s = m_scheduler->progressed(*lease, *job, step); !s)
         qCCritical(lcCoordinator) << "cannot record the deadline of lease" << leaseId << ":" << s.error();
+    lease = m_scheduler->find(leaseId); // another coordinator may have closed it meanwhile
+    if (!lease)
+        return leaseNotInMemory(agentId, leaseId);
     reply.insert(QStringLiteral("abort"), false);
     reply.insert(QStringLiteral("deadline_ms"), lease->deadlineMs);
     return HttpResponse::json(200, reply);
+}
+
+QString Coordinator::closedLeaseMessage(const QString& leaseId, Lease::State state)
+{
+    switch (state) {
+    case Lease::State::Completed:
+        return QStringLiteral("the result of lease %1 was already received; this copy is a duplicate")
+            .arg(leaseId);
+    case Lease::State::Failed:
+        return failedLeaseMessage(leaseId);
+    case Lease::State::HandedBack:
+        return handedBackLeaseMessage(leaseId);
+    case Lease::State::Open:
+    case Lease::State::Expired:
+    case Lease::State::Refused:
+        break;
+    }
+    return QStringLiteral("lease %1 was closed after an invalid result").arg(leaseId);
+}
+
+void Coordinator::onLeaseLearnt(const Lease& lease, const JobState& job)
+{
+    // Another coordinator leased, extended or closed it: this one takes its uploads and downloads alike, and
+    // answers a closed one's repeats with the same 409.
+    if (lease.state == Lease::State::Open || lease.state == Lease::State::Expired) {
+        if (const auto known = m_admission.lease(lease.id); known && !known->closedReason.isEmpty())
+            return;
+        auto unit = job.workunits.find(lease.workunitId);
+        m_admission.setLease(
+            lease.id, admissionEntry(job, unit == job.workunits.end() ? nullptr : &unit->second, lease));
+        return;
+    }
+    const QString reason = closedLeaseMessage(lease.id, lease.state);
+    if (m_admission.lease(lease.id))
+        m_admission.closeLease(lease.id, reason);
+    else
+        m_admission.setLease(lease.id, {lease.agentId, 0, reason, {}, {}, job.id});
 }
 
 QString Coordinator::failedLeaseMessage(const QString& leaseId)

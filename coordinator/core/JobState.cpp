@@ -37,6 +37,15 @@ QString leaseStateName(Lease::State state)
     return QStringLiteral("open");
 }
 
+std::optional<Lease::State> leaseStateFromName(QStringView name)
+{
+    for (Lease::State state : {Lease::State::Open, Lease::State::Expired, Lease::State::Completed,
+                               Lease::State::Refused, Lease::State::Failed, Lease::State::HandedBack})
+        if (name == leaseStateName(state))
+            return state;
+    return std::nullopt;
+}
+
 bool JobState::epochComplete(int e) const
 {
     bool any = false;

@@ -80,6 +80,7 @@ struct Lease
     qint64 lastMoveMs = 0;  // when that step arrived (issuedMs before the first)
 };
 QString leaseStateName(Lease::State state);
+std::optional<Lease::State> leaseStateFromName(QStringView name);
 
 // The data-order seed of a workunit's training, as its manifest says: each workunit trains in its own order,
 // reproducibly.

@@ -79,7 +79,21 @@ Status ResultIntake::record(const Verdict& verdict)
 {
     if (verdict.kind != Verdict::Kind::Fold && verdict.kind != Verdict::Kind::Compare)
         return fail(QStringLiteral("only a result to fold in or compare is recorded"));
-    return m_scheduler.recordCompleted(*verdict.job, verdict.lease->id);
+    // judge() decided on this process's picture; under the job's lock it is the whole one. Another
+    // coordinator may have closed the lease (a duplicate that reached it) or folded the workunit's first
+    // result meanwhile: then this result is not recorded, and the agent's next attempt is judged again.
+    const QString leaseId = verdict.lease->id;
+    if (auto s = m_scheduler.lockJob(*verdict.job); !s)
+        return s;
+    const Lease* lease = m_scheduler.find(leaseId);
+    if (lease != verdict.lease || lease->state == Lease::State::Completed ||
+        lease->state == Lease::State::Refused)
+        return fail(QStringLiteral("lease %1 was closed by another coordinator meanwhile").arg(leaseId));
+    if (verdict.kind == Verdict::Kind::Fold && verdict.unit->first)
+        return fail(
+            QStringLiteral("the workunit of lease %1 got its first result at another coordinator meanwhile")
+                .arg(leaseId));
+    return m_scheduler.recordCompleted(*verdict.job, leaseId);
 }
 
 void ResultIntake::accepted(Verdict& verdict, const Received& received, qint64 seq, const QString& file)

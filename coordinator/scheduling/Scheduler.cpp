@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 
 Q_LOGGING_CATEGORY(lcScheduler, "gleaner.coordinator.scheduler")
 
@@ -58,19 +59,70 @@ void Scheduler::forget(qint64 jobId)
     m_activity.erase(jobId);
 }
 
-void Scheduler::restore(Lease lease)
+Status Scheduler::lockJob(JobState& job)
 {
-    if (JobState* job = findJob(lease.jobId)) {
-        auto unit = job->workunits.find(lease.workunitId);
-        if (unit != job->workunits.end() && lease.state == Lease::State::Open) {
-            unit->second.openLeases.append(lease.id);
-            if (unit->second.state == Workunit::State::Pending)
-                unit->second.state = Workunit::State::Leased;
-        }
+    auto changes = m_store.lockJob(job.id);
+    if (!changes)
+        return fail(changes.error());
+    if (changes->stale)
+        apply(job, *changes, /*learnt=*/true);
+    return {};
+}
+
+void Scheduler::adopt(JobState& job, const JobChanges& stored)
+{
+    apply(job, stored, /*learnt=*/false);
+}
+
+void Scheduler::apply(JobState& job, const JobChanges& changes, bool learnt)
+{
+    job.epoch = std::max(job.epoch, changes.epoch);
+    std::set<qint64> touched;
+    for (const Workunit& row : changes.workunits) {
+        auto [it, added] = job.workunits.try_emplace(row.id, row);
+        Workunit& unit = it->second;
+        touched.insert(row.id);
+        if (added)
+            continue;
+        if (row.state == Workunit::State::Done)
+            unit.state = Workunit::State::Done; // final: whoever completed it
+        unit.issued = row.issued;
+        unit.resume = unit.state == Workunit::State::Done ? std::nullopt : row.resume;
+        if (!unit.first && row.first)
+            unit.first = row.first;
     }
-    if (lease.state == Lease::State::Open)
-        m_nextDeadlineMs = std::min(m_nextDeadlineMs, lease.deadlineMs);
-    m_leases.insert(lease.id, std::move(lease));
+    const qint64 now = m_clock.nowMs();
+    for (const Lease& row : changes.leases) {
+        auto unit = job.workunits.find(row.workunitId);
+        const bool mayDeliver = row.state == Lease::State::Open || row.state == Lease::State::Expired;
+        if (unit != job.workunits.end()) {
+            touched.insert(row.workunitId);
+            unit->second.openLeases.removeAll(row.id);
+            if (row.state == Lease::State::Open)
+                unit->second.openLeases.append(row.id);
+        }
+        auto known = m_leases.find(row.id);
+        if (!mayDeliver) {
+            if (known != m_leases.end())
+                m_leases.erase(known);
+        } else if (known != m_leases.end()) {
+            known->deadlineMs = row.deadlineMs;
+            known->state = row.state;
+        } else {
+            Lease lease = row;
+            lease.lastMoveMs = now; // the step is not stored: learning of a lease counts as a move
+            m_leases.insert(lease.id, std::move(lease));
+        }
+        if (row.state == Lease::State::Open)
+            m_nextDeadlineMs = std::min(m_nextDeadlineMs, row.deadlineMs);
+        if (learnt && m_onLearnt)
+            m_onLearnt(row, job);
+    }
+    for (qint64 id : touched) {
+        Workunit& unit = job.workunits.at(id);
+        if (unit.state != Workunit::State::Done)
+            unit.state = unit.openLeases.isEmpty() ? Workunit::State::Pending : Workunit::State::Leased;
+    }
 }
 
 Workunit* Scheduler::choose(JobState& job, const QString& agentId, const QSet<QString>& cached)
@@ -108,11 +160,28 @@ Workunit* Scheduler::choose(JobState& job, const QString& agentId, const QSet<QS
 Result<std::optional<Lease>> Scheduler::leaseNext(JobState& job, const QString& agentId,
                                                   const QSet<QString>& cached)
 {
-    openNextEpochIfReady(job);
-    Workunit* chosen = choose(job, agentId, cached);
-    if (!chosen)
-        return std::optional<Lease>();
+    std::optional<Lease> granted;
+    const Status stored = m_store.transaction([&]() -> Status {
+        if (auto s = lockJob(job); !s)
+            return s;
+        openNextEpochIfReady(job);
+        Workunit* chosen = choose(job, agentId, cached);
+        if (!chosen)
+            return {};
+        auto lease = grant(job, *chosen, agentId);
+        if (!lease)
+            return fail(lease.error());
+        granted = std::move(*lease);
+        return {};
+    });
+    if (!stored)
+        return fail(stored.error());
+    return granted;
+}
 
+Result<Lease> Scheduler::grant(JobState& job, Workunit& unit, const QString& agentId)
+{
+    Workunit* chosen = &unit;
     const qint64 now = m_clock.nowMs();
     Lease lease;
     lease.id = m_ids();
@@ -147,7 +216,7 @@ Result<std::optional<Lease>> Scheduler::leaseNext(JobState& job, const QString& 
     chosen->openLeases.append(lease.id);
     m_leases.insert(lease.id, lease);
     m_nextDeadlineMs = std::min(m_nextDeadlineMs, lease.deadlineMs);
-    return std::optional<Lease>(lease);
+    return lease;
 }
 
 void Scheduler::noteSpeed(const QString& agentId, qint64 samples, double seconds)
@@ -185,7 +254,20 @@ qint64 Scheduler::stepsFor(const JobState& job, int shard, const QString& agentI
     return steps == whole ? 0 : steps;
 }
 
-Status Scheduler::progressed(Lease& lease, const JobState& job, qint64 step)
+Status Scheduler::progressed(Lease& reported, JobState& job, qint64 step)
+{
+    const QString id = reported.id; // another coordinator may have closed it: looked up again under the lock
+    return m_store.transaction([&]() -> Status {
+        if (auto s = lockJob(job); !s)
+            return s;
+        Lease* lease = find(id);
+        if (!lease || lease->state != Lease::State::Open)
+            return fail(QStringLiteral("lease %1 closed meanwhile").arg(id));
+        return extend(*lease, job, step);
+    });
+}
+
+Status Scheduler::extend(Lease& lease, const JobState& job, qint64 step)
 {
     const qint64 now = m_clock.nowMs();
     if (step > lease.lastStep) {
@@ -207,15 +289,38 @@ void Scheduler::expire()
     const qint64 now = m_clock.nowMs();
     if (now < m_nextDeadlineMs)
         return; // every lease request would otherwise walk every lease
+    std::set<qint64> due;
+    for (const Lease& lease : m_leases)
+        if (lease.state == Lease::State::Open && lease.deadlineMs <= now)
+            due.insert(lease.jobId);
+    for (qint64 jobId : due) {
+        // Under the job's lock: another coordinator may have extended, completed or expired the lease
+        // meanwhile.
+        JobState* job = findJob(jobId);
+        const Status expired = m_store.transaction([&]() -> Status {
+            if (job)
+                if (auto s = lockJob(*job); !s)
+                    return s;
+            expireLeasesOf(job, jobId, now);
+            return {};
+        });
+        if (!expired)
+            qCWarning(lcScheduler) << "cannot expire the leases of job" << jobId << ":" << expired.error();
+    }
     qint64 next = std::numeric_limits<qint64>::max();
-    for (Lease& lease : m_leases) {
-        if (lease.state == Lease::State::Open && lease.deadlineMs > now)
+    for (const Lease& lease : m_leases)
+        if (lease.state == Lease::State::Open)
             next = std::min(next, lease.deadlineMs);
-        if (lease.state != Lease::State::Open || lease.deadlineMs > now)
+    m_nextDeadlineMs = next;
+}
+
+void Scheduler::expireLeasesOf(JobState* job, qint64 jobId, qint64 now)
+{
+    for (Lease& lease : m_leases) {
+        if (lease.jobId != jobId || lease.state != Lease::State::Open || lease.deadlineMs > now)
             continue;
         lease.state = Lease::State::Expired;
         (void)m_store.saveLease(lease);
-        JobState* job = findJob(lease.jobId);
         if (m_onExpired)
             m_onExpired(lease, job);
         if (!job)
@@ -231,7 +336,6 @@ void Scheduler::expire()
         qCInfo(lcScheduler) << "lease" << lease.id << "of agent" << lease.agentId << "missed its deadline; workunit"
                             << lease.workunitId << "goes back to the queue";
     }
-    m_nextDeadlineMs = next;
 }
 
 void Scheduler::expireAllOf(const QString& agentId)
@@ -244,8 +348,10 @@ void Scheduler::expireAllOf(const QString& agentId)
     expire();
 }
 
-Status Scheduler::recordCompleted(const JobState& job, const QString& leaseId)
+Status Scheduler::recordCompleted(JobState& job, const QString& leaseId)
 {
+    if (auto s = lockJob(job); !s)
+        return s;
     auto lease = m_leases.constFind(leaseId);
     if (lease == m_leases.cend())
         return fail(QStringLiteral("lease %1 is not open").arg(leaseId));
@@ -285,6 +391,21 @@ void Scheduler::completed(JobState& job, const QString& leaseId)
 
 bool Scheduler::released(JobState* job, const QString& leaseId, Lease::State closedAs)
 {
+    bool requeued = false;
+    const Status stored = m_store.transaction([&]() -> Status {
+        if (job)
+            if (auto s = lockJob(*job); !s)
+                return s;
+        requeued = release(job, leaseId, closedAs);
+        return {};
+    });
+    if (!stored)
+        qCWarning(lcScheduler) << "cannot close lease" << leaseId << ":" << stored.error();
+    return requeued;
+}
+
+bool Scheduler::release(JobState* job, const QString& leaseId, Lease::State closedAs)
+{
     auto lease = m_leases.find(leaseId);
     if (lease == m_leases.end())
         return false;
@@ -309,6 +430,23 @@ bool Scheduler::released(JobState* job, const QString& leaseId, Lease::State clo
 
 Scheduler::HandBackOutcome Scheduler::handedBack(JobState* job, const QString& leaseId,
                                                  std::optional<Workunit::ResumePoint> resume)
+{
+    HandBackOutcome outcome;
+    const Status stored = m_store.transaction([&]() -> Status {
+        if (job)
+            if (auto s = lockJob(*job); !s)
+                return s;
+        outcome = handBack(job, leaseId, std::move(resume));
+        return {};
+    });
+    if (!stored)
+        qCWarning(lcScheduler) << "cannot record that lease" << leaseId
+                               << "was handed back:" << stored.error();
+    return outcome;
+}
+
+Scheduler::HandBackOutcome Scheduler::handBack(JobState* job, const QString& leaseId,
+                                               std::optional<Workunit::ResumePoint> resume)
 {
     HandBackOutcome outcome;
     auto lease = m_leases.find(leaseId);
@@ -347,17 +485,30 @@ void Scheduler::discardResume(JobState* job, qint64 workunitId)
 {
     if (!job)
         return;
-    auto unit = job->workunits.find(workunitId);
-    if (unit == job->workunits.end() || !unit->second.resume)
-        return;
-    unit->second.resume.reset();
-    (void)m_store.saveWorkunit(unit->second);
+    const Status stored = m_store.transaction([&]() -> Status {
+        if (auto s = lockJob(*job); !s)
+            return s;
+        auto unit = job->workunits.find(workunitId);
+        if (unit == job->workunits.end() || !unit->second.resume)
+            return {};
+        unit->second.resume.reset();
+        return m_store.saveWorkunit(unit->second);
+    });
+    if (!stored)
+        qCWarning(lcScheduler) << "cannot discard the resume point of workunit" << workunitId << ":"
+                               << stored.error();
 }
 
 Status Scheduler::createEpoch(JobState& job, int epoch)
 {
     std::vector<Workunit> created;
+    bool createdElsewhere = false;
     const Status stored = m_store.transaction([&]() -> Status {
+        if (auto s = lockJob(job); !s)
+            return s;
+        createdElsewhere = job.epoch >= epoch; // by another coordinator, whose workunits lockJob brought
+        if (createdElsewhere)
+            return {};
         for (const ShardRef& shard : job.files.shards) {
             auto id = m_store.addWorkunit(job.id, epoch, shard.index);
             if (!id)
@@ -374,6 +525,8 @@ Status Scheduler::createEpoch(JobState& job, int epoch)
         qCCritical(lcScheduler) << "job" << job.id << "cannot create epoch" << epoch << ":" << stored.error();
         return stored;
     }
+    if (createdElsewhere)
+        return {};
     for (Workunit& unit : created)
         job.workunits.emplace(unit.id, std::move(unit));
     job.epoch = epoch;
@@ -382,15 +535,21 @@ Status Scheduler::createEpoch(JobState& job, int epoch)
 
 void Scheduler::openNextEpochIfReady(JobState& job)
 {
-    if (job.status != JobStatus::Running || job.epoch == 0 || job.epoch >= job.spec.maxEpochs)
-        return;
-    if (job.pendingIn(job.epoch) > 0)
-        return;
-    // Bounded staleness: at most one epoch ahead of the last validated one; without overlap, none.
-    const int ready = job.spec.overlapEpochs ? job.epoch - 1 : job.epoch;
-    if (job.validatedEpoch < ready)
-        return;
-    (void)createEpoch(job, job.epoch + 1);
+    const auto ready = [&] {
+        if (job.status != JobStatus::Running || job.epoch == 0 || job.epoch >= job.spec.maxEpochs)
+            return false;
+        if (job.pendingIn(job.epoch) > 0)
+            return false;
+        // Bounded staleness: at most one epoch ahead of the last validated one; without overlap, none.
+        return job.validatedEpoch >= (job.spec.overlapEpochs ? job.epoch - 1 : job.epoch);
+    };
+    if (!ready())
+        return; // the common case, decided without the job's lock
+    (void)m_store.transaction([&]() -> Status {
+        if (auto s = lockJob(job); !s)
+            return s;
+        return ready() ? createEpoch(job, job.epoch + 1) : Status();
+    });
 }
 
 std::vector<int> Scheduler::validationsDue(JobState& job)

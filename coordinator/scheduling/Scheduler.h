@@ -1,13 +1,19 @@
 #pragma once
-// The coordinator's scheduling decisions: which workunit an agent trains next, how long its lease lives, when a
-// lease that missed its deadline gives its workunit to another agent, and when a job's next epoch opens and an
-// epoch is due for validation.
+// The coordinator's scheduling decisions: which workunit an agent trains next, how long its lease lives, when
+// a lease that missed its deadline gives its workunit to another agent, and when a job's next epoch opens and
+// an epoch is due for validation.
 //
-// It owns the leases that may still deliver (open and expired ones) and works on the workunits and epochs of the
-// jobs it is given (JobState). Time comes from a Clock, ids from an IdSource and every change goes to a
-// SchedulerStore: the coordinator runs it on its database, the wall clock and random ids; gleaner-sim on memory,
-// a simulated clock and counted ids. Both run exactly this code, so a change to scheduling is measured in the lab
-// the day it is made. Not thread-safe: the coordinator uses it from its state thread only.
+// It owns the leases that may still deliver (open and expired ones) and works on the workunits and epochs of
+// the jobs it is given (JobState). Time comes from a Clock, ids from an IdSource and every change goes to a
+// SchedulerStore: the coordinator runs it on its database, the wall clock and random ids; gleaner-sim on
+// memory, a simulated clock and counted ids. Both run exactly this code, so a change to scheduling is
+// measured in the lab the day it is made. Not thread-safe: the coordinator uses it from its state thread
+// only.
+//
+// Several coordinators on one database: every change to a job's workunits and leases is made in a transaction
+// that first takes the job's lock (lockJob), which also brings this picture up to date with what the others
+// wrote. A workunit is then never leased twice, and a result never completes a workunit another coordinator
+// completed, whichever process the agent reached.
 
 #include "Result.h"
 #include "core/JobState.h"
@@ -15,6 +21,7 @@
 #include "util/Clock.h"
 
 #include <QHash>
+#include <QMap>
 #include <QSet>
 
 #include <functional>
@@ -36,22 +43,31 @@ public:
     using IdSource = std::function<QString()>;
     // Told of every lease that missed its deadline, after the store recorded it; `job` is null when the job is gone.
     using ExpiredObserver = std::function<void(const Lease& lease, const JobState* job)>;
+    // Told of every lease that another coordinator wrote, as lockJob() learnt it (in any state).
+    using LearntObserver = std::function<void(const Lease& lease, const JobState& job)>;
 
     Scheduler(std::map<qint64, JobState>& jobs, SchedulerStore& store, const Clock& clock, SchedulerLimits limits,
               IdSource ids);
 
     void setExpiredObserver(ExpiredObserver observer) { m_onExpired = std::move(observer); }
+    void setLearntObserver(LearntObserver observer) { m_onLearnt = std::move(observer); }
+
+    // Inside the caller's transaction: takes the job's lock until it ends and applies what other coordinators
+    // changed (SchedulerStore::lockJob). Every method below that changes a job takes it itself; a caller that
+    // decides on the job's picture before calling them (ResultIntake) takes it first. Leases in memory stay
+    // where they are (a pointer to one stays good) unless the store says another coordinator closed them.
+    Status lockJob(JobState& job);
+    // At start: the job's workunits and leases as the store holds them (SchedulerTables::loadJob).
+    void adopt(JobState& job, const JobChanges& stored);
 
     // ---- leases
-    const QHash<QString, Lease>& leases() const { return m_leases; }
+    const QMap<QString, Lease>& leases() const { return m_leases; }
     Lease* find(const QString& leaseId);
     int openLeasesOf(const QString& agentId) const;
     // How many agents train the job at once (adaptive-nesterov's period): those holding an open lease of it,
     // and those that delivered one within twice the job's recent median subtask time (an agent between two
     // subtasks is still at work; one gone for longer is not counted).
     int agentsTraining(qint64 jobId) const;
-    // A lease read back from the store at start: open ones hold their workunit again.
-    void restore(Lease lease);
     // The job ended: what the scheduler learnt of its agents' activity goes (its leases close as they deliver or
     // expire).
     void forget(qint64 jobId);
@@ -68,7 +84,7 @@ public:
     // A progress report with mini-batch `step`: a step that moves keeps the lease alive one deadline from now; a
     // lease whose step stopped is kept one more deadline after it last moved, and none outlives
     // leaseLifetimeDeadlines deadlines. Records a new deadline.
-    Status progressed(Lease& lease, const JobState& job, qint64 step);
+    Status progressed(Lease& lease, JobState& job, qint64 step);
 
     // Every open lease whose deadline passed expires: its workunit goes back to the queue unless another lease
     // still holds it. An expired lease may still deliver (a late result counts once). Cheap when no deadline
@@ -80,7 +96,7 @@ public:
     // The result of a lease was received. recordCompleted() writes the closed lease and the done workunit to the
     // store, inside the caller's transaction; completed() changes memory once that transaction committed (a done
     // workunit has no resume point any more).
-    Status recordCompleted(const JobState& job, const QString& leaseId);
+    Status recordCompleted(JobState& job, const QString& leaseId);
     void completed(JobState& job, const QString& leaseId);
     // The lease closes without a result it counts (Refused, or Failed: given back): the store records it closed
     // as `closedAs`, it leaves memory, and its workunit goes back to the queue unless it is done or another lease
@@ -126,6 +142,17 @@ public:
 
 private:
     JobState* findJob(qint64 jobId);
+    // The store's rows replace what memory holds of them (lockJob, adopt).
+    void apply(JobState& job, const JobChanges& changes, bool learnt);
+    // The job's leases whose deadline passed expire (under its lock).
+    void expireLeasesOf(JobState* job, qint64 jobId, qint64 now);
+    // The halves of progressed(), released() and handedBack() that run under the job's lock.
+    Status extend(Lease& lease, const JobState& job, qint64 step);
+    bool release(JobState* job, const QString& leaseId, Lease::State closedAs);
+    HandBackOutcome handBack(JobState* job, const QString& leaseId,
+                             std::optional<Workunit::ResumePoint> resume);
+    // Leases `unit` to the agent (under the job's lock, in the caller's transaction).
+    Result<Lease> grant(JobState& job, Workunit& unit, const QString& agentId);
     Workunit* choose(JobState& job, const QString& agentId, const QSet<QString>& cached);
 
     std::map<qint64, JobState>& m_jobs;
@@ -134,7 +161,8 @@ private:
     SchedulerLimits m_limits;
     IdSource m_ids;
     ExpiredObserver m_onExpired;
-    QHash<QString, Lease> m_leases;
+    LearntObserver m_onLearnt;
+    QMap<QString, Lease> m_leases;   // a map: pointers to its leases stay good while others are added
     QHash<QString, double> m_speeds; // agent -> samples per second, smoothed
     struct Activity
     {

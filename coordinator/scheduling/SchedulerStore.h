@@ -7,13 +7,30 @@
 #include "core/JobState.h"
 
 #include <functional>
+#include <vector>
 
 namespace gleaner::coordinator {
+
+// What the store holds of a job that the scheduler's picture may lack: rows another coordinator wrote.
+struct JobChanges
+{
+    bool stale = false; // others changed the job since this process last saw it: the rest says what
+    int epoch = 0;      // the job's highest epoch
+    std::vector<Workunit>
+        workunits; // workunits written since: state (pending or done), issued, resume, first result
+    std::vector<Lease> leases; // leases written since, in any state
+};
 
 class SchedulerStore
 {
 public:
     virtual ~SchedulerStore() = default;
+
+    // Inside the caller's transaction: takes the job's lock until that transaction ends (a second
+    // coordinator's lockJob of the same job waits for it), and answers what others changed since this
+    // process's last committed look. Every change to a job's workunits and leases is made under it, so a
+    // scheduler that applied the answer decides on the whole picture.
+    virtual Result<JobChanges> lockJob(qint64 jobId) = 0;
 
     // Runs `work` as one transaction (nested calls join the outer one).
     virtual Status transaction(const std::function<Status()>& work) = 0;
@@ -27,11 +44,13 @@ public:
     virtual Status saveEpoch(qint64 jobId, int epoch) = 0;
 };
 
-// For gleaner-sim and tests: the picture in memory is all there is. Ids count up from 1.
+// For gleaner-sim and tests: the picture in memory is all there is (nobody else changes it). Ids count up
+// from 1.
 class MemorySchedulerStore final : public SchedulerStore
 {
 public:
     Status transaction(const std::function<Status()>& work) override { return work(); }
+    Result<JobChanges> lockJob(qint64) override { return JobChanges{}; }
     Result<qint64> addWorkunit(qint64, int, int) override { return ++m_lastWorkunitId; }
     Status saveWorkunit(const Workunit&) override { return {}; }
     Status saveLease(const Lease&) override { return {}; }

@@ -7,40 +7,60 @@ namespace {
 
 // Bumped with every schema change, with an upgrade step from the previous version (kUpgrades) so that an
 // existing data directory keeps its jobs, agents and leases.
-constexpr int kSchemaVersion = 6;
+constexpr int kSchemaVersion = 7;
 
 // The session advisory lock that marks a PostgreSQL database as used by one coordinator ("GLEANERC").
 constexpr qint64 kCoordinatorLockKey = 0x474c45414e455243;
 
 const char* const kSchema[] = {
     "CREATE TABLE admin_tokens (hash TEXT PRIMARY KEY, created_ms INTEGER NOT NULL)",
-    "CREATE TABLE enrollment_tokens (id INTEGER PRIMARY KEY, hash TEXT NOT NULL UNIQUE, created_ms INTEGER NOT NULL,"
-    " expires_ms INTEGER, uses_left INTEGER, used INTEGER NOT NULL DEFAULT 0, revoked INTEGER NOT NULL DEFAULT 0)",
+    "CREATE TABLE enrollment_tokens (id INTEGER PRIMARY KEY, hash TEXT NOT NULL UNIQUE, created_ms INTEGER "
+    "NOT NULL,"
+    " expires_ms INTEGER, uses_left INTEGER, used INTEGER NOT NULL DEFAULT 0, revoked INTEGER NOT NULL "
+    "DEFAULT 0)",
     "CREATE TABLE agents (id TEXT PRIMARY KEY, token_hash TEXT NOT NULL UNIQUE, name TEXT NOT NULL,"
-    " platform TEXT NOT NULL, hardware TEXT NOT NULL, enrolled_ms INTEGER NOT NULL, last_seen_ms INTEGER NOT NULL,"
-    " revoked INTEGER NOT NULL DEFAULT 0, done INTEGER NOT NULL DEFAULT 0, timed_out INTEGER NOT NULL DEFAULT 0,"
-    " invalid INTEGER NOT NULL DEFAULT 0, samples INTEGER NOT NULL DEFAULT 0, train_seconds REAL NOT NULL DEFAULT 0,"
+    " platform TEXT NOT NULL, hardware TEXT NOT NULL, enrolled_ms INTEGER NOT NULL, last_seen_ms INTEGER NOT "
+    "NULL,"
+    " revoked INTEGER NOT NULL DEFAULT 0, done INTEGER NOT NULL DEFAULT 0, timed_out INTEGER NOT NULL "
+    "DEFAULT 0,"
+    " invalid INTEGER NOT NULL DEFAULT 0, samples INTEGER NOT NULL DEFAULT 0, train_seconds REAL NOT NULL "
+    "DEFAULT 0,"
     " failed INTEGER NOT NULL DEFAULT 0, invalid_streak INTEGER NOT NULL DEFAULT 0, quarantined_ms INTEGER,"
     " quarantine_reason TEXT NOT NULL DEFAULT '', disagreed INTEGER NOT NULL DEFAULT 0)",
     "CREATE TABLE jobs (id INTEGER PRIMARY KEY, name TEXT NOT NULL, spec TEXT NOT NULL, state TEXT NOT NULL,"
-    " reason TEXT NOT NULL DEFAULT '', created_ms INTEGER NOT NULL, finished_ms INTEGER, epoch INTEGER NOT NULL"
-    " DEFAULT 0, model_sha TEXT, initial_sha TEXT, test_sha TEXT, accuracy REAL, loss REAL)",
-    "CREATE TABLE shards (job_id INTEGER NOT NULL, idx INTEGER NOT NULL, sha256 TEXT NOT NULL, bytes INTEGER NOT"
+    " reason TEXT NOT NULL DEFAULT '', created_ms INTEGER NOT NULL, finished_ms INTEGER, epoch INTEGER NOT "
+    "NULL"
+    " DEFAULT 0, model_sha TEXT, initial_sha TEXT, test_sha TEXT, accuracy REAL, loss REAL, sched_version "
+    "INTEGER NOT"
+    " NULL DEFAULT 0)",
+    "CREATE TABLE shards (job_id INTEGER NOT NULL, idx INTEGER NOT NULL, sha256 TEXT NOT NULL, bytes INTEGER "
+    "NOT"
     " NULL, samples INTEGER NOT NULL, PRIMARY KEY (job_id, idx))",
-    "CREATE TABLE workunits (id INTEGER PRIMARY KEY, job_id INTEGER NOT NULL, epoch INTEGER NOT NULL, shard INTEGER"
-    " NOT NULL, state TEXT NOT NULL, issued INTEGER NOT NULL DEFAULT 0, resume_lease TEXT NOT NULL DEFAULT '',"
-    " resume_sha TEXT NOT NULL DEFAULT '', resume_size INTEGER NOT NULL DEFAULT 0, resume_step INTEGER NOT NULL"
+    "CREATE TABLE workunits (id INTEGER PRIMARY KEY, job_id INTEGER NOT NULL, epoch INTEGER NOT NULL, shard "
+    "INTEGER"
+    " NOT NULL, state TEXT NOT NULL, issued INTEGER NOT NULL DEFAULT 0, resume_lease TEXT NOT NULL DEFAULT "
+    "'',"
+    " resume_sha TEXT NOT NULL DEFAULT '', resume_size INTEGER NOT NULL DEFAULT 0, resume_step INTEGER NOT "
+    "NULL"
     " DEFAULT 0, resume_base_version INTEGER NOT NULL DEFAULT 0, resume_weights_sha TEXT NOT NULL DEFAULT '',"
-    " resume_steps INTEGER NOT NULL DEFAULT 0, UNIQUE (job_id, epoch, shard))",
+    " resume_steps INTEGER NOT NULL DEFAULT 0, changed_version INTEGER NOT NULL DEFAULT 0, UNIQUE (job_id, "
+    "epoch,"
+    " shard))",
+    "CREATE INDEX workunits_by_change ON workunits (job_id, changed_version)",
     "CREATE TABLE leases (id TEXT PRIMARY KEY, workunit_id INTEGER NOT NULL, agent_id TEXT NOT NULL,"
-    " issued_ms INTEGER NOT NULL, deadline_ms INTEGER NOT NULL, state TEXT NOT NULL, base_version INTEGER NOT NULL,"
+    " issued_ms INTEGER NOT NULL, deadline_ms INTEGER NOT NULL, state TEXT NOT NULL, base_version INTEGER "
+    "NOT NULL,"
     " weights_sha TEXT NOT NULL, nonce TEXT NOT NULL, fail_stage TEXT NOT NULL DEFAULT '',"
     " fail_reason TEXT NOT NULL DEFAULT '', steps INTEGER NOT NULL DEFAULT 0, checkpoint_sha TEXT NOT NULL"
-    " DEFAULT '', resume_step INTEGER NOT NULL DEFAULT 0)",
+    " DEFAULT '', resume_step INTEGER NOT NULL DEFAULT 0, changed_version INTEGER NOT NULL DEFAULT 0)",
     "CREATE INDEX leases_by_state ON leases (state)",
-    "CREATE TABLE updates (seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id INTEGER NOT NULL, lease_id TEXT NOT NULL"
-    " UNIQUE, agent_id TEXT NOT NULL, epoch INTEGER NOT NULL, base_version INTEGER NOT NULL, file TEXT NOT NULL,"
-    " samples INTEGER NOT NULL, loss REAL NOT NULL, train_seconds REAL NOT NULL, received_ms INTEGER NOT NULL,"
+    "CREATE INDEX leases_by_workunit ON leases (workunit_id)",
+    "CREATE TABLE updates (seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id INTEGER NOT NULL, lease_id TEXT NOT "
+    "NULL"
+    " UNIQUE, agent_id TEXT NOT NULL, epoch INTEGER NOT NULL, base_version INTEGER NOT NULL, file TEXT NOT "
+    "NULL,"
+    " samples INTEGER NOT NULL, loss REAL NOT NULL, train_seconds REAL NOT NULL, received_ms INTEGER NOT "
+    "NULL,"
     " applied_version INTEGER, step REAL, fold_error TEXT NOT NULL DEFAULT '', concurrency INTEGER NOT NULL"
     " DEFAULT 1, upload_bytes INTEGER NOT NULL DEFAULT 0, encoding TEXT NOT NULL DEFAULT 'fp32')",
     "CREATE TABLE snapshots (job_id INTEGER PRIMARY KEY, version INTEGER NOT NULL, last_seq INTEGER NOT NULL,"
@@ -99,12 +119,20 @@ const char* const kUpgradeTo6[] = {
     "ALTER TABLE leases ADD COLUMN resume_step INTEGER NOT NULL DEFAULT 0",
 };
 
+// Version 7: several coordinators on one database. Each job counts the changes to its workunits and leases
+// (sched_version, bumped under the job's row lock by whoever changes them), and each workunit and lease row
+// names the count that last wrote it: a coordinator whose count is behind reads only the rows written since.
+const char* const kUpgradeTo7[] = {
+    "ALTER TABLE jobs ADD COLUMN sched_version INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE workunits ADD COLUMN changed_version INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE leases ADD COLUMN changed_version INTEGER NOT NULL DEFAULT 0",
+    "CREATE INDEX workunits_by_change ON workunits (job_id, changed_version)",
+    "CREATE INDEX leases_by_workunit ON leases (workunit_id)",
+};
+
 const SqlUpgrade kUpgrades[] = {
-    {1, kUpgradeTo2},
-    {2, kUpgradeTo3},
-    {3, kUpgradeTo4},
-    {4, kUpgradeTo5},
-    {5, kUpgradeTo6},
+    {1, kUpgradeTo2}, {2, kUpgradeTo3}, {3, kUpgradeTo4},
+    {4, kUpgradeTo5}, {5, kUpgradeTo6}, {6, kUpgradeTo7},
 };
 
 } // namespace

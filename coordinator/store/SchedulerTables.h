@@ -1,8 +1,17 @@
 #pragma once
-// The Scheduler's changes in the coordinator's database: workunits, leases and each job's current epoch, in the
-// tables the coordinator reads back at start (Coordinator::loadState).
+// The Scheduler's changes in the coordinator's database: workunits, leases and each job's current epoch, in
+// the tables the coordinator reads back at start (Coordinator::loadState).
+//
+// Several coordinators on one database: lockJob() bumps the job's change count (jobs.sched_version) with an
+// UPDATE, which holds the job's row lock until the transaction ends, and every workunit and lease row written
+// records the count it was written under (changed_version). A process knows the count its own picture holds
+// (committed); when the count it gets is not the next one, it reads the rows written after it, and nothing
+// more.
 
 #include "scheduling/SchedulerStore.h"
+
+#include <map>
+#include <set>
 
 namespace gleaner::coordinator {
 
@@ -14,13 +23,24 @@ public:
     explicit SchedulerTables(Database& db) : m_db(db) {}
 
     Status transaction(const std::function<Status()>& work) override;
+    Result<JobChanges> lockJob(qint64 jobId) override;
     Result<qint64> addWorkunit(qint64 jobId, int epoch, int shard) override;
     Status saveWorkunit(const Workunit& unit) override;
     Status saveLease(const Lease& lease) override;
     Status saveEpoch(qint64 jobId, int epoch) override;
 
+    // At start: the job's workunits (with their first results) and the leases that may still deliver (open,
+    // expired), read after the job's change count, which becomes this process's.
+    Result<JobChanges> loadJob(qint64 jobId);
+
 private:
+    // Rows of the job written after change count `since` (-1: all of them; leases then only open and
+    // expired).
+    Status readChanged(qint64 jobId, qint64 since, JobChanges& into);
+
     Database& m_db;
+    std::map<qint64, qint64> m_known; // job -> the change count of the last committed look (lockJob, loadJob)
+    std::set<qint64> m_locked;        // jobs whose lock the open transaction holds
 };
 
 } // namespace gleaner::coordinator

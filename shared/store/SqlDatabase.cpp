@@ -253,16 +253,25 @@ Status SqlDatabase::transaction(const std::function<Status()>& work)
         status =
             fail(QStringLiteral("%1: \"%2\" failed inside a transaction, so PostgreSQL stored none of it")
                      .arg(m_name, m_failedStatement));
-    if (!status) {
-        m_db.rollback();
-        return status;
-    }
-    if (!m_db.commit()) {
+    if (status && !m_db.commit()) {
         const QString error = m_db.lastError().text();
-        m_db.rollback();
-        return fail(QStringLiteral("%1: commit failed: %2").arg(m_name, error));
+        status = fail(QStringLiteral("%1: commit failed: %2").arg(m_name, error));
     }
-    return {};
+    if (!status)
+        m_db.rollback();
+    std::vector<std::function<void(bool)>> then;
+    then.swap(m_whenEnds);
+    for (auto& each : then)
+        each(bool(status));
+    return status;
+}
+
+void SqlDatabase::whenTransactionEnds(std::function<void(bool committed)> then)
+{
+    if (m_depth == 0)
+        then(true);
+    else
+        m_whenEnds.push_back(std::move(then));
 }
 
 Status SqlDatabase::execSchema(const char* statement)

@@ -27,6 +27,7 @@
 
 #include <functional>
 #include <span>
+#include <vector>
 
 namespace gleaner {
 
@@ -74,6 +75,11 @@ public:
     // inside a transaction also fails the whole of it (PostgreSQL refuses anything after it), even when
     // `work` goes on; on SQLite `work` decides.
     Status transaction(const std::function<Status()>& work);
+    // Inside a transaction: `then` runs once the outermost one has ended, told whether it committed (what a
+    // caller may believe of the database only once its writes are in). Outside one: runs at once, committed
+    // (the statement before it committed on its own).
+    void whenTransactionEnds(std::function<void(bool committed)> then);
+    bool inTransaction() const { return m_depth > 0; }
 
     Engine engine() const { return m_engine; }
     // The database for messages: an SQLite file's path, or a PostgreSQL URL without its password.
@@ -111,6 +117,7 @@ private:
     QString m_what;
     QSqlDatabase m_db;
     int m_depth = 0;
+    std::vector<std::function<void(bool committed)>> m_whenEnds;
     bool m_nestedFailed = false;
     QString m_failedStatement; // PostgreSQL: the first statement that failed in the open transaction
     bool m_reconnecting = false; // inside reconnectIfLost: connectionReopened()'s statements do not reconnect

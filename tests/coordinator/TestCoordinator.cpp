@@ -882,21 +882,35 @@ void TestCoordinator::databaseOfSchemaVersion1IsUpgraded()
         old.setDatabaseName(f.dir.databasePath());
         QVERIFY(old.open());
         QSqlQuery q(old);
-        for (const char* sql :
-             {"ALTER TABLE agents DROP COLUMN failed", "ALTER TABLE agents DROP COLUMN invalid_streak",
-              "ALTER TABLE agents DROP COLUMN quarantined_ms", "ALTER TABLE agents DROP COLUMN quarantine_reason",
-              "ALTER TABLE agents DROP COLUMN disagreed",
-              "ALTER TABLE updates DROP COLUMN step", "ALTER TABLE updates DROP COLUMN fold_error",
-              "ALTER TABLE leases DROP COLUMN fail_stage",
-              "ALTER TABLE leases DROP COLUMN fail_reason", "ALTER TABLE snapshots DROP COLUMN rule_sha",
-              "ALTER TABLE leases DROP COLUMN steps", "ALTER TABLE updates DROP COLUMN concurrency",
-              "ALTER TABLE updates DROP COLUMN upload_bytes", "ALTER TABLE updates DROP COLUMN encoding",
-              "ALTER TABLE workunits DROP COLUMN resume_lease", "ALTER TABLE workunits DROP COLUMN resume_sha",
-              "ALTER TABLE workunits DROP COLUMN resume_size", "ALTER TABLE workunits DROP COLUMN resume_step",
-              "ALTER TABLE workunits DROP COLUMN resume_base_version",
-              "ALTER TABLE workunits DROP COLUMN resume_weights_sha", "ALTER TABLE workunits DROP COLUMN resume_steps",
-              "ALTER TABLE leases DROP COLUMN checkpoint_sha", "ALTER TABLE leases DROP COLUMN resume_step",
-              "UPDATE meta SET value = '1' WHERE key = 'schema_version'"})
+        for (const char* sql : {"ALTER TABLE agents DROP COLUMN failed",
+                                "ALTER TABLE agents DROP COLUMN invalid_streak",
+                                "ALTER TABLE agents DROP COLUMN quarantined_ms",
+                                "ALTER TABLE agents DROP COLUMN quarantine_reason",
+                                "ALTER TABLE agents DROP COLUMN disagreed",
+                                "ALTER TABLE updates DROP COLUMN step",
+                                "ALTER TABLE updates DROP COLUMN fold_error",
+                                "ALTER TABLE leases DROP COLUMN fail_stage",
+                                "ALTER TABLE leases DROP COLUMN fail_reason",
+                                "ALTER TABLE snapshots DROP COLUMN rule_sha",
+                                "ALTER TABLE leases DROP COLUMN steps",
+                                "ALTER TABLE updates DROP COLUMN concurrency",
+                                "ALTER TABLE updates DROP COLUMN upload_bytes",
+                                "ALTER TABLE updates DROP COLUMN encoding",
+                                "ALTER TABLE workunits DROP COLUMN resume_lease",
+                                "ALTER TABLE workunits DROP COLUMN resume_sha",
+                                "ALTER TABLE workunits DROP COLUMN resume_size",
+                                "ALTER TABLE workunits DROP COLUMN resume_step",
+                                "ALTER TABLE workunits DROP COLUMN resume_base_version",
+                                "ALTER TABLE workunits DROP COLUMN resume_weights_sha",
+                                "ALTER TABLE workunits DROP COLUMN resume_steps",
+                                "ALTER TABLE leases DROP COLUMN checkpoint_sha",
+                                "ALTER TABLE leases DROP COLUMN resume_step",
+                                "DROP INDEX workunits_by_change",
+                                "DROP INDEX leases_by_workunit",
+                                "ALTER TABLE jobs DROP COLUMN sched_version",
+                                "ALTER TABLE workunits DROP COLUMN changed_version",
+                                "ALTER TABLE leases DROP COLUMN changed_version",
+                                "UPDATE meta SET value = '1' WHERE key = 'schema_version'"})
             QVERIFY2(q.exec(QString::fromLatin1(sql)), sql);
         q = QSqlQuery();
         old.close();
