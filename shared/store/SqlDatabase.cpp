@@ -3,7 +3,9 @@
 #include "store/PostgresDdl.h"
 
 #include <QRegularExpression>
+#include <QSqlDriver>
 #include <QSqlError>
+#include <QSqlField>
 #include <QUrl>
 #include <QUrlQuery>
 #include <QUuid>
@@ -154,6 +156,73 @@ Result<QSqlQuery> SqlDatabase::exec(const QString& sql, const QVariantList& valu
     return result;
 }
 
+namespace {
+
+// PostgreSQL: `sql` with each `?` outside a quoted literal replaced by its value as the driver writes a
+// literal (QPSQL quotes and escapes text as the server's standard_conforming_strings setting asks); nullopt
+// when a value is of a type written otherwise (bytes, dates: those take the prepared path) or the count of
+// values is not the count of placeholders.
+std::optional<QString> withValuesInline(const QString& sql, const QVariantList& values,
+                                        const QSqlDriver& driver)
+{
+    QString text;
+    text.reserve(sql.size() + 16 * values.size());
+    qsizetype next = 0;
+    bool quoted = false;
+    for (const QChar c : sql) {
+        if (c == u'\'')
+            quoted = !quoted; // '' inside a literal toggles twice
+        if (c != u'?' || quoted) {
+            text.append(c);
+            continue;
+        }
+        if (next >= values.size())
+            return std::nullopt;
+        const QVariant& value = values.at(next++);
+        QSqlField field(QString(), value.metaType());
+        switch (value.typeId()) {
+        case QMetaType::UnknownType:
+            break; // NULL
+        case QMetaType::QString:
+            if (value.toString().contains(QChar(0)))
+                return std::nullopt; // the statement's text would end at the NUL: the prepared path refuses
+                                     // it
+            field.setValue(value);
+            break;
+        case QMetaType::Int:
+        case QMetaType::UInt:
+        case QMetaType::LongLong:
+        case QMetaType::ULongLong:
+        case QMetaType::Double:
+            field.setValue(value);
+            break;
+        default:
+            return std::nullopt;
+        }
+        text.append(driver.formatValue(field));
+    }
+    if (next != values.size() || quoted)
+        return std::nullopt;
+    return text;
+}
+
+} // namespace
+
+QVariantList SqlDatabase::boundValues(const QVariantList& values)
+{
+    QVariantList bound;
+    bound.reserve(values.size());
+    for (const QVariant& value : values) {
+        if (value.typeId() == QMetaType::QString && value.toString().isNull())
+            bound.append(QString::fromLatin1(""));
+        else if (value.typeId() == QMetaType::Bool) // PostgreSQL will not compare a boolean with a BIGINT
+            bound.append(value.toBool() ? 1 : 0);
+        else
+            bound.append(value);
+    }
+    return bound;
+}
+
 Result<QSqlQuery> SqlDatabase::execOnce(const QString& sql, const QVariantList& values)
 {
     QSqlQuery query(m_db);
@@ -169,16 +238,20 @@ Result<QSqlQuery> SqlDatabase::execOnce(const QString& sql, const QVariantList& 
             return failed(QStringLiteral("\"%1\" failed").arg(statementText(sql)));
         return query;
     }
+    // A prepared statement costs QPSQL three round trips (PREPARE, EXECUTE, DEALLOCATE) and the server a plan
+    // it uses once; the statement with its values written as literals by the driver costs one.
+    if (m_engine == Engine::Postgres) {
+        const QVariantList bound = boundValues(values);
+        if (const auto text = withValuesInline(sql, bound, *m_db.driver())) {
+            if (!query.exec(*text))
+                return failed(QStringLiteral("\"%1\" failed").arg(statementText(sql)));
+            return query;
+        }
+    }
     if (!query.prepare(sql)) // QPSQL prepares on the server: a lost connection can show here too
         return failed(QStringLiteral("cannot prepare \"%1\"").arg(statementText(sql)));
-    for (const QVariant& value : values) {
-        if (value.typeId() == QMetaType::QString && value.toString().isNull())
-            query.addBindValue(QString::fromLatin1(""));
-        else if (value.typeId() == QMetaType::Bool) // PostgreSQL will not compare a boolean with a BIGINT
-            query.addBindValue(value.toBool() ? 1 : 0);
-        else
-            query.addBindValue(value);
-    }
+    for (const QVariant& value : boundValues(values))
+        query.addBindValue(value);
     if (!query.exec())
         return failed(QStringLiteral("\"%1\" failed").arg(statementText(sql)));
     return query;

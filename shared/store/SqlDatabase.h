@@ -105,6 +105,8 @@ private:
     Status create(const SqlSchema& schema);
     Status upgrade(const SqlSchema& schema, int from);
     Result<QSqlQuery> execOnce(const QString& sql, const QVariantList& values);
+    // What is bound for `values`: a null QString as '', a bool as 1 or 0.
+    static QVariantList boundValues(const QVariantList& values);
     // PostgreSQL, between transactions: when the connection is gone (the server restarted, a failover), opens it
     // again; answers whether it did.
     bool reconnectIfLost();

@@ -5,6 +5,7 @@
 
 #include <QTest>
 
+#include <limits>
 #include <thread>
 
 using namespace gleaner;
@@ -97,6 +98,7 @@ private Q_SLOTS:
     void insertReturningIdAnswersTheNewId();
     void givenIdsAreNeverHandedOutAgain();
     void valuesRoundTripWithTheirTypes();
+    void hostileTextAndExactNumbersRoundTrip();
     void onConflictUpserts();
     void failedStatementInsideATransaction();
 
@@ -352,6 +354,62 @@ void TestSqlDatabase::givenIdsAreNeverHandedOutAgain()
                                         QStringLiteral("seq"));
     QVERIFY2(seq.ok(), qPrintable(seq.error()));
     QCOMPARE(*seq, 11);
+}
+
+void TestSqlDatabase::hostileTextAndExactNumbersRoundTrip()
+{
+    // On PostgreSQL values are written into the statement as literals by the driver (one round trip instead
+    // of a prepared statement's three): whatever an agent sends as text must come back as it was, and match
+    // itself in a WHERE, without ever being read as SQL.
+    const QString where = freshDatabase();
+    QVERIFY(!where.isEmpty());
+    auto db = TestDb::open(where, 10);
+    QVERIFY2(db.ok(), qPrintable(db.error()));
+    const QStringList hostile = {
+        QStringLiteral("'; DROP TABLE log; --"),
+        QStringLiteral("\\'); DELETE FROM kv; --"),
+        QStringLiteral("ends with a backslash \\"),
+        QStringLiteral("ends with a quote '"),
+        QStringLiteral("'' OR ''1''=''1"),
+        QStringLiteral("? $1 %s :name"),
+        QStringLiteral("E'\\x41' U&'\\0041' $$dollar$$"),
+        QString::fromUtf8("Z\u00fcrich \u6771\u4eac \U0001F680"),
+        QString(100'000, u'\''),
+        QString(),
+    };
+    QVERIFY((*db)->exec(QStringLiteral("INSERT INTO kv (k, v) VALUES ('keep', 1)")).ok());
+    for (const QString& text : hostile) {
+        auto seq = (*db)->insertReturningId(QStringLiteral("INSERT INTO log (what) VALUES (?)"), {text},
+                                            QStringLiteral("seq"));
+        QVERIFY2(seq.ok(), qPrintable(seq.error()));
+        auto back =
+            (*db)->exec(QStringLiteral("SELECT what FROM log WHERE seq = ? AND what = ?"), {*seq, text});
+        QVERIFY2(back.ok(), qPrintable(back.error()));
+        QVERIFY2(back->next(), qPrintable(text.left(40)));
+        QCOMPARE(back->value(0).toString(), text.isNull() ? QStringLiteral("") : text);
+    }
+    QCOMPARE(count(**db, QStringLiteral("log")), qint64(hostile.size()));
+    QCOMPARE(count(**db, QStringLiteral("kv")), qint64(1));
+    // A NUL inside text: SQLite keeps it, PostgreSQL refuses the value; neither runs what follows it.
+    const QString withNul = QStringLiteral("a") + QChar(0) + QStringLiteral("'); DELETE FROM kv; --");
+    const bool kept = (*db)->exec(QStringLiteral("INSERT INTO log (what) VALUES (?)"), {withNul}).ok();
+    QCOMPARE(kept, !postgres());
+    QCOMPARE(count(**db, QStringLiteral("kv")), qint64(1));
+
+    const double numbers[] = {0.1, 1.0 / 3, 5e-324, 1e-300, 1.7976931348623157e308, -123456789.123456789,
+                              -0.0};
+    qint64 id = 100;
+    for (double x : numbers) {
+        QVERIFY((*db)
+                    ->exec(QStringLiteral("INSERT INTO items (id, at_ms, x) VALUES (?, ?, ?)"),
+                           {++id, std::numeric_limits<qint64>::min(), x})
+                    .ok());
+        auto back = (*db)->exec(QStringLiteral("SELECT x, at_ms FROM items WHERE id = ? AND x = ?"), {id, x});
+        QVERIFY2(back.ok(), qPrintable(back.error()));
+        QVERIFY2(back->next(), qPrintable(QString::number(x, 'g', 17)));
+        QCOMPARE(back->value(0).toDouble(), x);
+        QCOMPARE(back->value(1).toLongLong(), std::numeric_limits<qint64>::min());
+    }
 }
 
 void TestSqlDatabase::valuesRoundTripWithTheirTypes()
