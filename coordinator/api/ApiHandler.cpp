@@ -20,6 +20,10 @@ namespace {
 constexpr qint64 kSmallBody = 64 * 1024;
 constexpr qint64 kJobSpecBody = 1024 * 1024;
 constexpr qint64 kLeaseBody = 1024 * 1024; // a large cache list: 64-byte hashes, thousands of them
+// A legitimate client misses the admission cache once per coordinator (its token) or per lease it got
+// elsewhere.
+constexpr int kTokenLookupsPerMinute = 30;
+constexpr int kLeaseCatchUpsPerMinute = 60;
 
 QList<QByteArray> pathParts(const RequestHead& head)
 {
@@ -60,9 +64,22 @@ bool isApi(const QList<QByteArray>& parts)
 
 ApiHandler::ApiHandler(Coordinator& coordinator)
     : m_coordinator(coordinator), m_dashboard(coordinator),
-      m_enrollLimit(ClientRateLimit::Policy{coordinator.config().enrollPerMinute, coordinator.config().enrollBurst},
-                    coordinator.clock())
+      m_enrollLimit(
+          ClientRateLimit::Policy{coordinator.config().enrollPerMinute, coordinator.config().enrollBurst},
+          coordinator.clock()),
+      m_tokenLookups(ClientRateLimit::Policy{kTokenLookupsPerMinute, kTokenLookupsPerMinute},
+                     coordinator.clock()),
+      m_leaseCatchUps(ClientRateLimit::Policy{kLeaseCatchUpsPerMinute, kLeaseCatchUpsPerMinute},
+                      coordinator.clock())
 {
+}
+
+bool ApiHandler::catchUpOnLeasesFor(const QString& agentId)
+{
+    if (!m_leaseCatchUps.take(agentId).allowed)
+        return false;
+    m_coordinator.catchUpOnLeases();
+    return true;
 }
 
 ApiHandler::~ApiHandler()
@@ -82,7 +99,14 @@ std::variant<ApiHandler::Identity, HttpResponse> ApiHandler::identify(const Requ
     if (adminAllowed && m_coordinator.admission().isAdminTokenHash(hash))
         return Identity{Caller::Admin, {}};
     if (agentAllowed) {
-        if (auto agent = m_coordinator.admission().agentByTokenHash(hash)) {
+        auto agent = m_coordinator.admission().agentByTokenHash(hash);
+        if (!agent) {
+            // Enrolled at another coordinator of the deployment, perhaps: the database knows.
+            const QString client = head.remoteKey.isEmpty() ? head.remoteAddress : head.remoteKey;
+            if (m_tokenLookups.take(client).allowed)
+                agent = m_coordinator.lookUpAgent(hash);
+        }
+        if (agent) {
             if (agent->revoked)
                 return HttpResponse::error(403, QStringLiteral("this agent was revoked by the coordinator's admin; "
                                                                "enroll again with a new token"));
@@ -129,7 +153,9 @@ std::variant<BodyPolicy, HttpResponse> ApiHandler::admit(const RequestHead& head
             return wrongMethod("GET");
         // An agent reads the files of its own open leases only; the same answer as for a file that does not exist.
         const QString sha = QString::fromLatin1(parts[3]);
-        if (identity.caller == Caller::Agent && !m_coordinator.admission().agentMayRead(identity.agentId, sha))
+        const auto mayRead = [&] { return m_coordinator.admission().agentMayRead(identity.agentId, sha); };
+        if (identity.caller == Caller::Agent && !mayRead() &&
+            !(catchUpOnLeasesFor(identity.agentId) && mayRead()))
             return HttpResponse::error(404, QStringLiteral("no file has SHA-256 %1 for this agent's leases").arg(sha));
         return BodyPolicy{0, false};
     }
@@ -146,7 +172,9 @@ std::variant<BodyPolicy, HttpResponse> ApiHandler::admit(const RequestHead& head
         if (method != "PUT")
             return wrongMethod("PUT");
         const QString leaseId = QString::fromLatin1(parts[3]);
-        const auto lease = m_coordinator.admission().lease(leaseId);
+        auto lease = m_coordinator.admission().lease(leaseId);
+        if (!lease && catchUpOnLeasesFor(identity.agentId)) // issued by another coordinator, perhaps
+            lease = m_coordinator.admission().lease(leaseId);
         if (!lease)
             return HttpResponse::error(404, QStringLiteral("lease %1 is not open (unknown, finished, or its job has "
                                                            "ended)")

@@ -47,6 +47,15 @@ private:
     dashboard::DashboardApi m_dashboard; // the page, /metrics, sessions, and who may use the admin area
     // Enrollment is open to anyone who can reach the server; each costs a database row and a token.
     ClientRateLimit m_enrollLimit;
+    // What the admission cache does not know may be another coordinator's doing (an agent it enrolled, a
+    // lease it issued): the HTTP thread then asks the state thread, which asks the database, and waits. The
+    // one place an HTTP thread waits for the state thread; these bound how often a client can make it (a
+    // token unknown to the deployment costs a lookup per try, per client address; an unknown lease, per
+    // agent).
+    mutable ClientRateLimit m_tokenLookups;
+    ClientRateLimit m_leaseCatchUps;
+    // An agent's lease or file that the admission cache does not know: caught up once (m_leaseCatchUps).
+    bool catchUpOnLeasesFor(const QString& agentId);
     // Checks of uploaded results (parse, shapes, finite values, fsync): milliseconds each, kept off both the
     // HTTP threads (which must not block) and the state thread.
     BaseWeightsCache m_bases; // checker thread only

@@ -195,6 +195,15 @@ public:
     // What a lease's upload must match and may claim (UpdateChecker); nullopt when the lease is unknown.
     std::optional<UpdateExpectations> expectationsForLease(const QString& leaseId) const;
 
+    // Thread-safe (asks the state thread and waits): what the database says of an agent whose token hash the
+    // admission cache does not know, as when another coordinator of the deployment enrolled it. Found, it is
+    // cached; nullopt when no agent has that token.
+    std::optional<AdmissionCache::AgentEntry> lookUpAgent(const QString& tokenHash);
+    // Thread-safe: brings every running or paused job's leases up to date with what other coordinators of the
+    // deployment wrote (a lease the admission cache does not know may be theirs), and the admission cache
+    // with them.
+    void catchUpOnLeases();
+
     // [state] Periodic housekeeping: expire leases, publish weights, snapshots. Called by the ticker thread;
     // tests call it after moving their clock.
     void tick();
@@ -239,6 +248,11 @@ private:
     QJsonObject jobJson(const JobState& job) const;
     static QJsonObject transferJson(const JobState& job);
     JobState* findJob(qint64 jobId);
+    // [state] The lease, also when another coordinator issued it after this one last looked at its job
+    // (catchUpOnLeases); null when the database does not know it as one that may still deliver.
+    Lease* findLease(const QString& leaseId);
+    // [state] Takes every running or paused job's lock, which applies what other coordinators changed.
+    Status lockLiveJobs();
     HttpResponse leaseInTransaction(const QString& agentId, const QJsonObject& request);
     // A result for a workunit that already has its first result: compared with it, recorded, not folded in.
     HttpResponse resultOfDoneWorkunit(ResultIntake::Verdict& verdict, const ResultIntake::Received& received,

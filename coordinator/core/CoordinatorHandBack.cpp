@@ -56,7 +56,7 @@ HttpResponse Coordinator::handBack(const QString& agentId, const QString& leaseI
         if (!dropped.isEmpty() && !m_checkpoints.contains(dropped))
             QFile::remove(m_blobs.path(dropped));
     };
-    Lease* lease = m_scheduler->find(leaseId);
+    Lease* lease = findLease(leaseId);
     if (!lease) {
         cleanUp();
         return leaseNotInMemory(agentId, leaseId);

@@ -98,6 +98,8 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
             return refuse(409, QStringLiteral("this agent is quarantined; its results are not taken until the "
                                               "coordinator's admin lifts the quarantine"));
     }
+    (void)findLease(
+        leaseId); // another coordinator's lease, perhaps: its job's rows are read before the verdict
     const ResultIntake::Received received{agentId,         leaseId,     update.baseVersion, update.samples,
                                           update.trainSeconds, update.step, update.baseNorm};
     ResultIntake::Verdict verdict = m_intake->judge(received);

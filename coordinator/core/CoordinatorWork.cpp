@@ -351,9 +351,54 @@ HttpResponse Coordinator::leaseNotInMemory(const QString& agentId, const QString
         404, QStringLiteral("lease %1 is not known (or its job has finished)").arg(leaseId));
 }
 
+Status Coordinator::lockLiveJobs()
+{
+    return m_db->transaction([&]() -> Status {
+        for (auto& [jobId, job] : m_jobs)
+            if (job.status == JobStatus::Running || job.status == JobStatus::Paused)
+                if (auto s = m_scheduler->lockJob(job); !s)
+                    return s;
+        return {};
+    });
+}
+
+Lease* Coordinator::findLease(const QString& leaseId)
+{
+    if (Lease* lease = m_scheduler->find(leaseId))
+        return lease;
+    if (auto s = lockLiveJobs(); !s)
+        qCWarning(lcCoordinator) << "cannot catch up on other coordinators' leases:" << s.error();
+    return m_scheduler->find(leaseId);
+}
+
+void Coordinator::catchUpOnLeases()
+{
+    m_state->call([this] {
+        if (auto s = lockLiveJobs(); !s)
+            qCWarning(lcCoordinator) << "cannot catch up on other coordinators' leases:" << s.error();
+    });
+}
+
+std::optional<AdmissionCache::AgentEntry> Coordinator::lookUpAgent(const QString& tokenHash)
+{
+    return m_state->call([&]() -> std::optional<AdmissionCache::AgentEntry> {
+        auto row =
+            m_db->exec(QStringLiteral("SELECT id, revoked FROM agents WHERE token_hash = ?"), {tokenHash});
+        if (!row) {
+            qCWarning(lcCoordinator) << "cannot look an agent up:" << row.error();
+            return std::nullopt;
+        }
+        if (!row->next())
+            return std::nullopt;
+        AdmissionCache::AgentEntry entry{row->value(0).toString(), row->value(1).toInt() != 0};
+        m_admission.setAgent(tokenHash, entry);
+        return entry;
+    });
+}
+
 HttpResponse Coordinator::progress(const QString& agentId, const QString& leaseId, const QJsonObject& report)
 {
-    Lease* lease = m_scheduler->find(leaseId);
+    Lease* lease = findLease(leaseId);
     if (!lease)
         return leaseNotInMemory(agentId, leaseId);
     if (lease->agentId != agentId)
@@ -458,7 +503,7 @@ HttpResponse Coordinator::failLease(const QString& agentId, const QString& lease
         return HttpResponse::error(
             400, QStringLiteral("stage: expected one of verify, download, worker, upload, other"));
 
-    Lease* lease = m_scheduler->find(leaseId);
+    Lease* lease = findLease(leaseId);
     if (!lease)
         return leaseNotInMemory(agentId, leaseId);
     if (lease->agentId != agentId)

@@ -5,10 +5,13 @@
 #include "TestSupport.h"
 
 #include "aggregation/UpdateChecker.h"
+#include "core/Tokens.h"
 #include "crypto/Sha256.h"
 #include "crypto/SignedEnvelope.h"
 #include "format/SafeTensors.h"
+#include "scheduling/Scheduler.h"
 #include "store/Database.h"
+#include "store/SchedulerTables.h"
 
 #include <QFile>
 #include <QJsonArray>
@@ -84,6 +87,7 @@ private Q_SLOTS:
     void failureOfAnExpiredLeaseLeavesTheDeliveredWorkDone();
     void failedLeaseStaysClosedAcrossARestart();
     void databaseOfSchemaVersion1IsUpgraded();
+    void agentsAndLeasesOfAnotherCoordinatorAreServed();
     void secondCoordinatorOnOneDatabaseIsRefused();
     void configFileIsCheckedByField_data();
     void configFileIsCheckedByField();
@@ -925,6 +929,84 @@ void TestCoordinator::databaseOfSchemaVersion1IsUpgraded()
     f.core.reset();
     QVERIFY(f.reopen()); // upgraded once: it opens as the current version from now on
     QCOMPARE(lease(agent, 2).size(), size_t(2));
+}
+
+void TestCoordinator::agentsAndLeasesOfAnotherCoordinatorAreServed()
+{
+    // Another coordinator of the deployment, as its writes reach the database: its own connection, a
+    // scheduler of its own with its own picture of the job. What it enrolls and leases, this coordinator must
+    // serve.
+    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
+    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 4, 3, 0.99, 600));
+    QVERIFY(job > 0);
+    const auto mine = lease(agent);
+    QCOMPARE(mine.size(), size_t(1));
+    const QString location = f.config.database.isEmpty() ? f.dir.databasePath() : f.config.database;
+    auto other = Database::open(location);
+    QVERIFY2(other.ok(), qPrintable(other.error()));
+
+    // An agent the other coordinator enrolled: its token is unknown to this one's cache, known to the
+    // database.
+    const QString token = QStringLiteral("token-of-an-agent-enrolled-elsewhere");
+    QVERIFY((*other)
+                ->exec(QStringLiteral(
+                           "INSERT INTO agents (id, token_hash, name, platform, hardware, enrolled_ms, "
+                           "last_seen_ms) VALUES ('agent-elsewhere', ?, 'b', 'linux', '{}', 0, 0)"),
+                       {Tokens::hash(token.toUtf8())})
+                .ok());
+    QVERIFY(!f.core->admission().agentByTokenHash(Tokens::hash(token.toUtf8())));
+    const auto found = f.core->lookUpAgent(Tokens::hash(token.toUtf8()));
+    QVERIFY(found && found->id == QStringLiteral("agent-elsewhere") && !found->revoked);
+    QVERIFY(f.core->admission().agentByTokenHash(Tokens::hash(token.toUtf8())));
+    QVERIFY(!f.core->lookUpAgent(Tokens::hash("no such token")));
+
+    // A lease the other coordinator issued, from the same published weights as this one's.
+    auto base = (*other)->exec(QStringLiteral("SELECT base_version, weights_sha FROM leases WHERE id = ?"),
+                               {mine[0].leaseId});
+    QVERIFY(base.ok() && base->next());
+    JobState picture;
+    picture.id = job;
+    picture.status = JobStatus::Running;
+    picture.spec.deadlineSeconds = 600;
+    picture.spec.maxEpochs = 3;
+    picture.published = PublishedWeights{base->value(0).toLongLong(), base->value(1).toString(), 0, 0};
+    std::map<qint64, JobState> jobs;
+    jobs.emplace(job, picture);
+    SchedulerTables tables(**other);
+    Scheduler scheduler(jobs, tables, f.clock, SchedulerLimits{},
+                        [] { return QStringLiteral("lease-elsewhere"); });
+    auto stored = tables.loadJob(job);
+    QVERIFY2(stored.ok(), qPrintable(stored.error()));
+    scheduler.adopt(jobs.at(job), *stored);
+    auto theirs = scheduler.leaseNext(jobs.at(job), agent, {});
+    QVERIFY2(theirs.ok() && theirs->has_value(),
+             theirs.ok() ? "nothing to lease" : qPrintable(theirs.error()));
+    QVERIFY((*theirs)->workunitId != 0);
+    QVERIFY(!f.core->admission().lease(QStringLiteral("lease-elsewhere")));
+
+    // This coordinator takes its progress reports, knows its files and folds its result.
+    int status = 0;
+    const QJsonObject progressed = f.call(
+        [&] {
+            return f.core->progress(agent, QStringLiteral("lease-elsewhere"), {{QStringLiteral("step"), 1}});
+        },
+        &status);
+    QCOMPARE(status, 200);
+    QCOMPARE(progressed.value(QStringLiteral("abort")).toBool(true), false);
+    const auto admitted = f.core->admission().lease(QStringLiteral("lease-elsewhere"));
+    QVERIFY(admitted && admitted->agentId == agent && admitted->closedReason.isEmpty());
+    QVERIFY(f.core->admission().agentMayRead(agent, base->value(1).toString()));
+    QString error;
+    const TensorBundle from = f.leaseBase(QStringLiteral("lease-elsewhere"));
+    QVERIFY(!from.entries().empty());
+    QCOMPARE(upload(agent, QStringLiteral("lease-elsewhere"), shifted(from, 0.01f),
+                    base->value(0).toLongLong(), &error),
+             202);
+    // Its own lease and the other coordinator's are two workunits: neither was leased twice.
+    auto open = (*other)->exec(QStringLiteral("SELECT COUNT(*), COUNT(DISTINCT workunit_id) FROM leases"));
+    QVERIFY(open.ok() && open->next());
+    QCOMPARE(open->value(0).toInt(), 2);
+    QCOMPARE(open->value(1).toInt(), 2);
 }
 
 void TestCoordinator::configFileIsCheckedByField_data()
