@@ -185,6 +185,15 @@ QJsonObject Coordinator::leaseReply(const QJsonArray& tasks) const
 
 HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJsonObject& request)
 {
+    // Every running job's lock first, in the order of the jobs' ids, then the agent's row: the order expiry
+    // takes them in too, so that two coordinators never wait for each other. Held, they also make the agent's
+    // open leases below include those other coordinators gave it, and its request at another coordinator wait
+    // for this one (the per-agent cap holds across coordinators).
+    for (auto& [jobId, job] : m_jobs)
+        if (job.status == JobStatus::Running)
+            if (auto s = m_scheduler->lockJob(job); !s)
+                return HttpResponse::error(
+                    500, QStringLiteral("the coordinator cannot record the lease; try again later"));
     touchAgent(agentId);
     if (auto why = m_standing->quarantine(agentId)) {
         // No work, and a reason the agent can log; it asks again rarely, until an admin lifts the quarantine.
@@ -202,14 +211,7 @@ HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJson
     for (const auto& value : request.value(QStringLiteral("cached")).toArray())
         cached.insert(value.toString());
 
-    // However often it asks, an agent holds at most its share of the work (see CoordinatorConfig): counted
-    // once every running job's lock is held, so that the leases other coordinators gave it count as well, and
-    // its request at another coordinator waits for this one.
-    for (auto& [jobId, job] : m_jobs)
-        if (job.status == JobStatus::Running)
-            if (auto s = m_scheduler->lockJob(job); !s)
-                return HttpResponse::error(
-                    500, QStringLiteral("the coordinator cannot record the lease; try again later"));
+    // However often it asks, an agent holds at most its share of the work (see CoordinatorConfig).
     const int room = leaseCapFor(agentId, request.value(QStringLiteral("capabilities")).toObject()) -
                      m_scheduler->openLeasesOf(agentId);
     if (room <= 0) {

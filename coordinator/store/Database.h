@@ -1,12 +1,13 @@
 #pragma once
 // The coordinator's database: its schema on the shared SqlDatabase (versioned, nested transactions), in an
-// SQLite file (WAL; the default, gleaner.db in the data directory) or in a PostgreSQL database that config.json
-// names. The coordinator uses it from its state thread only. Durability: see SqlDatabase.h and
+// SQLite file (WAL; the default, gleaner.db in the data directory) or in a PostgreSQL database that
+// config.json names. The coordinator uses it from its state thread only. Durability: see SqlDatabase.h and
 // docs/architecture.md.
 //
 // One coordinator uses a PostgreSQL database at a time: the coordinator's connection claims it with a session
-// advisory lock for as long as it is open, and a second coordinator's claim is refused, naming the database. (Several coordinators on one
-// database need the rest of the scale-out work: shared blobs, leases taken in the database, one housekeeper.)
+// advisory lock for as long as it is open, and a second coordinator's claim is refused, naming the database.
+// (Scheduling is ready for several: each job's changes are made under its lock, SchedulerTables.h. Several
+// coordinators on one database still need shared blobs, one housekeeper and views kept current.)
 
 #include "Result.h"
 #include "store/SqlDatabase.h"
