@@ -256,6 +256,9 @@ qint64 Scheduler::stepsFor(const JobState& job, int shard, const QString& agentI
 
 Status Scheduler::progressed(Lease& reported, JobState& job, qint64 step)
 {
+    // Most reports earn no later deadline: decided on this picture, without the job's lock or a commit.
+    if (deadlineAfter(reported, job, step) <= reported.deadlineMs)
+        return {};
     const QString id = reported.id; // another coordinator may have closed it: looked up again under the lock
     return m_store.transaction([&]() -> Status {
         if (auto s = lockJob(job); !s)
@@ -263,11 +266,16 @@ Status Scheduler::progressed(Lease& reported, JobState& job, qint64 step)
         Lease* lease = find(id);
         if (!lease || lease->state != Lease::State::Open)
             return fail(QStringLiteral("lease %1 closed meanwhile").arg(id));
-        return extend(*lease, job, step);
+        const qint64 wanted = deadlineAfter(*lease, job, step);
+        if (wanted <= lease->deadlineMs)
+            return {}; // another coordinator extended it as far already
+        lease->deadlineMs = wanted;
+        m_nextDeadlineMs = std::min(m_nextDeadlineMs, lease->deadlineMs);
+        return m_store.saveLease(*lease);
     });
 }
 
-Status Scheduler::extend(Lease& lease, const JobState& job, qint64 step)
+qint64 Scheduler::deadlineAfter(Lease& lease, const JobState& job, qint64 step) const
 {
     const qint64 now = m_clock.nowMs();
     if (step > lease.lastStep) {
@@ -275,13 +283,8 @@ Status Scheduler::extend(Lease& lease, const JobState& job, qint64 step)
         lease.lastMoveMs = now;
     }
     const qint64 deadlineMs = qint64(job.spec.deadlineSeconds) * 1000;
-    const qint64 wanted = std::min({now + deadlineMs, lease.lastMoveMs + 2 * deadlineMs,
-                                    lease.issuedMs + qint64(m_limits.leaseLifetimeDeadlines) * deadlineMs});
-    if (wanted <= lease.deadlineMs)
-        return {};
-    lease.deadlineMs = wanted;
-    m_nextDeadlineMs = std::min(m_nextDeadlineMs, lease.deadlineMs);
-    return m_store.saveLease(lease);
+    return std::min({now + deadlineMs, lease.lastMoveMs + 2 * deadlineMs,
+                     lease.issuedMs + qint64(m_limits.leaseLifetimeDeadlines) * deadlineMs});
 }
 
 void Scheduler::expire()

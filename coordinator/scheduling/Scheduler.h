@@ -146,8 +146,9 @@ private:
     void apply(JobState& job, const JobChanges& changes, bool learnt);
     // The job's leases whose deadline passed expire (under its lock).
     void expireLeasesOf(JobState* job, qint64 jobId, qint64 now);
-    // The halves of progressed(), released() and handedBack() that run under the job's lock.
-    Status extend(Lease& lease, const JobState& job, qint64 step);
+    // Records a progress report's step on the lease and answers the deadline it earns (progressed()).
+    qint64 deadlineAfter(Lease& lease, const JobState& job, qint64 step) const;
+    // The halves of released() and handedBack() that run under the job's lock.
     bool release(JobState* job, const QString& leaseId, Lease::State closedAs);
     HandBackOutcome handBack(JobState* job, const QString& leaseId,
                              std::optional<Workunit::ResumePoint> resume);
