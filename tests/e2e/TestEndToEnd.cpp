@@ -519,7 +519,9 @@ void TestEndToEnd::batchAgentsLeaveAtTheirRuntimeAndWhenTheQueueIsEmpty()
     drain << QStringLiteral("--until-empty") << QStringLiteral("--idle-exit") << QStringLiteral("3");
     const QList<int> second = startAgents({QStringLiteral("drain")}, drain);
     QCOMPARE(second.size(), 1);
-    E2E_VERIFY(m_cluster->waitForJobState(*job, QStringLiteral("completed"), 240'000));
+    // One agent trains both subtasks of a CNN job here: 221 s alone, 255 s beside the suite's other trainings on a
+    // slow 2-core machine, so the bound is a hang detector with room for such a machine, not a speed target.
+    E2E_VERIFY(m_cluster->waitForJobState(*job, QStringLiteral("completed"), 480'000));
     QVERIFY2(waitUntil([&] { return !m_cluster->agentRunning(second[0]); }, 30'000),
              "the --until-empty agent did not stop once the queue was empty");
     QCOMPARE(m_cluster->agent(second[0]).process->exitCode(), 0);
