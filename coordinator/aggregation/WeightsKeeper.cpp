@@ -66,36 +66,67 @@ void WeightsKeeper::load(qint64 jobId, TensorBundle weights, qint64 version, con
         job.sharedRuleState = TensorBundle();
         if (m_shared)
             (void)joinShared(jobId, job);
-        // An encoded update is read back against the base it names (kept until a snapshot holds the update).
-        const qint64 maxBytes = 2 * job.weights.tensorBytes() + 256 * job.weights.size() + (1 << 20);
-        for (const ReplayedUpdate& update : replay) {
-            auto bundle = UpdateChecker::readKept(update.file, maxBytes,
-                                                  [&]() { return baseWeights(job, update.baseSha); });
-            if (!bundle && m_shared) {
-                // Redis may hold it folded already (by this coordinator before it stopped, or by another):
-                // then its file is no longer needed.
-                if (auto at = m_shared->foldedAt(jobId, update.seq); at && at->has_value()) {
-                    const qint64 seq = update.seq;
-                    const qint64 version = **at;
-                    job.lastSeq = std::max(job.lastSeq, seq);
-                    m_coordinator.state().post(
-                        [this, jobId, seq, version] { m_coordinator.onApplied(jobId, seq, version); });
-                    continue;
-                }
-            }
-            if (!bundle) {
-                // A received update that cannot be read back is lost: the admin sees it on the update, the job's
-                // status and the agent's record; the rest are folded in.
-                refused(jobId, job, update.seq,
-                        QStringLiteral("lost by the coordinator: its file could not be read back at a restart (%1)")
-                            .arg(bundle.error()),
-                        /*agentsFault=*/false);
+        replayNow(jobId, job, replay);
+        if (!replay.empty())
+            qCInfo(lcWeights) << "job" << jobId << "replayed" << replay.size() << "update(s) up to version"
+                              << job.version;
+    });
+}
+
+void WeightsKeeper::replayNow(qint64 jobId, JobWeights& job, const std::vector<ReplayedUpdate>& replay)
+{
+    // An encoded update is read back against the base it names (kept until a snapshot holds the update).
+    const qint64 maxBytes = 2 * job.weights.tensorBytes() + 256 * job.weights.size() + (1 << 20);
+    for (const ReplayedUpdate& update : replay) {
+        auto bundle = UpdateChecker::readKept(update.file, maxBytes,
+                                              [&]() { return baseWeights(job, update.baseSha); });
+        if (!bundle && m_shared) {
+            // Redis may hold it folded already (by this coordinator before it stopped, or by another):
+            // then its file is no longer needed.
+            if (auto at = m_shared->foldedAt(jobId, update.seq); at && at->has_value()) {
+                const qint64 seq = update.seq;
+                const qint64 version = **at;
+                job.lastSeq = std::max(job.lastSeq, seq);
+                m_coordinator.state().post(
+                    [this, jobId, seq, version] { m_coordinator.onApplied(jobId, seq, version); });
                 continue;
             }
-            applyNow(jobId, job, update.seq, *bundle, update.context, update.baseSha, update.appliedBefore);
         }
-        if (!replay.empty())
-            qCInfo(lcWeights) << "job" << jobId << "replayed" << replay.size() << "update(s) up to version" << job.version;
+        if (!bundle) {
+            // A received update that cannot be read back is lost: the admin sees it on the update, the job's
+            // status and the agent's record; the rest are folded in.
+            refused(
+                jobId, job, update.seq,
+                QStringLiteral("lost by the coordinator: its file could not be read back at a restart (%1)")
+                    .arg(bundle.error()),
+                /*agentsFault=*/false);
+            continue;
+        }
+        applyNow(jobId, job, update.seq, *bundle, update.context, update.baseSha, update.appliedBefore);
+    }
+}
+
+void WeightsKeeper::setPublisher(const QString& name)
+{
+    m_thread.call([&] { m_publisher = name; });
+}
+
+void WeightsKeeper::replay(qint64 jobId, std::vector<ReplayedUpdate> updates)
+{
+    m_thread.post([this, jobId, updates = std::move(updates)]() mutable {
+        auto it = m_jobs.find(jobId);
+        if (it == m_jobs.end())
+            return;
+        JobWeights& job = it->second;
+        std::erase_if(updates, [&](const ReplayedUpdate& update) {
+            return std::any_of(job.pending.begin(), job.pending.end(),
+                               [&](const PendingUpdate& mine) { return mine.seq == update.seq; });
+        });
+        if (updates.empty())
+            return;
+        qCInfo(lcWeights) << "job" << jobId << "folds" << updates.size()
+                          << "update(s) that another coordinator received and did not fold";
+        replayNow(jobId, job, updates);
     });
 }
 
@@ -404,7 +435,7 @@ void WeightsKeeper::publish(qint64 jobId)
             }
             published = *sparse;
         } else if (job.publishedVersion != job.version) {
-            auto blob = writeBlob(job);
+            auto blob = writeBlob(job, /*publication=*/true);
             if (!blob) {
                 qCCritical(lcWeights) << "job" << jobId << "cannot publish weights:" << blob.error();
                 return;
@@ -427,6 +458,8 @@ void WeightsKeeper::snapshot(qint64 jobId, bool force)
         if (it == m_jobs.end())
             return;
         JobWeights& job = it->second;
+        if (!m_keepsSnapshots)
+            return;
         syncShared(jobId, job);
         const qint64 now = m_coordinator.clock().nowMs();
         if (job.version == job.snapshotVersion
@@ -541,6 +574,8 @@ Result<PublishedWeights> WeightsKeeper::publishSparse(qint64 jobId, JobWeights& 
 {
     track(job.published, job.weights, job.download);
     job.published.setMetadata(QStringLiteral("gleaner.version"), QString::number(job.version));
+    if (!m_publisher.isEmpty())
+        job.published.setMetadata(QStringLiteral("gleaner.publisher"), m_publisher);
     const QByteArray bytes = SafeTensors::serialize(job.published);
     auto blob = m_blobs.put(bytes);
     if (!blob)
@@ -569,9 +604,13 @@ Result<PublishedWeights> WeightsKeeper::publishSparse(qint64 jobId, JobWeights& 
     return published;
 }
 
-Result<BlobInfo> WeightsKeeper::writeBlob(JobWeights& job)
+Result<BlobInfo> WeightsKeeper::writeBlob(JobWeights& job, bool publication)
 {
     job.weights.setMetadata(QStringLiteral("gleaner.version"), QString::number(job.version));
+    if (publication && !m_publisher.isEmpty())
+        job.weights.setMetadata(QStringLiteral("gleaner.publisher"), m_publisher);
+    else
+        job.weights.metadata().remove(QStringLiteral("gleaner.publisher"));
     return m_blobs.put(SafeTensors::serialize(job.weights));
 }
 
@@ -580,8 +619,9 @@ void WeightsKeeper::unload(qint64 jobId)
     m_thread.post([this, jobId] {
         snapshot(jobId, true);
         auto it = m_jobs.find(jobId);
-        // Its copy in Redis goes once the snapshot holds everything it held.
-        if (m_shared && it != m_jobs.end() && it->second.pending.empty() &&
+        // Its copy in Redis goes once the snapshot holds everything it held (the housekeeper's snapshot:
+        // another coordinator leaves it).
+        if (m_shared && m_keepsSnapshots && it != m_jobs.end() && it->second.pending.empty() &&
             it->second.version == it->second.snapshotVersion)
             if (auto s = m_shared->remove(jobId); !s)
                 qCWarning(lcWeights) << "job" << jobId << "leaves its weights in Redis:" << s.error();

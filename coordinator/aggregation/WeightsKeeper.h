@@ -66,6 +66,12 @@ public:
     // Folds go through Redis from now on (see above), with the deployment's keys under `prefix`. Before any
     // load().
     void shareThrough(std::unique_ptr<RedisConnection> redis, const QString& prefix);
+    // One of several coordinators of a deployment: its published files carry `name` (metadata
+    // gleaner.publisher), so that no two coordinators publish the same blob. Before any load().
+    void setPublisher(const QString& name);
+    // Whether this coordinator writes snapshots: among several, only the housekeeper does (its snapshot holds
+    // what every coordinator folded, read from Redis). Thread-safe; true unless told otherwise.
+    void keepSnapshots(bool keep) { m_keepsSnapshots = keep; }
 
     // One checked fold: `rule` folds `update` into a copy-on-write twin of `weights`, which replaces them only
     // when every value is finite and the step it made is within `steps` (which learns it). `checked`: the update
@@ -86,6 +92,10 @@ public:
     static void track(TensorBundle& published, const TensorBundle& server, const DownloadSpec& download);
     // `baseSha`: the published weights the update's lease handed out.
     void apply(qint64 jobId, qint64 seq, TensorBundle update, UpdateContext context, QString baseSha);
+    // Folds updates that another coordinator of the deployment received and did not fold (it stopped or was
+    // killed first), read from disk like a restart's replay; one that Redis holds folded already is only
+    // reported applied, and one this process has waiting is left to it.
+    void replay(qint64 jobId, std::vector<ReplayedUpdate> updates);
     void publish(qint64 jobId);
     // Evaluates the weights as they stand after everything queued before this call; `epochEnd` marks the
     // validation of epoch `epoch`'s end (false: an intermediate point).
@@ -136,6 +146,8 @@ private:
     void applyNow(qint64 jobId, JobWeights& job, qint64 seq, const TensorBundle& update, UpdateContext context,
                   const QString& baseSha, bool checked = false,
                   std::optional<std::chrono::steady_clock::time_point> received = std::nullopt);
+    // Reads `replay` from disk and folds it in, in order (load() and replay()).
+    void replayNow(qint64 jobId, JobWeights& job, const std::vector<ReplayedUpdate>& replay);
     // Shared through Redis: folds the pending updates in order; false when Redis failed (they keep waiting).
     bool foldPending(qint64 jobId, JobWeights& job);
     bool foldPendingNow(qint64 jobId, JobWeights& job);
@@ -154,8 +166,10 @@ private:
     // it (its file could not be read back at a restart).
     void refused(qint64 jobId, JobWeights& job, qint64 seq, const QString& reason, bool agentsFault = true);
     void validateNow(qint64 jobId, const JobWeights& job, int epoch, bool epochEnd);
-    // The weights as a safetensors blob, stamped with their version (publish, snapshot and export all need it).
-    Result<BlobInfo> writeBlob(JobWeights& job);
+    // The weights as a safetensors blob, stamped with their version (publish, snapshot and export all need
+    // it). `publication`: a file for leases, which carries this coordinator's name when it has one
+    // (setPublisher).
+    Result<BlobInfo> writeBlob(JobWeights& job, bool publication = false);
     // A publication of a sparse download: the published copy, its file and the patches to it from the last few.
     Result<PublishedWeights> publishSparse(qint64 jobId, JobWeights& job);
 
@@ -164,6 +178,8 @@ private:
     std::map<qint64, JobWeights> m_jobs;      // weights thread only
     std::unique_ptr<RedisConnection> m_redis; // weights thread only, when shared
     std::unique_ptr<SharedWeights> m_shared;
+    QString m_publisher; // weights thread only
+    std::atomic<bool> m_keepsSnapshots{true};
     SerialExecutor m_thread; // last: runs tasks that use the members above
 };
 

@@ -14,6 +14,41 @@
 #include <QTextStream>
 
 namespace gleaner::coordinator::cli {
+namespace {
+
+// What init made, for the admin: as JSON, or in words. `made` starts the sentence ("Created the ...
+// directory").
+int reportCreated(const DataDirectory& dir, const InitResult& created, bool json, const QString& made)
+{
+    auto config = dir.loadConfig();
+    if (!config)
+        return failure(config.error());
+    if (json) {
+        QJsonObject out;
+        out.insert(QStringLiteral("url"), config->url());
+        out.insert(QStringLiteral("admin_token"), QString::fromLatin1(created.adminToken));
+        out.insert(QStringLiteral("ca_certificate"), dir.certificatePath());
+        out.insert(QStringLiteral("signing_public_key"), QString::fromLatin1(created.signingPublicKeyPem));
+        out.insert(QStringLiteral("data_dir"), dir.root());
+        printJson(out);
+        return 0;
+    }
+    QFile cert(dir.certificatePath());
+    cert.open(QIODevice::ReadOnly);
+    const auto fingerprint = TlsCertificate::fingerprint(cert.readAll());
+    QTextStream out(stdout);
+    out << made << " " << dir.root() << "\n\n"
+        << "  URL for agents:        " << config->url() << "\n"
+        << "  TLS certificate:       " << dir.certificatePath() << "\n"
+        << "  certificate SHA-256:   " << (fingerprint ? *fingerprint : fingerprint.error()) << "\n"
+        << "  admin token:           " << created.adminToken << "\n\n"
+        << "The admin token is shown once; the CLI on this machine reads it from " << dir.adminTokenPath()
+        << ".\n"
+        << "Start the server with: gleaner-coordinator serve --data-dir " << dir.root() << "\n";
+    return 0;
+}
+
+} // namespace
 
 int initCommand(const QStringList& arguments)
 {
@@ -54,6 +89,20 @@ int initCommand(const QStringList& arguments)
                                      "several): its requests count as coming from the client its "
                                      "X-Forwarded-For names last."),
                       QStringLiteral("ADDRESS")});
+    parser.addOption(
+        {QStringLiteral("shared-dir"),
+         QStringLiteral("A new deployment that several coordinators serve: blobs and kept updates in "
+                        "this folder (absolute; a network file system every coordinator mounts, or a "
+                        "folder on this machine for several processes here), which must be empty. "
+                        "Needs --database and --redis."),
+         QStringLiteral("DIR")});
+    parser.addOption(
+        {QStringLiteral("join"),
+         QStringLiteral("Another coordinator of an existing deployment of several (made with "
+                        "--shared-dir): takes the signing key, TLS identity, admin token and "
+                        "configuration from that coordinator's data directory DIR (readable from "
+                        "here: this machine's, a mounted or a copied one). Only --listen may differ."),
+         QStringLiteral("DIR")});
     parser.addOption({QStringLiteral("json"), QStringLiteral("Print {url, admin_token, ca_certificate, signing_public_key}.")});
     if (!parser.parse(arguments))
         return usageError(parser.errorText(), QStringLiteral("init"));
@@ -69,6 +118,25 @@ int initCommand(const QStringList& arguments)
         return usageError(QStringLiteral("--data-dir DIR is required"), QStringLiteral("init"));
     if (parser.isSet(QStringLiteral("tls-cert")) != parser.isSet(QStringLiteral("tls-key")))
         return usageError(QStringLiteral("--tls-cert and --tls-key go together"), QStringLiteral("init"));
+    if (parser.isSet(QStringLiteral("join"))) {
+        for (const char* other : {"host", "tls-cert", "tls-key", "open-enrollment", "database", "redis",
+                                  "public-url", "trusted-proxy", "shared-dir"})
+            if (parser.isSet(QString::fromLatin1(other)))
+                return usageError(
+                    QStringLiteral("--%1: a coordinator that joins takes the deployment's settings from "
+                                   "--join's data directory; only --listen may differ")
+                        .arg(QString::fromLatin1(other)),
+                    QStringLiteral("init"));
+        const DataDirectory dir(root);
+        const DataDirectory source(parser.value(QStringLiteral("join")));
+        auto joined = joinDeployment(
+            dir, source,
+            parser.isSet(QStringLiteral("listen")) ? parser.value(QStringLiteral("listen")) : QString());
+        if (!joined)
+            return failure(joined.error());
+        return reportCreated(dir, *joined, parser.isSet(QStringLiteral("json")),
+                             QStringLiteral("Joined the deployment of %1 with").arg(source.root()));
+    }
 
     CoordinatorConfig config;
     auto parsedListen = CoordinatorConfig::fromJson(QJsonObject{{QStringLiteral("listen"), parser.value(QStringLiteral("listen"))}});
@@ -101,6 +169,10 @@ int initCommand(const QStringList& arguments)
     if (parser.isSet(QStringLiteral("redis")))
         if (auto s = RedisConnection::checkUrl(config.redis); !s)
             return usageError(QStringLiteral("--redis: %1").arg(s.error()), QStringLiteral("init"));
+    config.sharedDir = parser.value(QStringLiteral("shared-dir"));
+    if (parser.isSet(QStringLiteral("shared-dir")))
+        if (auto s = config.checkSharedDir(); !s)
+            return usageError(QStringLiteral("--shared-dir: %1").arg(s.error()), QStringLiteral("init"));
     if (!config.redis.isEmpty())
         if (auto reached = RedisConnection::open(config.redis); !reached)
             return failure(reached.error());
@@ -110,30 +182,8 @@ int initCommand(const QStringList& arguments)
                                            parser.value(QStringLiteral("tls-key")));
     if (!created)
         return failure(created.error());
-    const QByteArray adminToken = created->adminToken;
-    const QByteArray publicKey = created->signingPublicKeyPem;
-    if (parser.isSet(QStringLiteral("json"))) {
-        QJsonObject out;
-        out.insert(QStringLiteral("url"), config.url());
-        out.insert(QStringLiteral("admin_token"), QString::fromLatin1(adminToken));
-        out.insert(QStringLiteral("ca_certificate"), dir.certificatePath());
-        out.insert(QStringLiteral("signing_public_key"), QString::fromLatin1(publicKey));
-        out.insert(QStringLiteral("data_dir"), dir.root());
-        printJson(out);
-        return 0;
-    }
-    QFile cert(dir.certificatePath());
-    cert.open(QIODevice::ReadOnly);
-    const auto fingerprint = TlsCertificate::fingerprint(cert.readAll());
-    QTextStream out(stdout);
-    out << "Created the coordinator data directory " << dir.root() << "\n\n"
-        << "  URL for agents:        " << config.url() << "\n"
-        << "  TLS certificate:       " << dir.certificatePath() << "\n"
-        << "  certificate SHA-256:   " << (fingerprint ? *fingerprint : fingerprint.error()) << "\n"
-        << "  admin token:           " << adminToken << "\n\n"
-        << "The admin token is shown once; the CLI on this machine reads it from " << dir.adminTokenPath() << ".\n"
-        << "Start the server with: gleaner-coordinator serve --data-dir " << dir.root() << "\n";
-    return 0;
+    return reportCreated(dir, *created, parser.isSet(QStringLiteral("json")),
+                         QStringLiteral("Created the coordinator data directory"));
 }
 
 } // namespace gleaner::coordinator::cli

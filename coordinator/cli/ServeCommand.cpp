@@ -111,13 +111,19 @@ int serveCommand(const QStringList& arguments)
         started->state().call([started, &server] { started->setListeningPort(server.port()); });
         CoordinatorConfig shown = *config;
         shown.listenPort = server.port();
-        QTextStream(stderr) << "gleaner-coordinator: serving https://" << config->listenHost << ':' << server.port()
-                            << " (agents use " << shown.url() << "); data in " << dir.root() << "; state in "
-                            << (config->database.isEmpty() ? dir.databasePath()
-                                                           : QUrl(config->database).toString(QUrl::RemovePassword))
+        QTextStream(stderr) << "gleaner-coordinator: serving https://" << config->listenHost << ':'
+                            << server.port() << " (agents use " << shown.url() << "); data in " << dir.root()
+                            << "; state in "
+                            << (config->database.isEmpty()
+                                    ? dir.databasePath()
+                                    : QUrl(config->database).toString(QUrl::RemovePassword))
                             << "; weights in "
                             << (config->redis.isEmpty() ? QStringLiteral("memory")
                                                         : QUrl(config->redis).toString(QUrl::RemovePassword))
+                            << (config->isShared()
+                                    ? QStringLiteral("; one of the deployment's coordinators, files in ") +
+                                          config->sharedDir
+                                    : QString())
                             << "\n";
         QTextStream(stdout) << "port " << server.port() << "\n" << Qt::flush;
         // Where this server really listens (the configured port may be 0): the CLI's admin commands read it.

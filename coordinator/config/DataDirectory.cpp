@@ -35,6 +35,17 @@ Status CoordinatorConfig::checkTrustedProxy(const QString& address)
     return {};
 }
 
+Status CoordinatorConfig::checkSharedDir() const
+{
+    if (!QDir::isAbsolutePath(sharedDir))
+        return fail(QStringLiteral("expected an absolute path, got \"%1\"").arg(sharedDir.left(200)));
+    if (database.isEmpty() || redis.isEmpty())
+        return fail(
+            QStringLiteral("several coordinators share a deployment through PostgreSQL and Redis: name "
+                           "both (database, redis) as well, or remove shared_dir to run one coordinator"));
+    return {};
+}
+
 QString CoordinatorConfig::url() const
 {
     if (!publicUrl.isEmpty())
@@ -76,6 +87,8 @@ QJsonObject CoordinatorConfig::toJson() const
         json.insert(QStringLiteral("public_url"), publicUrl);
     if (!trustedProxies.isEmpty())
         json.insert(QStringLiteral("trusted_proxies"), QJsonArray::fromStringList(trustedProxies));
+    if (!sharedDir.isEmpty())
+        json.insert(QStringLiteral("shared_dir"), sharedDir);
     return json;
 }
 
@@ -83,18 +96,30 @@ Result<CoordinatorConfig> CoordinatorConfig::fromJson(const QJsonObject& json)
 {
     // The same field checks as a job spec: a typo in config.json is refused by name, never silently defaulted.
     JsonFields fields(json, QStringLiteral("config"));
-    fields.allowOnly({QStringLiteral("listen"), QStringLiteral("hosts"), QStringLiteral("open_enrollment"),
-                      QStringLiteral("http_threads"), QStringLiteral("max_connections_per_address"),
-                      QStringLiteral("enroll_per_minute"), QStringLiteral("enroll_burst"),
+    fields.allowOnly({QStringLiteral("listen"),
+                      QStringLiteral("hosts"),
+                      QStringLiteral("open_enrollment"),
+                      QStringLiteral("http_threads"),
+                      QStringLiteral("max_connections_per_address"),
+                      QStringLiteral("enroll_per_minute"),
+                      QStringLiteral("enroll_burst"),
                       QStringLiteral("snapshot_every_updates"),
-                      QStringLiteral("snapshot_every_seconds"), QStringLiteral("publish_interval_ms"),
+                      QStringLiteral("snapshot_every_seconds"),
+                      QStringLiteral("publish_interval_ms"),
                       QStringLiteral("lease_wait_for_own_update_ms"),
-                      QStringLiteral("validate_every_updates"), QStringLiteral("metrics_access"),
-                      QStringLiteral("agent_online_seconds"), QStringLiteral("session_idle_seconds"),
-                      QStringLiteral("session_lifetime_seconds"), QStringLiteral("max_leases_per_agent"),
-                      QStringLiteral("lease_lifetime_deadlines"), QStringLiteral("handback_cap_mb"),
-                      QStringLiteral("database"), QStringLiteral("redis"),
-                      QStringLiteral("public_url"), QStringLiteral("trusted_proxies")});
+                      QStringLiteral("validate_every_updates"),
+                      QStringLiteral("metrics_access"),
+                      QStringLiteral("agent_online_seconds"),
+                      QStringLiteral("session_idle_seconds"),
+                      QStringLiteral("session_lifetime_seconds"),
+                      QStringLiteral("max_leases_per_agent"),
+                      QStringLiteral("lease_lifetime_deadlines"),
+                      QStringLiteral("handback_cap_mb"),
+                      QStringLiteral("database"),
+                      QStringLiteral("redis"),
+                      QStringLiteral("public_url"),
+                      QStringLiteral("trusted_proxies"),
+                      QStringLiteral("shared_dir")});
     CoordinatorConfig config;
     QString listen;
     if (fields.readString(u"listen", listen, Need::Required)) {
@@ -162,6 +187,9 @@ Result<CoordinatorConfig> CoordinatorConfig::fromJson(const QJsonObject& json)
     if (fields.readString(u"public_url", config.publicUrl) && !config.publicUrl.isEmpty())
         if (auto s = checkPublicUrl(config.publicUrl); !s)
             fields.fail(u"public_url", s.error());
+    if (fields.readString(u"shared_dir", config.sharedDir) && !config.sharedDir.isEmpty())
+        if (auto s = config.checkSharedDir(); !s)
+            fields.fail(u"shared_dir", s.error());
     if (!fields.ok())
         return fields.failure();
     return config;
@@ -182,8 +210,18 @@ QString DataDirectory::nextSigningKeyPath() const { return m_root + QStringLiter
 QString DataDirectory::certificatePath() const { return m_root + QStringLiteral("/tls/cert.pem"); }
 QString DataDirectory::tlsKeyPath() const { return m_root + QStringLiteral("/tls/key.pem"); }
 QString DataDirectory::adminTokenPath() const { return m_root + QStringLiteral("/admin-token"); }
-QString DataDirectory::blobsDir() const { return m_root + QStringLiteral("/blobs"); }
-QString DataDirectory::updatesDir() const { return m_root + QStringLiteral("/updates"); }
+QString DataDirectory::storageRoot(const CoordinatorConfig& config) const
+{
+    return config.isShared() ? QDir::cleanPath(config.sharedDir) : m_root;
+}
+QString DataDirectory::blobsDir(const CoordinatorConfig& config) const
+{
+    return storageRoot(config) + QStringLiteral("/blobs");
+}
+QString DataDirectory::updatesDir(const CoordinatorConfig& config) const
+{
+    return storageRoot(config) + QStringLiteral("/updates");
+}
 QString DataDirectory::uploadsDir() const { return m_root + QStringLiteral("/uploads"); }
 
 Status DataDirectory::writeServerInfo(const ServerInfo& info) const

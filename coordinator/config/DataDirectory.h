@@ -8,9 +8,11 @@
 //   signing-key-rotations.json  each key that replaced another, signed by the one it replaced (SigningKeys.h)
 //   signing-key.next.pem    a new key while a rotation is under way (gone once it completes or is undone)
 //   tls/cert.pem, key.pem   the HTTPS identity (key 0600); agents pin cert.pem when it is self-signed
-//   admin-token             the admin token for the CLI on this machine (0600); the database holds its hash only
-//   blobs/ab/abcd...        content-addressed files: shards, model specs, published weights, snapshots
+//   admin-token             the admin token for the CLI on this machine (0600); the database holds its hash
+//   only blobs/ab/abcd...        content-addressed files: shards, model specs, published weights, snapshots
 //   updates/<job>/<seq>.safetensors   uploads received and not yet folded into a snapshot
+//                           (blobs/ and updates/ are in config shared_dir instead when several coordinators
+//                           serve one deployment: every one of them reads what the others wrote)
 //   uploads/                uploads in flight (deleted at start)
 //   server.json             pid, host and port of the running server (removed when it stops)
 
@@ -74,11 +76,20 @@ struct CoordinatorConfig
     // Reverse proxies in front of the coordinator (nginx, a load balancer), by IP address: a request from one of
     // them counts as coming from the client its X-Forwarded-For names last, for per-client limits and logs.
     QStringList trustedProxies;
+    // A folder every coordinator of the deployment reaches (a network file system, or one machine's disk for
+    // several processes on it), absolute: blobs and kept updates live there instead of in the data directory.
+    // Set, this coordinator is one of several on one deployment (docs/scale-out.md): it needs `database` and
+    // `redis`, and its signing key, TLS identity and admin token must be the deployment's (init --join).
+    QString sharedDir;
 
+    // Whether this coordinator is one of several serving one deployment (shared_dir is set).
+    bool isShared() const { return !sharedDir.isEmpty(); }
     // The URL agents use: publicUrl, or https://<first host>:<port>.
     QString url() const;
     // Whether `url` can be a public URL; else why not.
     static Status checkPublicUrl(const QString& url);
+    // Whether sharedDir can be used: absolute, and with a PostgreSQL database and Redis named; else why not.
+    Status checkSharedDir() const;
     // Whether `address` can name a trusted proxy (an IP address: no names, no ranges); else why not.
     static Status checkTrustedProxy(const QString& address);
     QJsonObject toJson() const;
@@ -110,8 +121,11 @@ public:
     QString certificatePath() const;
     QString tlsKeyPath() const;
     QString adminTokenPath() const;
-    QString blobsDir() const;
-    QString updatesDir() const;
+    // Where blobs/ and updates/ are: config shared_dir, or the data directory itself. Update rows in the
+    // database name their files relative to it.
+    QString storageRoot(const CoordinatorConfig& config) const;
+    QString blobsDir(const CoordinatorConfig& config) const;
+    QString updatesDir(const CoordinatorConfig& config) const;
     QString uploadsDir() const;
 
     bool exists() const; // a config.json is present

@@ -131,7 +131,8 @@ void AdmissionCache::closeLease(const QString& leaseId, const QString& reason)
 // ---- life cycle ---------------------------------------------------------------------------------------------
 
 Coordinator::Coordinator(DataDirectory dir, CoordinatorConfig config, const Clock& clock)
-    : m_dir(std::move(dir)), m_config(std::move(config)), m_clock(clock), m_blobs(m_dir.blobsDir())
+    : m_dir(std::move(dir)), m_config(std::move(config)), m_clock(clock),
+      m_storage(m_dir.storageRoot(m_config)), m_blobs(m_dir.blobsDir(m_config))
 {
     m_events.setDropObserver([this] { m_metrics.eventClientDropped(); });
 }
@@ -163,7 +164,7 @@ Status Coordinator::start()
     if (!keys)
         return fail(keys.error());
     m_keys.emplace(std::move(*keys));
-    for (const QString& folder : {m_dir.blobsDir(), m_dir.updatesDir(), m_dir.uploadsDir()})
+    for (const QString& folder : {m_dir.blobsDir(m_config), m_dir.updatesDir(m_config), m_dir.uploadsDir()})
         if (!QDir().mkpath(folder))
             return fail(QStringLiteral("%1: cannot create the folder").arg(folder));
     // Uploads in flight when the process stopped were never answered: their agents will send them again.
@@ -180,13 +181,23 @@ Status Coordinator::start()
         auto db = Database::open(m_dir.databaseLocation(m_config));
         if (!db)
             return fail(db.error());
-        if (auto claimed = (*db)->claimForCoordinator(); !claimed)
+        if (auto claimed = (*db)->claimForCoordinator(m_config.isShared()); !claimed)
             return claimed;
         m_db = std::move(*db);
+        m_housekeeper = m_db->holdsHousekeeping();
+        m_weights->keepSnapshots(m_housekeeper);
         if (!m_config.redis.isEmpty()) {
             auto deployment = m_db->deploymentId();
             if (!deployment)
                 return fail(deployment.error());
+            if (m_config.isShared()) {
+                if (auto s = checkDeployment(*deployment); !s)
+                    return s;
+                // Two coordinators publishing the same version would write the same bytes, one blob, which
+                // either could delete while the other's leases name it: each one's publications carry its own
+                // name.
+                m_weights->setPublisher(Tokens::randomId());
+            }
             auto redis = RedisConnection::open(m_config.redis);
             if (!redis)
                 return fail(redis.error());
@@ -479,6 +490,14 @@ HttpResponse Coordinator::releaseAgent(const QString& agentId)
 
 HttpResponse Coordinator::rotateSigningKey()
 {
+    // The key is in every coordinator's data directory; one that rotated alone would sign what the others'
+    // agents refuse, and the others would not start again (their key is no longer the deployment's).
+    if (m_config.isShared())
+        return HttpResponse::error(
+            409, QStringLiteral("this coordinator shares its deployment with others: the "
+                                "signing key is not rotated while several serve it (run the "
+                                "deployment on one coordinator to rotate, then join the others "
+                                "again with gleaner-coordinator init --join)"));
     auto rotated = m_keys->rotate(m_clock.nowMs());
     if (!rotated) {
         qCCritical(lcCoordinator) << "the signing key rotation failed:" << rotated.error();

@@ -28,6 +28,7 @@
 #include "util/Clock.h"
 
 #include <QJsonArray>
+#include <QSqlQuery>
 
 #include <map>
 #include <memory>
@@ -41,6 +42,7 @@ class Database;
 class Scheduler;
 class SchedulerTables;
 class WeightsKeeper;
+struct ReplayedUpdate;
 class ValidationRunner;
 
 // What the HTTP threads need to decide on a request before its body is read, without asking the state thread.
@@ -204,6 +206,10 @@ public:
     // with them.
     void catchUpOnLeases();
 
+    // [state] Whether this coordinator does the deployment's housekeeping (snapshots, validation, imports
+    // left unfinished): always when it runs alone; among several, the one holding the housekeeper's lock.
+    bool doesHousekeeping() const { return m_housekeeper; }
+
     // [state] Periodic housekeeping: expire leases, publish weights, snapshots. Called by the ticker thread;
     // tests call it after moving their clock.
     void tick();
@@ -215,6 +221,10 @@ private:
     friend class WeightsKeeper;
     Coordinator(DataDirectory dir, CoordinatorConfig config, const Clock& clock);
     Status start();
+    // [state] One of several coordinators of a deployment (config shared_dir): its signing key and TLS
+    // certificate are the deployment's (their fingerprints are kept in the database by the first one), and
+    // its shared folder is the deployment's (marked with `deploymentId`). CoordinatorPeers.cpp.
+    Status checkDeployment(const QString& deploymentId);
     Status loadState();
     // [state] submitJob once the spec's model was checked (JobImporter::checkModel): `tensors` or why not.
     HttpResponse submitChecked(const QByteArray& specText, const Result<QJsonArray>& tensors);
@@ -223,11 +233,25 @@ private:
     // `ruleSha`: the blob of the aggregation rule's state the snapshot left (empty: none).
     void activateJob(JobState& job, const TensorBundle& weights, qint64 version, qint64 afterSeq,
                      const QString& ruleSha = {});
+    // The job's received updates that its weights may not hold, in the order they came, after the snapshot at
+    // `snapshotVersion` whose last update was `afterSeq`. `receivedBeforeMs` (among several coordinators):
+    // only those not folded yet, received before then (a coordinator that received them stopped before it
+    // folded).
+    std::vector<ReplayedUpdate> updatesToReplay(JobState& job, qint64 afterSeq, qint64 snapshotVersion,
+                                                qint64 receivedBeforeMs = 0);
     // What the coordinator does when the scheduler lets a lease expire: the agent's record and the dashboard.
     void onLeaseExpired(const Lease& lease, const JobState* job);
-    void removeRetiredWeights();
+    // `alsoNeeded`: blobs other coordinators of the deployment still need (keepSharedHouse).
+    void removeRetiredWeights(const QSet<QString>& alsoNeeded = {});
     // Deletes the handed-back checkpoints that no workunit resumes from and no lease names any more.
-    void removeUnusedCheckpoints();
+    void removeUnusedCheckpoints(const QSet<QString>& alsoNeeded = {});
+    // [state] Among several coordinators (CoordinatorPeers.cpp), every few seconds: follows the jobs,
+    // quarantines and revocations the others changed; deletes this one's retired blobs under every live job's
+    // lock, where no other coordinator can hand them out meanwhile, keeping those the database says are still
+    // needed; and the housekeeper folds the updates that a stopped coordinator received and never folded.
+    void keepSharedHouse(qint64 nowMs);
+    // [state] Whether every update received for epochs up to `epoch` is folded in (or refused).
+    bool epochFolded(const JobState& job, int epoch);
     void onApplied(qint64 jobId, qint64 seq, qint64 version);
     // The weights thread did not fold update `seq` in (the rule failed, its result was not finite or moved the
     // weights too far, or its file was lost): the server copy kept its version; the update is marked and shown
@@ -243,7 +267,17 @@ private:
     void onValidationFailed(qint64 jobId, int epoch, bool epochEnd, const QString& error);
     // Starts the end-of-epoch validation of every complete epoch that has none recorded or in flight.
     void scheduleValidations(JobState& job);
-    void finishJob(JobState& job, JobStatus status, const QString& reason);
+    // `persist` false: another coordinator of the deployment ended it, and the database says so already.
+    void finishJob(JobState& job, JobStatus status, const QString& reason, bool persist = true);
+    // A job as its row in `jobs` holds it: the columns jobColumns() names, in that order.
+    JobState jobFromRow(const QSqlQuery& row) const;
+    static QString jobColumns();
+    // [state] Reads what a job has in the database beside its row (history, counts, work, weights) and sets
+    // it going. `importHere`: a job still being imported is imported by this coordinator.
+    void prepareJob(JobState& job, bool importHere);
+    // [state] Among several coordinators (keepSharedHouse): jobs that others submitted, and jobs that others
+    // paused, resumed or ended, as the database has them.
+    void followJobs();
     Status persistJob(const JobState& job);
     QJsonObject jobJson(const JobState& job) const;
     static QJsonObject transferJson(const JobState& job);
@@ -290,6 +324,8 @@ private:
     DataDirectory m_dir;
     CoordinatorConfig m_config;
     const Clock& m_clock;
+    QString m_storage; // where blobs/ and updates/ are (DataDirectory::storageRoot); update rows are relative
+                       // to it
     BlobStore m_blobs;
     std::optional<SigningKeys> m_keys;
     AdmissionCache m_admission;
@@ -322,6 +358,9 @@ private:
     std::unique_ptr<ValidationRunner> m_validation;
     std::unique_ptr<SerialExecutor> m_state; // last: destroyed first, after shutdown() stopped the others
     std::atomic<bool> m_stopping{false};
+    bool m_housekeeper =
+        true; // state thread: does the deployment's housekeeping (Database::holdsHousekeeping)
+    qint64 m_sharedHouseMs = 0;          // state thread: when keepSharedHouse last ran
     std::optional<DirectoryLock> m_lock; // one coordinator per data directory
 };
 

@@ -155,11 +155,11 @@ HttpResponse Coordinator::handBack(const QString& agentId, const QString& leaseI
     return HttpResponse::json(200, reply);
 }
 
-void Coordinator::removeUnusedCheckpoints()
+void Coordinator::removeUnusedCheckpoints(const QSet<QString>& alsoNeeded)
 {
     if (m_checkpoints.isEmpty())
         return;
-    QSet<QString> needed;
+    QSet<QString> needed = alsoNeeded;
     for (const Lease& lease : m_scheduler->leases())
         if (!lease.checkpointSha.isEmpty())
             needed.insert(lease.checkpointSha);

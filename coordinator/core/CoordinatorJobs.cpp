@@ -16,6 +16,10 @@
 Q_DECLARE_LOGGING_CATEGORY(lcCoordinator)
 
 namespace gleaner::coordinator {
+QString Coordinator::jobColumns()
+{
+    return QStringLiteral("id, spec, state, reason, created_ms, epoch, model_sha, initial_sha, test_sha");
+}
 
 JobState* Coordinator::findJob(qint64 jobId)
 {
@@ -29,11 +33,131 @@ Status Coordinator::persistJob(const JobState& job)
                           || job.status == JobStatus::Cancelled;
     const QVariant accuracy = job.history.empty() ? QVariant() : QVariant(job.history.back().accuracy);
     const QVariant loss = job.history.empty() ? QVariant() : QVariant(job.history.back().loss);
-    auto updated = m_db->exec(QStringLiteral("UPDATE jobs SET state = ?, reason = ?, epoch = ?, accuracy = ?, loss = "
-                                             "?, finished_ms = ? WHERE id = ?"),
-                              {jobStatusName(job.status), job.reason, job.epoch, accuracy, loss,
-                               finished ? QVariant(m_clock.nowMs()) : QVariant(), job.id});
+    // An ended job stays ended: among several coordinators, one may pause a job that another has just
+    // completed.
+    auto updated =
+        m_db->exec(QStringLiteral("UPDATE jobs SET state = ?, reason = ?, epoch = ?, accuracy = ?, loss = "
+                                  "?, finished_ms = ? WHERE id = ? AND state NOT IN ('completed', "
+                                  "'failed', 'cancelled')"),
+                   {jobStatusName(job.status), job.reason, job.epoch, accuracy, loss,
+                    finished ? QVariant(m_clock.nowMs()) : QVariant(), job.id});
     return updated ? Status() : fail(updated.error());
+}
+
+JobState Coordinator::jobFromRow(const QSqlQuery& row) const
+{
+    JobState job;
+    job.id = row.value(0).toLongLong();
+    auto spec = JobSpec::fromJsonText(row.value(1).toByteArray());
+    job.status = jobStatusFromName(row.value(2).toString()).value_or(JobStatus::Failed);
+    job.reason = row.value(3).toString();
+    if (spec) {
+        job.spec = *spec;
+    } else {
+        // One job this version cannot read must not keep the others from running.
+        job.spec.name = QStringLiteral("job %1").arg(job.id);
+        job.status = JobStatus::Failed;
+        job.reason =
+            QStringLiteral("its stored spec is not valid for this coordinator version: %1").arg(spec.error());
+        qCCritical(lcCoordinator) << "job" << job.id << job.reason;
+    }
+    job.createdMs = row.value(4).toLongLong();
+    job.epoch = row.value(5).toInt();
+    job.files.model.sha256 = row.value(6).toString();
+    job.files.initialWeights.sha256 = row.value(7).toString();
+    job.files.testSet.sha256 = row.value(8).toString();
+    if (job.spec.model.arch == Architecture::TorchScript && !job.spec.model.archiveSha256().isEmpty())
+        job.spec.model.archivePath = m_blobs.path(job.spec.model.archiveSha256());
+    return job;
+}
+
+void Coordinator::prepareJob(JobState& job, bool importHere)
+{
+    const qint64 id = job.id;
+    auto history =
+        m_db->exec(QStringLiteral("SELECT epoch, epoch_end, version, updates, accuracy, loss, at_ms FROM "
+                                  "validations WHERE job_id = ? ORDER BY at_ms, version"),
+                   {id});
+    while (history && history->next()) {
+        const bool epochEnd = history->value(1).toInt() != 0;
+        job.history.push_back({history->value(0).toInt(), epochEnd, history->value(2).toLongLong(),
+                               history->value(3).toLongLong(), history->value(4).toDouble(),
+                               history->value(5).toDouble(), history->value(6).toLongLong()});
+        if (epochEnd)
+            job.validatedEpochs.insert(history->value(0).toInt());
+    }
+    while (job.validatedEpochs.count(job.validatedEpoch + 1))
+        ++job.validatedEpoch;
+    auto counts = m_db->exec(QStringLiteral("SELECT COUNT(*), COALESCE(SUM(upload_bytes), 0), "
+                                            "COUNT(NULLIF(upload_bytes, 0)) FROM updates WHERE job_id = ?"),
+                             {id});
+    if (counts && counts->next()) {
+        job.updatesReceived = counts->value(0).toLongLong();
+        job.uploadedBytes = qint64(counts->value(1).toDouble());
+        job.uploadsCounted = counts->value(2).toLongLong();
+    }
+
+    if (job.status == JobStatus::Created) {
+        if (importHere)
+            startImport(id);
+        return;
+    }
+    if (job.status != JobStatus::Running && job.status != JobStatus::Paused) {
+        // A finished job's weights are its last snapshot, written when it ended: `job status` and `job list`
+        // show that version after a restart as they did before it.
+        auto snapshot = m_db->exec(QStringLiteral("SELECT version FROM snapshots WHERE job_id = ?"), {id});
+        if (snapshot && snapshot->next())
+            job.updatesApplied = snapshot->value(0).toLongLong();
+        return;
+    }
+
+    auto shards =
+        m_db->exec(QStringLiteral("SELECT idx, sha256, bytes, samples FROM shards WHERE job_id = ? ORDER "
+                                  "BY idx"),
+                   {id});
+    while (shards && shards->next())
+        job.files.shards.append({shards->value(0).toInt(), shards->value(1).toString(),
+                                 shards->value(2).toLongLong(), shards->value(3).toLongLong()});
+    job.files.model.size = m_blobs.size(job.files.model.sha256);
+
+    // Workunits, their first results and the leases that may still deliver, as the scheduler's tables
+    // hold them.
+    auto stored = m_schedulerTables->loadJob(id);
+    if (!stored) {
+        finishJob(job, JobStatus::Failed,
+                  QStringLiteral("cannot read the job's work: %1").arg(stored.error()));
+        return;
+    }
+    m_scheduler->adopt(job, *stored);
+    for (const auto& [unitId, unit] : job.workunits)
+        if (unit.resume)
+            m_checkpoints.insert(unit.resume->sha256, unit.resume->size);
+    for (const Lease& lease : stored->leases)
+        if (!lease.checkpointSha.isEmpty())
+            m_checkpoints.insert(lease.checkpointSha, std::max<qint64>(0, m_blobs.size(lease.checkpointSha)));
+
+    // The server weights: the last snapshot (or the initial weights), then every update received after it.
+    QString weightsSha = job.files.initialWeights.sha256;
+    QString ruleSha;
+    qint64 version = 0;
+    qint64 lastSeq = 0;
+    auto snapshot = m_db->exec(
+        QStringLiteral("SELECT version, last_seq, sha256, rule_sha FROM snapshots WHERE job_id = ?"), {id});
+    if (snapshot && snapshot->next()) {
+        version = snapshot->value(0).toLongLong();
+        lastSeq = snapshot->value(1).toLongLong();
+        weightsSha = snapshot->value(2).toString();
+        ruleSha = snapshot->value(3).toString();
+        job.snapshotSha = weightsSha;
+        job.snapshotRuleSha = ruleSha;
+    }
+    auto weights = SafeTensors::load(m_blobs.path(weightsSha));
+    if (!weights) {
+        finishJob(job, JobStatus::Failed,
+                  QStringLiteral("cannot read the job's weights: %1").arg(weights.error()));
+        return;
+    }
+    activateJob(job, *weights, version, lastSeq, ruleSha);
 }
 
 Status Coordinator::loadState()
@@ -52,118 +176,17 @@ Status Coordinator::loadState()
         m_scheduler->noteSpeed(agents->value(0).toString(), agents->value(3).toLongLong(), agents->value(4).toDouble());
     }
 
-    auto jobs = m_db->exec(QStringLiteral("SELECT id, spec, state, reason, created_ms, epoch, model_sha, initial_sha, "
-                                          "test_sha FROM jobs ORDER BY id"));
+    auto jobs = m_db->exec(QStringLiteral("SELECT %1 FROM jobs ORDER BY id").arg(jobColumns()));
     if (!jobs)
         return fail(jobs.error());
     while (jobs->next()) {
-        JobState job;
-        job.id = jobs->value(0).toLongLong();
-        auto spec = JobSpec::fromJsonText(jobs->value(1).toByteArray());
-        job.status = jobStatusFromName(jobs->value(2).toString()).value_or(JobStatus::Failed);
-        job.reason = jobs->value(3).toString();
-        if (spec) {
-            job.spec = *spec;
-        } else {
-            // One job this version cannot read must not keep the others from running.
-            job.spec.name = QStringLiteral("job %1").arg(job.id);
-            job.status = JobStatus::Failed;
-            job.reason = QStringLiteral("its stored spec is not valid for this coordinator version: %1").arg(spec.error());
-            qCCritical(lcCoordinator) << "job" << job.id << job.reason;
-        }
-        job.createdMs = jobs->value(4).toLongLong();
-        job.epoch = jobs->value(5).toInt();
-        job.files.model.sha256 = jobs->value(6).toString();
-        job.files.initialWeights.sha256 = jobs->value(7).toString();
-        job.files.testSet.sha256 = jobs->value(8).toString();
-        if (job.spec.model.arch == Architecture::TorchScript && !job.spec.model.archiveSha256().isEmpty())
-            job.spec.model.archivePath = m_blobs.path(job.spec.model.archiveSha256());
+        JobState job = jobFromRow(*jobs);
         m_jobs.emplace(job.id, std::move(job));
     }
-
-    for (auto& [id, job] : m_jobs) {
-        auto history = m_db->exec(QStringLiteral("SELECT epoch, epoch_end, version, updates, accuracy, loss, at_ms FROM "
-                                                 "validations WHERE job_id = ? ORDER BY at_ms, version"),
-                                  {id});
-        while (history && history->next()) {
-            const bool epochEnd = history->value(1).toInt() != 0;
-            job.history.push_back({history->value(0).toInt(), epochEnd, history->value(2).toLongLong(),
-                                   history->value(3).toLongLong(), history->value(4).toDouble(),
-                                   history->value(5).toDouble(), history->value(6).toLongLong()});
-            if (epochEnd)
-                job.validatedEpochs.insert(history->value(0).toInt());
-        }
-        while (job.validatedEpochs.count(job.validatedEpoch + 1))
-            ++job.validatedEpoch;
-        auto counts = m_db->exec(QStringLiteral("SELECT COUNT(*), COALESCE(SUM(upload_bytes), 0), "
-                                                "COUNT(NULLIF(upload_bytes, 0)) FROM updates WHERE job_id = ?"),
-                                 {id});
-        if (counts && counts->next()) {
-            job.updatesReceived = counts->value(0).toLongLong();
-            job.uploadedBytes = qint64(counts->value(1).toDouble());
-            job.uploadsCounted = counts->value(2).toLongLong();
-        }
-
-        if (job.status == JobStatus::Created) {
-            startImport(id);
-            continue;
-        }
-        if (job.status != JobStatus::Running && job.status != JobStatus::Paused) {
-            // A finished job's weights are its last snapshot, written when it ended: `job status` and `job list`
-            // show that version after a restart as they did before it.
-            auto snapshot = m_db->exec(QStringLiteral("SELECT version FROM snapshots WHERE job_id = ?"), {id});
-            if (snapshot && snapshot->next())
-                job.updatesApplied = snapshot->value(0).toLongLong();
-            continue;
-        }
-
-        auto shards = m_db->exec(QStringLiteral("SELECT idx, sha256, bytes, samples FROM shards WHERE job_id = ? ORDER "
-                                                "BY idx"),
-                                 {id});
-        while (shards && shards->next())
-            job.files.shards.append({shards->value(0).toInt(), shards->value(1).toString(),
-                                     shards->value(2).toLongLong(), shards->value(3).toLongLong()});
-        job.files.model.size = m_blobs.size(job.files.model.sha256);
-
-        // Workunits, their first results and the leases that may still deliver, as the scheduler's tables
-        // hold them.
-        auto stored = m_schedulerTables->loadJob(id);
-        if (!stored) {
-            finishJob(job, JobStatus::Failed,
-                      QStringLiteral("cannot read the job's work: %1").arg(stored.error()));
-            continue;
-        }
-        m_scheduler->adopt(job, *stored);
-        for (const auto& [unitId, unit] : job.workunits)
-            if (unit.resume)
-                m_checkpoints.insert(unit.resume->sha256, unit.resume->size);
-        for (const Lease& lease : stored->leases)
-            if (!lease.checkpointSha.isEmpty())
-                m_checkpoints.insert(lease.checkpointSha,
-                                     std::max<qint64>(0, m_blobs.size(lease.checkpointSha)));
-
-        // The server weights: the last snapshot (or the initial weights), then every update received after it.
-        QString weightsSha = job.files.initialWeights.sha256;
-        QString ruleSha;
-        qint64 version = 0;
-        qint64 lastSeq = 0;
-        auto snapshot = m_db->exec(
-            QStringLiteral("SELECT version, last_seq, sha256, rule_sha FROM snapshots WHERE job_id = ?"), {id});
-        if (snapshot && snapshot->next()) {
-            version = snapshot->value(0).toLongLong();
-            lastSeq = snapshot->value(1).toLongLong();
-            weightsSha = snapshot->value(2).toString();
-            ruleSha = snapshot->value(3).toString();
-            job.snapshotSha = weightsSha;
-            job.snapshotRuleSha = ruleSha;
-        }
-        auto weights = SafeTensors::load(m_blobs.path(weightsSha));
-        if (!weights) {
-            finishJob(job, JobStatus::Failed, QStringLiteral("cannot read the job's weights: %1").arg(weights.error()));
-            continue;
-        }
-        activateJob(job, *weights, version, lastSeq, ruleSha);
-    }
+    // A job whose import a stop interrupted is imported again; among several coordinators, by the
+    // housekeeper.
+    for (auto& [id, job] : m_jobs)
+        prepareJob(job, /*importHere=*/!m_config.isShared() || m_housekeeper);
 
     // Closed leases keep answering 409 with their reason after a restart, before an upload's body is read:
     // an agent that lost a 202 in the crash learns that its result counted.
@@ -188,6 +211,49 @@ Status Coordinator::loadState()
                                             job->id});
     }
     return {};
+}
+
+std::vector<ReplayedUpdate> Coordinator::updatesToReplay(JobState& job, qint64 afterSeq,
+                                                         qint64 snapshotVersion, qint64 receivedBeforeMs)
+{
+    // Alone, the snapshot holds every update up to its last_seq. Among several coordinators, updates are
+    // folded in another order than their numbers: the snapshot holds those folded at its version or before,
+    // and a file is kept until one does (onSnapshot). Folding again what Redis holds is a no-op
+    // (SharedWeights).
+    QString where = QStringLiteral("u.job_id = ? AND u.seq > ? AND u.fold_error = ''");
+    QVariantList bound{job.id, afterSeq};
+    if (m_config.isShared()) {
+        where = QStringLiteral(
+            "u.job_id = ? AND u.fold_error = '' AND u.file != '' AND (u.applied_version IS NULL "
+            "OR u.applied_version > ?)");
+        bound = {job.id, snapshotVersion};
+        if (receivedBeforeMs > 0) {
+            where += QStringLiteral(" AND u.applied_version IS NULL AND u.received_ms < ?");
+            bound << receivedBeforeMs;
+        }
+    }
+    std::vector<ReplayedUpdate> replay;
+    auto rows =
+        m_db->exec(QStringLiteral("SELECT u.seq, u.file, u.epoch, u.base_version, u.applied_version IS NOT "
+                                  "NULL, l.weights_sha, u.concurrency FROM updates u LEFT JOIN leases l ON "
+                                  "l.id = u.lease_id WHERE %1 ORDER BY u.seq")
+                       .arg(where),
+                   bound);
+    while (rows && rows->next()) {
+        ReplayedUpdate update;
+        update.seq = rows->value(0).toLongLong();
+        update.file = m_storage + u'/' + rows->value(1).toString();
+        update.context = UpdateContext{rows->value(2).toInt(), rows->value(3).toLongLong(), 0};
+        update.appliedBefore = rows->value(4).toBool();
+        update.baseSha = rows->value(5).toString();
+        update.context.concurrency = std::max(1, rows->value(6).toInt());
+        if (job.spec.aggregation.usesPseudoGradients() || job.spec.upload.isUpdate())
+            job.basesInFlight.emplace(update.seq, update.baseSha);
+        replay.push_back(std::move(update));
+    }
+    if (!rows)
+        qCCritical(lcCoordinator) << "job" << job.id << "cannot read its received updates:" << rows.error();
+    return replay;
 }
 
 void Coordinator::activateJob(JobState& job, const TensorBundle& weights, qint64 version, qint64 afterSeq,
@@ -223,24 +289,7 @@ void Coordinator::activateJob(JobState& job, const TensorBundle& weights, qint64
 
     // Updates refused at their fold stay out; the rest after the snapshot are folded in again, in order. The
     // version moves as the weights thread reports each one applied (onApplied).
-    std::vector<ReplayedUpdate> replay;
-    auto rows = m_db->exec(QStringLiteral("SELECT u.seq, u.file, u.epoch, u.base_version, u.applied_version IS NOT "
-                                          "NULL, l.weights_sha, u.concurrency FROM updates u LEFT JOIN leases l ON "
-                                          "l.id = u.lease_id "
-                                          "WHERE u.job_id = ? AND u.seq > ? AND u.fold_error = '' ORDER BY u.seq"),
-                           {job.id, afterSeq});
-    while (rows && rows->next()) {
-        ReplayedUpdate update;
-        update.seq = rows->value(0).toLongLong();
-        update.file = m_dir.root() + u'/' + rows->value(1).toString();
-        update.context = UpdateContext{rows->value(2).toInt(), rows->value(3).toLongLong(), 0};
-        update.appliedBefore = rows->value(4).toBool();
-        update.baseSha = rows->value(5).toString();
-        update.context.concurrency = std::max(1, rows->value(6).toInt());
-        if (job.spec.aggregation.usesPseudoGradients() || job.spec.upload.isUpdate())
-            job.basesInFlight.emplace(update.seq, update.baseSha);
-        replay.push_back(std::move(update));
-    }
+    std::vector<ReplayedUpdate> replay = updatesToReplay(job, afterSeq, version);
     TensorBundle ruleState;
     if (!ruleSha.isEmpty()) {
         auto state = SafeTensors::load(m_blobs.path(ruleSha));
@@ -368,8 +417,17 @@ void Coordinator::onImported(qint64 jobId, Result<ImportedJob> imported)
 
 void Coordinator::scheduleValidations(JobState& job)
 {
-    for (int e : m_scheduler->validationsDue(job))
+    if (!m_housekeeper) // among several coordinators, the housekeeper validates
+        return;
+    for (int e : m_scheduler->validationsDue(job)) {
+        // Among several coordinators, an epoch's last results may have been received by others that have not
+        // folded them yet: its validation waits for them (the next tick asks again).
+        if (m_config.isShared() && !epochFolded(job, e)) {
+            m_scheduler->validationFailed(job, e);
+            continue;
+        }
         m_weights->validate(job.id, e, /*epochEnd=*/true);
+    }
 }
 
 void Coordinator::onValidationFailed(qint64 jobId, int epoch, bool epochEnd, const QString& error)
@@ -423,12 +481,14 @@ void Coordinator::onValidated(qint64 jobId, int epoch, bool epochEnd, qint64 ver
     m_scheduler->openNextEpochIfReady(*job);
 }
 
-void Coordinator::finishJob(JobState& job, JobStatus status, const QString& reason)
+void Coordinator::finishJob(JobState& job, JobStatus status, const QString& reason, bool persist)
 {
     const bool hadWeights = job.status == JobStatus::Running || job.status == JobStatus::Paused;
+    job.endedElsewhere.reset();
     job.status = status;
     job.reason = reason;
-    (void)persistJob(job);
+    if (persist)
+        (void)persistJob(job);
     for (const Lease& lease : m_scheduler->leases())
         if (lease.jobId == job.id)
             m_admission.closeLease(lease.id, QStringLiteral("job %1 is %2 and takes no more results")

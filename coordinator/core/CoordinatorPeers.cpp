@@ -1,18 +1,89 @@
-// The coordinator among others of its deployment on one database: what it learns of the agents, leases and
-// files they made, when its own caches do not know them (docs/scale-out.md, "Admission from the database").
+// The coordinator among others of its deployment on one database: that they are one deployment (one identity,
+// one shared folder), and what it learns of the agents, leases and files they made, when its own caches do
+// not know them (docs/scale-out.md).
 
+#include "aggregation/WeightsKeeper.h"
+#include "core/AgentStanding.h"
 #include "core/Coordinator.h"
+#include "crypto/TlsCertificate.h"
 #include "scheduling/Scheduler.h"
 #include "store/Database.h"
+#include "util/Durability.h"
 
+#include <QFile>
 #include <QLoggingCategory>
+#include <QSaveFile>
 
 Q_DECLARE_LOGGING_CATEGORY(lcCoordinator)
 
 namespace gleaner::coordinator {
 
+Status Coordinator::checkDeployment(const QString& deploymentId)
+{
+    // Agents pin one certificate and trust one signing key: every coordinator must present the same ones.
+    QFile certificate(m_dir.certificatePath());
+    if (!certificate.open(QIODevice::ReadOnly))
+        return fail(QStringLiteral("%1: %2").arg(certificate.fileName(), certificate.errorString()));
+    auto tls = TlsCertificate::fingerprint(certificate.readAll());
+    if (!tls)
+        return fail(tls.error());
+    const QString remedy = QStringLiteral("a coordinator that joins a deployment takes its identity with "
+                                          "gleaner-coordinator init --join DATA_DIR_OF_ANOTHER_ONE");
+    const struct
+    {
+        const char* key;
+        QString mine;
+        const char* what;
+    } identity[] = {{"signing_key", m_keys->publicKey().fingerprint(), "signing key"},
+                    {"tls_certificate", *tls, "TLS certificate"}};
+    for (const auto& [key, mine, what] : identity) {
+        auto kept = m_db->keepOnce(QString::fromLatin1(key), mine);
+        if (!kept)
+            return fail(kept.error());
+        if (*kept != mine)
+            return fail(
+                QStringLiteral("%1: this coordinator's %2 (%3) is not the deployment's (%4): %5")
+                    .arg(m_dir.root(), QString::fromLatin1(what), mine.left(16), kept->left(16), remedy));
+    }
+    // The shared folder must be the one the others write to, not a local folder of the same name: the first
+    // coordinator marks it with the deployment's name, and the database remembers that it did.
+    const QString markPath = m_storage + QStringLiteral("/deployment-id");
+    QFile mark(markPath);
+    if (mark.open(QIODevice::ReadOnly)) {
+        const QString there = QString::fromLatin1(mark.read(256)).trimmed();
+        if (there != deploymentId)
+            return fail(
+                QStringLiteral("%1 belongs to another deployment (%2, this database's is %3): name the "
+                               "deployment's own shared folder in shared_dir")
+                    .arg(m_storage, there.left(40), deploymentId));
+        return {};
+    }
+    auto marked = m_db->readMeta(QStringLiteral("shared_dir_marked"));
+    if (!marked)
+        return fail(marked.error());
+    if (marked->has_value())
+        return fail(
+            QStringLiteral("%1 holds no deployment-id, but the deployment's first coordinator marked its "
+                           "shared folder: this is not the folder the other coordinators share (mount the "
+                           "shared folder there, or correct shared_dir in %2)")
+                .arg(m_storage, m_dir.configPath()));
+    QSaveFile file(markPath);
+    if (!file.open(QIODevice::WriteOnly) || file.write(deploymentId.toLatin1() + '\n') < 0 || !file.commit())
+        return fail(
+            QStringLiteral("%1: cannot mark the shared folder: %2").arg(markPath, file.errorString()));
+    if (auto s = Durability::syncFolder(m_storage); !s)
+        return s;
+    if (auto kept = m_db->keepOnce(QStringLiteral("shared_dir_marked"), deploymentId); !kept)
+        return fail(kept.error());
+    return {};
+}
+
 Status Coordinator::lockLiveJobs()
 {
+    // A lease may be of a job this coordinator has not taken up yet (submitted elsewhere since its last
+    // look).
+    if (m_config.isShared() && !m_db->inTransaction())
+        followJobs();
     return m_db->transaction([&]() -> Status {
         for (auto& [jobId, job] : m_jobs)
             if (job.status == JobStatus::Running || job.status == JobStatus::Paused)
@@ -91,6 +162,107 @@ void Coordinator::onLeaseLearnt(const Lease& lease, const JobState& job)
         m_admission.closeLease(lease.id, reason);
     else
         m_admission.setLease(lease.id, {lease.agentId, 0, reason, {}, {}, job.id});
+}
+
+namespace {
+// How often keepSharedHouse runs, and how long a received update may wait unfolded before the housekeeper
+// takes it for one whose coordinator stopped (a live one folds within milliseconds, or keeps it while Redis
+// is away).
+constexpr qint64 kSharedHouseEveryMs = 2000;
+constexpr qint64 kOrphanedAfterMs = 30'000;
+} // namespace
+
+void Coordinator::keepSharedHouse(qint64 nowMs)
+{
+    if (nowMs - m_sharedHouseMs < kSharedHouseEveryMs)
+        return;
+    m_sharedHouseMs = nowMs;
+    // What the others changed: jobs, quarantines and revocations (an agent revoked there is refused here
+    // too).
+    followJobs();
+    if (auto s = m_standing->load(); !s)
+        qCWarning(lcCoordinator) << "cannot read the agents' standing:" << s.error();
+    auto revoked = m_db->exec(QStringLiteral("SELECT id, token_hash FROM agents WHERE revoked != 0"));
+    while (revoked && revoked->next())
+        if (auto cached = m_admission.agentByTokenHash(revoked->value(1).toString());
+            cached && !cached->revoked)
+            m_admission.setAgent(revoked->value(1).toString(), {revoked->value(0).toString(), true});
+    const Status removed = m_db->transaction([&]() -> Status {
+        // Every live job's lock: the picture of every lease and workunit is the database's, and no
+        // coordinator hands out a file until this transaction ends.
+        if (auto s = lockLiveJobs(); !s)
+            return s;
+        // What the picture does not show: the weights that updates not yet in a snapshot trained from (folded
+        // against them, wherever they were received) and the snapshots themselves.
+        QSet<QString> needed;
+        auto bases =
+            m_db->exec(QStringLiteral("SELECT l.weights_sha FROM updates u JOIN leases l ON l.id = "
+                                      "u.lease_id WHERE u.file != '' UNION SELECT sha256 FROM snapshots "
+                                      "UNION SELECT rule_sha FROM snapshots"));
+        if (!bases)
+            return fail(bases.error());
+        while (bases->next())
+            needed.insert(bases->value(0).toString());
+        removeRetiredWeights(needed);
+        removeUnusedCheckpoints(needed);
+        return {};
+    });
+    if (!removed)
+        qCWarning(lcCoordinator) << "cannot remove retired files (tried again in a moment):"
+                                 << removed.error();
+    if (!m_housekeeper)
+        return;
+    for (auto& [id, job] : m_jobs) {
+        if (job.status != JobStatus::Running && job.status != JobStatus::Paused)
+            continue;
+        std::vector<ReplayedUpdate> orphaned = updatesToReplay(job, 0, 0, nowMs - kOrphanedAfterMs);
+        if (!orphaned.empty())
+            m_weights->replay(id, std::move(orphaned));
+    }
+}
+
+void Coordinator::followJobs()
+{
+    auto rows = m_db->exec(QStringLiteral("SELECT %1 FROM jobs ORDER BY id").arg(jobColumns()));
+    if (!rows) {
+        qCWarning(lcCoordinator) << "cannot read the deployment's jobs:" << rows.error();
+        return;
+    }
+    const auto live = [](JobStatus status) {
+        return status == JobStatus::Running || status == JobStatus::Paused;
+    };
+    while (rows->next()) {
+        const qint64 id = rows->value(0).toLongLong();
+        const auto status = jobStatusFromName(rows->value(2).toString());
+        JobState* mine = findJob(id);
+        if (!status || (mine && mine->status == *status))
+            continue;
+        if (!mine || (mine->status == JobStatus::Created && *status != JobStatus::Created)) {
+            // Submitted at another coordinator, or imported there since: taken up as a restart would.
+            m_jobs.erase(id);
+            JobState job = jobFromRow(*rows);
+            auto [it, added] = m_jobs.emplace(id, std::move(job));
+            prepareJob(it->second, /*importHere=*/false);
+            qCInfo(lcCoordinator) << "job" << id << "(" << jobStatusName(it->second.status)
+                                  << ") taken up from another coordinator";
+        } else if (live(mine->status) && !live(*status) && *status != JobStatus::Created) {
+            finishJob(*mine, *status, rows->value(3).toString(), /*persist=*/false);
+        } else if (live(mine->status) && live(*status)) {
+            mine->status = *status;
+            if (*status == JobStatus::Running)
+                m_scheduler->openNextEpochIfReady(*mine);
+            qCInfo(lcCoordinator) << "job" << id << jobStatusName(*status) << "at another coordinator";
+        }
+    }
+}
+
+bool Coordinator::epochFolded(const JobState& job, int epoch)
+{
+    auto waiting =
+        m_db->exec(QStringLiteral("SELECT COUNT(*) FROM updates WHERE job_id = ? AND epoch <= ? AND "
+                                  "applied_version IS NULL AND fold_error = ''"),
+                   {job.id, epoch});
+    return waiting && waiting->next() && waiting->value(0).toLongLong() == 0;
 }
 
 } // namespace gleaner::coordinator

@@ -51,7 +51,7 @@ std::optional<UpdateExpectations> Coordinator::expectationsForLease(const QStrin
     }
     const auto& first = unit->second.first;
     if (first && first->baseVersion == lease->baseVersion && !first->file.isEmpty())
-        expected.firstResultPath = m_dir.root() + u'/' + first->file;
+        expected.firstResultPath = m_storage + u'/' + first->file;
     return expected;
 }
 
@@ -120,15 +120,19 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
 
     // Durable before the answer: the file moves next to the database, then one row records it.
     const QString relative = QStringLiteral("updates/%1/%2.safetensors").arg(job->id).arg(leaseId);
-    const QString stored = m_dir.root() + u'/' + relative;
+    const QString stored = m_storage + u'/' + relative;
     QDir().mkpath(QFileInfo(stored).path());
     QFile::remove(stored); // left by a crash between the move and the commit; the agent is sending it again
     if (!QFile::rename(file, stored)) {
         qCCritical(lcCoordinator) << "cannot move" << file << "to" << stored;
         return refuse(500, QStringLiteral("the coordinator cannot store the upload; try again later"));
     }
-    // A rename is durable only once the folder that holds the new name is.
-    if (auto s = Durability::syncFolder(QFileInfo(stored).path()); !s) {
+    // A rename is durable only once the folder that holds the new name is. A shared folder is often another
+    // file system, where the rename was a copy: its bytes are synced too.
+    Status synced = m_config.isShared() ? Durability::syncFile(stored) : Status();
+    if (synced)
+        synced = Durability::syncFolder(QFileInfo(stored).path());
+    if (auto s = synced; !s) {
         QFile::remove(stored);
         qCCritical(lcCoordinator) << s.error();
         return HttpResponse::error(500, QStringLiteral("the coordinator cannot store the upload; try again later"));
@@ -181,7 +185,8 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
         job->basesInFlight.emplace(seq, baseSha);
     m_weights->apply(job->id, seq, std::move(update.weights), verdict.context, baseSha);
     scheduleValidations(*job); // posted after the update: the validation sees it
-    if (m_config.validateEveryUpdates > 0 && job->updatesReceived % m_config.validateEveryUpdates == 0)
+    if (m_housekeeper && m_config.validateEveryUpdates > 0 &&
+        job->updatesReceived % m_config.validateEveryUpdates == 0)
         m_weights->validate(job->id, epoch, /*epochEnd=*/false); // an intermediate point, for the history
     m_scheduler->openNextEpochIfReady(*job);
 

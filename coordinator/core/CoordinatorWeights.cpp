@@ -49,6 +49,9 @@ void Coordinator::onPublished(qint64 jobId, PublishedWeights published)
     JobState* job = findJob(jobId);
     if (!job)
         return;
+    // Among several coordinators the weights move with the others' folds too: what was published is the
+    // version the job's status shows.
+    job->updatesApplied = std::max(job->updatesApplied, published.version);
     if (published.sha256.isEmpty()) {
         // Nothing new to hand out: the file in force holds every update handled up to published.throughSeq.
         if (published.version == job->published.version)
@@ -65,12 +68,15 @@ void Coordinator::onPublished(qint64 jobId, PublishedWeights published)
 void Coordinator::onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const QString& sha,
                              const QString& ruleSha)
 {
-    auto stored = m_db->exec(QStringLiteral("INSERT INTO snapshots (job_id, version, last_seq, sha256, written_ms, "
-                                            "rule_sha) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (job_id) DO UPDATE SET "
-                                            "version = excluded.version, last_seq = excluded.last_seq, sha256 = "
-                                            "excluded.sha256, written_ms = excluded.written_ms, rule_sha = "
-                                            "excluded.rule_sha"),
-                             {jobId, version, lastSeq, sha, m_clock.nowMs(), ruleSha});
+    // Never an older snapshot over a newer one: among several coordinators, a housekeeper that lost its lock
+    // (its connection went) may still record the one it was writing.
+    auto stored =
+        m_db->exec(QStringLiteral("INSERT INTO snapshots (job_id, version, last_seq, sha256, written_ms, "
+                                  "rule_sha) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (job_id) DO UPDATE SET "
+                                  "version = excluded.version, last_seq = excluded.last_seq, sha256 = "
+                                  "excluded.sha256, written_ms = excluded.written_ms, rule_sha = "
+                                  "excluded.rule_sha WHERE snapshots.version <= excluded.version"),
+                   {jobId, version, lastSeq, sha, m_clock.nowMs(), ruleSha});
     if (!stored) {
         qCCritical(lcCoordinator) << "cannot record snapshot of job" << jobId << ":" << stored.error();
         return;
@@ -83,8 +89,10 @@ void Coordinator::onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const
             job->retired.push_back(PublishedWeights{-1, job->snapshotRuleSha, 0, 0});
         job->snapshotSha = sha;
         job->snapshotRuleSha = ruleSha;
-        // The snapshot holds these updates: a replay no longer needs the weights they trained from.
-        job->basesInFlight.erase(job->basesInFlight.begin(), job->basesInFlight.upper_bound(lastSeq));
+        // The snapshot holds these updates: a replay no longer needs the weights they trained from. (Among
+        // several coordinators, those whose files go below.)
+        if (!m_config.isShared())
+            job->basesInFlight.erase(job->basesInFlight.begin(), job->basesInFlight.upper_bound(lastSeq));
     }
     Durability::faultPoint("snapshot.recorded");
     // The snapshot holds these updates now, durably: its file and folder were synced before it was posted here,
@@ -98,8 +106,18 @@ void Coordinator::onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const
         for (const auto& [id, unit] : job->workunits)
             if (unit.first && !unit.openLeases.isEmpty())
                 kept.insert(unit.first->seq);
-    auto files = m_db->exec(QStringLiteral("SELECT seq, file FROM updates WHERE job_id = ? AND seq <= ? AND file != ''"),
-                            {jobId, lastSeq});
+    // Alone, this process folded every update up to lastSeq, in order. Among several coordinators, each folds
+    // what it received, and the order they went into the weights is the order of their versions: the snapshot
+    // holds exactly the updates folded at its version or before, and those never folded (refused) need no
+    // file. (An update folded but not yet marked is kept until a later snapshot.)
+    auto files =
+        m_config.isShared()
+            ? m_db->exec(QStringLiteral("SELECT seq, file FROM updates WHERE job_id = ? AND file != '' AND "
+                                        "(applied_version <= ? OR fold_error != '')"),
+                         {jobId, version})
+            : m_db->exec(QStringLiteral("SELECT seq, file FROM updates WHERE job_id = ? AND seq <= ? AND "
+                                        "file != ''"),
+                         {jobId, lastSeq});
     std::vector<std::pair<qint64, QString>> removed;
     while (files && files->next())
         if (!kept.contains(files->value(0).toLongLong()))
@@ -118,13 +136,16 @@ void Coordinator::onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const
     }
     QSet<qint64> gone;
     for (const auto& [seq, file] : removed) {
-        QFile::remove(m_dir.root() + u'/' + file);
+        QFile::remove(m_storage + u'/' + file);
         gone.insert(seq);
     }
-    if (job)
+    if (job) {
         for (auto& [id, unit] : job->workunits)
             if (unit.first && gone.contains(unit.first->seq))
                 unit.first->file.clear();
+        if (m_config.isShared())
+            std::erase_if(job->basesInFlight, [&](const auto& base) { return gone.contains(base.first); });
+    }
     Durability::faultPoint("snapshot.cleaned");
 }
 

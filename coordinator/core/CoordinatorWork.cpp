@@ -482,12 +482,12 @@ void Coordinator::onLeaseExpired(const Lease& lease, const JobState* job)
         recordAgentOutcome(lease.agentId, "timed_out");
 }
 
-void Coordinator::removeRetiredWeights()
+void Coordinator::removeRetiredWeights(const QSet<QString>& alsoNeeded)
 {
     // A weights file is published about once a second while updates flow: without this, a busy job would fill
     // the disk with 20 MB files nobody will download again. Blobs are shared by content across jobs (two jobs
     // with the same model and seed publish identical files), so what is needed is collected over all of them.
-    QSet<QString> needed;
+    QSet<QString> needed = alsoNeeded;
     for (const Lease& lease : m_scheduler->leases())
         if (lease.state == Lease::State::Open || lease.state == Lease::State::Expired)
             needed.insert(lease.weightsSha);
@@ -520,18 +520,35 @@ void Coordinator::removeRetiredWeights()
 void Coordinator::tick()
 {
     answerParkedLeases(); // those whose publication did not come in time (a weights thread busy with a backlog)
+    for (auto& [id, job] : m_jobs) // what a job's lock showed since the last tick (Scheduler::lockJob)
+        if (job.endedElsewhere) {
+            const auto [status, reason] = *job.endedElsewhere; // a copy: finishJob clears it
+            finishJob(job, status, reason, /*persist=*/false);
+        }
     m_scheduler->expire();
-    removeRetiredWeights();
-    removeUnusedCheckpoints();
     const qint64 now = m_clock.nowMs();
+    const bool keeper = m_db->holdsHousekeeping();
+    if (keeper != m_housekeeper && m_config.isShared())
+        qCInfo(lcCoordinator) << (keeper ? "this coordinator does the deployment's housekeeping now"
+                                         : "another coordinator does the deployment's housekeeping now");
+    m_housekeeper = keeper;
+    m_weights->keepSnapshots(keeper);
+    if (m_config.isShared()) {
+        keepSharedHouse(now);
+    } else {
+        removeRetiredWeights();
+        removeUnusedCheckpoints();
+    }
     for (auto& [id, job] : m_jobs) {
         if (job.status != JobStatus::Running && job.status != JobStatus::Paused)
             continue;
-        if (job.published.version < job.updatesApplied &&
+        // Among several coordinators, the others' folds move the weights as well: each one publishes what the
+        // shared copy holds (a publication that finds no new version writes nothing).
+        if ((job.published.version < job.updatesApplied || m_config.isShared()) &&
             now - job.published.atMs >= qint64(m_config.publishIntervalMs))
             m_weights->publish(id);
-        m_weights->snapshot(id, false);
-        scheduleValidations(job); // retries a validation that failed
+        m_weights->snapshot(id, false); // the housekeeper's only (WeightsKeeper::keepSnapshots)
+        scheduleValidations(job);       // retries a validation that failed
         m_scheduler->openNextEpochIfReady(job);
     }
     publishDashboardState();

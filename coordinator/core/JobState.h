@@ -11,7 +11,9 @@
 #include <QString>
 
 #include <map>
+#include <optional>
 #include <set>
+#include <utility>
 #include <vector>
 
 namespace gleaner::coordinator {
@@ -125,6 +127,9 @@ struct JobState
     JobSpec spec;
     JobStatus status = JobStatus::Created;
     QString reason;              // why it failed / completed / was cancelled
+    // Another coordinator of the deployment ended the job (the database says so, as its lock showed): it
+    // takes no more work here, and the coordinator ends it in memory as soon as no transaction is under way.
+    std::optional<std::pair<JobStatus, QString>> endedElsewhere;
     qint64 createdMs = 0;
     int epoch = 0;               // highest epoch whose workunits exist (1-based; 0 before the import)
     ImportedJob files;

@@ -66,6 +66,13 @@ Status Scheduler::lockJob(JobState& job)
         return fail(changes.error());
     if (changes->stale)
         apply(job, *changes, /*learnt=*/true);
+    // Ended by another coordinator: noted, not acted on here, in the middle of the caller's transaction.
+    const auto stored = jobStatusFromName(changes->state);
+    const auto ended = [](JobStatus s) {
+        return s == JobStatus::Completed || s == JobStatus::Failed || s == JobStatus::Cancelled;
+    };
+    if (stored && ended(*stored) && !ended(job.status))
+        job.endedElsewhere = std::pair{*stored, changes->reason};
     return {};
 }
 
@@ -164,6 +171,8 @@ Result<std::optional<Lease>> Scheduler::leaseNext(JobState& job, const QString& 
     const Status stored = m_store.transaction([&]() -> Status {
         if (auto s = lockJob(job); !s)
             return s;
+        if (job.endedElsewhere)
+            return {};
         openNextEpochIfReady(job);
         Workunit* chosen = choose(job, agentId, cached);
         if (!chosen)
@@ -539,7 +548,8 @@ Status Scheduler::createEpoch(JobState& job, int epoch)
 void Scheduler::openNextEpochIfReady(JobState& job)
 {
     const auto ready = [&] {
-        if (job.status != JobStatus::Running || job.epoch == 0 || job.epoch >= job.spec.maxEpochs)
+        if (job.status != JobStatus::Running || job.endedElsewhere || job.epoch == 0 ||
+            job.epoch >= job.spec.maxEpochs)
             return false;
         if (job.pendingIn(job.epoch) > 0)
             return false;

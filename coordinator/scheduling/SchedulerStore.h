@@ -16,6 +16,8 @@ struct JobChanges
 {
     bool stale = false; // others changed the job since this process last saw it: the rest says what
     int epoch = 0;      // the job's highest epoch
+    QString state;      // the job's state as stored, and why it ended (empty: a store that keeps none)
+    QString reason;
     std::vector<Workunit>
         workunits; // workunits written since: state (pending or done), issued, resume, first result
     std::vector<Lease> leases; // leases written since, in any state

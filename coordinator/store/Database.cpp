@@ -9,8 +9,11 @@ namespace {
 // existing data directory keeps its jobs, agents and leases.
 constexpr int kSchemaVersion = 7;
 
-// The session advisory lock that marks a PostgreSQL database as used by one coordinator ("GLEANERC").
+// The session advisory lock that marks a PostgreSQL database as used by coordinators ("GLEANERC"): held
+// exclusively by a coordinator alone, shared by the coordinators of one deployment.
 constexpr qint64 kCoordinatorLockKey = 0x474c45414e455243;
+// The session advisory lock whose holder does the deployment's housekeeping ("GLEANERH").
+constexpr qint64 kHousekeeperLockKey = 0x474c45414e455248;
 
 const char* const kSchema[] = {
     "CREATE TABLE admin_tokens (hash TEXT PRIMARY KEY, created_ms INTEGER NOT NULL)",
@@ -160,28 +163,52 @@ Result<std::unique_ptr<Database>> Database::open(const QString& location)
 
 Result<QString> Database::deploymentId()
 {
-    const QString made =
-        QString::fromLatin1(QByteArray::number(QRandomGenerator::system()->generate64(), 16) +
-                            QByteArray::number(QRandomGenerator::system()->generate64(), 16));
-    // Whoever inserts first names the deployment; everyone reads that name.
+    return keepOnce(QStringLiteral("deployment_id"),
+                    QString::fromLatin1(QByteArray::number(QRandomGenerator::system()->generate64(), 16) +
+                                        QByteArray::number(QRandomGenerator::system()->generate64(), 16)));
+}
+
+Result<QString> Database::keepOnce(const QString& key, const QString& value)
+{
+    // Whoever inserts first sets the value; everyone reads that one.
     auto inserted =
-        exec(QStringLiteral("INSERT INTO meta (key, value) VALUES ('deployment_id', ?) ON CONFLICT (key) "
-                            "DO NOTHING"),
-             {made});
+        exec(QStringLiteral("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING"),
+             {key, value});
     if (!inserted)
         return fail(inserted.error());
-    auto read = exec(QStringLiteral("SELECT value FROM meta WHERE key = 'deployment_id'"));
+    auto kept = readMeta(key);
+    if (!kept)
+        return fail(kept.error());
+    return kept->value_or(value);
+}
+
+Result<std::optional<QString>> Database::readMeta(const QString& key)
+{
+    auto read = exec(QStringLiteral("SELECT value FROM meta WHERE key = ?"), {key});
     if (!read)
         return fail(read.error());
     if (!read->next())
-        return fail(QStringLiteral("%1: the deployment's name could not be kept").arg(name()));
-    return read->value(0).toString();
+        return std::optional<QString>();
+    return std::optional<QString>(read->value(0).toString());
 }
 
-Status Database::claimForCoordinator()
+bool Database::holdsHousekeeping()
+{
+    if (!m_shared)
+        return true;
+    if (m_housekeeper)
+        return true;
+    auto taken = exec(QStringLiteral("SELECT pg_try_advisory_lock(?)"), {kHousekeeperLockKey});
+    m_housekeeper = taken && taken->next() && taken->value(0).toBool();
+    return m_housekeeper;
+}
+
+Status Database::claimForCoordinator(bool shared)
 {
     if (engine() != Engine::Postgres)
-        return {};
+        return shared ? fail(QStringLiteral("several coordinators share a deployment on PostgreSQL only"))
+                      : Status();
+    m_shared = shared;
     if (auto locked = lockForCoordinator(); !locked)
         return locked;
     m_claimed = true;
@@ -190,20 +217,33 @@ Status Database::claimForCoordinator()
 
 Status Database::connectionReopened()
 {
+    m_housekeeper = false; // went with the connection; taken again on the next tick if no one else took it
     return m_claimed ? lockForCoordinator() : Status();
 }
 
 Status Database::lockForCoordinator()
 {
-    // The coordinator keeps its picture of jobs, leases and weights in memory: a second coordinator on the same
-    // database would issue the same workunits again. Held until this connection closes (or its process dies).
-    auto locked = exec(QStringLiteral("SELECT pg_try_advisory_lock(?)"), {kCoordinatorLockKey});
+    // A coordinator alone keeps its picture of jobs, leases and weights in memory and its blobs in its data
+    // directory: a second coordinator on the same database would issue the same workunits again. Coordinators
+    // that share a deployment (config shared_dir) hold the lock shared, so one alone and several sharing
+    // never mix. Held until this connection closes (or its process dies).
+    auto locked = exec(m_shared ? QStringLiteral("SELECT pg_try_advisory_lock_shared(?)")
+                                : QStringLiteral("SELECT pg_try_advisory_lock(?)"),
+                       {kCoordinatorLockKey});
     if (!locked)
         return fail(locked.error());
     if (!locked->next() || !locked->value(0).toBool())
-        return fail(QStringLiteral("%1: another coordinator is using this database; one coordinator uses a "
-                                   "database at a time (stop the other one, or give this one a database of its own)")
-                        .arg(name()));
+        return fail(
+            m_shared
+                ? QStringLiteral("%1: a coordinator that runs alone (no shared_dir in its config.json) is "
+                                 "using this database; stop it, or give it the deployment's shared_dir "
+                                 "so that both share the deployment")
+                      .arg(name())
+                : QStringLiteral("%1: another coordinator is using this database; one coordinator uses a "
+                                 "database at a time unless they share a deployment (stop the other "
+                                 "one, give this one a database of its own, or join the deployment "
+                                 "with gleaner-coordinator init --join)")
+                      .arg(name()));
     return {};
 }
 

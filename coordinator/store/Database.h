@@ -4,15 +4,16 @@
 // config.json names. The coordinator uses it from its state thread only. Durability: see SqlDatabase.h and
 // docs/architecture.md.
 //
-// One coordinator uses a PostgreSQL database at a time: the coordinator's connection claims it with a session
-// advisory lock for as long as it is open, and a second coordinator's claim is refused, naming the database.
-// (Scheduling is ready for several: each job's changes are made under its lock, SchedulerTables.h. Several
-// coordinators on one database still need shared blobs, one housekeeper and views kept current.)
+// A coordinator's connection claims the PostgreSQL database with a session advisory lock for as long as it is
+// open: exclusively for a coordinator alone (a second one is refused, naming the database), shared by the
+// coordinators of one deployment (config shared_dir; docs/scale-out.md). One of those holds a second lock,
+// the housekeeper's, and does the deployment's housekeeping; when its connection goes, another takes it over.
 
 #include "Result.h"
 #include "store/SqlDatabase.h"
 
 #include <memory>
+#include <optional>
 
 namespace gleaner::coordinator {
 
@@ -24,10 +25,18 @@ public:
     static bool isPostgresUrl(const QString& location);
     // Marks the database as this coordinator's until the connection closes; refused when another coordinator
     // holds it. Other connections (init, tests, tools) may still read and write it. Nothing to do on SQLite.
-    Status claimForCoordinator();
+    // `shared`: as one of several coordinators of a deployment (on PostgreSQL only).
+    Status claimForCoordinator(bool shared = false);
+    // Whether this coordinator does the deployment's housekeeping (snapshots, validation, deletions): always
+    // on SQLite and for a coordinator alone; among several, the one whose connection holds the housekeeper's
+    // lock, taken here when it is free.
+    bool holdsHousekeeping();
     // The deployment's own random name, made once and kept in the database (meta.deployment_id): what keeps
     // its keys apart from another deployment's where two share a Redis.
     Result<QString> deploymentId();
+    // meta[key]: `value` when no one set it before, else what was set (and stays).
+    Result<QString> keepOnce(const QString& key, const QString& value);
+    Result<std::optional<QString>> readMeta(const QString& key);
 
 protected:
     // A lost connection took the claim with it: it is taken again before the new connection is used.
@@ -38,6 +47,8 @@ private:
     Status lockForCoordinator();
 
     bool m_claimed = false;
+    bool m_shared = false;      // claimed as one of several coordinators
+    bool m_housekeeper = false; // this connection holds the housekeeper's lock
 };
 
 } // namespace gleaner::coordinator

@@ -40,10 +40,10 @@ Result<JobChanges> SchedulerTables::lockJob(qint64 jobId)
         return fail(QStringLiteral("job %1's lock is taken inside a transaction").arg(jobId));
     if (m_locked.count(jobId))
         return JobChanges{}; // held since earlier in this transaction: nobody changed it meanwhile
-    auto bumped = m_db.exec(
-        QStringLiteral(
-            "UPDATE jobs SET sched_version = sched_version + 1 WHERE id = ? RETURNING sched_version, epoch"),
-        {jobId});
+    auto bumped = m_db.exec(QStringLiteral("UPDATE jobs SET sched_version = sched_version + 1 WHERE id = ? "
+                                           "RETURNING sched_version, epoch, state, "
+                                           "reason"),
+                            {jobId});
     if (!bumped)
         return fail(bumped.error());
     if (!bumped->next())
@@ -51,6 +51,8 @@ Result<JobChanges> SchedulerTables::lockJob(qint64 jobId)
     const qint64 count = bumped->value(0).toLongLong();
     JobChanges changes;
     changes.epoch = bumped->value(1).toInt();
+    changes.state = bumped->value(2).toString();
+    changes.reason = bumped->value(3).toString();
     const auto known = m_known.find(jobId);
     if (known == m_known.end() || count != known->second + 1) {
         changes.stale = true;

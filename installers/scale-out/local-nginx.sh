@@ -81,7 +81,10 @@ pid $dir/nginx.pid;
 error_log $dir/error.log warn;
 events { worker_connections 1024; }
 http {
-    access_log $dir/access.log;
+    # Which coordinator answered each request (upstream=HOST:PORT), for the admin and the tests.
+    log_format gleaner '\$remote_addr [\$time_local] "\$request" \$status \$body_bytes_sent '
+                       'upstream=\$upstream_addr \$request_time';
+    access_log $dir/access.log gleaner;
     client_body_temp_path $dir/tmp/body;
     proxy_temp_path $dir/tmp/proxy;
     fastcgi_temp_path $dir/tmp/fastcgi;

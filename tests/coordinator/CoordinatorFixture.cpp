@@ -48,6 +48,16 @@ void writeSyntheticDataset(const QString& dir, qint64 trainCount, qint64 testCou
     QVERIFY(SafeTensors::save(dir + QStringLiteral("/test.safetensors"), synthetic(testCount, 2).bundle()).ok());
 }
 
+TensorBundle shifted(const TensorBundle& weights, float by)
+{
+    TensorBundle client = weights;
+    for (const auto& entry : client.entries())
+        if (entry.dtype == DType::F32)
+            for (float& v : client.mutableValues<float>(entry))
+                v += by;
+    return client;
+}
+
 QByteArray tinyJobSpec(const QString& dir, int shards, int maxEpochs, double target, int deadlineSeconds,
                        const QString& extra)
 {

@@ -17,6 +17,9 @@ namespace gleaner::test {
 // Writes train.safetensors and test.safetensors (8x8 U8 images, 4 classes) into `dir`.
 void writeSyntheticDataset(const QString& dir, qint64 trainCount = 256, qint64 testCount = 128);
 
+// `weights` with every F32 value moved by `by`: an upload whose change is known exactly.
+TensorBundle shifted(const TensorBundle& weights, float by);
+
 // A job spec (JSON text) over that dataset: mlp 64-16-4, `shards` shards, adam.
 QByteArray tinyJobSpec(const QString& dir, int shards = 4, int maxEpochs = 3, double target = 0.99,
                        int deadlineSeconds = 60, const QString& extra = {});

@@ -26,19 +26,7 @@
 using namespace gleaner;
 using namespace gleaner::coordinator;
 
-namespace {
-
-// `weights` with every value moved by `by`: an upload whose change is known exactly.
-TensorBundle shifted(const TensorBundle& weights, float by)
-{
-    TensorBundle client = weights;
-    for (const auto& entry : client.entries())
-        for (float& v : client.mutableValues<float>(entry))
-            v += by;
-    return client;
-}
-
-} // namespace
+using test::shifted;
 
 namespace {
 

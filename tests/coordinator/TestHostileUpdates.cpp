@@ -36,12 +36,7 @@ namespace {
 // The weights moved by `delta` in every floating-point value: what a local epoch roughly does.
 TensorBundle moved(const TensorBundle& weights, float delta)
 {
-    TensorBundle out = weights;
-    for (const auto& entry : out.entries())
-        if (entry.dtype == DType::F32)
-            for (float& v : out.mutableValues<float>(entry))
-                v += delta;
-    return out;
+    return test::shifted(weights, delta);
 }
 
 // A checkpoint's bytes with `change` applied to its tensors and the checksum written again: a hostile agent can
@@ -340,9 +335,9 @@ void TestHostileUpdates::hostileCheckpointsAreRefused()
     QCOMPARE(next.size(), size_t(1));
     QVERIFY(!next[0].manifest.contains(QStringLiteral("resume")));
     QCOMPARE(next[0].manifest.value(QStringLiteral("subtask")), held[0].manifest.value(QStringLiteral("subtask")));
-    const QStringList blobs = QDir(f.dir.blobsDir()).entryList(QDir::Dirs | QDir::NoDotAndDotDot);
+    const QStringList blobs = QDir(f.dir.blobsDir(f.config)).entryList(QDir::Dirs | QDir::NoDotAndDotDot);
     for (const QString& folder : blobs)
-        for (const QString& blob : QDir(f.dir.blobsDir() + u'/' + folder).entryList(QDir::Files))
+        for (const QString& blob : QDir(f.dir.blobsDir(f.config) + u'/' + folder).entryList(QDir::Files))
             QVERIFY2(!blob.startsWith(Sha256::toHex(Sha256::hash(sent))), "a refused checkpoint was kept");
     QCOMPARE(agentRecord(bad).value(QStringLiteral("failed")).toInteger(), 0);
     // A checkpoint the checks refused counts against its agent like a refused result; none, or one over the bound

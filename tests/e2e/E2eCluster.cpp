@@ -111,13 +111,20 @@ E2eCluster::~E2eCluster()
 Status E2eCluster::startProxy()
 {
     const QString script = test::sourceDir() + QStringLiteral("/installers/scale-out/local-nginx.sh");
-    const CliRun started = runProgram(
-        QStringLiteral("bash"),
-        {script, QStringLiteral("start"), m_root + QStringLiteral("/nginx"), QStringLiteral("--cert"),
-         coordinatorDir() + QStringLiteral("/tls/cert.pem"), QStringLiteral("--key"),
-         coordinatorDir() + QStringLiteral("/tls/key.pem"), QStringLiteral("--upstream"),
-         QStringLiteral("127.0.0.1:%1").arg(m_port), QStringLiteral("--port"), QString::number(m_proxyPort)},
-        environment(), 30'000);
+    QStringList arguments{script,
+                          QStringLiteral("start"),
+                          m_root + QStringLiteral("/nginx"),
+                          QStringLiteral("--cert"),
+                          coordinatorDir() + QStringLiteral("/tls/cert.pem"),
+                          QStringLiteral("--key"),
+                          coordinatorDir() + QStringLiteral("/tls/key.pem"),
+                          QStringLiteral("--port"),
+                          QString::number(m_proxyPort),
+                          QStringLiteral("--upstream"),
+                          QStringLiteral("127.0.0.1:%1").arg(m_port)};
+    for (const OtherCoordinator& other : m_others)
+        arguments << QStringLiteral("--upstream") << QStringLiteral("127.0.0.1:%1").arg(other.port);
+    const CliRun started = runProgram(QStringLiteral("bash"), arguments, environment(), 30'000);
     if (started.exitCode != 0)
         return fail(QStringLiteral("local-nginx.sh start: %1").arg(started.describe()));
     m_proxyRunning = true;
@@ -158,6 +165,9 @@ void E2eCluster::stopAll()
         waitUntil([&] { return workerPidsUnder(agent->dir + QStringLiteral("/tasks")).isEmpty(); }, 5'000);
     if (m_coordinator)
         signalAndWait(*m_coordinator, SIGKILL, 10'000);
+    for (OtherCoordinator& other : m_others)
+        if (other.process)
+            signalAndWait(*other.process, SIGKILL, 10'000);
     stopProxy();
 }
 
@@ -216,12 +226,35 @@ Status E2eCluster::initCoordinator()
             return fail(error);
         arguments << QStringLiteral("--redis") << m_redis->url();
     }
+    const int coordinators = qEnvironmentVariableIntValue("GLEANER_TEST_COORDINATORS");
+    if (coordinators > 1) {
+        if (!m_postgres || !m_redis || m_proxyPort == 0)
+            return fail(
+                QStringLiteral("GLEANER_TEST_COORDINATORS needs GLEANER_TEST_POSTGRES, GLEANER_TEST_REDIS "
+                               "and GLEANER_TEST_NGINX"));
+        arguments << QStringLiteral("--shared-dir") << m_root + QStringLiteral("/shared");
+    }
     const CliRun init = runProgram(QStringLiteral(GLEANER_COORDINATOR_BIN), arguments, environment(), 60'000);
     if (init.exitCode != 0)
         return fail(QStringLiteral("gleaner-coordinator init: %1").arg(init.describe()));
     if (!init.json().value(QStringLiteral("admin_token")).toString().startsWith(u"gla_"))
         return fail(QStringLiteral("gleaner-coordinator init printed no admin token: %1")
                         .arg(QString::fromUtf8(init.out)));
+    for (int i = 0; i + 1 < coordinators; ++i) {
+        OtherCoordinator other;
+        other.port = freeLoopbackPort();
+        if (other.port == 0)
+            return fail(QStringLiteral("no free port on 127.0.0.1"));
+        const CliRun joined =
+            runProgram(QStringLiteral(GLEANER_COORDINATOR_BIN),
+                       {QStringLiteral("init"), QStringLiteral("--data-dir"), otherCoordinatorDir(i),
+                        QStringLiteral("--join"), coordinatorDir(), QStringLiteral("--listen"),
+                        QStringLiteral("127.0.0.1:%1").arg(other.port), QStringLiteral("--json")},
+                       environment(), 60'000);
+        if (joined.exitCode != 0)
+            return fail(QStringLiteral("gleaner-coordinator init --join: %1").arg(joined.describe()));
+        m_others.push_back(std::move(other));
+    }
     return {};
 }
 
@@ -264,6 +297,8 @@ Status E2eCluster::startCoordinator(int timeoutMs)
     if (!waitUntil([&] { return test::readFile(coordinatorLog()).contains(said); }, 5'000))
         return fail(QStringLiteral("the coordinator does not say it keeps its state in %1; its log:\n%2")
                         .arg(QString::fromUtf8(where), tail(coordinatorLog(), 20)));
+    if (auto s = startOthers(timeoutMs); !s)
+        return s;
     if (m_proxyPort != 0 && !m_proxyRunning)
         if (auto s = startProxy(); !s)
             return s;
@@ -273,6 +308,52 @@ Status E2eCluster::startCoordinator(int timeoutMs)
         return fail(QStringLiteral("the coordinator does not say it keeps its weights in %1; its log:\n%2")
                         .arg(QString::fromUtf8(weights.mid(11)), tail(coordinatorLog(), 20)));
     return {};
+}
+
+Status E2eCluster::startOthers(int timeoutMs)
+{
+    for (size_t i = 0; i < m_others.size(); ++i) {
+        OtherCoordinator& other = m_others[i];
+        if (other.process && other.process->state() != QProcess::NotRunning)
+            continue;
+        const QString out = m_root + QStringLiteral("/coordinator-%1.out").arg(i + 2);
+        const qint64 from = QFileInfo(out).size();
+        other.process = std::make_unique<QProcess>();
+        other.process->setProcessEnvironment(environment());
+        dieWithParent(*other.process);
+        other.process->setStandardOutputFile(out, QIODevice::Append);
+        other.process->setStandardErrorFile(otherCoordinatorLog(int(i)), QIODevice::Append);
+        other.process->start(
+            QStringLiteral(GLEANER_COORDINATOR_BIN),
+            {QStringLiteral("serve"), QStringLiteral("--data-dir"), otherCoordinatorDir(int(i))});
+        if (!other.process->waitForStarted(10'000))
+            return fail(
+                QStringLiteral("cannot start gleaner-coordinator: %1").arg(other.process->errorString()));
+        const bool announced = waitUntil(
+            [&] {
+                return test::readFile(out).mid(from).contains('\n') ||
+                       other.process->state() == QProcess::NotRunning;
+            },
+            timeoutMs);
+        if (!announced || !test::readFile(out).mid(from).startsWith("port "))
+            return fail(QStringLiteral("coordinator %1 did not start; its log:\n%2")
+                            .arg(i + 2)
+                            .arg(tail(otherCoordinatorLog(int(i)), 20)));
+    }
+    return {};
+}
+
+QList<quint16> E2eCluster::coordinatorPorts() const
+{
+    QList<quint16> ports{m_port};
+    for (const OtherCoordinator& other : m_others)
+        ports << other.port;
+    return ports;
+}
+
+QString E2eCluster::storageDir() const
+{
+    return m_others.empty() ? coordinatorDir() : m_root + QStringLiteral("/shared");
 }
 
 void E2eCluster::stopCoordinator(int signal)
@@ -380,7 +461,7 @@ Result<QJsonObject> E2eCluster::waitForAgentRecord(const QString& name,
 QList<BlobFile> E2eCluster::blobs() const
 {
     QList<BlobFile> found;
-    QDirIterator it(coordinatorDir() + QStringLiteral("/blobs"), QDir::Files, QDirIterator::Subdirectories);
+    QDirIterator it(storageDir() + QStringLiteral("/blobs"), QDir::Files, QDirIterator::Subdirectories);
     while (it.hasNext()) {
         BlobFile blob;
         blob.path = it.next();
@@ -532,6 +613,10 @@ QString E2eCluster::logTails(int lines) const
 {
     QString text =
         QStringLiteral("---- coordinator (%1)\n%2\n").arg(coordinatorLog(), tail(coordinatorLog(), lines));
+    for (size_t i = 0; i < m_others.size(); ++i)
+        text += QStringLiteral("---- coordinator %1 (%2)\n%3\n")
+                    .arg(i + 2)
+                    .arg(otherCoordinatorLog(int(i)), tail(otherCoordinatorLog(int(i)), lines));
     for (const auto& agent : m_agents)
         text += QStringLiteral("---- agent %1 (%2)\n%3\n")
                     .arg(agent->name, agent->logPath, tail(agent->logPath, lines));

@@ -93,6 +93,19 @@ public:
     // The lines of nginx's access log whose request contains `part` (all of them for none).
     QStringList proxiedRequests(const QString& part = {}) const;
     QString coordinatorDir() const { return m_root + QStringLiteral("/coordinator"); }
+    // With GLEANER_TEST_COORDINATORS=N (N > 1, on PostgreSQL and Redis, behind nginx): the deployment has N
+    // coordinators, the first made with init --shared-dir, the others with init --join; nginx balances over
+    // all. The first is the one the CLI talks to, and the one stopCoordinator() stops.
+    int coordinatorCount() const { return int(m_others.size()) + 1; }
+    // Their ports, the first's first.
+    QList<quint16> coordinatorPorts() const;
+    QString otherCoordinatorDir(int i) const { return m_root + QStringLiteral("/coordinator-%1").arg(i + 2); }
+    QString otherCoordinatorLog(int i) const
+    {
+        return m_root + QStringLiteral("/coordinator-%1.log").arg(i + 2);
+    }
+    // Where blobs/ and updates/ are: the shared folder of several coordinators, or the coordinator's own.
+    QString storageDir() const;
     // The PostgreSQL server the coordinator keeps its state on (GLEANER_TEST_POSTGRES), and its database's name;
     // null when the state is in gleaner.db.
     test::PostgresServer* postgres() const { return m_postgres.get(); }
@@ -172,6 +185,14 @@ private:
     Status startProxy();
     void stopProxy();
     std::unique_ptr<QProcess> m_coordinator;
+    // The other coordinators of the deployment (GLEANER_TEST_COORDINATORS): their ports and processes.
+    struct OtherCoordinator
+    {
+        quint16 port = 0;
+        std::unique_ptr<QProcess> process;
+    };
+    std::vector<OtherCoordinator> m_others;
+    Status startOthers(int timeoutMs);
     QString m_enrollmentToken;
     std::vector<std::unique_ptr<AgentHandle>> m_agents;
 };

@@ -218,6 +218,25 @@ void TestEndToEnd::twoAgentsReachTheTargetAccuracy()
                  qPrintable(QStringLiteral("nginx passed on %1 result uploads").arg(results.size())));
         qInfo("through nginx: %lld requests, %lld of them result uploads",
               qint64(m_cluster->proxiedRequests().size()), qint64(results.size()));
+        // Several coordinators: every one of them leased work and took results, whichever issued the lease.
+        for (const quint16 port : m_cluster->coordinatorPorts()) {
+            const QString upstream = QStringLiteral("upstream=127.0.0.1:%1 ").arg(port);
+            const auto answered = [&](const QString& part) {
+                return qint64(m_cluster->proxiedRequests(part).filter(upstream).size());
+            };
+            const qint64 leases = answered(QStringLiteral("/work/lease"));
+            const qint64 uploads = answered(QStringLiteral("/result"));
+            qInfo("coordinator on port %u: %lld lease requests, %lld result uploads", unsigned(port), leases,
+                  uploads);
+            if (m_cluster->coordinatorCount() > 1)
+                QVERIFY2(
+                    leases > 0 && uploads > 0,
+                    qPrintable(QStringLiteral("the coordinator on port %1 answered %2 lease requests and %3 "
+                                              "result uploads")
+                                   .arg(port)
+                                   .arg(leases)
+                                   .arg(uploads)));
+        }
     }
 
     for (const int agent : agents) {

@@ -1,0 +1,434 @@
+// Several coordinators serving one deployment (config shared_dir, docs/scale-out.md): two Coordinator objects
+// in this process, each with a data directory, a connection and a clock of its own, on one PostgreSQL
+// database, one Redis and one shared folder, as two processes behind a load balancer would be.
+//
+// - A coordinator alone and coordinators sharing a deployment never use one database together.
+// - `init --join` copies the deployment's identity; a coordinator with another identity, or pointed at a
+// folder
+//   that is not the deployment's shared one, is refused at start.
+// - Either coordinator serves what the other issued; one of them (the housekeeper) snapshots, and its
+// snapshot
+//   holds what both folded; jobs submitted, paused and cancelled at one are followed by the other; another
+//   takes over the housekeeping when the first one stops.
+// - An update that a coordinator recorded (202) but never folded (it was killed) is folded by the
+// housekeeper.
+
+#include "CoordinatorFixture.h"
+#include "TestSupport.h"
+#include "core/Tokens.h"
+#include "crypto/Ed25519.h"
+#include "crypto/SecureFile.h"
+#include "format/SafeTensors.h"
+#include "store/Database.h"
+
+#include <QDir>
+#include <QFile>
+#include <QJsonArray>
+#include <QSqlQuery>
+#include <QTest>
+
+using namespace gleaner;
+using namespace gleaner::coordinator;
+using test::shifted;
+
+namespace {
+
+QByteArray readAll(const QString& path)
+{
+    QFile file(path);
+    return file.open(QIODevice::ReadOnly) ? file.readAll() : QByteArray();
+}
+
+} // namespace
+
+class TestSharedDeployment : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void init();
+    void cleanup();
+    void aloneAndSharedNeverUseOneDatabaseTogether();
+    void joiningTakesTheDeploymentsIdentity();
+    void anotherIdentityOrFolderIsRefused();
+    void twoCoordinatorsServeOneDeployment();
+    void updatesOfAStoppedCoordinatorAreFolded();
+
+private:
+    // Makes the second coordinator's data directory with init --join from the first's (not opened).
+    bool joinSecond();
+    // Moves both clocks by `ms` and runs the housekeeping tick on `which` (and waits for what it queued).
+    void tick(test::CoordinatorFixture& which, qint64 ms);
+    QJsonObject jobAt(test::CoordinatorFixture& which, qint64 jobId);
+    std::unique_ptr<Database> database();
+
+    test::CoordinatorFixture f; // the first coordinator: it made the deployment, and holds the housekeeping
+    test::CoordinatorFixture g; // the second, joined
+    std::unique_ptr<QTemporaryDir> m_shared;
+    QString m_dataset;
+};
+
+void TestSharedDeployment::init()
+{
+    if (!test::CoordinatorFixture::onPostgres() || !test::CoordinatorFixture::onRedis())
+        QSKIP("several coordinators share a deployment on PostgreSQL and Redis: run with "
+              "GLEANER_TEST_POSTGRES=1 "
+              "GLEANER_TEST_REDIS=1 (ctest does)");
+    m_shared = test::scratchDir();
+    f.config.sharedDir = m_shared->filePath(QStringLiteral("shared"));
+    QVERIFY(f.setUp());
+    m_dataset = f.scratch->filePath(QStringLiteral("dataset"));
+    test::writeSyntheticDataset(m_dataset);
+}
+
+void TestSharedDeployment::cleanup()
+{
+    g.core.reset();
+    f.core.reset();
+}
+
+bool TestSharedDeployment::joinSecond()
+{
+    g.scratch = test::scratchDir();
+    g.dir = DataDirectory(g.scratch->filePath(QStringLiteral("data")));
+    auto joined = joinDeployment(g.dir, f.dir, QStringLiteral("127.0.0.1:0"));
+    if (!joined) {
+        qWarning() << joined.error();
+        return false;
+    }
+    g.init = *joined;
+    auto config = g.dir.loadConfig();
+    if (!config) {
+        qWarning() << config.error();
+        return false;
+    }
+    g.config = *config;
+    return true;
+}
+
+void TestSharedDeployment::tick(test::CoordinatorFixture& which, qint64 ms)
+{
+    f.clock.advance(ms);
+    g.clock.advance(ms);
+    which.core->state().call([&] { which.core->tick(); });
+    which.core->drain();
+}
+
+QJsonObject TestSharedDeployment::jobAt(test::CoordinatorFixture& which, qint64 jobId)
+{
+    return which.call([&] { return which.core->jobStatus(jobId); });
+}
+
+std::unique_ptr<Database> TestSharedDeployment::database()
+{
+    auto db = Database::open(f.config.database);
+    if (!db) {
+        qWarning() << db.error();
+        return {};
+    }
+    return std::move(*db);
+}
+
+void TestSharedDeployment::aloneAndSharedNeverUseOneDatabaseTogether()
+{
+    QVERIFY(joinSecond());
+    // The second one without shared_dir: it would run alone, on a database others share.
+    CoordinatorConfig alone = g.config;
+    alone.sharedDir.clear();
+    QVERIFY(g.dir.saveConfig(alone).ok());
+    auto refused = Coordinator::open(g.dir, alone, g.clock);
+    QVERIFY(!refused);
+    QVERIFY2(refused.error().contains(u"another coordinator is using this database"),
+             qPrintable(refused.error()));
+
+    // Alone on it once the others stopped; then the sharing ones are refused.
+    f.core.reset();
+    auto opened = Coordinator::open(g.dir, alone, g.clock);
+    QVERIFY2(opened.ok(), qPrintable(opened.ok() ? QString() : opened.error()));
+    auto shared = Coordinator::open(f.dir, f.config, f.clock);
+    QVERIFY(!shared);
+    QVERIFY2(shared.error().contains(u"runs alone"), qPrintable(shared.error()));
+}
+
+void TestSharedDeployment::joiningTakesTheDeploymentsIdentity()
+{
+    QVERIFY(joinSecond());
+    for (const auto& [mine, theirs] : {std::pair{g.dir.signingKeyPath(), f.dir.signingKeyPath()},
+                                       std::pair{g.dir.certificatePath(), f.dir.certificatePath()},
+                                       std::pair{g.dir.tlsKeyPath(), f.dir.tlsKeyPath()},
+                                       std::pair{g.dir.adminTokenPath(), f.dir.adminTokenPath()}}) {
+        QVERIFY(!readAll(mine).isEmpty());
+        QCOMPARE(readAll(mine), readAll(theirs));
+    }
+    QCOMPARE(QFile::permissions(g.dir.signingKeyPath()) & (QFileDevice::ReadOther | QFileDevice::ReadGroup),
+             QFileDevice::Permissions());
+    QCOMPARE(g.init.adminToken, f.init.adminToken);
+    QCOMPARE(g.config.sharedDir, f.config.sharedDir);
+    QCOMPARE(g.config.database, f.config.database);
+    QCOMPARE(g.config.redis, f.config.redis);
+    QCOMPARE(g.config.listenPort, quint16(0));
+
+    // Joining again into the same folder, a coordinator that runs alone, or the folder being made.
+    auto again = joinDeployment(g.dir, f.dir, {});
+    QVERIFY(!again && again.error().contains(u"not empty"));
+    auto scratch = test::scratchDir();
+    const DataDirectory lone(scratch->filePath(QStringLiteral("lone")));
+    QVERIFY(initializeDataDirectory(lone, CoordinatorConfig{}).ok());
+    const DataDirectory nowhere(scratch->filePath(QStringLiteral("nowhere")));
+    auto fromLone = joinDeployment(nowhere, lone, {});
+    QVERIFY2(!fromLone && fromLone.error().contains(u"runs alone"), qPrintable(fromLone.error()));
+    QVERIFY(!QDir(nowhere.root()).exists()); // nothing half-made is left
+    auto badListen = joinDeployment(nowhere, f.dir, QStringLiteral("no port"));
+    QVERIFY(!badListen && badListen.error().contains(u"--listen"));
+    QVERIFY(!QDir(nowhere.root()).exists());
+
+    // A source whose admin token the database does not know is another deployment's.
+    QVERIFY(SecureFile::write(f.dir.adminTokenPath(), QByteArray("gla_not-this-deployments\n"), 0600,
+                              QStringLiteral("admin token"))
+                .ok());
+    auto foreign = joinDeployment(nowhere, f.dir, {});
+    QVERIFY2(!foreign && foreign.error().contains(u"does not hold the deployment"),
+             qPrintable(foreign.error()));
+}
+
+void TestSharedDeployment::anotherIdentityOrFolderIsRefused()
+{
+    // A signing key of its own: its manifests would be refused by the agents of the others.
+    QVERIFY(joinSecond());
+    auto key = SigningKey::generate();
+    QVERIFY(key.ok());
+    QVERIFY(key->saveToFile(g.dir.signingKeyPath()).ok());
+    auto ownKey = Coordinator::open(g.dir, g.config, g.clock);
+    QVERIFY(!ownKey);
+    QVERIFY2(ownKey.error().contains(u"signing key") && ownKey.error().contains(u"--join"),
+             qPrintable(ownKey.error()));
+
+    // A folder of the same name that is not the shared one (not mounted, say).
+    QVERIFY(joinSecond());
+    CoordinatorConfig local = g.config;
+    local.sharedDir = g.scratch->filePath(QStringLiteral("not-shared"));
+    auto notShared = Coordinator::open(g.dir, local, g.clock);
+    QVERIFY(!notShared);
+    QVERIFY2(notShared.error().contains(u"not the folder the other coordinators share"),
+             qPrintable(notShared.error()));
+
+    // Another deployment's shared folder.
+    QVERIFY(QDir().mkpath(local.sharedDir));
+    QVERIFY(SecureFile::write(local.sharedDir + QStringLiteral("/deployment-id"), QByteArray("another\n"),
+                              0644, QStringLiteral("mark"))
+                .ok());
+    auto foreign = Coordinator::open(g.dir, local, g.clock);
+    QVERIFY(!foreign);
+    QVERIFY2(foreign.error().contains(u"belongs to another deployment"), qPrintable(foreign.error()));
+
+    // With the deployment's own, it starts.
+    QVERIFY(g.reopen());
+}
+
+void TestSharedDeployment::twoCoordinatorsServeOneDeployment()
+{
+    // An agent the second coordinator knows from its start: revoked at the first, later.
+    const QString early = f.enroll(QStringLiteral("early")).value(QStringLiteral("agent_id")).toString();
+    QVERIFY(joinSecond());
+    QVERIFY(g.reopen());
+    QVERIFY(f.core->state().call([&] { return f.core->doesHousekeeping(); }));
+    QVERIFY(!g.core->state().call([&] { return g.core->doesHousekeeping(); }));
+
+    // A job submitted at the first is taken up by the second at its next look.
+    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 4, 3, 0.99, 600));
+    QVERIFY(job > 0);
+    int status = 0;
+    g.call([&] { return g.core->jobStatus(job); }, &status);
+    QCOMPARE(status, 404);
+    tick(g, 3000);
+    QCOMPARE(jobAt(g, job).value(QStringLiteral("state")).toString(), QStringLiteral("running"));
+
+    // Each issues a lease to one agent, and takes the result of the other's.
+    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
+    const auto atSecond = g.lease(agent);
+    const auto atFirst = f.lease(agent);
+    QCOMPARE(atSecond.size(), size_t(1));
+    QCOMPARE(atFirst.size(), size_t(1));
+    const auto shardOf = [](const test::LeasedTask& task) {
+        return task.manifest.value(QStringLiteral("subtask"))
+            .toObject()
+            .value(QStringLiteral("shard"))
+            .toInt(-1);
+    };
+    QVERIFY(shardOf(atSecond[0]) >= 0 && shardOf(atFirst[0]) >= 0);
+    QVERIFY(shardOf(atSecond[0]) != shardOf(atFirst[0])); // no workunit leased twice
+    f.core->catchUpOnLeases();                            // what the API does for a lease it does not know
+    g.core->catchUpOnLeases();
+    const TensorBundle secondsBase = f.leaseBase(atSecond[0].leaseId);
+    const TensorBundle firstsBase = g.leaseBase(atFirst[0].leaseId);
+    // Published weights are each coordinator's own files: two publications of one version are two blobs.
+    QVERIFY(!secondsBase.isEmpty() && !firstsBase.isEmpty());
+    QCOMPARE(secondsBase.metadata().value(QStringLiteral("gleaner.version")), QStringLiteral("0"));
+    QCOMPARE(firstsBase.metadata().value(QStringLiteral("gleaner.version")), QStringLiteral("0"));
+    QVERIFY(secondsBase.metadata().value(QStringLiteral("gleaner.publisher")) !=
+            firstsBase.metadata().value(QStringLiteral("gleaner.publisher")));
+    QString error;
+    QCOMPARE(f.upload(agent, atSecond[0].leaseId, shifted(secondsBase, 0.01f), 0, &error), 202);
+    QCOMPARE(g.upload(agent, atFirst[0].leaseId, shifted(firstsBase, -0.01f), 0, &error), 202);
+
+    // Both folded into the one copy: each sees the other's update, in one order.
+    auto db = database();
+    QVERIFY(db);
+    auto applied =
+        db->exec(QStringLiteral("SELECT applied_version, file FROM updates WHERE job_id = ? ORDER BY "
+                                "applied_version"),
+                 {job});
+    QVERIFY(applied.ok());
+    QStringList files;
+    for (qint64 expected : {1, 2}) {
+        QVERIFY(applied->next());
+        QCOMPARE(applied->value(0).toLongLong(), expected);
+        files << applied->value(1).toString();
+        QVERIFY(QFile::exists(f.config.sharedDir + u'/' + files.last()));
+    }
+    applied->finish();
+    const TensorBundle first = f.serverWeights(job);
+    const TensorBundle second = g.serverWeights(job);
+    QVERIFY(!first.isEmpty());
+    QCOMPARE(SafeTensors::serialize(first), SafeTensors::serialize(second));
+
+    // The second does not snapshot; the housekeeper does, and its snapshot holds both updates, whose files
+    // go.
+    tick(g, 61'000);
+    auto snapshots = db->exec(QStringLiteral("SELECT COUNT(*) FROM snapshots WHERE job_id = ?"), {job});
+    QVERIFY(snapshots.ok() && snapshots->next());
+    QCOMPARE(snapshots->value(0).toLongLong(), 0);
+    snapshots->finish();
+    tick(f, 0);
+    f.core->drain();
+    auto snapshot = db->exec(QStringLiteral("SELECT version FROM snapshots WHERE job_id = ?"), {job});
+    QVERIFY(snapshot.ok() && snapshot->next());
+    QCOMPARE(snapshot->value(0).toLongLong(), 2);
+    snapshot->finish();
+    for (const QString& file : files)
+        QVERIFY2(!QFile::exists(f.config.sharedDir + u'/' + file), qPrintable(file));
+
+    // Paused at the second, cancelled at the first: each follows the other.
+    g.call([&] { return g.core->setJobStatus(job, "pause"); }, &status);
+    QCOMPARE(status, 200);
+    tick(f, 3000);
+    QCOMPARE(jobAt(f, job).value(QStringLiteral("state")).toString(), QStringLiteral("paused"));
+    f.call([&] { return f.core->setJobStatus(job, "resume"); }, &status);
+    QCOMPARE(status, 200);
+    tick(g, 3000);
+    QCOMPARE(jobAt(g, job).value(QStringLiteral("state")).toString(), QStringLiteral("running"));
+    f.call([&] { return f.core->setJobStatus(job, "cancel"); }, &status);
+    QCOMPARE(status, 200);
+    // Before the second's next look, its lease request takes the job's lock, which shows the job ended: no
+    // work.
+    QJsonObject reply;
+    QCOMPARE(g.lease(agent, 1, &reply).size(), size_t(0));
+    tick(g, 250);
+    QCOMPARE(jobAt(g, job).value(QStringLiteral("state")).toString(), QStringLiteral("cancelled"));
+
+    // Revoked at the first: the second stops admitting its token too.
+    QString earlyHash;
+    auto row = db->exec(QStringLiteral("SELECT token_hash FROM agents WHERE id = ?"), {early});
+    QVERIFY(row.ok() && row->next());
+    earlyHash = row->value(0).toString();
+    row->finish();
+    QVERIFY(g.core->admission().agentByTokenHash(earlyHash).has_value());
+    QVERIFY(!g.core->admission().agentByTokenHash(earlyHash)->revoked);
+    f.call([&] { return f.core->revokeAgent(early); }, &status);
+    QCOMPARE(status, 200);
+    tick(g, 3000);
+    QVERIFY(g.core->admission().agentByTokenHash(earlyHash)->revoked);
+
+    // The housekeeper stops: the other takes the housekeeping over at its next tick.
+    f.core.reset();
+    tick(g, 250);
+    QVERIFY(g.core->state().call([&] { return g.core->doesHousekeeping(); }));
+}
+
+void TestSharedDeployment::updatesOfAStoppedCoordinatorAreFolded()
+{
+    // The housekeeper snapshots after every fold here: a snapshot must not take the file of an update that
+    // another coordinator received and has not folded, though that update's number is below one it folded.
+    f.config.snapshotEveryUpdates = 1;
+    QVERIFY(f.reopen());
+    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
+    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 4, 3, 0.99, 600));
+    QVERIFY(job > 0);
+    QVERIFY(joinSecond());
+    QVERIFY(g.reopen());
+    const auto task = g.lease(agent);
+    QCOMPARE(task.size(), size_t(1));
+    const QString leaseId = task[0].leaseId;
+
+    // The second recorded an update (its 202 went out) and was killed before it folded it: the row and the
+    // file are all that is left of it.
+    const QString relative = QStringLiteral("updates/%1/%2.safetensors").arg(job).arg(leaseId);
+    const QString stored = g.config.sharedDir + u'/' + relative;
+    QVERIFY(QDir().mkpath(QFileInfo(stored).path()));
+    QVERIFY(SafeTensors::save(stored, g.withResultMetadata(leaseId, shifted(g.leaseBase(leaseId), 0.02f), 0))
+                .ok());
+    g.core.reset();
+    auto db = database();
+    QVERIFY(db);
+    // What its result() committed: the update, its lease completed and its workunit done, under the job's
+    // lock.
+    const Status recorded = db->transaction([&]() -> Status {
+        for (const auto& [statement, values] : std::initializer_list<std::pair<const char*, QVariantList>>{
+                 {"UPDATE jobs SET sched_version = sched_version + 1 WHERE id = ?", {job}},
+                 {"INSERT INTO updates (job_id, lease_id, agent_id, epoch, base_version, file, samples, "
+                  "loss, "
+                  "train_seconds, received_ms) VALUES (?, ?, ?, 1, 0, ?, 10, 0.5, 1.0, ?)",
+                  {job, leaseId, agent, relative, g.clock.nowMs()}},
+                 {"UPDATE leases SET state = 'completed', changed_version = (SELECT sched_version FROM jobs "
+                  "WHERE id "
+                  "= ?) WHERE id = ?",
+                  {job, leaseId}},
+                 {"UPDATE workunits SET state = 'done', changed_version = (SELECT sched_version FROM jobs "
+                  "WHERE id = "
+                  "?) WHERE id = (SELECT workunit_id FROM leases WHERE id = ?)",
+                  {job, leaseId}}})
+            if (auto r = db->exec(QString::fromLatin1(statement), values); !r)
+                return fail(r.error());
+        return {};
+    });
+    QVERIFY2(recorded.ok(), qPrintable(recorded.ok() ? QString() : recorded.error()));
+    const auto appliedVersion = [&]() -> QVariant {
+        auto row =
+            db->exec(QStringLiteral("SELECT applied_version FROM updates WHERE lease_id = ?"), {leaseId});
+        return row.ok() && row->next() ? row->value(0) : QVariant(QStringLiteral("no row"));
+    };
+    // The housekeeper folds an update of its own (a later number), and snapshots.
+    const auto own = f.lease(agent);
+    QCOMPARE(own.size(), size_t(1));
+    QCOMPARE(f.upload(agent, own[0].leaseId, shifted(f.leaseBase(own[0].leaseId), -0.02f), 0), 202);
+    f.core->drain();
+    auto snapshot =
+        db->exec(QStringLiteral("SELECT s.version, s.last_seq, u.seq FROM snapshots s, updates u WHERE "
+                                "s.job_id = ? AND u.lease_id = ?"),
+                 {job, leaseId});
+    QVERIFY(snapshot.ok() && snapshot->next());
+    QCOMPARE(snapshot->value(0).toLongLong(), 1);
+    // (The premise: the snapshot's last update number is past the unfolded one.)
+    QVERIFY2(snapshot->value(1).toLongLong() > snapshot->value(2).toLongLong(),
+             qPrintable(QStringLiteral("last_seq %1, the unfolded update's %2")
+                            .arg(snapshot->value(1).toLongLong())
+                            .arg(snapshot->value(2).toLongLong())));
+    snapshot->finish();
+    QVERIFY2(QFile::exists(stored), "a snapshot took the file of an update it does not hold");
+    const TensorBundle before = f.serverWeights(job);
+
+    // Not while its coordinator might still be folding it; then by the housekeeper, once.
+    tick(f, 10'000);
+    QVERIFY(appliedVersion().isNull());
+    tick(f, 25'000);
+    f.core->drain();
+    QCOMPARE(appliedVersion().toLongLong(), 2);
+    const TensorBundle after = f.serverWeights(job);
+    QVERIFY(SafeTensors::serialize(after) != SafeTensors::serialize(before));
+    tick(f, 25'000);
+    QCOMPARE(appliedVersion().toLongLong(), 2);
+    QCOMPARE(SafeTensors::serialize(f.serverWeights(job)), SafeTensors::serialize(after));
+}
+
+QTEST_GUILESS_MAIN(TestSharedDeployment)
+#include "TestSharedDeployment.moc"
