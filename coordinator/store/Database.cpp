@@ -7,7 +7,7 @@ namespace {
 
 // Bumped with every schema change, with an upgrade step from the previous version (kUpgrades) so that an
 // existing data directory keeps its jobs, agents and leases.
-constexpr int kSchemaVersion = 7;
+constexpr int kSchemaVersion = 8;
 
 // The session advisory lock that marks a PostgreSQL database as used by coordinators ("GLEANERC"): held
 // exclusively by a coordinator alone, shared by the coordinators of one deployment.
@@ -58,6 +58,7 @@ const char* const kSchema[] = {
     " DEFAULT '', resume_step INTEGER NOT NULL DEFAULT 0, changed_version INTEGER NOT NULL DEFAULT 0)",
     "CREATE INDEX leases_by_state ON leases (state)",
     "CREATE INDEX leases_by_workunit ON leases (workunit_id)",
+    "CREATE INDEX leases_by_change ON leases (changed_version)",
     "CREATE TABLE updates (seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id INTEGER NOT NULL, lease_id TEXT NOT "
     "NULL"
     " UNIQUE, agent_id TEXT NOT NULL, epoch INTEGER NOT NULL, base_version INTEGER NOT NULL, file TEXT NOT "
@@ -133,9 +134,16 @@ const char* const kUpgradeTo7[] = {
     "CREATE INDEX leases_by_workunit ON leases (workunit_id)",
 };
 
+// Version 8: the leases a coordinator that is behind reads (changed_version above its count) by an index, not
+// by a scan of every lease of the job: at 10,000 workunits the scan took 7 ms, under the job's lock, on every
+// lease request that found another coordinator's change (bench_lease --coordinators 2).
+const char* const kUpgradeTo8[] = {
+    "CREATE INDEX leases_by_change ON leases (changed_version)",
+};
+
 const SqlUpgrade kUpgrades[] = {
-    {1, kUpgradeTo2}, {2, kUpgradeTo3}, {3, kUpgradeTo4},
-    {4, kUpgradeTo5}, {5, kUpgradeTo6}, {6, kUpgradeTo7},
+    {1, kUpgradeTo2}, {2, kUpgradeTo3}, {3, kUpgradeTo4}, {4, kUpgradeTo5},
+    {5, kUpgradeTo6}, {6, kUpgradeTo7}, {7, kUpgradeTo8},
 };
 
 } // namespace

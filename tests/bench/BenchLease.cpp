@@ -1,9 +1,12 @@
-// Lease throughput of one coordinator: C concurrent agents, each on its own kept-alive HTTPS connection on
+// Lease throughput of a deployment: C concurrent agents, each on its own kept-alive HTTPS connection on
 // loopback, ask for one subtask after another for D seconds. Prints leases per second and the latency
 // percentiles of a lease request as JSON. BOINC's published figure is about 100 dispatches per second.
-//   bench_lease [--clients C] [--seconds D] [--shards S] [--database URL] [--quick]
-// --database: the coordinator's state in this PostgreSQL database (empty; installers/scale-out/local-postgres.sh
-// createdb makes one) instead of gleaner.db.
+//   bench_lease [--clients C] [--seconds D] [--shards S] [--database URL] [--coordinators P --redis URL]
+//               [--quick]
+// --database: the coordinator's state in this PostgreSQL database (empty;
+// installers/scale-out/local-postgres.sh createdb makes one) instead of gleaner.db. --coordinators P (with
+// --database and --redis): P coordinators of one deployment in this process (init --shared-dir, then init
+// --join), each with its own HTTPS server, the agents spread over them in turn as a load balancer would.
 #include "api/ApiHandler.h"
 #include "config/Initializer.h"
 #include "core/Coordinator.h"
@@ -37,8 +40,10 @@ int main(int argc, char** argv)
     QCoreApplication app(argc, argv);
     const QStringList args = app.arguments();
     if (args.contains(QStringLiteral("--help"))) {
-        QTextStream(stdout) << "usage: bench_lease [--clients C] [--seconds D] [--shards S] [--database URL] [--quick]\n"
-                               "Prints leases per second and lease latency (p50, p99) as JSON.\n";
+        QTextStream(stdout)
+            << "usage: bench_lease [--clients C] [--seconds D] [--shards S] [--database URL]\n"
+               "                   [--coordinators P --redis URL] [--quick]\n"
+               "Prints leases per second and lease latency (p50, p99) as JSON.\n";
         return 0;
     }
     const auto option = [&](const char* name, int fallback) { return bench::intOption(args, name, fallback); };
@@ -46,8 +51,11 @@ int main(int argc, char** argv)
     const int clients = option("--clients", quick ? 8 : 200);
     const int seconds = option("--seconds", quick ? 1 : 10);
     const int shards = option("--shards", quick ? 200 : 10000);
-    if (clients < 1 || seconds < 1 || shards < 1)
-        return bench::failBench("bench_lease", QStringLiteral("--clients, --seconds and --shards must be positive"));
+    const int coordinators = option("--coordinators", 1);
+    if (clients < 1 || seconds < 1 || shards < 1 || coordinators < 1)
+        return bench::failBench("bench_lease",
+                                QStringLiteral("--clients, --seconds, --shards and --coordinators "
+                                               "must be positive"));
 
     QTemporaryDir scratch;
     const DataDirectory dir(scratch.filePath(QStringLiteral("data")));
@@ -61,9 +69,23 @@ int main(int argc, char** argv)
         if (!Database::isPostgresUrl(config.database))
             return bench::failBench("bench_lease", QStringLiteral("--database: expected a postgresql:// URL"));
     }
+    if (const qsizetype at = args.indexOf(QStringLiteral("--redis")); at >= 0)
+        config.redis = args.value(at + 1);
+    if (coordinators > 1) {
+        if (config.database.isEmpty() || config.redis.isEmpty())
+            return bench::failBench("bench_lease",
+                                    QStringLiteral("--coordinators needs --database and --redis"));
+        config.sharedDir = scratch.filePath(QStringLiteral("shared"));
+    }
     auto created = initializeDataDirectory(dir, config);
     if (!created)
         return bench::failBench("bench_lease", created.error());
+    std::vector<DataDirectory> dirs{dir};
+    for (int i = 1; i < coordinators; ++i) {
+        dirs.emplace_back(scratch.filePath(QStringLiteral("data-%1").arg(i + 1)));
+        if (auto joined = joinDeployment(dirs.back(), dir, QStringLiteral("127.0.0.1:0")); !joined)
+            return bench::failBench("bench_lease", joined.error());
+    }
 
     // One sample per shard: the benchmark is about dispatch, not data.
     QByteArray pixels(qsizetype(shards) * 64, '\0');
@@ -79,16 +101,12 @@ int main(int argc, char** argv)
     auto core = Coordinator::open(dir, config, clock);
     if (!core)
         return bench::failBench("bench_lease", core.error());
-    ApiHandler handler(**core);
     HttpServerOptions options;
     options.certificatePath = dir.certificatePath();
     options.privateKeyPath = dir.tlsKeyPath();
-    options.uploadDir = dir.uploadsDir();
     options.threads = std::max(2, QThread::idealThreadCount());
-    options.maxConnectionsPerAddress = std::max(options.maxConnectionsPerAddress, clients + 8); // all from 127.0.0.1
-    HttpServer server(options, handler);
-    if (auto s = server.start(); !s)
-        return bench::failBench("bench_lease", s.error());
+    options.maxConnectionsPerAddress =
+        std::max(options.maxConnectionsPerAddress, clients + 8); // all from 127.0.0.1
 
     const QByteArray spec = QStringLiteral(R"({"name": "bench", "dataset": {"format": "safetensors", "train": "%1",
         "test": "%1"}, "model": {"arch": "mlp", "input_shape": [1, 8, 8], "num_classes": 4, "hidden": [8]},
@@ -106,6 +124,27 @@ int main(int argc, char** argv)
             break;
         QThread::msleep(50);
     }
+    // The others start once the job runs: they take it up as it is, as a restart would.
+    std::vector<std::unique_ptr<Coordinator>> cores;
+    cores.push_back(std::move(*core));
+    for (size_t i = 1; i < dirs.size(); ++i) {
+        auto joined = dirs[i].loadConfig();
+        auto other = joined ? Coordinator::open(dirs[i], *joined, clock)
+                            : Result<std::unique_ptr<Coordinator>>(fail(joined.error()));
+        if (!other)
+            return bench::failBench("bench_lease", other.error());
+        cores.push_back(std::move(*other));
+    }
+    std::vector<std::unique_ptr<ApiHandler>> handlers;
+    std::vector<std::unique_ptr<HttpServer>> servers;
+    for (size_t i = 0; i < cores.size(); ++i) {
+        handlers.push_back(std::make_unique<ApiHandler>(*cores[i]));
+        HttpServerOptions own = options;
+        own.uploadDir = dirs[i].uploadsDir();
+        servers.push_back(std::make_unique<HttpServer>(own, *handlers.back()));
+        if (auto s = servers.back()->start(); !s)
+            return bench::failBench("bench_lease", s.error());
+    }
 
     std::atomic<bool> go{false};
     std::atomic<bool> stop{false};
@@ -115,7 +154,8 @@ int main(int argc, char** argv)
     std::vector<std::thread> threads;
     for (int k = 0; k < clients; ++k) {
         threads.emplace_back([&, k] {
-            HttpsClient client(QStringLiteral("127.0.0.1"), server.port(), dir.certificatePath());
+            HttpsClient client(QStringLiteral("127.0.0.1"), servers[size_t(k) % servers.size()]->port(),
+                               dir.certificatePath());
             auto enrolled = client.request("POST", "/api/v1/agents/enroll",
                                            QStringLiteral(R"({"name": "bench-%1"})").arg(k).toUtf8(), "application/json");
             const QByteArray token =
@@ -156,11 +196,14 @@ int main(int argc, char** argv)
         total += leased[size_t(k)];
         failed += failures[size_t(k)];
     }
-    server.stop();
-    (*core)->shutdown();
+    for (auto& server : servers)
+        server->stop();
+    for (auto& coordinator : cores)
+        coordinator->shutdown();
 
     QJsonObject out;
     out.insert(QStringLiteral("clients"), clients);
+    out.insert(QStringLiteral("coordinators"), coordinators);
     out.insert(QStringLiteral("seconds"), elapsed);
     out.insert(QStringLiteral("requests"), qint64(all.size()));
     out.insert(QStringLiteral("leases"), total);

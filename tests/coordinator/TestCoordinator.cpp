@@ -899,6 +899,7 @@ void TestCoordinator::databaseOfSchemaVersion1IsUpgraded()
                                 "ALTER TABLE leases DROP COLUMN resume_step",
                                 "DROP INDEX workunits_by_change",
                                 "DROP INDEX leases_by_workunit",
+                                "DROP INDEX leases_by_change",
                                 "ALTER TABLE jobs DROP COLUMN sched_version",
                                 "ALTER TABLE workunits DROP COLUMN changed_version",
                                 "ALTER TABLE leases DROP COLUMN changed_version",

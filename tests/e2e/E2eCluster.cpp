@@ -369,9 +369,16 @@ bool E2eCluster::coordinatorRunning() const
 
 CliRun E2eCluster::coordinator(const QStringList& arguments, int timeoutMs) const
 {
+    // The admin's CLI talks to the coordinator of the data directory it is given: the first one, or while
+    // that one is down, another of the deployment that runs.
+    QString dir = coordinatorDir();
+    for (size_t i = 0; i < m_others.size() && !coordinatorRunning(); ++i)
+        if (m_others[i].process && m_others[i].process->state() != QProcess::NotRunning) {
+            dir = otherCoordinatorDir(int(i));
+            break;
+        }
     return runProgram(QStringLiteral(GLEANER_COORDINATOR_BIN),
-                      arguments + QStringList{QStringLiteral("--data-dir"), coordinatorDir()}, environment(),
-                      timeoutMs);
+                      arguments + QStringList{QStringLiteral("--data-dir"), dir}, environment(), timeoutMs);
 }
 
 Result<qint64> E2eCluster::submitJob(const QJsonObject& spec)

@@ -114,7 +114,8 @@ public:
     static QString postgresDatabase() { return QStringLiteral("e2e"); }
     QString coordinatorLog() const;
 
-    // gleaner-coordinator ARGS --data-dir <coordinatorDir>.
+    // gleaner-coordinator ARGS --data-dir <coordinatorDir> (another coordinator's of the deployment while the
+    // first is down).
     CliRun coordinator(const QStringList& arguments, int timeoutMs = 60'000) const;
     Result<qint64> submitJob(const QJsonObject& spec);
     // `job status ID --json`; empty when the coordinator does not answer.

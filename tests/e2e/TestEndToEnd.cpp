@@ -7,16 +7,20 @@
 #include "TestSupport.h"
 
 #include <QCryptographicHash>
+#include <QDateTime>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
-#include <QDateTime>
 #include <QFileInfo>
 #include <QHash>
 #include <QJsonDocument>
 #include <QProcess>
 #include <QRegularExpression>
+#include <QSqlDatabase>
+#include <QSqlError>
+#include <QSqlQuery>
 #include <QTest>
+#include <QUrl>
 
 #include <linux/landlock.h>
 #include <sys/syscall.h>
@@ -107,6 +111,7 @@ private Q_SLOTS:
     void coordinatorKilledAndRestartedMidJob();
     void pausedAgentKeepsItsLease();
     void restartWhileCoordinatorDownRunsOneWorkerPerLease();
+    void oneOfTwoCoordinatorsKilledMidJob();
 
 private:
     // Enrolls and starts agents named `names` with `options`; their indices.
@@ -322,6 +327,10 @@ void TestEndToEnd::compressedTransfersReachTheTarget()
     QVERIFY2(!after.contains(QStringLiteral("residual")), qPrintable(after.left(4000)));
 
     // What the agents say they sent and fetched is what the coordinator counted, once uploads in flight ended.
+    qint64 largestShard = 0;
+    for (const BlobFile& blob : m_cluster->blobs())
+        if (blob.role == u"shard")
+            largestShard = std::max(largestShard, blob.size);
     qint64 up = 0, down = 0;
     const bool agrees = waitUntil(
         [&] {
@@ -334,16 +343,18 @@ void TestEndToEnd::compressedTransfersReachTheTarget()
                 up += totals.value(QStringLiteral("uploaded_bytes")).toInteger();
                 down += totals.value(QStringLiteral("downloaded_bytes")).toInteger();
             }
-            // Downloads up to one weights file, which the stop may have cut off in flight (sent by the
-            // coordinator, never received by the agent). Uploads up to one: a leaving agent finishes an upload in
-            // flight, but one its grace period cut off after the coordinator had the whole body is accepted there,
-            // while the agent, started again, sends it once more, hears 409 "duplicate" and drops it uncounted.
+            // Downloads up to one file, which the stop may have cut off in flight (sent by the coordinator,
+            // never received by the agent): a weights file or a shard, whichever is larger. Uploads up to
+            // one: a leaving agent finishes an upload in flight, but one its grace period cut off after the
+            // coordinator had the whole body is accepted there, while the agent, started again, sends it once
+            // more, hears 409 "duplicate" and drops it uncounted.
             const QJsonObject now = m_cluster->jobStatus(*job).value(QStringLiteral("transfer")).toObject();
             const qint64 sent = now.value(QStringLiteral("downloaded_bytes")).toInteger();
             const qint64 received = now.value(QStringLiteral("uploaded_bytes")).toInteger();
             const qint64 oneUpload = 2 * now.value(QStringLiteral("upload_bytes_per_update")).toInteger();
             return up <= received && received - up <= oneUpload && down <= sent &&
-                   sent - down <= now.value(QStringLiteral("weights_bytes")).toInteger();
+                   sent - down <=
+                       std::max(now.value(QStringLiteral("weights_bytes")).toInteger(), largestShard);
         },
         15'000, 500);
     QVERIFY2(agrees, qPrintable(QStringLiteral("agents: %1 bytes up, %2 down; coordinator: %3")
@@ -384,7 +395,8 @@ void TestEndToEnd::killedAgentsSubtaskIsCarriedByTheOther()
                                checkpoints.first() + QStringLiteral("/checkpoint.safetensors")),
              "the orphaned worker stopped without writing its checkpoint");
 
-    auto done = m_cluster->waitForJobState(*job, QStringLiteral("completed"), 180'000);
+    // 104 to 190 s on a 2-core machine, depending on what else the suite trains meanwhile: a hang detector.
+    auto done = m_cluster->waitForJobState(*job, QStringLiteral("completed"), 360'000);
     E2E_VERIFY(done);
     const QJsonObject victimRecord = m_cluster->agentRecord(m_cluster->agent(victim).name);
     QVERIFY2(counter(victimRecord, "timed_out") >= 1,
@@ -511,8 +523,9 @@ void TestEndToEnd::stoppedAgentHandsItsSubtaskBack()
 // exits 0; another, --until-empty, finishes the job and exits 0 once the coordinator has had no work for it.
 void TestEndToEnd::batchAgentsLeaveAtTheirRuntimeAndWhenTheQueueIsEmpty()
 {
-    // Two subtasks of ten passes over 3,000 images: each trains for longer than the first agent's runtime.
-    auto job = m_cluster->submitJob(cnnJob(QStringLiteral("batch"), 2, 10, 600));
+    // Two subtasks of six passes over 3,000 images (564 steps): each trains for longer than the first agent's
+    // runtime, which ends after about 130 steps on a quiet 2-core machine.
+    auto job = m_cluster->submitJob(cnnJob(QStringLiteral("batch"), 2, 6, 600));
     E2E_VERIFY(job);
     QStringList timed = E2eCluster::quickAgentOptions();
     // A grace that fits a checkpoint of a few MB at the 1 MB/s an agent assumes before it measured its uplink.
@@ -538,8 +551,9 @@ void TestEndToEnd::batchAgentsLeaveAtTheirRuntimeAndWhenTheQueueIsEmpty()
     drain << QStringLiteral("--until-empty") << QStringLiteral("--idle-exit") << QStringLiteral("3");
     const QList<int> second = startAgents({QStringLiteral("drain")}, drain);
     QCOMPARE(second.size(), 1);
-    // One agent trains both subtasks of a CNN job here: 221 s alone, 255 s beside the suite's other trainings on a
-    // slow 2-core machine, so the bound is a hang detector with room for such a machine, not a speed target.
+    // One agent trains both subtasks of a CNN job here: at ten passes each, 221 s alone and over 480 s beside
+    // two other trainings of the suite on a slow 2-core machine (6 steps a second), hence six passes; the
+    // bound is a hang detector with room for such a machine, not a speed target.
     E2E_VERIFY(m_cluster->waitForJobState(*job, QStringLiteral("completed"), 480'000));
     QVERIFY2(waitUntil([&] { return !m_cluster->agentRunning(second[0]); }, 30'000),
              "the --until-empty agent did not stop once the queue was empty");
@@ -714,6 +728,69 @@ void TestEndToEnd::coordinatorKilledAndRestartedMidJob()
              qPrintable(QString::fromUtf8(QJsonDocument(*done).toJson(QJsonDocument::Compact))));
     QVERIFY(done->value(QStringLiteral("updates")).toInteger() >=
             progressed->value(QStringLiteral("updates")).toInteger());
+}
+
+// Several coordinators of one deployment (GLEANER_TEST_COORDINATORS=2, test_endtoend_p2): the one that does
+// the housekeeping is SIGKILLed mid-job and stays down. The agents carry on through the other behind nginx,
+// which takes the housekeeping over (snapshots, validation, the end of the job) and folds what the killed one
+// had received and not folded; the job reaches its target, and every update received is folded or refused
+// with a reason.
+void TestEndToEnd::oneOfTwoCoordinatorsKilledMidJob()
+{
+    if (m_cluster->coordinatorCount() < 2)
+        QSKIP("needs several coordinators (GLEANER_TEST_COORDINATORS=2, as test_endtoend_p2 runs it)");
+    QJsonObject spec = E2eCluster::fashionJob();
+    spec.insert(QStringLiteral("name"), QStringLiteral("one-of-two"));
+    spec.insert(QStringLiteral("target_accuracy"), 0.75);
+    auto job = m_cluster->submitJob(spec);
+    E2E_VERIFY(job);
+    const QList<int> agents =
+        startAgents({QStringLiteral("c1"), QStringLiteral("c2")}, E2eCluster::quickAgentOptions());
+    QCOMPARE(agents.size(), 2);
+    auto progressed = m_cluster->waitForJob(
+        *job, [](const QJsonObject& s) { return s.value(QStringLiteral("updates")).toInteger() >= 4; },
+        120'000, QStringLiteral("4 updates in"));
+    E2E_VERIFY(progressed);
+    QVERIFY2(progressed->value(QStringLiteral("state")).toString() == u"running",
+             "the job ended before the kill");
+
+    QElapsedTimer down;
+    down.start();
+    m_cluster->stopCoordinator(SIGKILL); // the first: the housekeeper, and the one that imported the job
+    QVERIFY(!m_cluster->coordinatorRunning());
+    auto done = m_cluster->waitForJobState(*job, QStringLiteral("completed"), 240'000);
+    E2E_VERIFY(done);
+    qInfo("completed %.1f s after the kill, with %lld updates (%lld before it); %s",
+          double(down.elapsed()) / 1000, done->value(QStringLiteral("updates")).toInteger(),
+          progressed->value(QStringLiteral("updates")).toInteger(), qPrintable(accuracies(*done)));
+    QVERIFY2(done->value(QStringLiteral("accuracy")).toDouble() >= 0.75,
+             qPrintable(QString::fromUtf8(QJsonDocument(*done).toJson(QJsonDocument::Compact))));
+    // The survivor took the housekeeping over, and ended the job itself.
+    const QByteArray survivor = test::readFile(m_cluster->otherCoordinatorLog(0));
+    QVERIFY2(survivor.contains("this coordinator does the deployment's housekeeping now") &&
+                 survivor.contains("reached the target accuracy"),
+             survivor.right(3000).constData());
+    // Nothing accepted was dropped: every update received before the job ended went into the weights or was
+    // refused at its fold with a reason the admin sees.
+    QSqlDatabase db = QSqlDatabase::addDatabase(QStringLiteral("QPSQL"), QStringLiteral("one-of-two"));
+    const QUrl url(m_cluster->postgres()->url(E2eCluster::postgresDatabase()));
+    db.setHostName(url.host());
+    db.setPort(url.port());
+    db.setUserName(url.userName());
+    db.setDatabaseName(url.path().mid(1));
+    QVERIFY2(db.open(), qPrintable(db.lastError().text()));
+    QSqlQuery lost(db);
+    QVERIFY(
+        lost.exec(QStringLiteral("SELECT COUNT(*) FROM updates u, jobs j WHERE u.job_id = j.id AND j.id = %1 "
+                                 "AND u.applied_version IS NULL AND u.fold_error = '' AND u.received_ms < "
+                                 "j.finished_ms - 1000")
+                      .arg(*job)));
+    QVERIFY(lost.next());
+    QCOMPARE(lost.value(0).toLongLong(), 0);
+    lost.finish();
+    db.close();
+    for (const int agent : agents)
+        QCOMPARE(counter(m_cluster->agentRecord(m_cluster->agent(agent).name), "invalid"), 0);
 }
 
 // (g) An agent paused by its owner (`gleaner-agent pause`) for longer than one deadline_seconds keeps its
