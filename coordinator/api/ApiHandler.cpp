@@ -270,6 +270,9 @@ void ApiHandler::handle(HttpRequest request, Responder respond)
         HttpResponse file = HttpResponse::file(path, sha.toLatin1(), "application/octet-stream");
         // Content-addressed: a file never changes under its name.
         file.headers.append(HttpHeader{"Cache-Control", "private, max-age=31536000, immutable"});
+        // The nginx in front sends it from the blob folder, once this coordinator has said who may have it.
+        if (request.head.viaProxy && !c.config().accelRedirect.isEmpty())
+            file.accelRedirect = (c.config().accelRedirect + c.blobs().relativePath(sha)).toLatin1();
         respond(file);
         return;
     }
@@ -363,15 +366,17 @@ void ApiHandler::observe(const RequestHead& head, const RequestOutcome& outcome)
 {
     Coordinator& c = m_coordinator;
     c.metrics().observeRequest(head, outcome);
-    // File bytes by what they were for: the accounting of what a subtask costs an agent's downlink.
-    if (outcome.bytesOut > 0 && (outcome.status == 200 || outcome.status == 206) &&
+    // File bytes by what they were for: the accounting of what a subtask costs an agent's downlink, whether
+    // this process or the proxy in front sent them.
+    const quint64 fileBytes = outcome.bytesOut + outcome.bytesByProxy;
+    if (fileBytes > 0 && (outcome.status == 200 || outcome.status == 206) &&
         metrics::classifyRoute(head) == metrics::Route::Files) {
         const QByteArray path = head.path();
         const QString sha = QString::fromLatin1(path.mid(path.lastIndexOf('/') + 1));
         const auto use = c.admission().fileUse(sha);
-        c.metrics().fileSent(use ? QByteArrayView(use->role) : QByteArrayView("other"), outcome.bytesOut);
+        c.metrics().fileSent(use ? QByteArrayView(use->role) : QByteArrayView("other"), fileBytes);
         if (use)
-            c.state().post([&c, jobId = use->jobId, role = use->role, bytes = outcome.bytesOut] {
+            c.state().post([&c, jobId = use->jobId, role = use->role, bytes = fileBytes] {
                 c.noteDownloaded(jobId, role, bytes);
             });
     }

@@ -89,6 +89,12 @@ int initCommand(const QStringList& arguments)
                                      "several): its requests count as coming from the client its "
                                      "X-Forwarded-For names last."),
                       QStringLiteral("ADDRESS")});
+    parser.addOption({QStringLiteral("accel-redirect"),
+                      QStringLiteral("The nginx in front (--trusted-proxy) sends file downloads itself from "
+                                     "the blob folder, which it serves at this internal location (such as "
+                                     "/_gleaner/blobs/): the coordinator answers with X-Accel-Redirect "
+                                     "(docs/scale-out.md). Needs --shared-dir."),
+                      QStringLiteral("PATH")});
     parser.addOption(
         {QStringLiteral("shared-dir"),
          QStringLiteral("A new deployment that several coordinators serve: blobs and kept updates in "
@@ -120,7 +126,7 @@ int initCommand(const QStringList& arguments)
         return usageError(QStringLiteral("--tls-cert and --tls-key go together"), QStringLiteral("init"));
     if (parser.isSet(QStringLiteral("join"))) {
         for (const char* other : {"host", "tls-cert", "tls-key", "open-enrollment", "database", "redis",
-                                  "public-url", "trusted-proxy", "shared-dir"})
+                                  "public-url", "trusted-proxy", "shared-dir", "accel-redirect"})
             if (parser.isSet(QString::fromLatin1(other)))
                 return usageError(
                     QStringLiteral("--%1: a coordinator that joins takes the deployment's settings from "
@@ -173,6 +179,10 @@ int initCommand(const QStringList& arguments)
     if (parser.isSet(QStringLiteral("shared-dir")))
         if (auto s = config.checkSharedDir(); !s)
             return usageError(QStringLiteral("--shared-dir: %1").arg(s.error()), QStringLiteral("init"));
+    config.accelRedirect = parser.value(QStringLiteral("accel-redirect"));
+    if (parser.isSet(QStringLiteral("accel-redirect")))
+        if (auto s = config.checkAccelRedirect(); !s)
+            return usageError(QStringLiteral("--accel-redirect: %1").arg(s.error()), QStringLiteral("init"));
     if (!config.redis.isEmpty())
         if (auto reached = RedisConnection::open(config.redis); !reached)
             return failure(reached.error());

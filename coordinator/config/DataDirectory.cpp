@@ -9,6 +9,7 @@
 #include <QHostAddress>
 #include <QJsonArray>
 #include <QJsonDocument>
+#include <QRegularExpression>
 #include <QSaveFile>
 #include <QUrl>
 
@@ -43,6 +44,32 @@ Status CoordinatorConfig::checkSharedDir() const
         return fail(
             QStringLiteral("several coordinators share a deployment through PostgreSQL and Redis: name "
                            "both (database, redis) as well, or remove shared_dir to run one coordinator"));
+    return {};
+}
+
+Status CoordinatorConfig::checkAccelRedirect() const
+{
+    static const QRegularExpression plainPath(QStringLiteral("^/([A-Za-z0-9._~-]+/)+$"));
+    if (accelRedirect.size() > 200 || !plainPath.match(accelRedirect).hasMatch())
+        return fail(
+            QStringLiteral("expected nginx's internal location of the blob folder, an absolute path of "
+                           "letters, digits and . _ ~ - ending in /, such as /_gleaner/blobs/; got \"%1\"")
+                .arg(accelRedirect.left(200)));
+    for (const QString& segment : accelRedirect.split(u'/', Qt::SkipEmptyParts))
+        if (segment == u"." || segment == u"..")
+            return fail(QStringLiteral("\"%1\" holds a . or .. segment; name the location as nginx's "
+                                       "configuration spells it")
+                            .arg(accelRedirect));
+    if (trustedProxies.isEmpty())
+        return fail(
+            QStringLiteral("only a trusted proxy can send files in the coordinator's place: name the nginx "
+                           "in front (trusted_proxies, init --trusted-proxy) as well"));
+    // nginx must open the blob folder: the shared folder's, never the data directory that holds the keys.
+    if (!isShared())
+        return fail(
+            QStringLiteral("nginx sends files from a deployment's shared folder (shared_dir, init "
+                           "--shared-dir); a coordinator alone keeps its blobs in its data directory, "
+                           "beside its keys, and sends them itself"));
     return {};
 }
 
@@ -89,6 +116,8 @@ QJsonObject CoordinatorConfig::toJson() const
         json.insert(QStringLiteral("trusted_proxies"), QJsonArray::fromStringList(trustedProxies));
     if (!sharedDir.isEmpty())
         json.insert(QStringLiteral("shared_dir"), sharedDir);
+    if (!accelRedirect.isEmpty())
+        json.insert(QStringLiteral("accel_redirect"), accelRedirect);
     return json;
 }
 
@@ -119,7 +148,8 @@ Result<CoordinatorConfig> CoordinatorConfig::fromJson(const QJsonObject& json)
                       QStringLiteral("redis"),
                       QStringLiteral("public_url"),
                       QStringLiteral("trusted_proxies"),
-                      QStringLiteral("shared_dir")});
+                      QStringLiteral("shared_dir"),
+                      QStringLiteral("accel_redirect")});
     CoordinatorConfig config;
     QString listen;
     if (fields.readString(u"listen", listen, Need::Required)) {
@@ -190,6 +220,10 @@ Result<CoordinatorConfig> CoordinatorConfig::fromJson(const QJsonObject& json)
     if (fields.readString(u"shared_dir", config.sharedDir) && !config.sharedDir.isEmpty())
         if (auto s = config.checkSharedDir(); !s)
             fields.fail(u"shared_dir", s.error());
+    if (fields.readString(u"accel_redirect", config.accelRedirect) && !config.accelRedirect.isEmpty() &&
+        fields.ok())
+        if (auto s = config.checkAccelRedirect(); !s)
+            fields.fail(u"accel_redirect", s.error());
     if (!fields.ok())
         return fields.failure();
     return config;

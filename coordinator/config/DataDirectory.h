@@ -82,6 +82,13 @@ struct CoordinatorConfig
     // `redis`, and its signing key, TLS identity and admin token must be the deployment's (init --join).
     QString sharedDir;
 
+    // The internal URI under which the nginx in front serves the blob folder (blobsDir) itself, for example
+    // "/_gleaner/blobs/" with `location /_gleaner/blobs/ { internal; alias <blobs folder>/; }`: a file
+    // download that came through a trusted proxy is then answered with X-Accel-Redirect to
+    // <prefix>ab/<sha256>, and nginx sends the bytes (docs/scale-out.md). Empty (the default): the
+    // coordinator sends every file itself. Needs trustedProxies and sharedDir.
+    QString accelRedirect;
+
     // Whether this coordinator is one of several serving one deployment (shared_dir is set).
     bool isShared() const { return !sharedDir.isEmpty(); }
     // The URL agents use: publicUrl, or https://<first host>:<port>.
@@ -90,6 +97,9 @@ struct CoordinatorConfig
     static Status checkPublicUrl(const QString& url);
     // Whether sharedDir can be used: absolute, and with a PostgreSQL database and Redis named; else why not.
     Status checkSharedDir() const;
+    // Whether accelRedirect can be used: an absolute URI path of plain characters ending in '/', with
+    // trusted proxies and a shared folder named; else why not.
+    Status checkAccelRedirect() const;
     // Whether `address` can name a trusted proxy (an IP address: no names, no ranges); else why not.
     static Status checkTrustedProxy(const QString& address);
     QJsonObject toJson() const;

@@ -108,6 +108,33 @@ QByteArray quotedEtag(const QByteArray& etag)
     return '"' + etag + '"';
 }
 
+// The head of a file answer that the proxy in front completes (X-Accel-Redirect): it sends the file, answers
+// Range and If-Range itself, and takes the status, ETag and Cache-Control from this head. The bytes it will
+// send are counted as this answer's, as if the server had sent them.
+OutgoingResponse redirectedFile(const HttpResponse& response, const RequestContext& request,
+                                QList<HttpHeader> headers, std::uint64_t size, bool rangeApplies, bool close)
+{
+    std::uint64_t length = request.method == "HEAD" ? 0 : size;
+    if (length > 0 && rangeApplies) {
+        const ByteRangeRequest range = parseByteRange(request.range, qint64(size));
+        if (range.outcome == ByteRangeRequest::Outcome::Unsatisfiable)
+            length = 0;
+        else if (range.outcome == ByteRangeRequest::Outcome::Partial)
+            length = std::uint64_t(range.last - range.first + 1);
+    }
+    headers.removeIf(
+        [](const HttpHeader& h) { return h.name.compare("Accept-Ranges", Qt::CaseInsensitive) == 0; });
+    headers.append(HttpHeader{"X-Accel-Redirect", response.accelRedirect});
+    OutgoingResponse out;
+    out.status = response.status;
+    OutgoingResponse::EmptyMessage message;
+    setCommonHeaders(message, response.status, response.contentType, headers, request, close);
+    message.content_length(0);
+    out.proxyBytes = length;
+    out.message = std::move(message);
+    return out;
+}
+
 OutgoingResponse fileResponse(const HttpResponse& response, const RequestContext& request, bool close)
 {
     beast::error_code ec;
@@ -146,6 +173,8 @@ OutgoingResponse fileResponse(const HttpResponse& response, const RequestContext
     // If-Range with another tag means the client's partial copy is of an older file: send it all again.
     const bool rangeApplies = readOnly && status == 200 && !request.range.isEmpty() &&
                               (request.ifRange.isEmpty() || request.ifRange == etag);
+    if (!response.accelRedirect.isEmpty())
+        return redirectedFile(response, request, std::move(headers), size, rangeApplies, close);
     if (rangeApplies) {
         const ByteRangeRequest range = parseByteRange(request.range, qint64(size));
         if (range.outcome == ByteRangeRequest::Outcome::Unsatisfiable) {

@@ -54,6 +54,7 @@ struct OutgoingResponse
     std::variant<StringMessage, EmptyMessage, FileMessage> message;
     int status = 0;
     std::uint64_t bodyBytes = 0;
+    std::uint64_t proxyBytes = 0; // what the proxy sends in this server's place (HttpResponse::accelRedirect)
 };
 
 // Builds the message to send. `close` adds "Connection: close"; the message also closes when the request

@@ -210,6 +210,7 @@ void HttpSession::onHead(beast::error_code ec)
     m_head = std::move(*head);
     m_head.remoteKey = m_remoteKey;
     if (m_server->options.trustedProxies.contains(m_remoteAddress)) {
+        m_head.viaProxy = true;
         const auto forwarded = message.find("X-Forwarded-For");
         if (forwarded != message.end()) {
             const auto value = forwarded->value();
@@ -498,8 +499,8 @@ void HttpSession::send(HttpResponse response, bool closeAfter)
 
 void HttpSession::onWritten(beast::error_code ec, bool closeAfter)
 {
-    logRequest(m_outgoing->status, ec ? 0 : m_outgoing->bodyBytes);
-    observe(m_outgoing->status, ec ? 0 : m_outgoing->bodyBytes);
+    logRequest(m_outgoing->status, ec ? 0 : m_outgoing->bodyBytes, ec ? 0 : m_outgoing->proxyBytes);
+    observe(m_outgoing->status, ec ? 0 : m_outgoing->bodyBytes, ec ? 0 : m_outgoing->proxyBytes);
     m_outgoing.reset();
     if (ec) {
         closeNow();
@@ -589,10 +590,11 @@ void HttpSession::removeUploadFile()
     m_uploadPath.clear();
 }
 
-void HttpSession::observe(int status, std::uint64_t bytesOut)
+void HttpSession::observe(int status, std::uint64_t bytesOut, std::uint64_t bytesByProxy)
 {
     const RequestOutcome outcome{status, qint64(m_bodyBytesRead), bytesOut,
-                                 m_requestTimer.isValid() ? double(m_requestTimer.nsecsElapsed()) / 1e9 : 0.0};
+                                 m_requestTimer.isValid() ? double(m_requestTimer.nsecsElapsed()) / 1e9 : 0.0,
+                                 bytesByProxy};
     try {
         m_server->handler.observe(m_head, outcome);
     } catch (...) {
@@ -600,12 +602,16 @@ void HttpSession::observe(int status, std::uint64_t bytesOut)
     }
 }
 
-void HttpSession::logRequest(int status, std::uint64_t bytes) const
+void HttpSession::logRequest(int status, std::uint64_t bytes, std::uint64_t bytesByProxy) const
 {
-    qCDebug(lcHttp, "%s %s %s -> %d, %llu bytes, %lld ms", qPrintable(m_head.remoteAddress.isEmpty() ? m_remoteAddress : m_head.remoteAddress),
+    const QByteArray byProxy = bytesByProxy > 0
+                                   ? " (" + QByteArray::number(quint64(bytesByProxy)) + " sent by the proxy)"
+                                   : QByteArray();
+    qCDebug(lcHttp, "%s %s %s -> %d, %llu bytes%s, %lld ms",
+            qPrintable(m_head.remoteAddress.isEmpty() ? m_remoteAddress : m_head.remoteAddress),
             m_head.method.isEmpty() ? "-" : m_head.method.constData(),
             m_head.target.isEmpty() ? "-" : m_head.path().constData(), status,
-            static_cast<unsigned long long>(bytes),
+            static_cast<unsigned long long>(bytes), byProxy.constData(),
             m_requestTimer.isValid() ? m_requestTimer.elapsed() : 0LL);
 }
 

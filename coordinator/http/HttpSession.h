@@ -91,9 +91,9 @@ private:
     void discardSome();
     void closeNow();
     void removeUploadFile();
-    void logRequest(int status, std::uint64_t bytes) const;
+    void logRequest(int status, std::uint64_t bytes, std::uint64_t bytesByProxy = 0) const;
     // Tells the handler how the request was answered (metrics).
-    void observe(int status, std::uint64_t bytesOut);
+    void observe(int status, std::uint64_t bytesOut, std::uint64_t bytesByProxy = 0);
     boost::beast::tcp_stream& tcp();
 
     // Streamed answers (HttpSessionStream.cpp).

@@ -38,6 +38,8 @@ struct RequestHead
     // since one subscriber usually holds a whole /64.
     QString remoteKey;
     std::optional<qint64> contentLength;
+    // Whether the connection came from a trusted proxy (HttpServerOptions::trustedProxies).
+    bool viaProxy = false;
 
     QByteArray path() const;                      // target without the query
     QByteArray header(QByteArrayView name) const; // first match, case-insensitive; empty when absent
@@ -83,6 +85,10 @@ struct HttpResponse
     // empty, answering If-None-Match with 304 and a single "Range: bytes=a-b" with 206 / 416.
     QString filePath;
     QByteArray etag;
+    // With filePath: the proxy in front sends the file (nginx's X-Accel-Redirect to this internal URI) and
+    // the server sends only the head, after answering If-None-Match itself. Set only for requests that came
+    // through a trusted proxy configured to serve it (RequestHead::viaProxy).
+    QByteArray accelRedirect;
     // When set, the body is this stream instead (status 200 only).
     std::shared_ptr<ResponseStream> stream;
 
@@ -113,6 +119,7 @@ struct RequestOutcome
     qint64 bytesIn = 0;   // request body bytes read
     quint64 bytesOut = 0; // response body bytes written
     double seconds = 0.0; // from the first byte of the request head to the last byte of the answer
+    quint64 bytesByProxy = 0; // body bytes the proxy sends for this server (HttpResponse::accelRedirect)
 };
 
 class RequestHandler

@@ -17,7 +17,14 @@ QString BlobStore::path(const QString& sha256) const
 {
     if (!Sha256::isHexDigest(sha256))
         return {};
-    return QStringLiteral("%1/%2/%3").arg(m_dir, sha256.left(2), sha256);
+    return QStringLiteral("%1/%2").arg(m_dir, relativePath(sha256));
+}
+
+QString BlobStore::relativePath(const QString& sha256) const
+{
+    if (!Sha256::isHexDigest(sha256))
+        return {};
+    return QStringLiteral("%1/%2").arg(sha256.left(2), sha256);
 }
 
 bool BlobStore::contains(const QString& sha256) const

@@ -29,6 +29,8 @@ public:
     bool contains(const QString& sha256) const;
     // The file of a blob; empty when `sha256` is not 64 lowercase hex digits (never a path outside the store).
     QString path(const QString& sha256) const;
+    // The same relative to the store's folder ("ab/abcdef..."), for a server that serves that folder itself.
+    QString relativePath(const QString& sha256) const;
     qint64 size(const QString& sha256) const; // -1 when absent
 
 private:

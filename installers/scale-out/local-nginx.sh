@@ -6,9 +6,13 @@
 # nginx it started (the process id in its pid file), never the system's own.
 #
 #   local-nginx.sh start DIR --cert CERT --key KEY --upstream HOST:PORT [--upstream HOST:PORT ...] [--port PORT]
+#                    [--blobs BLOBS]
 #                                   write DIR/nginx.conf and start nginx; prints its URL. CERT and KEY: the
 #                                   coordinator's data directory's tls/cert.pem and tls/key.pem. The coordinators'
 #                                   certificate is also what nginx checks them against (as "localhost").
+#                                   --blobs: the deployment's blob folder (SHARED_DIR/blobs), which nginx then
+#                                   serves at /_gleaner/blobs/ for coordinators made with
+#                                   `init --accel-redirect /_gleaner/blobs/`; nginx's workers must read it.
 #   local-nginx.sh url DIR          the URL of the running nginx
 #   local-nginx.sh stop DIR         SIGQUIT (finish what is in flight), SIGKILL after 15 s
 #
@@ -17,7 +21,7 @@ set -euo pipefail
 source "$(dirname "$(readlink -f "$0")")/common.sh"
 
 die() { echo "local-nginx: $*" >&2; exit 1; }
-usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
 
 [[ $# -ge 1 ]] || { usage >&2; exit 2; }
 command=$1; shift
@@ -38,13 +42,14 @@ url_of() { echo "https://127.0.0.1:$(port_of)"; }
 
 case "$command" in
 start)
-    cert="" key="" port="" upstreams=()
+    cert="" key="" port="" blobs="" upstreams=()
     while [[ $# -gt 0 ]]; do
         case "$1" in
             --cert) cert=$(realpath "$2"); shift 2 ;;
             --key) key=$(realpath "$2"); shift 2 ;;
             --upstream) upstreams+=("$2"); shift 2 ;;
             --port) port=$2; shift 2 ;;
+            --blobs) blobs=$(realpath -m "$2"); shift 2 ;;
             *) die "start: unknown option $1" ;;
         esac
     done
@@ -54,6 +59,14 @@ start)
     for upstream in "${upstreams[@]}"; do
         [[ "$upstream" =~ $host_port ]] || die "--upstream $upstream: expected HOST:PORT"
     done
+    if [[ -n "$blobs" ]]; then
+        [[ -d "$blobs" ]] || die "--blobs $blobs: no such folder (the blob folder is SHARED_DIR/blobs)"
+        # nginx's workers open the files: as www-data when this runs as root, else as this user.
+        if [[ $(id -u) -eq 0 ]] && ! setpriv --reuid www-data --regid www-data --clear-groups test -x "$blobs"; then
+            die "--blobs $blobs: nginx's workers (www-data) cannot open it; give them its group along the way," \
+                "e.g. chgrp www-data SHARED_DIR && chmod g+x SHARED_DIR (docs/scale-out.md)"
+        fi
+    fi
     if pid=$(running_pid); then
         echo "local-nginx: already running (pid $pid)" >&2
         url_of
@@ -73,6 +86,19 @@ start)
     fi
     servers=""
     for upstream in "${upstreams[@]}"; do servers+="        server $upstream;"$'\n'; done
+    # The coordinators decide who may download what; nginx sends the bytes (X-Accel-Redirect). Only a
+    # coordinator's answer reaches this location (internal), and it keeps the coordinator's entity tag, which
+    # the agents' resumed downloads name in If-Range.
+    blob_location=""
+    [[ -n "$blobs" ]] && blob_location="
+        location /_gleaner/blobs/ {
+            internal;
+            alias $blobs/;
+            etag off;
+            add_header ETag \$upstream_http_etag;
+            sendfile on;
+            tcp_nopush on;
+        }"
     cat >"$dir/nginx.conf" <<CONF
 # Written by local-nginx.sh: nginx in front of Gleaner coordinators (docs/scale-out.md).
 $user_line
@@ -81,9 +107,10 @@ pid $dir/nginx.pid;
 error_log $dir/error.log warn;
 events { worker_connections 1024; }
 http {
-    # Which coordinator answered each request (upstream=HOST:PORT), for the admin and the tests.
+    # Which coordinator answered each request (upstream=HOST:PORT), and where nginx sent a file from in its
+    # place (accel=URI, X-Accel-Redirect), for the admin and the tests.
     log_format gleaner '\$remote_addr [\$time_local] "\$request" \$status \$body_bytes_sent '
-                       'upstream=\$upstream_addr \$request_time';
+                       'upstream=\$upstream_addr \$request_time accel=\$upstream_http_x_accel_redirect';
     access_log $dir/access.log gleaner;
     client_body_temp_path $dir/tmp/body;
     proxy_temp_path $dir/tmp/proxy;
@@ -115,7 +142,7 @@ $servers        keepalive 32;
             # Long uploads, downloads and the dashboard's event stream (which asks for no buffering itself).
             proxy_read_timeout 3600s;
             proxy_send_timeout 3600s;
-        }
+        }$blob_location
     }
 }
 CONF

@@ -286,6 +286,7 @@ FakeHandler::FakeHandler()
                      {QStringLiteral("bytes"), request.bodyBytes},
                      {QStringLiteral("token"), QString::fromLatin1(request.head.bearerToken())},
                      {QStringLiteral("remote"), request.head.remoteAddress},
+                     {QStringLiteral("via_proxy"), request.head.viaProxy},
                  }));
     };
 }
@@ -300,6 +301,18 @@ void FakeHandler::handle(HttpRequest request, Responder respond)
 {
     ++handled;
     onHandle(std::move(request), std::move(respond));
+}
+
+void FakeHandler::observe(const RequestHead&, const RequestOutcome& outcome)
+{
+    const std::lock_guard lock(m_mutex);
+    m_outcomes.append(outcome);
+}
+
+QList<RequestOutcome> FakeHandler::outcomes() const
+{
+    const std::lock_guard lock(m_mutex);
+    return m_outcomes;
 }
 
 } // namespace gleaner::test

@@ -7,12 +7,14 @@
 #include "http/HttpTypes.h"
 
 #include <QByteArray>
+#include <QList>
 #include <QString>
 #include <QTemporaryDir>
 
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <variant>
 
 struct ssl_ctx_st;
@@ -106,6 +108,9 @@ public:
     std::variant<coordinator::BodyPolicy, coordinator::HttpResponse>
     admit(const coordinator::RequestHead& head) override;
     void handle(coordinator::HttpRequest request, coordinator::Responder respond) override;
+    void observe(const coordinator::RequestHead& head, const coordinator::RequestOutcome& outcome) override;
+    // What observe() was told, in order.
+    QList<coordinator::RequestOutcome> outcomes() const;
 
     std::function<std::variant<coordinator::BodyPolicy, coordinator::HttpResponse>(
         const coordinator::RequestHead&)>
@@ -113,6 +118,10 @@ public:
     std::function<void(coordinator::HttpRequest, coordinator::Responder)> onHandle;
     std::atomic<int> admitted{0};
     std::atomic<int> handled{0};
+
+private:
+    mutable std::mutex m_mutex;
+    QList<coordinator::RequestOutcome> m_outcomes;
 };
 
 } // namespace gleaner::test

@@ -1027,6 +1027,22 @@ void TestCoordinator::configFileIsCheckedByField_data()
         << QByteArray(R"({"listen": "h:1", "redis": "redis://:secret@h:0/0"})") << "config.redis";
     QTest::newRow("database of another engine")
         << QByteArray(R"({"listen": "h:1", "database": "mysql://root:secret@db/gleaner"})") << "config.database";
+    // nginx sends files (X-Accel-Redirect) only from a deployment's shared folder, through a trusted proxy,
+    // at a location spelled as nginx's configuration does.
+    const QByteArray shared = R"("database": "postgresql://g@db/g", "redis": "redis://:secret@r:6379/0", )"
+                              R"("shared_dir": "/srv/g", "trusted_proxies": ["10.0.0.5"], )";
+    for (const char* bad : {"_gleaner/blobs/", "/_gleaner/blobs", "/", "/a//b/", "/a/../b/", "/a/./", "/a b/",
+                            "/a%2e%2e/", "/a\\nX-Evil: 1/"})
+        QTest::newRow(qPrintable(QStringLiteral("accel location %1").arg(QString::fromLatin1(bad))))
+            << QByteArray(R"({"listen": "h:1", )" + shared + R"("accel_redirect": ")" + bad + R"("})")
+            << "config.accel_redirect";
+    QTest::newRow("accel without a proxy")
+        << QByteArray(R"({"listen": "h:1", "database": "postgresql://g@db/g", "redis": "redis://r:6379/0", )"
+                      R"("shared_dir": "/srv/g", "accel_redirect": "/_gleaner/blobs/"})")
+        << "config.accel_redirect: only a trusted proxy can send files";
+    QTest::newRow("accel without a shared folder")
+        << QByteArray(R"({"listen": "h:1", "trusted_proxies": ["10.0.0.5"], "accel_redirect": "/_g/blobs/"})")
+        << "config.accel_redirect: nginx sends files from a deployment's shared folder";
 }
 
 void TestCoordinator::configFileIsCheckedByField()
@@ -1056,6 +1072,14 @@ void TestCoordinator::configFileIsCheckedByField()
         QCOMPARE(read->redis, scaled.redis);
         QCOMPARE(read->url(), QStringLiteral("https://gleaner.example.org"));
         QCOMPARE(read->trustedProxies, scaled.trustedProxies);
+        QVERIFY(read->accelRedirect.isEmpty()); // the coordinator sends its files itself
+        // A deployment's shared folder that nginx serves.
+        scaled.database = onPostgres.database;
+        scaled.sharedDir = QStringLiteral("/srv/gleaner-shared");
+        scaled.accelRedirect = QStringLiteral("/_gleaner/blobs-1.a~b/");
+        auto accelerated = CoordinatorConfig::fromJson(scaled.toJson());
+        QVERIFY2(accelerated.ok(), qPrintable(accelerated.error()));
+        QCOMPARE(accelerated->accelRedirect, scaled.accelRedirect);
         return;
     }
     QVERIFY(!config.ok());

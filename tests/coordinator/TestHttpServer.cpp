@@ -40,6 +40,7 @@ private Q_SLOTS:
     void fileRanges_data();
     void fileRanges();
     void ifNoneMatchGives304();
+    void fileSentByTheProxy();
     void headAndDownloadToFile();
 
 private:
@@ -382,6 +383,72 @@ void TestHttpServer::fileRanges()
     QCOMPARE(response->header("Content-Range"),
              status == 206 ? "bytes " + QByteArray::number(first) + '-' + QByteArray::number(last) + "/1000"
                            : QByteArray());
+}
+
+// With accelRedirect, the proxy in front sends the file: the server sends the head with X-Accel-Redirect and
+// no body, answers If-None-Match itself, and counts what the proxy will send as the answer's bytes.
+void TestHttpServer::fileSentByTheProxy()
+{
+    const QString path = QDir(m_fixture.dir()).filePath(QStringLiteral("accel.bin"));
+    QFile file(path);
+    QVERIFY(file.open(QIODevice::WriteOnly | QIODevice::Truncate));
+    file.write(QByteArray(4096, 'a'));
+    file.close();
+    FakeHandler handler;
+    handler.onHandle = [path](HttpRequest request, Responder respond) {
+        HttpResponse answer = HttpResponse::file(request.head.path().endsWith("gone") ? path + ".gone" : path,
+                                                 "abc123", "application/octet-stream");
+        answer.headers.append(HttpHeader{"Cache-Control", "immutable"});
+        answer.accelRedirect = "/_gleaner/blobs/ab/abc123";
+        respond(answer);
+    };
+    auto server = start(handler);
+    QVERIFY(server);
+    HttpsClient https = client(*server);
+
+    const auto whole = https.request("GET", "/api/v1/files/abc123");
+    QVERIFY2(whole.ok(), qPrintable(whole.error()));
+    QCOMPARE(whole->status, 200);
+    QCOMPARE(whole->header("X-Accel-Redirect"), QByteArray("/_gleaner/blobs/ab/abc123"));
+    QCOMPARE(whole->header("ETag"), QByteArray("\"abc123\""));
+    QCOMPARE(whole->header("Cache-Control"), QByteArray("immutable"));
+    QCOMPARE(whole->header("Content-Length"), QByteArray("0"));
+    QVERIFY(whole->header("Accept-Ranges").isEmpty()); // the proxy says what it does with ranges
+    QVERIFY(whole->body.isEmpty());
+    // A range is the proxy's to send, with the status it decides: the head stays 200.
+    const auto tail = https.request("GET", "/api/v1/files/abc123", {}, {},
+                                    {{"Range", "bytes=1000-"}, {"If-Range", "\"abc123\""}});
+    QVERIFY2(tail.ok(), qPrintable(tail.error()));
+    QCOMPARE(tail->status, 200);
+    QVERIFY(tail->header("Content-Range").isEmpty());
+    const auto stale = https.request("GET", "/api/v1/files/abc123", {}, {},
+                                     {{"Range", "bytes=1000-"}, {"If-Range", "\"old\""}});
+    QVERIFY2(stale.ok(), qPrintable(stale.error()));
+    const auto head = https.request("HEAD", "/api/v1/files/abc123");
+    QVERIFY2(head.ok(), qPrintable(head.error()));
+    QCOMPARE(head->header("X-Accel-Redirect"), QByteArray("/_gleaner/blobs/ab/abc123"));
+    // A copy the client holds already: 304 from the server, nothing for the proxy to send.
+    const auto current =
+        https.request("GET", "/api/v1/files/abc123", {}, {}, {{"If-None-Match", "\"abc123\""}});
+    QVERIFY2(current.ok(), qPrintable(current.error()));
+    QCOMPARE(current->status, 304);
+    QVERIFY(current->header("X-Accel-Redirect").isEmpty());
+    // A file that is gone is the server's 404, never a redirect to nothing.
+    const auto gone = https.request("GET", "/api/v1/files/gone");
+    QVERIFY2(gone.ok(), qPrintable(gone.error()));
+    QCOMPARE(gone->status, 404);
+    QVERIFY(gone->header("X-Accel-Redirect").isEmpty());
+
+    // What each answer counts: the whole file, the range, the whole file again (an older partial copy),
+    // nothing for HEAD, 304 and 404; this server itself sent no file bytes.
+    QTRY_COMPARE(handler.outcomes().size(), 6);
+    const QList<quint64> expected{4096, 3096, 4096, 0, 0, 0};
+    for (int i = 0; i < expected.size(); ++i) {
+        QCOMPARE(handler.outcomes()[i].bytesByProxy, expected[i]);
+        if (i < 4)
+            QCOMPARE(handler.outcomes()[i].bytesOut, quint64(0));
+    }
+    QCOMPARE(https.connectionsOpened(), 1);
 }
 
 void TestHttpServer::ifNoneMatchGives304()

@@ -468,17 +468,21 @@ void TestHttpServerLimits::aTrustedProxyForwardsItsClientsAddresses()
     });
     QVERIFY(server);
     const QByteArray forwarded = "GET / HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 203.0.113.9, 192.0.2.7\r\n\r\n";
+    bool viaProxy = false;
     auto remoteSeen = [&](RawTlsClient& client, const QByteArray& request) {
         if (!client.send(request))
             return QString();
         const RawResponse response = client.readResponse(3000);
-        return QJsonDocument::fromJson(response.body).object().value(QStringLiteral("remote")).toString();
+        const QJsonObject echo = QJsonDocument::fromJson(response.body).object();
+        viaProxy = echo.value(QStringLiteral("via_proxy")).toBool();
+        return echo.value(QStringLiteral("remote")).toString();
     };
 
     // From the proxy: the client is the address the proxy saw (the last one), not what the client wrote before it.
     RawTlsClient proxy;
     QCOMPARE(proxy.connect(server->port(), ca(), 0, QStringLiteral("127.0.0.2")), QString());
     QCOMPARE(remoteSeen(proxy, forwarded), QStringLiteral("192.0.2.7"));
+    QVERIFY(viaProxy); // and the handler knows it came through the proxy (which may send files for it)
     // A header that names no address leaves the proxy's own.
     QCOMPARE(remoteSeen(proxy, "GET / HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 192.0.2.7, nonsense\r\n\r\n"),
              QStringLiteral("127.0.0.2"));
@@ -491,6 +495,7 @@ void TestHttpServerLimits::aTrustedProxyForwardsItsClientsAddresses()
     RawTlsClient other;
     QCOMPARE(other.connect(server->port(), ca(), 0, QStringLiteral("127.0.0.3")), QString());
     QCOMPARE(remoteSeen(other, forwarded), QStringLiteral("127.0.0.3"));
+    QVERIFY(!viaProxy);
     RawTlsClient secondFromOther;
     QVERIFY(!secondFromOther.connect(server->port(), ca(), 0, QStringLiteral("127.0.0.3")).isEmpty());
 }

@@ -11,9 +11,14 @@
 #include <QJsonDocument>
 #include <QTest>
 
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 
+#include <grp.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace gleaner::e2e {
 namespace {
@@ -124,6 +129,8 @@ Status E2eCluster::startProxy()
                           QStringLiteral("127.0.0.1:%1").arg(m_port)};
     for (const OtherCoordinator& other : m_others)
         arguments << QStringLiteral("--upstream") << QStringLiteral("127.0.0.1:%1").arg(other.port);
+    if (proxySendsFiles())
+        arguments << QStringLiteral("--blobs") << storageDir() + QStringLiteral("/blobs");
     const CliRun started = runProgram(QStringLiteral("bash"), arguments, environment(), 30'000);
     if (started.exitCode != 0)
         return fail(QStringLiteral("local-nginx.sh start: %1").arg(started.describe()));
@@ -194,6 +201,29 @@ QString E2eCluster::coordinatorLog() const
     return m_root + QStringLiteral("/coordinator.log");
 }
 
+namespace {
+
+// nginx's workers run as www-data when the test runs as root. As an admin would (docs/scale-out.md), the way
+// to the blob folder is opened to their group only: traverse, no listing.
+Status letProxyWorkersThrough(const QStringList& folders)
+{
+    if (::geteuid() != 0)
+        return {};
+    const struct group* workers = ::getgrnam("www-data");
+    if (!workers)
+        return fail(QStringLiteral("no group www-data for nginx's workers"));
+    for (const QString& folder : folders) {
+        const QByteArray path = QFile::encodeName(folder);
+        if (::chown(path.constData(), uid_t(-1), workers->gr_gid) != 0 ||
+            ::chmod(path.constData(), 0710) != 0)
+            return fail(QStringLiteral("cannot open %1 to nginx's workers: %2")
+                            .arg(folder, QString::fromLocal8Bit(std::strerror(errno))));
+    }
+    return {};
+}
+
+} // namespace
+
 Status E2eCluster::initCoordinator()
 {
     m_port = freeLoopbackPort();
@@ -232,7 +262,10 @@ Status E2eCluster::initCoordinator()
             return fail(
                 QStringLiteral("GLEANER_TEST_COORDINATORS needs GLEANER_TEST_POSTGRES, GLEANER_TEST_REDIS "
                                "and GLEANER_TEST_NGINX"));
-        arguments << QStringLiteral("--shared-dir") << m_root + QStringLiteral("/shared");
+        // nginx sends the files from the shared folder (X-Accel-Redirect); the coordinators decide who gets
+        // them.
+        arguments << QStringLiteral("--shared-dir") << m_root + QStringLiteral("/shared")
+                  << QStringLiteral("--accel-redirect") << QStringLiteral("/_gleaner/blobs/");
     }
     const CliRun init = runProgram(QStringLiteral(GLEANER_COORDINATOR_BIN), arguments, environment(), 60'000);
     if (init.exitCode != 0)
@@ -255,6 +288,8 @@ Status E2eCluster::initCoordinator()
             return fail(QStringLiteral("gleaner-coordinator init --join: %1").arg(joined.describe()));
         m_others.push_back(std::move(other));
     }
+    if (proxySendsFiles())
+        return letProxyWorkersThrough({m_root, storageDir()});
     return {};
 }
 
@@ -349,6 +384,11 @@ QList<quint16> E2eCluster::coordinatorPorts() const
     for (const OtherCoordinator& other : m_others)
         ports << other.port;
     return ports;
+}
+
+QByteArray E2eCluster::adminToken() const
+{
+    return test::readFile(coordinatorDir() + QStringLiteral("/admin-token")).trimmed();
 }
 
 QString E2eCluster::storageDir() const

@@ -104,6 +104,13 @@ public:
     {
         return m_root + QStringLiteral("/coordinator-%1.log").arg(i + 2);
     }
+    // Whether nginx sends the files itself from the shared folder (several coordinators, made with
+    // --accel-redirect /_gleaner/blobs/): the coordinators answer downloads with X-Accel-Redirect.
+    bool proxySendsFiles() const { return !m_others.empty(); }
+    // The PEM file of the deployment's certificate, and its admin token.
+    QString certificatePath() const { return coordinatorDir() + QStringLiteral("/tls/cert.pem"); }
+    QByteArray adminToken() const;
+    quint16 proxyPort() const { return quint16(m_proxyPort); }
     // Where blobs/ and updates/ are: the shared folder of several coordinators, or the coordinator's own.
     QString storageDir() const;
     // The PostgreSQL server the coordinator keeps its state on (GLEANER_TEST_POSTGRES), and its database's name;

@@ -5,10 +5,12 @@
 #include "E2eCluster.h"
 #include "ProcessProbe.h"
 #include "TestSupport.h"
+#include "http/HttpsClient.h"
 
 #include <QCryptographicHash>
 #include <QDateTime>
 #include <QDir>
+#include <QDirIterator>
 #include <QElapsedTimer>
 #include <QFile>
 #include <QFileInfo>
@@ -118,6 +120,9 @@ private:
     QList<int> startAgents(const QStringList& names, const QStringList& options);
     // Polls `gleaner-agent status --json` until a subtask trains between its first and last step.
     bool waitForTrainingStep(int agent, int timeoutMs);
+    // nginx sent the agents' downloads from the shared folder (X-Accel-Redirect), answers Range with If-Range
+    // under the coordinator's entity tag, and serves the folder to no one directly.
+    void checkFilesSentByProxy();
 
     std::unique_ptr<QTemporaryDir> m_scratch;
     std::unique_ptr<E2eCluster> m_cluster;
@@ -195,6 +200,65 @@ bool TestEndToEnd::waitForTrainingStep(int agent, int timeoutMs)
 
 // (a) Two agents train the 6,000-image job to the target; both contributed, nothing was refused or failed,
 // and what each agent counts as done is what the coordinator counts.
+void TestEndToEnd::checkFilesSentByProxy()
+{
+    // Every download the coordinators allowed, nginx sent from the blob folder.
+    const QStringList files = m_cluster->proxiedRequests(QStringLiteral("GET /api/v1/files/"));
+    QVERIFY2(!files.isEmpty(), "nginx passed on no file download");
+    static const QRegularExpression sent(QStringLiteral("\" (200|206) [1-9]"));
+    qint64 accelerated = 0;
+    for (const QString& line : files) {
+        if (!sent.match(line).hasMatch())
+            continue;
+        QVERIFY2(line.contains(QStringLiteral(" accel=/_gleaner/blobs/")),
+                 qPrintable(QStringLiteral("a coordinator sent a file itself: %1").arg(line)));
+        ++accelerated;
+    }
+    QVERIFY2(accelerated > 0, qPrintable(files.join(u'\n')));
+    qInfo("nginx sent %lld file downloads from the shared folder", accelerated);
+
+    // The largest blob, part of it as an agent resumes it.
+    QString largest;
+    for (QDirIterator it(m_cluster->storageDir() + QStringLiteral("/blobs"), QDir::Files,
+                         QDirIterator::Subdirectories);
+         it.hasNext();) {
+        const QString file = it.next();
+        if (largest.isEmpty() || QFileInfo(file).size() > QFileInfo(largest).size())
+            largest = file;
+    }
+    QVERIFY(!largest.isEmpty());
+    const QByteArray bytes = test::readFile(largest);
+    QVERIFY(bytes.size() > 1000);
+    const QByteArray sha = QFileInfo(largest).fileName().toLatin1();
+    coordinator::HttpsClient client(QStringLiteral("127.0.0.1"), m_cluster->proxyPort(),
+                                    m_cluster->certificatePath());
+    const QByteArray target = "/api/v1/files/" + sha;
+    auto partial =
+        client.request("GET", target, {}, {}, {{"Range", "bytes=1000-"}, {"If-Range", '"' + sha + '"'}},
+                       m_cluster->adminToken());
+    QVERIFY2(partial, qPrintable(partial.error()));
+    QCOMPARE(partial->status, 206);
+    QCOMPARE(partial->header("ETag"), '"' + sha + '"');
+    QCOMPARE(partial->header("Content-Range"),
+             "bytes 1000-" + QByteArray::number(bytes.size() - 1) + '/' + QByteArray::number(bytes.size()));
+    QVERIFY(partial->body == bytes.mid(1000));
+    // A partial copy of another file is sent again whole.
+    auto whole = client.request("GET", target, {}, {}, {{"Range", "bytes=1000-"}, {"If-Range", "\"older\""}},
+                                m_cluster->adminToken());
+    QVERIFY2(whole, qPrintable(whole.error()));
+    QCOMPARE(whole->status, 200);
+    QVERIFY(whole->body == bytes);
+    // Still only for those the coordinators admit, and the folder itself is nginx's internal location only.
+    auto anonymous = client.request("GET", target);
+    QVERIFY2(anonymous, qPrintable(anonymous.error()));
+    QCOMPARE(anonymous->status, 401);
+    QVERIFY(anonymous->body != bytes);
+    auto direct = client.request("GET", "/_gleaner/blobs/" + sha.left(2) + '/' + sha, {}, {}, {},
+                                 m_cluster->adminToken());
+    QVERIFY2(direct, qPrintable(direct.error()));
+    QCOMPARE(direct->status, 404);
+}
+
 void TestEndToEnd::twoAgentsReachTheTargetAccuracy()
 {
     // The brief's job; with two agents the accuracy passes 0.80 between epochs 8 and 10 (0.75 after epoch 2,
@@ -242,6 +306,8 @@ void TestEndToEnd::twoAgentsReachTheTargetAccuracy()
                                    .arg(leases)
                                    .arg(uploads)));
         }
+        if (m_cluster->proxySendsFiles())
+            checkFilesSentByProxy();
     }
 
     for (const int agent : agents) {
