@@ -204,8 +204,14 @@ Result<InitResult> makeDataDirectory(const DataDirectory& dir,
 Result<InitResult> initializeDataDirectory(const DataDirectory& dir, const CoordinatorConfig& config,
                                            const QString& certificateFile, const QString& keyFile)
 {
-    return makeDataDirectory(
+    // A shared folder that init makes goes with a failed init too, so that init can run again; one that was
+    // there (empty) stays.
+    const bool sharedExisted = !config.isShared() || QFileInfo::exists(config.sharedDir);
+    auto made = makeDataDirectory(
         dir, [&](InitResult& out) { return createEverything(dir, config, certificateFile, keyFile, out); });
+    if (!made && !sharedExisted)
+        QDir(config.sharedDir).removeRecursively();
+    return made;
 }
 
 Result<InitResult> joinDeployment(const DataDirectory& dir, const DataDirectory& source,

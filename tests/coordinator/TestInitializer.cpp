@@ -8,6 +8,7 @@
 
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QTest>
 
 using namespace gleaner;
@@ -22,6 +23,7 @@ private Q_SLOTS:
     void refusesAFolderThatHoldsSomething();
     void failureKeepsAFolderThatExistedAsItWas();
     void failureRemovesAFolderItMade();
+    void failureRemovesASharedFolderItMade();
 
 private:
     static QStringList entries(const QString& path)
@@ -99,6 +101,25 @@ void TestInitializer::failureRemovesAFolderItMade()
                                            m_scratch->filePath(QStringLiteral("no-such-key.pem")));
     QVERIFY(!created);
     QVERIFY(!QFileInfo::exists(root));
+}
+
+void TestInitializer::failureRemovesASharedFolderItMade()
+{
+    // The shared folder is made before the database is opened: an unreachable database fails after it.
+    CoordinatorConfig config;
+    config.database = QStringLiteral("postgresql://gleaner@127.0.0.1:1/nowhere");
+    config.redis = QStringLiteral("redis://127.0.0.1:1/0");
+    config.sharedDir = m_scratch->filePath(QStringLiteral("shared"));
+    auto created =
+        initializeDataDirectory(DataDirectory(m_scratch->filePath(QStringLiteral("data"))), config);
+    QVERIFY(!created);
+    QVERIFY2(!QFileInfo::exists(config.sharedDir), "a failed init left the shared folder it made");
+    QVERIFY(!QFileInfo::exists(m_scratch->filePath(QStringLiteral("data"))));
+    // One that was there, empty, stays for the next try.
+    QVERIFY(QDir().mkpath(config.sharedDir));
+    created = initializeDataDirectory(DataDirectory(m_scratch->filePath(QStringLiteral("data"))), config);
+    QVERIFY(!created);
+    QVERIFY(QFileInfo(config.sharedDir).isDir());
 }
 
 QTEST_GUILESS_MAIN(TestInitializer)
