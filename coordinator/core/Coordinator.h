@@ -275,9 +275,16 @@ private:
     // [state] Reads what a job has in the database beside its row (history, counts, work, weights) and sets
     // it going. `importHere`: a job still being imported is imported by this coordinator.
     void prepareJob(JobState& job, bool importHere);
+    // [state] The job's validations as the database has them (the history and the validated epochs),
+    // whichever coordinator made them.
+    void loadHistory(JobState& job);
     // [state] Among several coordinators (keepSharedHouse): jobs that others submitted, and jobs that others
     // paused, resumed or ended, as the database has them.
     void followJobs();
+    // [state] Among several coordinators: validations the housekeeper made (a job's history grew), so that
+    // `job status` and the dashboard agree whichever coordinator answers, and a coordinator that takes the
+    // housekeeping over does not validate an epoch again.
+    void followValidations();
     Status persistJob(const JobState& job);
     QJsonObject jobJson(const JobState& job) const;
     static QJsonObject transferJson(const JobState& job);

@@ -71,14 +71,18 @@ JobState Coordinator::jobFromRow(const QSqlQuery& row) const
     return job;
 }
 
-void Coordinator::prepareJob(JobState& job, bool importHere)
+void Coordinator::loadHistory(JobState& job)
 {
-    const qint64 id = job.id;
     auto history =
         m_db->exec(QStringLiteral("SELECT epoch, epoch_end, version, updates, accuracy, loss, at_ms FROM "
                                   "validations WHERE job_id = ? ORDER BY at_ms, version"),
-                   {id});
-    while (history && history->next()) {
+                   {job.id});
+    if (!history) {
+        qCWarning(lcCoordinator) << "cannot read the validations of job" << job.id << ":" << history.error();
+        return;
+    }
+    job.history.clear();
+    while (history->next()) {
         const bool epochEnd = history->value(1).toInt() != 0;
         job.history.push_back({history->value(0).toInt(), epochEnd, history->value(2).toLongLong(),
                                history->value(3).toLongLong(), history->value(4).toDouble(),
@@ -88,6 +92,12 @@ void Coordinator::prepareJob(JobState& job, bool importHere)
     }
     while (job.validatedEpochs.count(job.validatedEpoch + 1))
         ++job.validatedEpoch;
+}
+
+void Coordinator::prepareJob(JobState& job, bool importHere)
+{
+    const qint64 id = job.id;
+    loadHistory(job);
     auto counts = m_db->exec(QStringLiteral("SELECT COUNT(*), COALESCE(SUM(upload_bytes), 0), "
                                             "COUNT(NULLIF(upload_bytes, 0)) FROM updates WHERE job_id = ?"),
                              {id});

@@ -180,6 +180,7 @@ void Coordinator::keepSharedHouse(qint64 nowMs)
     // What the others changed: jobs, quarantines and revocations (an agent revoked there is refused here
     // too).
     followJobs();
+    followValidations();
     if (auto s = m_standing->load(); !s)
         qCWarning(lcCoordinator) << "cannot read the agents' standing:" << s.error();
     auto revoked = m_db->exec(QStringLiteral("SELECT id, token_hash FROM agents WHERE revoked != 0"));
@@ -254,6 +255,23 @@ void Coordinator::followJobs()
             qCInfo(lcCoordinator) << "job" << id << jobStatusName(*status) << "at another coordinator";
         }
     }
+}
+
+void Coordinator::followValidations()
+{
+    auto counts = m_db->exec(QStringLiteral("SELECT job_id, COUNT(*) FROM validations GROUP BY job_id"));
+    if (!counts) {
+        qCWarning(lcCoordinator) << "cannot read the deployment's validations:" << counts.error();
+        return;
+    }
+    std::vector<qint64> grown;
+    while (counts->next())
+        if (const JobState* job = findJob(counts->value(0).toLongLong());
+            job && qint64(job->history.size()) != counts->value(1).toLongLong())
+            grown.push_back(job->id);
+    counts->finish();
+    for (const qint64 id : grown)
+        loadHistory(*findJob(id));
 }
 
 bool Coordinator::epochFolded(const JobState& job, int epoch)

@@ -531,6 +531,10 @@ void Coordinator::tick()
     if (keeper != m_housekeeper && m_config.isShared())
         qCInfo(lcCoordinator) << (keeper ? "this coordinator does the deployment's housekeeping now"
                                          : "another coordinator does the deployment's housekeeping now");
+    // Taking the housekeeping over: the validations the last housekeeper made since the last look are not
+    // made again.
+    if (keeper && !m_housekeeper && m_config.isShared())
+        followValidations();
     m_housekeeper = keeper;
     m_weights->keepSnapshots(keeper);
     if (m_config.isShared()) {

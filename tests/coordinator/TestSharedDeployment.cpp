@@ -319,6 +319,17 @@ void TestSharedDeployment::twoCoordinatorsServeOneDeployment()
     for (const QString& file : files)
         QVERIFY2(!QFile::exists(f.config.sharedDir + u'/' + file), qPrintable(file));
 
+    // A validation the housekeeper made (its row, as onValidated writes it) shows at the second as well: job
+    // status agrees whichever coordinator answers, and the epoch counts as validated there.
+    QVERIFY(db->exec(QStringLiteral("INSERT INTO validations (job_id, epoch, epoch_end, version, updates, "
+                                    "accuracy, loss, at_ms) VALUES (?, 1, 0, 2, 2, 0.625, 0.875, ?)"),
+                     {job, f.clock.nowMs()})
+                .ok());
+    QVERIFY(jobAt(g, job).value(QStringLiteral("accuracy")).isNull());
+    tick(g, 3000);
+    QCOMPARE(jobAt(g, job).value(QStringLiteral("accuracy")).toDouble(), 0.625);
+    QCOMPARE(jobAt(g, job).value(QStringLiteral("history")).toArray().size(), 1);
+
     // Paused at the second, cancelled at the first: each follows the other.
     g.call([&] { return g.core->setJobStatus(job, "pause"); }, &status);
     QCOMPARE(status, 200);
