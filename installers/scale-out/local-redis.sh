@@ -55,8 +55,13 @@ start)
     echo "$port" >"$dir/port"
     rm -f "$dir/redis.pid"
     # No config file: everything on the command line, nothing of the machine's /etc/redis.
+    # Every fold appends the job's whole weights (20 MB at 5 M parameters) to the append-only file. Redis's
+    # default rewrites that file each time it doubles, every few folds, compressing floats that barely compress:
+    # a quarter of the accepted updates per second (bench_lease --results, docs/scale-out.md). Rewritten when it
+    # has grown to 9 times its last rewrite, uncompressed, it costs disk instead (up to 10 copies of the weights).
     "$server" --port "$port" --bind 127.0.0.1 --protected-mode yes --dir "$dir" --daemonize yes \
         --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" --appendonly yes --appendfsync everysec --save "" \
+        --auto-aof-rewrite-percentage 800 --rdbcompression no \
         || die "redis-server did not start; see $dir/redis.log"
     for _ in $(seq 100); do
         if running_pid >/dev/null && { exec 3<>"/dev/tcp/127.0.0.1/$port"; } 2>/dev/null; then

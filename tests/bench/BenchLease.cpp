@@ -2,7 +2,13 @@
 // loopback, ask for one subtask after another for D seconds. Prints leases per second and the latency
 // percentiles of a lease request as JSON. BOINC's published figure is about 100 dispatches per second.
 //   bench_lease [--clients C] [--seconds D] [--shards S] [--database URL] [--coordinators P --redis URL]
-//               [--quick]
+//               [--results [--rule RULE]] [--publish-ms MS] [--quick]
+// --results: accepted updates per second. Each agent uploads a result for every lease it gets (PUT
+// .../result, the whole weights of the paper's 4,972,746 parameters, 19.9 MB: an MLP 64-2096-2302-4) before
+// it asks for the next, so each coordinator takes uploads, checks them, keeps them and folds them (VC-ASGD
+// unless --rule names another), as for real agents. The agents fetch the weights once and upload them moved a
+// little, so the figure is the coordinators' intake, not the agents' training or downloads. Validation is off
+// (it would evaluate the 5 M-parameter model on the test set, a cost of its own).
 // --database: the coordinator's state in this PostgreSQL database (empty;
 // installers/scale-out/local-postgres.sh createdb makes one) instead of gleaner.db. --coordinators P (with
 // --database and --redis): P coordinators of one deployment in this process (init --shared-dir, then init
@@ -15,6 +21,7 @@
 #include "http/HttpsClient.h"
 #include "ml/data/Dataset.h"
 #include "store/Database.h"
+#include "tensor/TensorBundle.h"
 #include "util/Clock.h"
 
 #include "BenchSupport.h"
@@ -30,6 +37,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <thread>
 
 using namespace gleaner;
@@ -42,14 +50,28 @@ int main(int argc, char** argv)
     if (args.contains(QStringLiteral("--help"))) {
         QTextStream(stdout)
             << "usage: bench_lease [--clients C] [--seconds D] [--shards S] [--database URL]\n"
-               "                   [--coordinators P --redis URL] [--quick]\n"
-               "Prints leases per second and lease latency (p50, p99) as JSON.\n";
+               "                   [--coordinators P --redis URL] [--results [--rule RULE]] [--publish-ms "
+               "MS]\n"
+               "                   [--quick]\n"
+               "Prints leases per second and lease latency (p50, p99) as JSON.\n"
+               "  --results  every lease is answered with an uploaded result of 4,972,746 parameters: also\n"
+               "             accepted updates per second and the upload's latency (p50, p99)\n"
+               "  --rule     the job's aggregation rule with --results (default vc-asgd)\n"
+               "  --publish-ms  the coordinators' publish_interval_ms (default 250)\n";
         return 0;
     }
     const auto option = [&](const char* name, int fallback) { return bench::intOption(args, name, fallback); };
     const bool quick = args.contains(QStringLiteral("--quick"));
-    const int clients = option("--clients", quick ? 8 : 200);
-    const int seconds = option("--seconds", quick ? 1 : 10);
+    const bool results = args.contains(QStringLiteral("--results"));
+    // Each agent uploading 20 MB holds two copies of it: a few dozen agents are what one machine's memory
+    // holds.
+    const int clients = option("--clients", quick ? (results ? 4 : 8) : (results ? 32 : 200));
+    const int seconds = option("--seconds", quick ? (results ? 3 : 1) : (results ? 20 : 10));
+    QString rule = QStringLiteral("vc-asgd");
+    if (const qsizetype at = args.indexOf(QStringLiteral("--rule")); at >= 0)
+        rule = args.value(at + 1);
+    // The paper's 4,972,746 parameters: 64*2096 + 2096 + 2096*2302 + 2302 + 2302*4 + 4.
+    const QString hidden = results && !quick ? QStringLiteral("[2096, 2302]") : QStringLiteral("[8]");
     const int shards = option("--shards", quick ? 200 : 10000);
     const int coordinators = option("--coordinators", 1);
     if (clients < 1 || seconds < 1 || shards < 1 || coordinators < 1)
@@ -64,6 +86,9 @@ int main(int argc, char** argv)
     // Every simulated agent enrolls from 127.0.0.1 at once: lift the per-address enrollment rate.
     config.enrollBurst = std::max(config.enrollBurst, clients);
     config.listenPort = 0;
+    if (results)
+        config.validateEveryUpdates = 0; // at epoch ends only: none within a run
+    config.publishIntervalMs = option("--publish-ms", config.publishIntervalMs);
     if (const qsizetype at = args.indexOf(QStringLiteral("--database")); at >= 0) {
         config.database = args.value(at + 1);
         if (!Database::isPostgresUrl(config.database))
@@ -108,15 +133,19 @@ int main(int argc, char** argv)
     options.maxConnectionsPerAddress =
         std::max(options.maxConnectionsPerAddress, clients + 8); // all from 127.0.0.1
 
-    const QByteArray spec = QStringLiteral(R"({"name": "bench", "dataset": {"format": "safetensors", "train": "%1",
-        "test": "%1"}, "model": {"arch": "mlp", "input_shape": [1, 8, 8], "num_classes": 4, "hidden": [8]},
-        "shards": %2, "optimizer": {"name": "adam", "lr": 0.01}, "target_accuracy": 0.99, "max_epochs": 100,
-        "deadline_seconds": 3600})")
-                                .arg(train)
-                                .arg(shards)
-                                .toUtf8();
+    const QByteArray spec =
+        QStringLiteral(R"({"name": "bench", "dataset": {"format": "safetensors", "train": "%1",
+        "test": "%1"}, "model": {"arch": "mlp", "input_shape": [1, 8, 8], "num_classes": 4, "hidden": %3},
+        "shards": %2, "optimizer": {"name": "adam", "lr": 0.01}, "aggregation": {"rule": "%4"},
+        "target_accuracy": 0.99, "max_epochs": 100, "deadline_seconds": 3600})")
+            .arg(train)
+            .arg(shards)
+            .arg(hidden, rule)
+            .toUtf8();
     Coordinator* c = core->get();
-    c->state().call([&] { return c->submitJob(spec); });
+    const HttpResponse submitted = c->state().call([&] { return c->submitJob(spec); });
+    if (submitted.status >= 300)
+        return bench::failBench("bench_lease", QString::fromUtf8(submitted.body));
     for (int i = 0; i < 600; ++i) {
         c->drain();
         const HttpResponse status = c->state().call([&] { return c->jobStatus(1); });
@@ -151,6 +180,68 @@ int main(int argc, char** argv)
     std::atomic<int> ready{0};
     std::vector<std::vector<double>> latencies(static_cast<size_t>(clients));
     std::vector<qint64> leased(static_cast<size_t>(clients), 0), failures(static_cast<size_t>(clients), 0);
+    // --results: what the agents upload (fetched once), and how the uploads were answered.
+    std::once_flag fetchOnce;
+    TensorBundle uploaded;
+    std::mutex resultsMutex;
+    std::vector<double> resultLatencies;
+    qint64 accepted = 0, refused = 0;
+    QString firstRefusal;
+    const auto fetchWeights = [&](HttpsClient& client, const QByteArray& token, const QString& sha) {
+        auto file = client.request("GET", "/api/v1/files/" + sha.toLatin1(), {}, {}, {}, token);
+        auto weights = file && file->status == 200
+                           ? SafeTensors::parse(file->body)
+                           : Result<TensorBundle>(fail(QStringLiteral("cannot fetch the weights")));
+        if (!weights)
+            return;
+        // Moved a little, as a subtask would (far moves are refused).
+        for (const auto& entry : weights->entries())
+            for (float& value : weights->mutableValues<float>(entry))
+                value += 1e-4f;
+        uploaded = std::move(*weights);
+    };
+    const auto uploadResult = [&](HttpsClient& client, const QByteArray& token, const QJsonObject& task) {
+        const QJsonObject manifest =
+            QJsonDocument::fromJson(task.value(QStringLiteral("manifest")).toString().toUtf8()).object();
+        const QString leaseId = task.value(QStringLiteral("lease_id")).toString();
+        const QString weightsSha = manifest.value(QStringLiteral("files"))
+                                       .toArray()
+                                       .at(1)
+                                       .toObject()
+                                       .value(QStringLiteral("sha256"))
+                                       .toString();
+        std::call_once(fetchOnce, [&] { fetchWeights(client, token, weightsSha); });
+        if (uploaded.entries().empty())
+            return false;
+        TensorBundle result = uploaded; // shares the tensors; only the metadata is its own
+        result.setMetadata(QStringLiteral("gleaner.nonce"),
+                           manifest.value(QStringLiteral("nonce")).toString());
+        result.setMetadata(QStringLiteral("gleaner.base_version"),
+                           QString::number(manifest.value(QStringLiteral("base_version")).toInteger()));
+        result.setMetadata(QStringLiteral("gleaner.samples"),
+                           QString::number(manifest.value(QStringLiteral("subtask"))
+                                               .toObject()
+                                               .value(QStringLiteral("samples"))
+                                               .toInteger()));
+        result.setMetadata(QStringLiteral("gleaner.loss"), QStringLiteral("0.5"));
+        const QByteArray body = SafeTensors::serialize(result);
+        QElapsedTimer timer;
+        timer.start();
+        auto reply = client.request("PUT", "/api/v1/work/" + leaseId.toLatin1() + "/result", body,
+                                    "application/octet-stream", {}, token);
+        const double ms = double(timer.nsecsElapsed()) / 1e6;
+        const std::lock_guard lock(resultsMutex);
+        if (reply && reply->status == 202) {
+            ++accepted;
+            resultLatencies.push_back(ms);
+            return true;
+        }
+        if (++refused == 1)
+            firstRefusal =
+                reply ? QStringLiteral("%1 %2").arg(reply->status).arg(QString::fromUtf8(reply->body))
+                      : reply.error();
+        return false;
+    };
     std::vector<std::thread> threads;
     for (int k = 0; k < clients; ++k) {
         threads.emplace_back([&, k] {
@@ -174,7 +265,16 @@ int main(int argc, char** argv)
                     continue;
                 }
                 latencies[size_t(k)].push_back(ms);
-                leased[size_t(k)] += QJsonDocument::fromJson(reply->body).object().value(QStringLiteral("tasks")).toArray().size();
+                const QJsonArray tasks =
+                    QJsonDocument::fromJson(reply->body).object().value(QStringLiteral("tasks")).toArray();
+                leased[size_t(k)] += tasks.size();
+                if (!results)
+                    continue;
+                if (tasks.isEmpty())
+                    std::this_thread::sleep_for(std::chrono::milliseconds(20)); // as an agent waits for work
+                for (const QJsonValue& task : tasks)
+                    if (!stop)
+                        uploadResult(client, token, task.toObject());
             }
         });
     }
@@ -211,10 +311,22 @@ int main(int argc, char** argv)
     out.insert(QStringLiteral("leases_per_second"), double(total) / elapsed);
     out.insert(QStringLiteral("p50_ms"), bench::percentile(all, 0.50));
     out.insert(QStringLiteral("p99_ms"), bench::percentile(all, 0.99));
+    if (results) {
+        out.insert(QStringLiteral("parameters"), uploaded.parameterCount());
+        out.insert(QStringLiteral("rule"), rule);
+        out.insert(QStringLiteral("results_accepted"), accepted);
+        out.insert(QStringLiteral("results_refused"), refused);
+        if (!firstRefusal.isEmpty())
+            out.insert(QStringLiteral("first_refusal"), firstRefusal.left(300));
+        out.insert(QStringLiteral("accepted_per_second"), double(accepted) / elapsed);
+        out.insert(QStringLiteral("result_p50_ms"), bench::percentile(resultLatencies, 0.50));
+        out.insert(QStringLiteral("result_p99_ms"), bench::percentile(resultLatencies, 0.99));
+    }
+    out.insert(QStringLiteral("publish_interval_ms"), config.publishIntervalMs);
     out.insert(QStringLiteral("server_threads"), options.threads);
     out.insert(QStringLiteral("database"), config.database.isEmpty() ? QStringLiteral("sqlite") : QStringLiteral("postgresql"));
     out.insert(QStringLiteral("boinc_dispatch_per_second"), 100);
     out.insert(QStringLiteral("goal_per_second"), 1000);
     QTextStream(stdout) << QJsonDocument(out).toJson(QJsonDocument::Indented);
-    return total > 0 ? 0 : 1;
+    return total > 0 && (!results || accepted > 0) ? 0 : 1;
 }
