@@ -122,8 +122,6 @@ OutgoingResponse redirectedFile(const HttpResponse& response, const RequestConte
         else if (range.outcome == ByteRangeRequest::Outcome::Partial)
             length = std::uint64_t(range.last - range.first + 1);
     }
-    headers.removeIf(
-        [](const HttpHeader& h) { return h.name.compare("Accept-Ranges", Qt::CaseInsensitive) == 0; });
     headers.append(HttpHeader{"X-Accel-Redirect", response.accelRedirect});
     OutgoingResponse out;
     out.status = response.status;
@@ -155,7 +153,8 @@ OutgoingResponse fileResponse(const HttpResponse& response, const RequestContext
     const bool readOnly = request.method == "GET" || request.method == "HEAD";
     const QByteArray etag = quotedEtag(response.etag);
     QList<HttpHeader> headers = response.headers;
-    headers.append(HttpHeader{"Accept-Ranges", "bytes"});
+    if (response.accelRedirect.isEmpty()) // else the proxy says what it does with ranges
+        headers.append(HttpHeader{"Accept-Ranges", "bytes"});
     if (!etag.isEmpty())
         headers.append(HttpHeader{"ETag", etag});
 

@@ -211,8 +211,12 @@ int main(int argc, char** argv)
                                        .value(QStringLiteral("sha256"))
                                        .toString();
         std::call_once(fetchOnce, [&] { fetchWeights(client, token, weightsSha); });
-        if (uploaded.entries().empty())
+        if (uploaded.entries().empty()) {
+            const std::lock_guard lock(resultsMutex);
+            if (++refused == 1)
+                firstRefusal = QStringLiteral("the weights %1 could not be fetched and read").arg(weightsSha);
             return false;
+        }
         TensorBundle result = uploaded; // shares the tensors; only the metadata is its own
         result.setMetadata(QStringLiteral("gleaner.nonce"),
                            manifest.value(QStringLiteral("nonce")).toString());
