@@ -294,7 +294,8 @@ private:
     Lease* findLease(const QString& leaseId);
     // [state] Takes every running or paused job's lock, which applies what other coordinators changed.
     Status lockLiveJobs();
-    HttpResponse leaseInTransaction(const QString& agentId, const QJsonObject& request);
+    // `granted`: the leases it granted (the reply's tasks).
+    HttpResponse leaseInTransaction(const QString& agentId, const QJsonObject& request, int& granted);
     // A result for a workunit that already has its first result: compared with it, recorded, not folded in.
     HttpResponse resultOfDoneWorkunit(ResultIntake::Verdict& verdict, const ResultIntake::Received& received,
                                       const QString& file, const ReceivedUpdate& update);
@@ -302,8 +303,9 @@ private:
     // What the HTTP threads need to know of an open lease: its agent, its upload limit, the files it names.
     AdmissionCache::LeaseEntry admissionEntry(const JobState& job, const Workunit* unit, const Lease& lease) const;
     // How many open leases the agent may hold (config max_leases_per_agent, and twice its declared cores);
-    // records what the lease request declared of the machine (`capabilities`, checked) on the agent.
-    int leaseCapFor(const QString& agentId, const QJsonObject& declared);
+    // records what the lease request declared of the machine (`capabilities`, checked) on the agent, whose
+    // record held `hardware`.
+    int leaseCapFor(const QString& agentId, const QJsonObject& hardware, const QJsonObject& declared);
     static QJsonObject checkedCapabilities(const QJsonObject& declared);
     QByteArray signedManifest(const JobState& job, const Workunit& unit, const Lease& lease, QByteArray* signature);
     QJsonObject leaseReply(const QJsonArray& tasks) const;

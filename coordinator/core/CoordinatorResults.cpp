@@ -142,6 +142,10 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
     const int epoch = verdict.context.epoch;
     qint64 seq = -1;
     const Status recorded = m_db->transaction([&]() -> Status {
+        // The job's lock before the update's row: what it reads of other coordinators' first results must not
+        // include this one.
+        if (auto s = m_scheduler->lockJob(*verdict.job); !s)
+            return s;
         auto r = m_db->insertReturningId(
             QStringLiteral(
                 "INSERT INTO updates (job_id, lease_id, agent_id, epoch, base_version, file, "

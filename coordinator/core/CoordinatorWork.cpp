@@ -131,16 +131,23 @@ HttpResponse Coordinator::lease(const QString& agentId, const QJsonObject& reque
     // Before the lease's transaction, in transactions of their own: each job's lock is taken in the order of
     // the jobs' ids within one transaction, so that two coordinators never wait for each other.
     m_scheduler->expire();
-    const Status done = m_db->transaction([&]() -> Status {
-        response = leaseInTransaction(agentId, request);
-        return {};
-    });
-    if (!done) {
-        qCCritical(lcCoordinator) << "cannot record a lease:" << done.error();
-        return HttpResponse::error(
-            500, QStringLiteral("the coordinator cannot record the lease; try again later"));
+    (void)m_scheduler->takeEmptyClaims();
+    for (int attempt = 0;; ++attempt) {
+        int granted = 0;
+        const Status done = m_db->transaction([&]() -> Status {
+            response = leaseInTransaction(agentId, request, granted);
+            return {};
+        });
+        if (!done) {
+            qCCritical(lcCoordinator) << "cannot record a lease:" << done.error();
+            return HttpResponse::error(
+                500, QStringLiteral("the coordinator cannot record the lease; try again later"));
+        }
+        // A grant in parallel that found nothing pending leaves the next epoch, or a replica, to the job's
+        // exclusive lock: asked for once more at once rather than after the agent's retry interval.
+        if (granted > 0 || attempt > 0 || !m_scheduler->takeEmptyClaims())
+            return response;
     }
-    return response;
 }
 
 void Coordinator::leaseWhenCurrent(const QString& agentId, const QJsonObject& request, Responder respond)
@@ -183,18 +190,34 @@ QJsonObject Coordinator::leaseReply(const QJsonArray& tasks) const
             {QStringLiteral("signing_key"), m_keys->publicKey().fingerprint()}};
 }
 
-HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJsonObject& request)
+HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJsonObject& request, int& granted)
 {
-    // Every running job's lock first, in the order of the jobs' ids, then the agent's row: the order expiry
-    // takes them in too, so that two coordinators never wait for each other. Held, they also make the agent's
-    // open leases below include those other coordinators gave it, and its request at another coordinator wait
-    // for this one (the per-agent cap holds across coordinators).
+    const auto cannot = [] {
+        return HttpResponse::error(
+            500, QStringLiteral("the coordinator cannot record the lease; try again later"));
+    };
+    // The agent's lock where grants run in parallel (nothing is held before it), then every running job's
+    // lock, in the order of the jobs' ids, then the agent's row: the order expiry takes them in too, so that
+    // two coordinators never wait for each other. Held, they make the agent's open leases below include those
+    // other coordinators gave it, and its request at another coordinator wait for this one (the per-agent cap
+    // holds across coordinators).
+    auto held = m_scheduler->lockAgent(agentId);
+    if (!held)
+        return cannot();
+    int open = *held;
     for (auto& [jobId, job] : m_jobs)
         if (job.status == JobStatus::Running)
-            if (auto s = m_scheduler->lockJob(job); !s)
-                return HttpResponse::error(
-                    500, QStringLiteral("the coordinator cannot record the lease; try again later"));
-    touchAgent(agentId);
+            if (auto s = m_scheduler->lockForGrant(job); !s)
+                return cannot();
+    if (!m_scheduler->grantsInParallel())
+        open = m_scheduler->openLeasesOf(agentId); // the picture, which the jobs' locks brought up to date
+    // Seen now (touchAgent); the machine its record holds sizes its cap below.
+    QJsonObject hardware;
+    if (auto seen =
+            m_db->exec(QStringLiteral("UPDATE agents SET last_seen_ms = ? WHERE id = ? RETURNING hardware"),
+                       {m_clock.nowMs(), agentId});
+        seen && seen->next())
+        hardware = QJsonDocument::fromJson(seen->value(0).toByteArray()).object();
     if (auto why = m_standing->quarantine(agentId)) {
         // No work, and a reason the agent can log; it asks again rarely, until an admin lifts the quarantine.
         QJsonObject reply = leaseReply(QJsonArray());
@@ -212,8 +235,8 @@ HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJson
         cached.insert(value.toString());
 
     // However often it asks, an agent holds at most its share of the work (see CoordinatorConfig).
-    const int room = leaseCapFor(agentId, request.value(QStringLiteral("capabilities")).toObject()) -
-                     m_scheduler->openLeasesOf(agentId);
+    const int room =
+        leaseCapFor(agentId, hardware, request.value(QStringLiteral("capabilities")).toObject()) - open;
     if (room <= 0) {
         QJsonObject reply = leaseReply(QJsonArray());
         reply.insert(QStringLiteral("retry_after"), kRetryWhenIdleSeconds);
@@ -234,12 +257,13 @@ HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJson
             continue; // the first weights file is still being written
         }
         while (tasks.size() < maxTasks) {
-            auto granted = m_scheduler->leaseNext(job, agentId, cached);
-            if (!granted)
-                return HttpResponse::error(500, QStringLiteral("the coordinator cannot record the lease; try again later"));
-            if (!*granted)
+            auto next = m_scheduler->leaseNext(job, agentId, cached);
+            if (!next)
+                return cannot();
+            if (!*next)
                 break;
-            const Lease& lease = **granted;
+            ++granted;
+            const Lease& lease = **next;
             Workunit* chosen = &job.workunits.at(lease.workunitId);
             m_admission.setLease(lease.id, admissionEntry(job, chosen, lease));
 
@@ -323,14 +347,8 @@ QJsonObject Coordinator::checkedCapabilities(const QJsonObject& declared)
     return kept;
 }
 
-int Coordinator::leaseCapFor(const QString& agentId, const QJsonObject& declared)
+int Coordinator::leaseCapFor(const QString& agentId, const QJsonObject& hardware, const QJsonObject& declared)
 {
-    QJsonObject hardware;
-    auto row = m_db->exec(QStringLiteral("SELECT hardware FROM agents WHERE id = ?"), {agentId});
-    if (row && row->next())
-        hardware = QJsonDocument::fromJson(row->value(0).toByteArray()).object();
-    if (row)
-        row->finish();
     // The lease request carries the machine as it is now (a GPU added, memory changed): the record follows.
     QJsonObject merged = hardware;
     const QJsonObject kept = checkedCapabilities(declared);

@@ -130,6 +130,9 @@ struct JobState
     // Another coordinator of the deployment ended the job (the database says so, as its lock showed): it
     // takes no more work here, and the coordinator ends it in memory as soon as no transaction is under way.
     std::optional<std::pair<JobStatus, QString>> endedElsewhere;
+    // The database says the job is paused (as its last lock showed): it takes no work here until a lock shows
+    // it running again, even before the coordinator's next look at the jobs.
+    bool pausedElsewhere = false;
     qint64 createdMs = 0;
     int epoch = 0;               // highest epoch whose workunits exist (1-based; 0 before the import)
     ImportedJob files;

@@ -66,13 +66,40 @@ Status Scheduler::lockJob(JobState& job)
         return fail(changes.error());
     if (changes->stale)
         apply(job, *changes, /*learnt=*/true);
+    noteStoredState(job, *changes);
+    return {};
+}
+
+void Scheduler::noteStoredState(JobState& job, const JobChanges& stored)
+{
     // Ended by another coordinator: noted, not acted on here, in the middle of the caller's transaction.
-    const auto stored = jobStatusFromName(changes->state);
+    const auto status = jobStatusFromName(stored.state);
     const auto ended = [](JobStatus s) {
         return s == JobStatus::Completed || s == JobStatus::Failed || s == JobStatus::Cancelled;
     };
-    if (stored && ended(*stored) && !ended(job.status))
-        job.endedElsewhere = std::pair{*stored, changes->reason};
+    if (status && ended(*status) && !ended(job.status))
+        job.endedElsewhere = std::pair{*status, stored.reason};
+    if (status) // a store that keeps no state says nothing
+        job.pausedElsewhere = *status == JobStatus::Paused;
+}
+
+Result<int> Scheduler::lockAgent(const QString& agentId)
+{
+    if (m_store.grantsInParallel())
+        return m_store.lockAgent(agentId);
+    return openLeasesOf(agentId);
+}
+
+Status Scheduler::lockForGrant(JobState& job)
+{
+    if (m_store.heldLock(job.id) != SchedulerStore::Held::None)
+        return {};
+    if (!m_store.grantsInParallel() || m_grantUnderLock.count(job.id))
+        return lockJob(job);
+    auto stored = m_store.shareJob(job.id);
+    if (!stored)
+        return fail(stored.error());
+    noteStoredState(job, *stored);
     return {};
 }
 
@@ -109,6 +136,10 @@ void Scheduler::apply(JobState& job, const JobChanges& changes, bool learnt)
                 unit->second.openLeases.append(row.id);
         }
         auto known = m_leases.find(row.id);
+        // A lease this process holds as stored (its own grant, read back after a grant in parallel) is no
+        // news.
+        const bool news =
+            known == m_leases.end() || known->state != row.state || known->deadlineMs != row.deadlineMs;
         if (!mayDeliver) {
             if (known != m_leases.end())
                 m_leases.erase(known);
@@ -122,7 +153,7 @@ void Scheduler::apply(JobState& job, const JobChanges& changes, bool learnt)
         }
         if (row.state == Lease::State::Open)
             m_nextDeadlineMs = std::min(m_nextDeadlineMs, row.deadlineMs);
-        if (learnt && m_onLearnt)
+        if (learnt && news && m_onLearnt)
             m_onLearnt(row, job);
     }
     for (qint64 id : touched) {
@@ -169,14 +200,24 @@ Result<std::optional<Lease>> Scheduler::leaseNext(JobState& job, const QString& 
 {
     std::optional<Lease> granted;
     const Status stored = m_store.transaction([&]() -> Status {
-        if (auto s = lockJob(job); !s)
+        if (auto s = lockForGrant(job); !s)
             return s;
-        if (job.endedElsewhere)
+        if (job.endedElsewhere || job.pausedElsewhere)
             return {};
+        if (m_store.heldLock(job.id) == SchedulerStore::Held::Shared) {
+            auto claimed = grantClaimed(job, agentId, cached);
+            if (!claimed)
+                return fail(claimed.error());
+            granted = std::move(*claimed);
+            return {};
+        }
         openNextEpochIfReady(job);
         Workunit* chosen = choose(job, agentId, cached);
         if (!chosen)
             return {};
+        // Pending work again (a new epoch, a lease gone back): the next grants claim it in parallel.
+        if (chosen->state == Workunit::State::Pending)
+            m_grantUnderLock.erase(job.id);
         auto lease = grant(job, *chosen, agentId);
         if (!lease)
             return fail(lease.error());
@@ -188,9 +229,39 @@ Result<std::optional<Lease>> Scheduler::leaseNext(JobState& job, const QString& 
     return granted;
 }
 
-Result<Lease> Scheduler::grant(JobState& job, Workunit& unit, const QString& agentId)
+Result<std::optional<Lease>> Scheduler::grantClaimed(JobState& job, const QString& agentId,
+                                                     const QSet<QString>& cached)
 {
-    Workunit* chosen = &unit;
+    std::vector<int> held;
+    for (const ShardRef& shard : job.files.shards)
+        if (cached.contains(shard.sha256))
+            held.push_back(shard.index);
+    auto claimed = m_store.claimWorkunit(job.id, held);
+    if (!claimed)
+        return fail(claimed.error());
+    if (!*claimed) {
+        // Nothing pending: the next grant takes the exclusive lock, which may open an epoch or replicate.
+        m_grantUnderLock.insert(job.id);
+        m_emptyClaims = true;
+        return std::optional<Lease>();
+    }
+    const Workunit& unit = **claimed;
+    Lease lease = newLease(job, unit, agentId);
+    if (auto s = m_store.saveLease(lease); !s)
+        return fail(s.error());
+    // What this picture learns: the workunit as claimed (perhaps of an epoch another coordinator opened) and
+    // its new lease. Other grants stay unknown here until the job's next exclusive lock.
+    JobChanges claim;
+    claim.epoch = unit.epoch;
+    claim.workunits.push_back(unit);
+    claim.leases.push_back(lease);
+    apply(job, claim, /*learnt=*/false);
+    return std::optional<Lease>(std::move(lease));
+}
+
+Lease Scheduler::newLease(const JobState& job, const Workunit& unit, const QString& agentId)
+{
+    const Workunit* chosen = &unit;
     const qint64 now = m_clock.nowMs();
     Lease lease;
     lease.id = m_ids();
@@ -212,7 +283,13 @@ Result<Lease> Scheduler::grant(JobState& job, Workunit& unit, const QString& age
         lease.checkpointSha = resume->sha256;
         lease.resumeStep = resume->step;
     }
+    return lease;
+}
 
+Result<Lease> Scheduler::grant(JobState& job, Workunit& unit, const QString& agentId)
+{
+    Workunit* chosen = &unit;
+    const Lease lease = newLease(job, unit, agentId);
     Workunit leased = *chosen;
     leased.state = Workunit::State::Leased;
     leased.issued += 1;

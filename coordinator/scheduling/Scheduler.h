@@ -13,7 +13,10 @@
 // Several coordinators on one database: every change to a job's workunits and leases is made in a transaction
 // that first takes the job's lock (lockJob), which also brings this picture up to date with what the others
 // wrote. A workunit is then never leased twice, and a result never completes a workunit another coordinator
-// completed, whichever process the agent reached.
+// completed, whichever process the agent reached. Where the store grants in parallel (PostgreSQL), a grant
+// takes the job's lock shared and claims its workunit's row instead, so that several coordinators lease one
+// job at once; the grant that finds nothing pending turns the job's next grant to the exclusive lock, which
+// catches the picture up, opens the next epoch or replicates a straggler.
 
 #include "Result.h"
 #include "core/JobState.h"
@@ -27,6 +30,8 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
+#include <utility>
 #include <vector>
 
 namespace gleaner::coordinator {
@@ -57,6 +62,18 @@ public:
     // decides on the job's picture before calling them (ResultIntake) takes it first. Leases in memory stay
     // where they are (a pointer to one stays good) unless the store says another coordinator closed them.
     Status lockJob(JobState& job);
+    // Whether grants of one job run in parallel across coordinators (the store's choice).
+    bool grantsInParallel() const { return m_store.grantsInParallel(); }
+    // Inside the caller's transaction, before any job's lock: where grants run in parallel, the agent's lock
+    // (its requests at several coordinators wait for each other) and the open leases it holds as stored, of
+    // every job. Otherwise this picture's count, which is exact only once every running job's lock is held.
+    Result<int> lockAgent(const QString& agentId);
+    // Inside the caller's transaction: the job's lock as its next grant needs it (leaseNext takes it itself):
+    // shared where grants run in parallel and the job has pending work, exclusive otherwise.
+    Status lockForGrant(JobState& job);
+    // Since the last call: a grant in parallel found nothing pending in some job, whose next grant takes the
+    // exclusive lock (a caller that granted nothing asks again at once).
+    bool takeEmptyClaims() { return std::exchange(m_emptyClaims, false); }
     // At start: the job's workunits and leases as the store holds them (SchedulerTables::loadJob).
     void adopt(JobState& job, const JobChanges& stored);
 
@@ -154,6 +171,13 @@ private:
                              std::optional<Workunit::ResumePoint> resume);
     // Leases `unit` to the agent (under the job's lock, in the caller's transaction).
     Result<Lease> grant(JobState& job, Workunit& unit, const QString& agentId);
+    // A new lease of `unit` for the agent, from the job's published weights or the unit's resume point.
+    Lease newLease(const JobState& job, const Workunit& unit, const QString& agentId);
+    // Under the job's shared lock: the store claims the workunit, and this picture learns it and the lease.
+    Result<std::optional<Lease>> grantClaimed(JobState& job, const QString& agentId,
+                                              const QSet<QString>& cached);
+    // The state the store holds: a job ended by another coordinator is noted (lockJob, lockForGrant).
+    static void noteStoredState(JobState& job, const JobChanges& stored);
     Workunit* choose(JobState& job, const QString& agentId, const QSet<QString>& cached);
 
     std::map<qint64, JobState>& m_jobs;
@@ -173,6 +197,8 @@ private:
     static constexpr size_t kDurations = 32;
     std::map<qint64, Activity> m_activity; // by job
     qint64 m_nextDeadlineMs = 0; // no open lease expires before this: expire() skips its scan until then
+    std::set<qint64> m_grantUnderLock; // jobs whose next grant takes the exclusive lock (nothing to claim)
+    bool m_emptyClaims = false;
 };
 
 } // namespace gleaner::coordinator

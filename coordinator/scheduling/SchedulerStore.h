@@ -44,6 +44,42 @@ public:
     virtual Status saveLease(const Lease& lease) = 0;
     // The highest epoch whose workunits exist.
     virtual Status saveEpoch(qint64 jobId, int epoch) = 0;
+
+    // ---- grants in parallel (several coordinators on PostgreSQL)
+    // Whether several coordinators may grant leases of one job at once. Then a grant takes the job's lock
+    // shared (shareJob) and claims its workunit's row (claimWorkunit); lockJob waits for the grants under way
+    // and holds new ones back, and always reads what changed since (a grant does not move the change count).
+    // Otherwise every grant takes lockJob.
+    virtual bool grantsInParallel() const { return false; }
+    enum class Held
+    {
+        None,
+        Shared,
+        Exclusive
+    };
+    // How the open transaction holds the job's lock.
+    virtual Held heldLock(qint64 jobId) const = 0;
+    // Inside the caller's transaction: the job's lock, shared with other grants, until the transaction ends.
+    // Answers the job's stored epoch, state and reason; nothing of its rows (`stale` stays false).
+    virtual Result<JobChanges> shareJob(qint64 jobId) { return inParallelOnly(jobId); }
+    // Under the job's shared lock: its pending workunit that the scheduler would choose (oldest epoch, then
+    // one that resumes a checkpoint, then one of `preferredShards`), its row locked (rows other grants hold
+    // are skipped), marked leased and counted as issued. nullopt when no workunit is pending.
+    virtual Result<std::optional<Workunit>> claimWorkunit(qint64 jobId,
+                                                          const std::vector<int>& /*preferredShards*/)
+    {
+        return inParallelOnly(jobId);
+    }
+    // Inside the caller's transaction, before any job's lock: the agent's lock until the transaction ends
+    // (its lease requests at several coordinators wait for each other), and the open leases it holds, of
+    // every job.
+    virtual Result<int> lockAgent(const QString& /*agentId*/) { return inParallelOnly(0); }
+
+private:
+    static Error inParallelOnly(qint64 jobId)
+    {
+        return fail(QStringLiteral("job %1: this store grants leases under each job's lock only").arg(jobId));
+    }
 };
 
 // For gleaner-sim and tests: the picture in memory is all there is (nobody else changes it). Ids count up
@@ -57,6 +93,7 @@ public:
     Status saveWorkunit(const Workunit&) override { return {}; }
     Status saveLease(const Lease&) override { return {}; }
     Status saveEpoch(qint64, int) override { return {}; }
+    Held heldLock(qint64) const override { return Held::None; }
 
 private:
     qint64 m_lastWorkunitId = 0;

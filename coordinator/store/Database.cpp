@@ -7,7 +7,7 @@ namespace {
 
 // Bumped with every schema change, with an upgrade step from the previous version (kUpgrades) so that an
 // existing data directory keeps its jobs, agents and leases.
-constexpr int kSchemaVersion = 8;
+constexpr int kSchemaVersion = 9;
 
 // The session advisory lock that marks a PostgreSQL database as used by coordinators ("GLEANERC"): held
 // exclusively by a coordinator alone, shared by the coordinators of one deployment.
@@ -50,6 +50,9 @@ const char* const kSchema[] = {
     "epoch,"
     " shard))",
     "CREATE INDEX workunits_by_change ON workunits (job_id, changed_version)",
+    "CREATE INDEX workunits_pending ON workunits (job_id, state, epoch, shard)",
+    "CREATE INDEX workunits_resumable ON workunits (job_id, epoch) WHERE state = 'pending' AND resume_sha <> "
+    "''",
     "CREATE TABLE leases (id TEXT PRIMARY KEY, workunit_id INTEGER NOT NULL, agent_id TEXT NOT NULL,"
     " issued_ms INTEGER NOT NULL, deadline_ms INTEGER NOT NULL, state TEXT NOT NULL, base_version INTEGER "
     "NOT NULL,"
@@ -59,6 +62,7 @@ const char* const kSchema[] = {
     "CREATE INDEX leases_by_state ON leases (state)",
     "CREATE INDEX leases_by_workunit ON leases (workunit_id)",
     "CREATE INDEX leases_by_change ON leases (changed_version)",
+    "CREATE INDEX leases_by_agent ON leases (agent_id, state)",
     "CREATE TABLE updates (seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id INTEGER NOT NULL, lease_id TEXT NOT "
     "NULL"
     " UNIQUE, agent_id TEXT NOT NULL, epoch INTEGER NOT NULL, base_version INTEGER NOT NULL, file TEXT NOT "
@@ -141,9 +145,19 @@ const char* const kUpgradeTo8[] = {
     "CREATE INDEX leases_by_change ON leases (changed_version)",
 };
 
+// Version 9: grants in parallel (PostgreSQL). A grant claims a job's pending workunit of its oldest epoch
+// (one that resumes a checkpoint, then one of a shard the agent holds, then the first) and counts the open
+// leases of the agent it is for, each by an index: a sort of 10,000 pending workunits took 7 ms a grant.
+const char* const kUpgradeTo9[] = {
+    "CREATE INDEX workunits_pending ON workunits (job_id, state, epoch, shard)",
+    "CREATE INDEX workunits_resumable ON workunits (job_id, epoch) WHERE state = 'pending' AND resume_sha <> "
+    "''",
+    "CREATE INDEX leases_by_agent ON leases (agent_id, state)",
+};
+
 const SqlUpgrade kUpgrades[] = {
     {1, kUpgradeTo2}, {2, kUpgradeTo3}, {3, kUpgradeTo4}, {4, kUpgradeTo5},
-    {5, kUpgradeTo6}, {6, kUpgradeTo7}, {7, kUpgradeTo8},
+    {5, kUpgradeTo6}, {6, kUpgradeTo7}, {7, kUpgradeTo8}, {8, kUpgradeTo9},
 };
 
 } // namespace

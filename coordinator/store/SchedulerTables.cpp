@@ -26,8 +26,53 @@ Status done(const Result<QSqlQuery>& query)
 const char* const kJobCountOfWorkunit = "(SELECT sched_version FROM jobs WHERE jobs.id = ?)";
 const char* const kJobCountOfLease =
     "(SELECT j.sched_version FROM jobs j JOIN workunits w ON w.job_id = j.id WHERE w.id = ?)";
+const char* const kNextJobCountOfLease =
+    "(SELECT j.sched_version + 1 FROM jobs j JOIN workunits w ON w.job_id = j.id WHERE w.id = ?)";
+
+// The advisory locks of grants in parallel (two-key form, apart from the coordinators' one-key locks): a
+// job's
+// ("GLJB", the job's id) and an agent's ("GLAG", a hash of its id; two agents that share one wait for each
+// other, no more).
+constexpr int kJobLockSpace = 0x474c4a42;
+constexpr int kAgentLockSpace = 0x474c4147;
+QString jobLockKey()
+{
+    return QStringLiteral("%1, CAST(mod(?, 2147483647) AS integer)").arg(kJobLockSpace);
+}
+
+// A workunit row's columns, in the order workunitFromRow reads them.
+const char* const kWorkunitColumns =
+    "id, epoch, shard, state, issued, resume_lease, resume_sha, resume_size, "
+    "resume_step, resume_base_version, resume_weights_sha, resume_steps";
+
+Workunit workunitFromRow(const QSqlQuery& row)
+{
+    Workunit unit;
+    unit.id = row.value(0).toLongLong();
+    unit.epoch = row.value(1).toInt();
+    unit.shard = row.value(2).toInt();
+    // Leased or not follows from the open leases; done is final.
+    unit.state = row.value(3).toString() == u"done" ? Workunit::State::Done : Workunit::State::Pending;
+    unit.issued = row.value(4).toInt();
+    if (!row.value(6).toString().isEmpty() && unit.state != Workunit::State::Done)
+        unit.resume = Workunit::ResumePoint{row.value(5).toString(),   row.value(6).toString(),
+                                            row.value(7).toLongLong(), row.value(8).toLongLong(),
+                                            row.value(9).toLongLong(), row.value(10).toString(),
+                                            row.value(11).toLongLong()};
+    return unit;
+}
 
 } // namespace
+
+SchedulerTables::SchedulerTables(Database& db)
+    : m_db(db), m_parallel(db.engine() == SqlDatabase::Engine::Postgres)
+{
+}
+
+SchedulerStore::Held SchedulerTables::heldLock(qint64 jobId) const
+{
+    return m_locked.count(jobId) ? Held::Exclusive : m_shared.count(jobId) ? Held::Shared : Held::None;
+}
 
 Status SchedulerTables::transaction(const std::function<Status()>& work)
 {
@@ -40,6 +85,10 @@ Result<JobChanges> SchedulerTables::lockJob(qint64 jobId)
         return fail(QStringLiteral("job %1's lock is taken inside a transaction").arg(jobId));
     if (m_locked.count(jobId))
         return JobChanges{}; // held since earlier in this transaction: nobody changed it meanwhile
+    if (m_shared.count(jobId))
+        return fail(QStringLiteral("job %1's lock is held shared by this transaction, for a grant; it is not "
+                                   "taken exclusively on top (two grants doing so would wait for each other)")
+                        .arg(jobId));
     auto bumped = m_db.exec(QStringLiteral("UPDATE jobs SET sched_version = sched_version + 1 WHERE id = ? "
                                            "RETURNING sched_version, epoch, state, "
                                            "reason"),
@@ -53,8 +102,18 @@ Result<JobChanges> SchedulerTables::lockJob(qint64 jobId)
     changes.epoch = bumped->value(1).toInt();
     changes.state = bumped->value(2).toString();
     changes.reason = bumped->value(3).toString();
+    bumped->finish();
+    // After the row's lock, as every holder of it takes this one: the grants under way end first, and their
+    // rows are read below.
+    if (m_parallel)
+        if (auto s = done(
+                m_db.exec(QStringLiteral("SELECT pg_advisory_xact_lock(%1)").arg(jobLockKey()), {jobId}));
+            !s)
+            return fail(s.error());
     const auto known = m_known.find(jobId);
-    if (known == m_known.end() || count != known->second + 1) {
+    // A grant stamps its rows with the next count without moving it: in parallel, the next count may hide
+    // some.
+    if (known == m_known.end() || count != known->second + 1 || m_parallel) {
         changes.stale = true;
         if (auto s = readChanged(jobId, known == m_known.end() ? -1 : known->second, changes); !s)
             return fail(s.error());
@@ -66,6 +125,92 @@ Result<JobChanges> SchedulerTables::lockJob(qint64 jobId)
             m_known[jobId] = count;
     });
     return changes;
+}
+
+Result<JobChanges> SchedulerTables::shareJob(qint64 jobId)
+{
+    if (!m_parallel)
+        return SchedulerStore::shareJob(jobId);
+    if (!m_db.inTransaction())
+        return fail(QStringLiteral("job %1's lock is taken inside a transaction").arg(jobId));
+    if (m_locked.count(jobId) || m_shared.count(jobId))
+        return fail(QStringLiteral("job %1's lock is held by this transaction already").arg(jobId));
+    if (auto s = done(
+            m_db.exec(QStringLiteral("SELECT pg_advisory_xact_lock_shared(%1)").arg(jobLockKey()), {jobId}));
+        !s)
+        return fail(s.error());
+    // Read under the lock: a pause, a cancel or a new epoch (each under lockJob) is either all seen or not
+    // begun.
+    auto job = m_db.exec(QStringLiteral("SELECT epoch, state, reason FROM jobs WHERE id = ?"), {jobId});
+    if (!job)
+        return fail(job.error());
+    if (!job->next())
+        return fail(QStringLiteral("%1: job %2 is not in the database").arg(m_db.name()).arg(jobId));
+    JobChanges changes;
+    changes.epoch = job->value(0).toInt();
+    changes.state = job->value(1).toString();
+    changes.reason = job->value(2).toString();
+    m_shared.insert(jobId);
+    m_db.whenTransactionEnds([this, jobId](bool) { m_shared.erase(jobId); });
+    return changes;
+}
+
+Result<std::optional<Workunit>> SchedulerTables::claimWorkunit(qint64 jobId,
+                                                               const std::vector<int>& preferredShards)
+{
+    if (!m_shared.count(jobId))
+        return fail(QStringLiteral("job %1: a workunit is claimed under the job's shared lock").arg(jobId));
+    // The scheduler's choice (Scheduler::choose), each step by an index: of the oldest epoch with pending
+    // work, a workunit that resumes a checkpoint, then one of a shard the agent holds, then the first. SKIP
+    // LOCKED passes over the rows other grants are claiming; a row another transaction changed meanwhile is
+    // checked again against the WHERE once locked.
+    const QString oldest = QStringLiteral(
+        "job_id = ? AND state = 'pending' AND epoch = (SELECT MIN(epoch) FROM workunits WHERE job_id = ? AND "
+        "state = 'pending')");
+    QStringList held;
+    for (int shard : preferredShards)
+        held << QString::number(shard);
+    QStringList steps{QStringLiteral("%1 AND resume_sha <> '' ORDER BY shard").arg(oldest)};
+    if (!held.isEmpty())
+        steps << QStringLiteral("%1 AND shard IN (%2) ORDER BY shard").arg(oldest, held.join(u','));
+    steps << QStringLiteral("job_id = ? AND state = 'pending' ORDER BY epoch, shard");
+    // One statement: COALESCE runs the next step only when the one before found nothing (and locked nothing).
+    QStringList choices;
+    for (const QString& step : steps)
+        choices
+            << QStringLiteral("(SELECT id FROM workunits WHERE %1 LIMIT 1 FOR UPDATE SKIP LOCKED)").arg(step);
+    const QString sql =
+        QStringLiteral("UPDATE workunits SET state = 'leased', issued = issued + 1, changed_version = "
+                       "(SELECT sched_version + 1 FROM jobs WHERE jobs.id = workunits.job_id) WHERE "
+                       "id = COALESCE(%1) RETURNING %2")
+            .arg(choices.join(QStringLiteral(", ")), QLatin1String(kWorkunitColumns));
+    auto claimed = m_db.exec(sql, QVariantList(sql.count(u'?'), jobId));
+    if (!claimed)
+        return fail(claimed.error());
+    if (!claimed->next())
+        return std::optional<Workunit>();
+    Workunit unit = workunitFromRow(*claimed);
+    unit.state = Workunit::State::Leased;
+    return std::optional<Workunit>(std::move(unit));
+}
+
+Result<int> SchedulerTables::lockAgent(const QString& agentId)
+{
+    if (!m_parallel)
+        return SchedulerStore::lockAgent(agentId);
+    if (!m_db.inTransaction())
+        return fail(QStringLiteral("agent %1's lock is taken inside a transaction").arg(agentId));
+    if (auto s = done(m_db.exec(
+            QStringLiteral("SELECT pg_advisory_xact_lock(%1, hashtext(?))").arg(kAgentLockSpace), {agentId}));
+        !s)
+        return fail(s.error());
+    auto open = m_db.exec(QStringLiteral("SELECT COUNT(*) FROM leases WHERE agent_id = ? AND state = 'open'"),
+                          {agentId});
+    if (!open)
+        return fail(open.error());
+    if (!open->next())
+        return fail(QStringLiteral("%1: cannot count agent %2's leases").arg(m_db.name(), agentId));
+    return open->value(0).toInt();
 }
 
 Result<JobChanges> SchedulerTables::loadJob(qint64 jobId)
@@ -87,27 +232,14 @@ Result<JobChanges> SchedulerTables::loadJob(qint64 jobId)
 
 Status SchedulerTables::readChanged(qint64 jobId, qint64 since, JobChanges& into)
 {
-    auto units =
-        m_db.exec(QStringLiteral("SELECT id, epoch, shard, state, issued, resume_lease, resume_sha, "
-                                 "resume_size, resume_step, resume_base_version, resume_weights_sha, "
-                                 "resume_steps FROM workunits WHERE job_id = ? AND changed_version > ?"),
-                  {jobId, since});
+    auto units = m_db.exec(QStringLiteral("SELECT %1 FROM workunits WHERE job_id = ? AND changed_version > ?")
+                               .arg(QLatin1String(kWorkunitColumns)),
+                           {jobId, since});
     if (!units)
         return fail(units.error());
     std::map<qint64, size_t> unitAt; // workunit id -> its place in into.workunits
     while (units->next()) {
-        Workunit unit;
-        unit.id = units->value(0).toLongLong();
-        unit.epoch = units->value(1).toInt();
-        unit.shard = units->value(2).toInt();
-        // Leased or not follows from the open leases; done is final.
-        unit.state = units->value(3).toString() == u"done" ? Workunit::State::Done : Workunit::State::Pending;
-        unit.issued = units->value(4).toInt();
-        if (!units->value(6).toString().isEmpty() && unit.state != Workunit::State::Done)
-            unit.resume = Workunit::ResumePoint{units->value(5).toString(),   units->value(6).toString(),
-                                                units->value(7).toLongLong(), units->value(8).toLongLong(),
-                                                units->value(9).toLongLong(), units->value(10).toString(),
-                                                units->value(11).toLongLong()};
+        Workunit unit = workunitFromRow(*units);
         unitAt.emplace(unit.id, into.workunits.size());
         into.workunits.push_back(std::move(unit));
     }
@@ -183,13 +315,16 @@ Status SchedulerTables::saveWorkunit(const Workunit& unit)
 
 Status SchedulerTables::saveLease(const Lease& lease)
 {
+    // Under a grant's shared lock, the count lockJob raises next (shareJob); otherwise the job's, which its
+    // lock raised.
+    const bool granted = m_shared.count(lease.jobId) > 0;
     return done(m_db.exec(
         QStringLiteral(
             "INSERT INTO leases (id, workunit_id, agent_id, issued_ms, deadline_ms, state, "
             "base_version, weights_sha, nonce, steps, checkpoint_sha, resume_step, changed_version) VALUES "
             "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, %1) ON CONFLICT (id) DO UPDATE SET deadline_ms = "
             "excluded.deadline_ms, state = excluded.state, changed_version = excluded.changed_version")
-            .arg(QLatin1String(kJobCountOfLease)),
+            .arg(QLatin1String(granted ? kNextJobCountOfLease : kJobCountOfLease)),
         {lease.id, lease.workunitId, lease.agentId, lease.issuedMs, lease.deadlineMs,
          leaseStateName(lease.state), lease.baseVersion, lease.weightsSha, lease.nonce, lease.steps,
          lease.checkpointSha, lease.resumeStep, lease.workunitId}));

@@ -874,7 +874,8 @@ void TestCoordinator::databaseOfSchemaVersion1IsUpgraded()
         old.setDatabaseName(f.dir.databasePath());
         QVERIFY(old.open());
         QSqlQuery q(old);
-        for (const char* sql : {"ALTER TABLE agents DROP COLUMN failed",
+        for (const char* sql : {"DROP INDEX workunits_resumable", // it names resume_sha, dropped below
+                                "ALTER TABLE agents DROP COLUMN failed",
                                 "ALTER TABLE agents DROP COLUMN invalid_streak",
                                 "ALTER TABLE agents DROP COLUMN quarantined_ms",
                                 "ALTER TABLE agents DROP COLUMN quarantine_reason",
@@ -900,6 +901,8 @@ void TestCoordinator::databaseOfSchemaVersion1IsUpgraded()
                                 "DROP INDEX workunits_by_change",
                                 "DROP INDEX leases_by_workunit",
                                 "DROP INDEX leases_by_change",
+                                "DROP INDEX workunits_pending",
+                                "DROP INDEX leases_by_agent",
                                 "ALTER TABLE jobs DROP COLUMN sched_version",
                                 "ALTER TABLE workunits DROP COLUMN changed_version",
                                 "ALTER TABLE leases DROP COLUMN changed_version",

@@ -339,11 +339,20 @@ void TestSharedDeployment::twoCoordinatorsServeOneDeployment()
     QCOMPARE(status, 200);
     tick(g, 3000);
     QCOMPARE(jobAt(g, job).value(QStringLiteral("state")).toString(), QStringLiteral("running"));
+    // Paused at the first: before the second's next look, its lease request takes the job's lock, which shows
+    // the pause: no work. Resumed there: work again, still before the next look.
+    QJsonObject reply;
+    f.call([&] { return f.core->setJobStatus(job, "pause"); }, &status);
+    QCOMPARE(status, 200);
+    QCOMPARE(g.lease(agent, 1, &reply).size(), size_t(0));
+    f.call([&] { return f.core->setJobStatus(job, "resume"); }, &status);
+    QCOMPARE(status, 200);
+    QCOMPARE(g.lease(agent, 1, &reply).size(), size_t(1));
+    QCOMPARE(jobAt(g, job).value(QStringLiteral("state")).toString(), QStringLiteral("running"));
     f.call([&] { return f.core->setJobStatus(job, "cancel"); }, &status);
     QCOMPARE(status, 200);
     // Before the second's next look, its lease request takes the job's lock, which shows the job ended: no
     // work.
-    QJsonObject reply;
     QCOMPARE(g.lease(agent, 1, &reply).size(), size_t(0));
     tick(g, 250);
     QCOMPARE(jobAt(g, job).value(QStringLiteral("state")).toString(), QStringLiteral("cancelled"));

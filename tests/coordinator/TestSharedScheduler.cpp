@@ -20,6 +20,7 @@
 
 #include <QSqlQuery>
 #include <QTest>
+#include <QThread>
 
 #include <atomic>
 #include <deque>
@@ -168,6 +169,7 @@ private Q_SLOTS:
     void initTestCase();
     void coordinatorsNeverLeaseAWorkunitTwice();
     void aStaleCoordinatorLearnsOnlyWhatChanged();
+    void grantsOfOneJobRunInParallel();
 
 private:
     // A database with the job's row in it; empty (and the test failed) when it cannot be made.
@@ -437,6 +439,15 @@ void TestSharedScheduler::aStaleCoordinatorLearnsOnlyWhatChanged()
     auto none = b.leaseNext(jobsB.at(kJobId), QStringLiteral("agent-b"), {});
     QVERIFY2(none.ok(), qPrintable(none.error()));
     QVERIFY2(!none->has_value(), "a coordinator with an old picture leased a workunit another one holds");
+    if (tablesB.grantsInParallel()) {
+        // A grant in parallel claims in the database and learns nothing else; having found nothing, B's next
+        // grant takes the job's lock, and learns.
+        QVERIFY(learnt.isEmpty());
+        QVERIFY(b.takeEmptyClaims());
+        auto still = b.leaseNext(jobsB.at(kJobId), QStringLiteral("agent-b"), {});
+        QVERIFY2(still.ok(), qPrintable(still.error()));
+        QVERIFY(!still->has_value());
+    }
     QCOMPARE(learnt.size(), kShards);
     QCOMPARE(b.openLeasesOf(QStringLiteral("agent-a")), kShards);
 
@@ -454,6 +465,149 @@ void TestSharedScheduler::aStaleCoordinatorLearnsOnlyWhatChanged()
     learnt.clear();
     QVERIFY((*dbB)->transaction([&] { return b.lockJob(jobsB.at(kJobId)); }).ok());
     QVERIFY(learnt.isEmpty());
+}
+
+void TestSharedScheduler::grantsOfOneJobRunInParallel()
+{
+    const QString location = freshDatabase();
+    QVERIFY(!location.isEmpty());
+    auto dbA = Database::open(location);
+    auto dbB = Database::open(location);
+    auto watcher = Database::open(location);
+    QVERIFY(dbA.ok() && dbB.ok() && watcher.ok());
+    SchedulerTables tablesA(**dbA), tablesB(**dbB);
+    if (!tablesA.grantsInParallel())
+        QSKIP("on SQLite, one writer at a time: every grant takes the job's lock");
+    std::map<qint64, JobState> jobsA, jobsB;
+    jobsA.emplace(kJobId, sharedJob());
+    jobsB.emplace(kJobId, sharedJob());
+    ManualClock clock(1'000'000);
+    std::atomic<int> ids{0};
+    const auto nextId = [&] { return QStringLiteral("lease-%1").arg(++ids); };
+    Scheduler a(jobsA, tablesA, clock, SchedulerLimits{}, nextId);
+    Scheduler b(jobsB, tablesB, clock, SchedulerLimits{}, nextId);
+    QStringList learnt;
+    b.setLearntObserver([&](const Lease& lease, const JobState&) { learnt << lease.id; });
+    QVERIFY(a.createEpoch(jobsA.at(kJobId), 1).ok());
+    auto stored = tablesB.loadJob(kJobId);
+    QVERIFY2(stored.ok(), qPrintable(stored.error()));
+    b.adopt(jobsB.at(kJobId), *stored);
+
+    // Another connection's lock waits: PostgreSQL shows the waiting advisory lock (polled, up to a minute).
+    const auto waiting = [&] {
+        for (int i = 0; i < 600; ++i) {
+            auto rows = (*watcher)->exec(
+                QStringLiteral("SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"));
+            if (rows && rows->next() && rows->value(0).toInt() > 0)
+                return true;
+            QThread::msleep(100);
+        }
+        return false;
+    };
+
+    // Held open until told, or for a minute (a lock that wrongly waits for it then shows as a failure, not a
+    // hang).
+    const auto holdUntil = [](const std::atomic<bool>& told) {
+        for (int i = 0; i < 600 && !told; ++i)
+            QThread::msleep(100);
+    };
+
+    // A grants and keeps its transaction open until told; B grants meanwhile.
+    std::latch aGranted(1);
+    std::atomic<bool> release{false};
+    std::optional<Lease> leaseA;
+    QString errorA;
+    std::atomic<bool> aEnded{false};
+    std::thread holder([&] {
+        const Status held = (*dbA)->transaction([&]() -> Status {
+            if (auto agentLeases = a.lockAgent(QStringLiteral("agent-a")); !agentLeases)
+                return fail(agentLeases.error());
+            auto granted = a.leaseNext(jobsA.at(kJobId), QStringLiteral("agent-a"), {});
+            if (!granted)
+                return fail(granted.error());
+            leaseA = *granted;
+            aGranted.count_down();
+            holdUntil(release);
+            return {};
+        });
+        if (!held)
+            errorA = held.error();
+        aEnded = true;
+        if (!leaseA)
+            aGranted.count_down(); // it failed before granting
+    });
+    aGranted.wait();
+    QVERIFY2(leaseA.has_value(), qPrintable(errorA));
+
+    // B's grant of the same job does not wait for A's transaction: it claims another workunit.
+    std::optional<Lease> leaseB;
+    const Status grantedB = (*dbB)->transaction([&]() -> Status {
+        auto granted = b.leaseNext(jobsB.at(kJobId), QStringLiteral("agent-b"), {});
+        if (!granted)
+            return fail(granted.error());
+        leaseB = *granted;
+        return {};
+    });
+    const bool aStillOpen = !aEnded;
+    QVERIFY2(grantedB.ok(), qPrintable(grantedB.error()));
+    QVERIFY(aStillOpen);
+    QVERIFY(leaseB.has_value());
+    QVERIFY2(leaseB->workunitId != leaseA->workunitId, "two open grants claimed one workunit");
+
+    // The same agent's request at B waits for A's (the per-agent cap counts across coordinators), and then
+    // counts A's lease; B's exclusive lock of the job waits for A's grant too, and then learns it.
+    std::atomic<int> agentLeasesAtB{-1};
+    std::thread sameAgent([&] {
+        (void)(*dbB)->transaction([&]() -> Status {
+            auto open = b.lockAgent(QStringLiteral("agent-a"));
+            if (open)
+                agentLeasesAtB = *open;
+            if (auto s = b.lockJob(jobsB.at(kJobId)); !s)
+                return s;
+            return {};
+        });
+    });
+    const bool agentWaited = waiting();
+    const int countedEarly = agentLeasesAtB.load();
+    release = true;
+    holder.join();
+    sameAgent.join();
+    QVERIFY2(errorA.isEmpty(), qPrintable(errorA));
+    QVERIFY2(agentWaited, "the same agent's lease request at another coordinator did not wait");
+    QCOMPARE(countedEarly, -1);
+    QCOMPARE(agentLeasesAtB.load(), 1);
+    QVERIFY2(learnt.contains(leaseA->id), qPrintable(learnt.join(u", ")));
+    QVERIFY2(!learnt.contains(leaseB->id), "B's own grant, read back, was reported as another's");
+    QVERIFY(b.find(leaseA->id));
+    QVERIFY(jobsB.at(kJobId).workunits.at(leaseA->workunitId).state == Workunit::State::Leased);
+
+    // An exclusive lock held elsewhere holds grants back until it ends (no grant slips past a result or a new
+    // epoch), and the grant then sees what it wrote.
+    std::latch locked(1);
+    std::atomic<bool> unlock{false};
+    std::thread exclusive([&] {
+        (void)(*dbA)->transaction([&]() -> Status {
+            const Status s = a.lockJob(jobsA.at(kJobId));
+            locked.count_down();
+            holdUntil(unlock);
+            return s;
+        });
+    });
+    locked.wait();
+    std::atomic<bool> grantDone{false};
+    std::thread grant([&] {
+        (void)(*dbB)->transaction([&]() -> Status {
+            auto granted = b.leaseNext(jobsB.at(kJobId), QStringLiteral("agent-b"), {});
+            grantDone = true;
+            return granted ? Status() : fail(granted.error());
+        });
+    });
+    const bool grantWaited = waiting() && !grantDone;
+    unlock = true;
+    exclusive.join();
+    grant.join();
+    QVERIFY2(grantWaited, "a grant went on while another coordinator held the job's lock");
+    QVERIFY(grantDone);
 }
 
 QTEST_GUILESS_MAIN(TestSharedScheduler)
