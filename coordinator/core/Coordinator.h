@@ -33,6 +33,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <shared_mutex>
 
 namespace gleaner::coordinator {
@@ -228,7 +229,12 @@ private:
     Status loadState();
     // [state] submitJob once the spec's model was checked (JobImporter::checkModel): `tensors` or why not.
     HttpResponse submitChecked(const QByteArray& specText, const Result<QJsonArray>& tensors);
+    // Imports the job's data set on the importer thread; the caller holds its import (Database::claimImport),
+    // which onImported gives back.
     void startImport(qint64 jobId);
+    // Imports the job here when its import is free (a new job, or one whose importer stopped): at start and,
+    // among several coordinators, on the housekeeper's looks.
+    void importWhenUnclaimed(qint64 jobId);
     void onImported(qint64 jobId, Result<ImportedJob> imported);
     // `ruleSha`: the blob of the aggregation rule's state the snapshot left (empty: none).
     void activateJob(JobState& job, const TensorBundle& weights, qint64 version, qint64 afterSeq,
@@ -370,6 +376,7 @@ private:
     bool m_housekeeper =
         true; // state thread: does the deployment's housekeeping (Database::holdsHousekeeping)
     qint64 m_sharedHouseMs = 0;          // state thread: when keepSharedHouse last ran
+    std::set<qint64> m_importing;        // state thread: jobs this coordinator imports now
     std::optional<DirectoryLock> m_lock; // one coordinator per data directory
 };
 

@@ -12,6 +12,7 @@
 #include <QFileInfo>
 #include <QJsonDocument>
 #include <QLoggingCategory>
+#include <QScopeGuard>
 
 Q_DECLARE_LOGGING_CATEGORY(lcCoordinator)
 
@@ -109,7 +110,7 @@ void Coordinator::prepareJob(JobState& job, bool importHere)
 
     if (job.status == JobStatus::Created) {
         if (importHere)
-            startImport(id);
+            importWhenUnclaimed(id);
         return;
     }
     if (job.status != JobStatus::Running && job.status != JobStatus::Paused) {
@@ -350,12 +351,24 @@ HttpResponse Coordinator::submitChecked(const QByteArray& specText, const Result
     if (!tensors)
         return HttpResponse::error(422, tensors.error());
     const qint64 now = m_clock.nowMs();
-    auto inserted = m_db->insertReturningId(
-        QStringLiteral("INSERT INTO jobs (name, spec, state, created_ms) VALUES (?, ?, ?, ?)"),
-        {spec->name, QString::fromUtf8(QJsonDocument(spec->toJson()).toJson(QJsonDocument::Compact)),
-         jobStatusName(JobStatus::Created), now});
-    if (!inserted)
-        return HttpResponse::error(500, inserted.error());
+    Result<qint64> inserted = fail(QString());
+    // The job's import is this coordinator's before any other sees the job (its row commits with the lock
+    // held).
+    const Status submitted = m_db->transaction([&]() -> Status {
+        inserted = m_db->insertReturningId(
+            QStringLiteral("INSERT INTO jobs (name, spec, state, created_ms) VALUES (?, ?, ?, ?)"),
+            {spec->name, QString::fromUtf8(QJsonDocument(spec->toJson()).toJson(QJsonDocument::Compact)),
+             jobStatusName(JobStatus::Created), now});
+        if (!inserted)
+            return fail(inserted.error());
+        auto claimed = m_db->claimImport(*inserted);
+        if (!claimed)
+            return fail(claimed.error());
+        return *claimed ? Status()
+                        : fail(QStringLiteral("job %1's import is claimed already").arg(*inserted));
+    });
+    if (!submitted)
+        return HttpResponse::error(500, submitted.error());
     JobState job;
     job.id = *inserted;
     job.spec = *spec;
@@ -372,8 +385,21 @@ HttpResponse Coordinator::submitChecked(const QByteArray& specText, const Result
     return HttpResponse::json(201, reply);
 }
 
+void Coordinator::importWhenUnclaimed(qint64 jobId)
+{
+    if (m_importing.count(jobId))
+        return;
+    auto claimed = m_db->claimImport(jobId);
+    if (!claimed)
+        qCWarning(lcCoordinator) << "cannot claim job" << jobId
+                                 << "for its import (tried again later):" << claimed.error();
+    else if (*claimed)
+        startImport(jobId);
+}
+
 void Coordinator::startImport(qint64 jobId)
 {
+    m_importing.insert(jobId);
     const JobSpec spec = m_jobs.at(jobId).spec;
     const QString scratch = QDir(m_dir.uploadsDir()).filePath(QStringLiteral("import-%1").arg(jobId));
     m_importer->post([this, jobId, spec, scratch] {
@@ -385,6 +411,12 @@ void Coordinator::startImport(qint64 jobId)
 
 void Coordinator::onImported(qint64 jobId, Result<ImportedJob> imported)
 {
+    // Given back once the outcome is recorded (the job running, or failed): a housekeeper that claims it
+    // later finds the job no longer `created`.
+    const auto release = qScopeGuard([&] {
+        m_importing.erase(jobId);
+        m_db->releaseImport(jobId);
+    });
     JobState* job = findJob(jobId);
     if (!job || job->status != JobStatus::Created)
         return;

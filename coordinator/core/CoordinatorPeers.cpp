@@ -214,6 +214,9 @@ void Coordinator::keepSharedHouse(qint64 nowMs)
     if (!m_housekeeper)
         return;
     for (auto& [id, job] : m_jobs) {
+        // Submitted at a coordinator that stopped mid-import (its import lock went with its connection).
+        if (job.status == JobStatus::Created)
+            importWhenUnclaimed(id);
         if (job.status != JobStatus::Running && job.status != JobStatus::Paused)
             continue;
         std::vector<ReplayedUpdate> orphaned = updatesToReplay(job, 0, 0, nowMs - kOrphanedAfterMs);

@@ -14,6 +14,8 @@ constexpr int kSchemaVersion = 9;
 constexpr qint64 kCoordinatorLockKey = 0x474c45414e455243;
 // The session advisory lock whose holder does the deployment's housekeeping ("GLEANERH").
 constexpr qint64 kHousekeeperLockKey = 0x474c45414e455248;
+// The session advisory lock (two-key form: "GLIM", the job's id) of the coordinator that imports a job.
+constexpr int kImportLockSpace = 0x474c494d;
 
 const char* const kSchema[] = {
     "CREATE TABLE admin_tokens (hash TEXT PRIMARY KEY, created_ms INTEGER NOT NULL)",
@@ -223,6 +225,34 @@ bool Database::holdsHousekeeping()
     auto taken = exec(QStringLiteral("SELECT pg_try_advisory_lock(?)"), {kHousekeeperLockKey});
     m_housekeeper = taken && taken->next() && taken->value(0).toBool();
     return m_housekeeper;
+}
+
+Result<bool> Database::claimImport(qint64 jobId)
+{
+    if (!m_shared)
+        return true;
+    auto taken = exec(QStringLiteral("SELECT pg_try_advisory_lock(%1, CAST(mod(?, 2147483647) AS integer))")
+                          .arg(kImportLockSpace),
+                      {jobId});
+    if (!taken)
+        return fail(taken.error());
+    if (!taken->next() || !taken->value(0).toBool())
+        return false; // another coordinator imports it
+    // Free, but perhaps because its importer finished a moment ago: only a job still waiting is imported.
+    auto state = exec(QStringLiteral("SELECT state FROM jobs WHERE id = ?"), {jobId});
+    if (state && state->next() && state->value(0).toString() == u"created")
+        return true;
+    releaseImport(jobId);
+    return state ? Result<bool>(false) : fail(state.error());
+}
+
+void Database::releaseImport(qint64 jobId)
+{
+    if (!m_shared)
+        return;
+    (void)exec(QStringLiteral("SELECT pg_advisory_unlock(%1, CAST(mod(?, 2147483647) AS integer))")
+                   .arg(kImportLockSpace),
+               {jobId});
 }
 
 Status Database::claimForCoordinator(bool shared)

@@ -31,6 +31,13 @@ public:
     // on SQLite and for a coordinator alone; among several, the one whose connection holds the housekeeper's
     // lock, taken here when it is free.
     bool holdsHousekeeping();
+    // Whether this connection may import job `jobId` (a submitted job's data set, into blobs and workunits):
+    // among several coordinators, the one whose connection holds the job's import lock, taken here when it is
+    // free and the job is still `created` (a coordinator that stopped mid-import frees it with its
+    // connection). Always on SQLite and for a coordinator alone. releaseImport() gives it back once the
+    // import's outcome is recorded.
+    Result<bool> claimImport(qint64 jobId);
+    void releaseImport(qint64 jobId);
     // The deployment's own random name, made once and kept in the database (meta.deployment_id): what keeps
     // its keys apart from another deployment's where two share a Redis.
     Result<QString> deploymentId();

@@ -53,6 +53,7 @@ private Q_SLOTS:
     void anotherIdentityOrFolderIsRefused();
     void twoCoordinatorsServeOneDeployment();
     void updatesOfAStoppedCoordinatorAreFolded();
+    void anImportWhoseCoordinatorStoppedIsTakenOver();
 
 private:
     // Makes the second coordinator's data directory with init --join from the first's (not opened).
@@ -467,6 +468,48 @@ void TestSharedDeployment::updatesOfAStoppedCoordinatorAreFolded()
     tick(f, 25'000);
     QCOMPARE(appliedVersion().toLongLong(), 2);
     QCOMPARE(SafeTensors::serialize(f.serverWeights(job)), SafeTensors::serialize(after));
+}
+
+void TestSharedDeployment::anImportWhoseCoordinatorStoppedIsTakenOver()
+{
+    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 2));
+    QVERIFY(job > 0);
+    QCOMPARE(jobAt(f, job).value(QStringLiteral("state")).toString(), QStringLiteral("running"));
+    // Another job submitted at a coordinator that is importing it: its row, `created`, and that coordinator's
+    // import lock (the same session advisory lock, held by this test's connection).
+    auto db = database();
+    QVERIFY(db);
+    auto orphan = db->insertReturningId(
+        QStringLiteral(
+            "INSERT INTO jobs (name, spec, state, created_ms) SELECT name, spec, 'created', created_ms "
+            "FROM jobs WHERE id = ?"),
+        {job});
+    QVERIFY2(orphan.ok(), qPrintable(orphan.error()));
+    const QString importLock = QStringLiteral("(1196181837, CAST(mod(?, 2147483647) AS integer))");
+    auto locked = db->exec(QStringLiteral("SELECT pg_advisory_lock%1").arg(importLock), {*orphan});
+    QVERIFY2(locked.ok(), qPrintable(locked.error()));
+    locked->finish();
+    const auto stateOf = [&] { return jobAt(f, *orphan).value(QStringLiteral("state")).toString(); };
+    // The housekeeper takes the job up and leaves its import to the coordinator that holds it.
+    for (int i = 0; i < 3; ++i)
+        tick(f, 2100);
+    QCOMPARE(stateOf(), QStringLiteral("created"));
+
+    // That coordinator stops (its connection, and the lock with it, goes): the housekeeper imports the job at
+    // its next look.
+    QVERIFY(db->exec(QStringLiteral("SELECT pg_advisory_unlock%1").arg(importLock), {*orphan}).ok());
+    for (int i = 0; i < 300 && stateOf() == u"created"; ++i) {
+        tick(f, 2100);
+        QTest::qWait(50);
+    }
+    QCOMPARE(stateOf(), QStringLiteral("running"));
+    // Imported once, and its import given back: a later look claims nothing.
+    auto workunits = db->exec(QStringLiteral("SELECT COUNT(*) FROM workunits WHERE job_id = ?"), {*orphan});
+    QVERIFY(workunits.ok() && workunits->next());
+    QCOMPARE(workunits->value(0).toInt(), 2);
+    auto free = db->exec(QStringLiteral("SELECT pg_try_advisory_lock%1").arg(importLock), {*orphan});
+    QVERIFY(free.ok() && free->next());
+    QVERIFY2(free->value(0).toBool(), "the housekeeper kept the job's import lock after the import");
 }
 
 QTEST_GUILESS_MAIN(TestSharedDeployment)
