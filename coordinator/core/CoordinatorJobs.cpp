@@ -367,8 +367,11 @@ HttpResponse Coordinator::submitChecked(const QByteArray& specText, const Result
         return *claimed ? Status()
                         : fail(QStringLiteral("job %1's import is claimed already").arg(*inserted));
     });
-    if (!submitted)
+    if (!submitted) {
+        if (inserted)
+            m_db->releaseImport(*inserted); // a session lock outlives the transaction that took it
         return HttpResponse::error(500, submitted.error());
+    }
     JobState job;
     job.id = *inserted;
     job.spec = *spec;

@@ -221,7 +221,9 @@ HttpResponse Coordinator::resultOfDoneWorkunit(ResultIntake::Verdict& verdict, c
         if (auto s = m_intake->record(verdict); !s)
             return s;
         if (agrees == false) {
-            for (const QString& agent : {agentId, first.agentId})
+            // In the order of their ids: two comparisons of the pair the other way round never wait for each
+            // other.
+            for (const QString& agent : {std::min(agentId, first.agentId), std::max(agentId, first.agentId)})
                 if (auto r = m_db->exec(QStringLiteral("UPDATE agents SET disagreed = disagreed + 1 WHERE id = ?"),
                                         {agent});
                     !r)

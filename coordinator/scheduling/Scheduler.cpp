@@ -86,7 +86,7 @@ void Scheduler::noteStoredState(JobState& job, const JobChanges& stored)
 Result<int> Scheduler::lockAgent(const QString& agentId)
 {
     if (m_store.grantsInParallel())
-        return m_store.lockAgent(agentId);
+        return m_store.lockAgent(agentId, m_clock.nowMs());
     return openLeasesOf(agentId);
 }
 

@@ -71,9 +71,9 @@ public:
         return inParallelOnly(jobId);
     }
     // Inside the caller's transaction, before any job's lock: the agent's lock until the transaction ends
-    // (its lease requests at several coordinators wait for each other), and the open leases it holds, of
-    // every job.
-    virtual Result<int> lockAgent(const QString& /*agentId*/) { return inParallelOnly(0); }
+    // (its lease requests at several coordinators wait for each other), and the open leases it holds of every
+    // running or paused job whose deadline is after `nowMs`.
+    virtual Result<int> lockAgent(const QString& /*agentId*/, qint64 /*nowMs*/) { return inParallelOnly(0); }
 
 private:
     static Error inParallelOnly(qint64 jobId)

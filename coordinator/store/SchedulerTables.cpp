@@ -139,8 +139,8 @@ Result<JobChanges> SchedulerTables::shareJob(qint64 jobId)
             m_db.exec(QStringLiteral("SELECT pg_advisory_xact_lock_shared(%1)").arg(jobLockKey()), {jobId}));
         !s)
         return fail(s.error());
-    // Read under the lock: a pause, a cancel or a new epoch (each under lockJob) is either all seen or not
-    // begun.
+    // Read under the lock: a new epoch (under lockJob) is either all seen or not begun. A pause or a cancel
+    // (a write of the job's state, not under its lock) is seen once committed.
     auto job = m_db.exec(QStringLiteral("SELECT epoch, state, reason FROM jobs WHERE id = ?"), {jobId});
     if (!job)
         return fail(job.error());
@@ -194,18 +194,23 @@ Result<std::optional<Workunit>> SchedulerTables::claimWorkunit(qint64 jobId,
     return std::optional<Workunit>(std::move(unit));
 }
 
-Result<int> SchedulerTables::lockAgent(const QString& agentId)
+Result<int> SchedulerTables::lockAgent(const QString& agentId, qint64 nowMs)
 {
     if (!m_parallel)
-        return SchedulerStore::lockAgent(agentId);
+        return SchedulerStore::lockAgent(agentId, nowMs);
     if (!m_db.inTransaction())
         return fail(QStringLiteral("agent %1's lock is taken inside a transaction").arg(agentId));
     if (auto s = done(m_db.exec(
             QStringLiteral("SELECT pg_advisory_xact_lock(%1, hashtext(?))").arg(kAgentLockSpace), {agentId}));
         !s)
         return fail(s.error());
-    auto open = m_db.exec(QStringLiteral("SELECT COUNT(*) FROM leases WHERE agent_id = ? AND state = 'open'"),
-                          {agentId});
+    // Those that still count: of a live job, and in date. A finished job's leases stay `open` in the database
+    // until a coordinator that knows them expires them, and one that stopped never will.
+    auto open = m_db.exec(
+        QStringLiteral("SELECT COUNT(*) FROM leases l JOIN workunits w ON w.id = l.workunit_id JOIN "
+                       "jobs j ON j.id = w.job_id WHERE l.agent_id = ? AND l.state = 'open' AND "
+                       "l.deadline_ms > ? AND j.state IN ('running', 'paused')"),
+        {agentId, nowMs});
     if (!open)
         return fail(open.error());
     if (!open->next())

@@ -40,7 +40,7 @@ public:
     Result<JobChanges> shareJob(qint64 jobId) override;
     Result<std::optional<Workunit>> claimWorkunit(qint64 jobId,
                                                   const std::vector<int>& preferredShards) override;
-    Result<int> lockAgent(const QString& agentId) override;
+    Result<int> lockAgent(const QString& agentId, qint64 nowMs) override;
 
     // At start: the job's workunits (with their first results) and the leases that may still deliver (open,
     // expired), read after the job's change count, which becomes this process's.

@@ -608,6 +608,27 @@ void TestSharedScheduler::grantsOfOneJobRunInParallel()
     grant.join();
     QVERIFY2(grantWaited, "a grant went on while another coordinator held the job's lock");
     QVERIFY(grantDone);
+
+    // The cap counts the leases that still count: not those of a finished job (left `open` by coordinators
+    // that stopped before expiring them), nor those past their deadline.
+    const auto openOfA = [&] {
+        int open = -1;
+        (void)(*dbB)->transaction([&]() -> Status {
+            auto counted = b.lockAgent(QStringLiteral("agent-a"));
+            open = counted ? *counted : -1;
+            return {};
+        });
+        return open;
+    };
+    QCOMPARE(openOfA(), 1);
+    QVERIFY(
+        (*watcher)->exec(QStringLiteral("UPDATE jobs SET state = 'completed' WHERE id = ?"), {kJobId}).ok());
+    QCOMPARE(openOfA(), 0);
+    QVERIFY(
+        (*watcher)->exec(QStringLiteral("UPDATE jobs SET state = 'running' WHERE id = ?"), {kJobId}).ok());
+    QCOMPARE(openOfA(), 1);
+    clock.advance(qint64(sharedJob().spec.deadlineSeconds) * 1000 + 1);
+    QCOMPARE(openOfA(), 0);
 }
 
 QTEST_GUILESS_MAIN(TestSharedScheduler)
