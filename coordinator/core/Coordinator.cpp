@@ -269,9 +269,13 @@ void Coordinator::setListeningPort(quint16 port)
 
 // ---- agents and tokens --------------------------------------------------------------------------------------
 
-void Coordinator::touchAgent(const QString& agentId)
+QJsonObject Coordinator::touchAgent(const QString& agentId)
 {
-    (void)m_db->exec(QStringLiteral("UPDATE agents SET last_seen_ms = ? WHERE id = ?"), {m_clock.nowMs(), agentId});
+    auto seen =
+        m_db->exec(QStringLiteral("UPDATE agents SET last_seen_ms = ? WHERE id = ? RETURNING hardware"),
+                   {m_clock.nowMs(), agentId});
+    return seen && seen->next() ? QJsonDocument::fromJson(seen->value(0).toByteArray()).object()
+                                : QJsonObject();
 }
 
 void Coordinator::recordAgentOutcome(const QString& agentId, const char* column, qint64 samples, double seconds)

@@ -141,7 +141,8 @@ public:
     HttpResponse revokeAgent(const QString& agentId);
     // Lifts an agent's quarantine (AgentStanding): it gets leases again.
     HttpResponse releaseAgent(const QString& agentId);
-    void touchAgent(const QString& agentId);
+    // Marks the agent seen now; answers the machine its record holds (`hardware`, empty when unknown).
+    QJsonObject touchAgent(const QString& agentId);
 
     // [state] Jobs.
     HttpResponse submitJob(const QByteArray& specText);

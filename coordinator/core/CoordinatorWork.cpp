@@ -211,13 +211,8 @@ HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJson
                 return cannot();
     if (!m_scheduler->grantsInParallel())
         open = m_scheduler->openLeasesOf(agentId); // the picture, which the jobs' locks brought up to date
-    // Seen now (touchAgent); the machine its record holds sizes its cap below.
-    QJsonObject hardware;
-    if (auto seen =
-            m_db->exec(QStringLiteral("UPDATE agents SET last_seen_ms = ? WHERE id = ? RETURNING hardware"),
-                       {m_clock.nowMs(), agentId});
-        seen && seen->next())
-        hardware = QJsonDocument::fromJson(seen->value(0).toByteArray()).object();
+    // Seen now; the machine its record holds sizes its cap below.
+    const QJsonObject hardware = touchAgent(agentId);
     if (auto why = m_standing->quarantine(agentId)) {
         // No work, and a reason the agent can log; it asks again rarely, until an admin lifts the quarantine.
         QJsonObject reply = leaseReply(QJsonArray());
