@@ -1,0 +1,89 @@
+// Coordinator: importing a submitted job's data set (its blobs, shards and first weights), and who imports it
+// among several coordinators (Database::claimImport).
+#include "aggregation/WeightsKeeper.h"
+#include "core/Coordinator.h"
+#include "format/SafeTensors.h"
+#include "store/Database.h"
+
+#include <QDir>
+#include <QJsonDocument>
+#include <QLoggingCategory>
+#include <QScopeGuard>
+
+Q_DECLARE_LOGGING_CATEGORY(lcCoordinator)
+
+namespace gleaner::coordinator {
+
+void Coordinator::importWhenUnclaimed(qint64 jobId)
+{
+    if (m_importing.count(jobId))
+        return;
+    auto claimed = m_db->claimImport(jobId);
+    if (!claimed)
+        qCWarning(lcCoordinator) << "cannot claim job" << jobId
+                                 << "for its import (tried again later):" << claimed.error();
+    else if (*claimed)
+        startImport(jobId);
+}
+
+void Coordinator::startImport(qint64 jobId)
+{
+    m_importing.insert(jobId);
+    const JobSpec spec = m_jobs.at(jobId).spec;
+    const QString scratch = QDir(m_dir.uploadsDir()).filePath(QStringLiteral("import-%1").arg(jobId));
+    m_importer->post([this, jobId, spec, scratch] {
+        auto imported = JobImporter::import(spec, m_blobs, scratch);
+        QDir(scratch).removeRecursively();
+        m_state->post([this, jobId, imported = std::move(imported)]() mutable { onImported(jobId, std::move(imported)); });
+    });
+}
+
+void Coordinator::onImported(qint64 jobId, Result<ImportedJob> imported)
+{
+    // Given back once the outcome is recorded (the job running, or failed): a housekeeper that claims it
+    // later finds the job no longer `created`.
+    const auto release = qScopeGuard([&] {
+        m_importing.erase(jobId);
+        m_db->releaseImport(jobId);
+    });
+    JobState* job = findJob(jobId);
+    if (!job || job->status != JobStatus::Created)
+        return;
+    if (!imported) {
+        finishJob(*job, JobStatus::Failed, imported.error());
+        return;
+    }
+    job->files = *imported;
+    job->spec.model = imported->modelSpec;
+    for (const QString& note : std::as_const(imported->notes))
+        qCInfo(lcCoordinator).noquote() << "job" << jobId << "dataset:" << note;
+    const Status stored = m_db->transaction([&]() -> Status {
+        for (const ShardRef& shard : job->files.shards)
+            if (auto r = m_db->exec(QStringLiteral("INSERT INTO shards (job_id, idx, sha256, bytes, samples) VALUES "
+                                                   "(?, ?, ?, ?, ?) ON CONFLICT (job_id, idx) DO UPDATE SET sha256 = "
+                                                   "excluded.sha256, bytes = excluded.bytes, samples = excluded.samples"),
+                                    {jobId, shard.index, shard.sha256, shard.bytes, shard.samples});
+                !r)
+                return fail(r.error());
+        // The spec is stored as the job runs it: a TorchScript archive named by content from here on.
+        auto r = m_db->exec(QStringLiteral("UPDATE jobs SET model_sha = ?, initial_sha = ?, test_sha = ?, spec = ? WHERE id = ?"),
+                            {job->files.model.sha256, job->files.initialWeights.sha256, job->files.testSet.sha256,
+                             QString::fromUtf8(QJsonDocument(job->spec.toJson()).toJson(QJsonDocument::Compact)), jobId});
+        return r ? Status() : fail(r.error());
+    });
+    if (!stored) {
+        finishJob(*job, JobStatus::Failed, stored.error());
+        return;
+    }
+    auto weights = SafeTensors::load(m_blobs.path(job->files.initialWeights.sha256));
+    if (!weights) {
+        finishJob(*job, JobStatus::Failed, weights.error());
+        return;
+    }
+    job->status = JobStatus::Running;
+    activateJob(*job, *weights, 0, 0);
+    (void)persistJob(*job);
+    qCInfo(lcCoordinator) << "job" << jobId << "imported:" << job->files.shards.size() << "shards; running";
+}
+
+} // namespace gleaner::coordinator
