@@ -219,13 +219,15 @@ void SharedWeights::queueState(qint64 jobId, const SharedFoldState& state, const
     written.stateFile = stateFile;
 }
 
-Result<bool> SharedWeights::put(qint64 jobId, const SharedFoldState& state, bool replace)
+Result<bool> SharedWeights::put(qint64 jobId, const SharedFoldState& state, Put when)
 {
     for (int attempt = 1; attempt <= kMaxAttempts; ++attempt) {
         auto meta = watchMeta(jobId);
         if (!meta)
             return fail(meta.error());
-        if (!meta->empty() && !replace) {
+        const bool leave =
+            when == Put::IfAbsent || (when == Put::IfOlder && number(*meta, "version") >= state.version);
+        if (!meta->empty() && leave) {
             (void)m_redis.command({"UNWATCH"});
             return false;
         }

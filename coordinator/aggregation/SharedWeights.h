@@ -82,10 +82,17 @@ public:
     // may share one Redis.
     SharedWeights(RedisConnection& redis, QString prefix = QStringLiteral("gleaner"));
 
-    // Puts a job's fold state into Redis, with an empty fold order. When the job is there already, it is left
-    // as it is (false) unless `replace` (a coordinator that restored the job from its snapshot); true when
-    // written.
-    Result<bool> put(qint64 jobId, const SharedFoldState& state, bool replace);
+    // When put() writes over a job that Redis holds already.
+    enum class Put
+    {
+        IfAbsent, // never
+        IfOlder,  // when Redis holds an older version than the one put (a coordinator restoring its snapshot)
+        Always,
+    };
+    // Puts a job's fold state into Redis, with an empty fold order: true when written, false when the job was
+    // there and left as it is (`when`). Decided under WATCH: a fold or put by another coordinator between the
+    // look and the write makes it look again.
+    Result<bool> put(qint64 jobId, const SharedFoldState& state, Put when);
     // A consistent copy of the job's fold state (for a snapshot, a publication, a validation); nullopt when
     // the job is not in Redis.
     Result<std::optional<SharedFoldState>> read(qint64 jobId);

@@ -243,38 +243,47 @@ void WeightsKeeper::reportUnreachable(qint64 jobId, JobWeights& job, const QStri
 
 bool WeightsKeeper::joinShared(qint64 jobId, JobWeights& job)
 {
-    auto there = m_shared->read(jobId);
-    if (!there) {
-        reportUnreachable(jobId, job, there.error());
-        return false;
-    }
-    if (there->has_value() && (*there)->version >= job.version) {
-        // Redis holds the job as recent as the snapshot or more (folds since it, by this or another
-        // coordinator).
-        if ((*there)->version != job.version)
-            qCInfo(lcWeights) << "job" << jobId << "continues from its weights in Redis at version"
-                              << (*there)->version << "(its snapshot is at" << job.version << ")";
-        adopt(job, **there);
-    } else {
+    // Twice at most: a put refused because another coordinator put the job meanwhile reads what it put.
+    for (int look = 1; look <= 2; ++look) {
+        auto there = m_shared->read(jobId);
+        if (!there) {
+            reportUnreachable(jobId, job, there.error());
+            return false;
+        }
+        if (there->has_value() && (*there)->version >= job.version) {
+            // Redis holds the job as recent as the snapshot or more (folds since it, by this or another
+            // coordinator).
+            if ((*there)->version != job.version)
+                qCInfo(lcWeights) << "job" << jobId << "continues from its weights in Redis at version"
+                                  << (*there)->version << "(its snapshot is at" << job.version << ")";
+            adopt(job, **there);
+            job.joined = true;
+            return true;
+        }
         // Redis lost the job (a restart without persistence) or never had it: the snapshot is the copy of
-        // record.
+        // record. Put only over an older version: two coordinators that take a job up at once (its import,
+        // a restart) must not write over a fold that one of them made in between.
         SharedFoldState state;
         state.weights = job.weights;
         state.ruleState = ruleState(job);
         state.steps = job.steps.window();
         state.version = job.version;
-        auto put = m_shared->put(jobId, state, /*replace=*/true);
+        auto put = m_shared->put(jobId, state, SharedWeights::Put::IfOlder);
         if (!put) {
             reportUnreachable(jobId, job, put.error());
             return false;
         }
-        if (there->has_value())
-            qCWarning(lcWeights) << "job" << jobId << "had older weights in Redis (version"
-                                 << (*there)->version << ") than its snapshot (" << job.version
-                                 << "): Redis now holds the snapshot's";
+        if (*put) {
+            if (there->has_value())
+                qCWarning(lcWeights) << "job" << jobId << "had older weights in Redis (version"
+                                     << (*there)->version << ") than its snapshot (" << job.version
+                                     << "): Redis now holds the snapshot's";
+            job.joined = true;
+            return true;
+        }
     }
-    job.joined = true;
-    return true;
+    reportUnreachable(jobId, job, QStringLiteral("its weights in Redis kept changing while it joined them"));
+    return false;
 }
 
 void WeightsKeeper::adopt(JobWeights& job, const SharedFoldState& state)

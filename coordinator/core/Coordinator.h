@@ -293,6 +293,13 @@ private:
     // housekeeping over does not validate an epoch again.
     void followValidations();
     Status persistJob(const JobState& job);
+    // Moves the job's stored state from one of `from` to `to` in one transaction under the job's lock (grants
+    // under way end first, and those after see it), with `alongside` written in the same transaction. Answers
+    // nullopt when it moved, else the stored state that refused it (set by another coordinator: memory is
+    // left as it is, and followJobs brings it). Memory is the caller's to change once it moved.
+    Result<std::optional<JobStatus>> switchJobStatus(JobState& job, const std::vector<JobStatus>& from,
+                                                     JobStatus to, const QString& reason,
+                                                     const std::function<Status()>& alongside = {});
     QJsonObject jobJson(const JobState& job) const;
     static QJsonObject transferJson(const JobState& job);
     JobState* findJob(qint64 jobId);

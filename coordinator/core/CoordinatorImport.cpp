@@ -49,16 +49,38 @@ void Coordinator::onImported(qint64 jobId, Result<ImportedJob> imported)
     JobState* job = findJob(jobId);
     if (!job || job->status != JobStatus::Created)
         return;
+    // Whatever this coordinator decides, it decides only while the stored job is still `created`: another
+    // coordinator may have imported it meanwhile (this one's import lock went with a lost connection) or
+    // cancelled it. followJobs then brings the job as the database has it.
+    const auto importedElsewhere = [&](JobStatus stored) {
+        qCInfo(lcCoordinator) << "job" << jobId << "is" << jobStatusName(stored)
+                              << "in the database (set by another coordinator): this import is dropped";
+    };
+    const auto failImport = [&](const QString& why) {
+        auto refusedBy = switchJobStatus(*job, {JobStatus::Created}, JobStatus::Failed, why);
+        if (!refusedBy)
+            qCCritical(lcCoordinator)
+                << "job" << jobId << "cannot store that its import failed (it is imported"
+                << "again later):" << refusedBy.error() << "- the import:" << why;
+        else if (*refusedBy)
+            importedElsewhere(**refusedBy);
+        else
+            finishJob(*job, JobStatus::Failed, why, /*persist=*/false);
+    };
     if (!imported) {
-        finishJob(*job, JobStatus::Failed, imported.error());
+        failImport(imported.error());
         return;
     }
-    job->files = *imported;
-    job->spec.model = imported->modelSpec;
-    for (const QString& note : std::as_const(imported->notes))
-        qCInfo(lcCoordinator).noquote() << "job" << jobId << "dataset:" << note;
-    const Status stored = m_db->transaction([&]() -> Status {
-        for (const ShardRef& shard : job->files.shards)
+    auto weights = SafeTensors::load(m_blobs.path(imported->initialWeights.sha256));
+    if (!weights) {
+        failImport(weights.error());
+        return;
+    }
+    JobSpec spec = job->spec;
+    spec.model = imported->modelSpec;
+    // The switch to `running` and what the job runs on, in one transaction, before anything acts on it.
+    auto refusedBy = switchJobStatus(*job, {JobStatus::Created}, JobStatus::Running, {}, [&]() -> Status {
+        for (const ShardRef& shard : imported->shards)
             if (auto r = m_db->exec(QStringLiteral("INSERT INTO shards (job_id, idx, sha256, bytes, samples) VALUES "
                                                    "(?, ?, ?, ?, ?) ON CONFLICT (job_id, idx) DO UPDATE SET sha256 = "
                                                    "excluded.sha256, bytes = excluded.bytes, samples = excluded.samples"),
@@ -66,23 +88,27 @@ void Coordinator::onImported(qint64 jobId, Result<ImportedJob> imported)
                 !r)
                 return fail(r.error());
         // The spec is stored as the job runs it: a TorchScript archive named by content from here on.
-        auto r = m_db->exec(QStringLiteral("UPDATE jobs SET model_sha = ?, initial_sha = ?, test_sha = ?, spec = ? WHERE id = ?"),
-                            {job->files.model.sha256, job->files.initialWeights.sha256, job->files.testSet.sha256,
-                             QString::fromUtf8(QJsonDocument(job->spec.toJson()).toJson(QJsonDocument::Compact)), jobId});
+        auto r = m_db->exec(
+            QStringLiteral(
+                "UPDATE jobs SET model_sha = ?, initial_sha = ?, test_sha = ?, spec = ? WHERE id = ?"),
+            {imported->model.sha256, imported->initialWeights.sha256, imported->testSet.sha256,
+             QString::fromUtf8(QJsonDocument(spec.toJson()).toJson(QJsonDocument::Compact)), jobId});
         return r ? Status() : fail(r.error());
     });
-    if (!stored) {
-        finishJob(*job, JobStatus::Failed, stored.error());
+    if (!refusedBy) {
+        failImport(QStringLiteral("cannot store the job's shards: %1").arg(refusedBy.error()));
         return;
     }
-    auto weights = SafeTensors::load(m_blobs.path(job->files.initialWeights.sha256));
-    if (!weights) {
-        finishJob(*job, JobStatus::Failed, weights.error());
+    if (*refusedBy) {
+        importedElsewhere(**refusedBy);
         return;
     }
+    job->files = *imported;
+    job->spec = spec;
+    for (const QString& note : std::as_const(imported->notes))
+        qCInfo(lcCoordinator).noquote() << "job" << jobId << "dataset:" << note;
     job->status = JobStatus::Running;
     activateJob(*job, *weights, 0, 0);
-    (void)persistJob(*job);
     qCInfo(lcCoordinator) << "job" << jobId << "imported:" << job->files.shards.size() << "shards; running";
 }
 

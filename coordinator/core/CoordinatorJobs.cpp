@@ -44,6 +44,40 @@ Status Coordinator::persistJob(const JobState& job)
     return updated ? Status() : fail(updated.error());
 }
 
+Result<std::optional<JobStatus>> Coordinator::switchJobStatus(JobState& job,
+                                                              const std::vector<JobStatus>& from,
+                                                              JobStatus to, const QString& reason,
+                                                              const std::function<Status()>& alongside)
+{
+    std::optional<JobStatus> refusedBy;
+    const Status stored = m_db->transaction([&]() -> Status {
+        refusedBy.reset();
+        if (auto s = m_scheduler->lockJob(job); !s)
+            return s;
+        auto row = m_db->exec(QStringLiteral("SELECT state FROM jobs WHERE id = ?"), {job.id});
+        if (!row)
+            return fail(row.error());
+        if (!row->next())
+            return fail(QStringLiteral("job %1 is not in the database").arg(job.id));
+        const auto status = jobStatusFromName(row->value(0).toString()).value_or(JobStatus::Failed);
+        if (std::find(from.begin(), from.end(), status) == from.end()) {
+            refusedBy = status;
+            return {};
+        }
+        if (alongside)
+            if (auto s = alongside(); !s)
+                return s;
+        const bool ends = to == JobStatus::Completed || to == JobStatus::Failed || to == JobStatus::Cancelled;
+        auto updated =
+            m_db->exec(QStringLiteral("UPDATE jobs SET state = ?, reason = ?, finished_ms = ? WHERE id = ?"),
+                       {jobStatusName(to), reason, ends ? QVariant(m_clock.nowMs()) : QVariant(), job.id});
+        return updated ? Status() : fail(updated.error());
+    });
+    if (!stored)
+        return fail(stored.error());
+    return refusedBy;
+}
+
 JobState Coordinator::jobFromRow(const QSqlQuery& row) const
 {
     JobState job;
@@ -480,29 +514,45 @@ HttpResponse Coordinator::setJobStatus(qint64 jobId, const QByteArray& action)
     JobState* job = findJob(jobId);
     if (!job)
         return HttpResponse::error(404, QStringLiteral("no job has id %1").arg(jobId));
-    const QString from = jobStatusName(job->status);
-    const auto refuse = [&] {
-        const QString verb = action == "cancel" ? QStringLiteral("cancelled") : QString::fromLatin1(action) + u'd';
-        return HttpResponse::error(409, QStringLiteral("job %1 is %2; it cannot be %3").arg(jobId).arg(from, verb));
-    };
+    using enum JobStatus;
+    std::vector<JobStatus> from;
+    JobStatus to;
+    QString reason;
     if (action == "pause") {
-        if (job->status != JobStatus::Running)
-            return refuse();
-        job->status = JobStatus::Paused;
+        from = {Running};
+        to = Paused;
     } else if (action == "resume") {
-        if (job->status != JobStatus::Paused)
-            return refuse();
-        job->status = JobStatus::Running;
-        m_scheduler->openNextEpochIfReady(*job);
+        from = {Paused};
+        to = Running;
     } else if (action == "cancel") {
-        if (job->status == JobStatus::Completed || job->status == JobStatus::Failed || job->status == JobStatus::Cancelled)
-            return refuse();
-        finishJob(*job, JobStatus::Cancelled, QStringLiteral("cancelled by an admin"));
+        from = {Created, Running, Paused};
+        to = Cancelled;
+        reason = QStringLiteral("cancelled by an admin");
     } else {
         return HttpResponse::error(404, QStringLiteral("unknown job action \"%1\"; use pause, resume or cancel")
                                             .arg(QString::fromLatin1(action)));
     }
-    (void)persistJob(*job);
+    // Decided on the stored state, not this coordinator's picture of it: among several coordinators, another
+    // may have paused or ended the job a moment ago.
+    auto refusedBy = switchJobStatus(*job, from, to, reason);
+    if (!refusedBy)
+        return HttpResponse::error(503, QStringLiteral("cannot store job %1's new state (try again): %2")
+                                            .arg(jobId)
+                                            .arg(refusedBy.error()));
+    if (*refusedBy) {
+        const QString verb =
+            action == "cancel" ? QStringLiteral("cancelled") : QString::fromLatin1(action) + u'd';
+        return HttpResponse::error(
+            409,
+            QStringLiteral("job %1 is %2; it cannot be %3").arg(jobId).arg(jobStatusName(**refusedBy), verb));
+    }
+    if (to == Cancelled) {
+        finishJob(*job, Cancelled, reason, /*persist=*/false);
+    } else {
+        job->status = to;
+        if (to == Running)
+            m_scheduler->openNextEpochIfReady(*job);
+    }
     return HttpResponse::json(200, jobJson(*job));
 }
 

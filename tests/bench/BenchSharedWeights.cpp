@@ -145,7 +145,7 @@ int main(int argc, char** argv)
         const qint64 job = ++nextJob;
         SharedFoldState start;
         start.weights = initial;
-        if (auto put = shared.put(job, start, true); !put) {
+        if (auto put = shared.put(job, start, SharedWeights::Put::Always); !put) {
             bench::failBench(kProgram, put.error());
             std::exit(1);
         }

@@ -26,6 +26,7 @@
 #include <QJsonArray>
 #include <QSqlQuery>
 #include <QTest>
+#include <QThread>
 
 using namespace gleaner;
 using namespace gleaner::coordinator;
@@ -54,6 +55,7 @@ private Q_SLOTS:
     void twoCoordinatorsServeOneDeployment();
     void updatesOfAStoppedCoordinatorAreFolded();
     void anImportWhoseCoordinatorStoppedIsTakenOver();
+    void anImportOvertakenElsewhereIsDropped();
 
 private:
     // Makes the second coordinator's data directory with init --join from the first's (not opened).
@@ -62,6 +64,14 @@ private:
     void tick(test::CoordinatorFixture& which, qint64 ms);
     QJsonObject jobAt(test::CoordinatorFixture& which, qint64 jobId);
     std::unique_ptr<Database> database();
+    // A copy of job `like`, submitted at a coordinator that is importing it: its row, `created`, and that
+    // coordinator's import lock (the same session advisory lock, held by `db`'s connection). 0 when it
+    // failed.
+    qint64 jobImportedBy(Database& db, qint64 like);
+    static QString importLock()
+    {
+        return QStringLiteral("(1196181837, CAST(mod(?, 2147483647) AS integer))");
+    }
 
     test::CoordinatorFixture f; // the first coordinator: it made the deployment, and holds the housekeeping
     test::CoordinatorFixture g; // the second, joined
@@ -118,6 +128,25 @@ void TestSharedDeployment::tick(test::CoordinatorFixture& which, qint64 ms)
 QJsonObject TestSharedDeployment::jobAt(test::CoordinatorFixture& which, qint64 jobId)
 {
     return which.call([&] { return which.core->jobStatus(jobId); });
+}
+
+qint64 TestSharedDeployment::jobImportedBy(Database& db, qint64 like)
+{
+    auto copy = db.insertReturningId(
+        QStringLiteral(
+            "INSERT INTO jobs (name, spec, state, created_ms) SELECT name, spec, 'created', created_ms "
+            "FROM jobs WHERE id = ?"),
+        {like});
+    if (!copy) {
+        qWarning() << copy.error();
+        return 0;
+    }
+    auto locked = db.exec(QStringLiteral("SELECT pg_advisory_lock%1").arg(importLock()), {*copy});
+    if (!locked) {
+        qWarning() << locked.error();
+        return 0;
+    }
+    return *copy;
 }
 
 std::unique_ptr<Database> TestSharedDeployment::database()
@@ -341,20 +370,30 @@ void TestSharedDeployment::twoCoordinatorsServeOneDeployment()
     tick(g, 3000);
     QCOMPARE(jobAt(g, job).value(QStringLiteral("state")).toString(), QStringLiteral("running"));
     // Paused at the first: before the second's next look, its lease request takes the job's lock, which shows
-    // the pause: no work. Resumed there: work again, still before the next look.
+    // the pause: no work. An admin's action at the second, still before its next look, is decided on the
+    // stored state: pausing again is refused, resuming is not. Work again.
     QJsonObject reply;
     f.call([&] { return f.core->setJobStatus(job, "pause"); }, &status);
     QCOMPARE(status, 200);
     QCOMPARE(g.lease(agent, 1, &reply).size(), size_t(0));
-    f.call([&] { return f.core->setJobStatus(job, "resume"); }, &status);
+    const auto pauseAtSecond = [&] {
+        return g.core->state().call([&] { return g.core->setJobStatus(job, "pause"); });
+    };
+    auto refused = pauseAtSecond();
+    QCOMPARE(refused.status, 409);
+    QVERIFY2(refused.body.contains("is paused; it cannot be paused"), refused.body.constData());
+    g.call([&] { return g.core->setJobStatus(job, "resume"); }, &status);
     QCOMPARE(status, 200);
     QCOMPARE(g.lease(agent, 1, &reply).size(), size_t(1));
     QCOMPARE(jobAt(g, job).value(QStringLiteral("state")).toString(), QStringLiteral("running"));
     f.call([&] { return f.core->setJobStatus(job, "cancel"); }, &status);
     QCOMPARE(status, 200);
     // Before the second's next look, its lease request takes the job's lock, which shows the job ended: no
-    // work.
+    // work, and no pause of it.
     QCOMPARE(g.lease(agent, 1, &reply).size(), size_t(0));
+    refused = pauseAtSecond();
+    QCOMPARE(refused.status, 409);
+    QVERIFY2(refused.body.contains("is cancelled; it cannot be paused"), refused.body.constData());
     tick(g, 250);
     QCOMPARE(jobAt(g, job).value(QStringLiteral("state")).toString(), QStringLiteral("cancelled"));
 
@@ -475,21 +514,11 @@ void TestSharedDeployment::anImportWhoseCoordinatorStoppedIsTakenOver()
     const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 2));
     QVERIFY(job > 0);
     QCOMPARE(jobAt(f, job).value(QStringLiteral("state")).toString(), QStringLiteral("running"));
-    // Another job submitted at a coordinator that is importing it: its row, `created`, and that coordinator's
-    // import lock (the same session advisory lock, held by this test's connection).
     auto db = database();
     QVERIFY(db);
-    auto orphan = db->insertReturningId(
-        QStringLiteral(
-            "INSERT INTO jobs (name, spec, state, created_ms) SELECT name, spec, 'created', created_ms "
-            "FROM jobs WHERE id = ?"),
-        {job});
-    QVERIFY2(orphan.ok(), qPrintable(orphan.error()));
-    const QString importLock = QStringLiteral("(1196181837, CAST(mod(?, 2147483647) AS integer))");
-    auto locked = db->exec(QStringLiteral("SELECT pg_advisory_lock%1").arg(importLock), {*orphan});
-    QVERIFY2(locked.ok(), qPrintable(locked.error()));
-    locked->finish();
-    const auto stateOf = [&] { return jobAt(f, *orphan).value(QStringLiteral("state")).toString(); };
+    const qint64 orphan = jobImportedBy(*db, job);
+    QVERIFY(orphan > 0);
+    const auto stateOf = [&] { return jobAt(f, orphan).value(QStringLiteral("state")).toString(); };
     // The housekeeper takes the job up and leaves its import to the coordinator that holds it.
     for (int i = 0; i < 3; ++i)
         tick(f, 2100);
@@ -497,19 +526,71 @@ void TestSharedDeployment::anImportWhoseCoordinatorStoppedIsTakenOver()
 
     // That coordinator stops (its connection, and the lock with it, goes): the housekeeper imports the job at
     // its next look.
-    QVERIFY(db->exec(QStringLiteral("SELECT pg_advisory_unlock%1").arg(importLock), {*orphan}).ok());
+    QVERIFY(db->exec(QStringLiteral("SELECT pg_advisory_unlock%1").arg(importLock()), {orphan}).ok());
     for (int i = 0; i < 300 && stateOf() == u"created"; ++i) {
         tick(f, 2100);
         QTest::qWait(50);
     }
     QCOMPARE(stateOf(), QStringLiteral("running"));
     // Imported once, and its import given back: a later look claims nothing.
-    auto workunits = db->exec(QStringLiteral("SELECT COUNT(*) FROM workunits WHERE job_id = ?"), {*orphan});
+    auto workunits = db->exec(QStringLiteral("SELECT COUNT(*) FROM workunits WHERE job_id = ?"), {orphan});
     QVERIFY(workunits.ok() && workunits->next());
     QCOMPARE(workunits->value(0).toInt(), 2);
-    auto free = db->exec(QStringLiteral("SELECT pg_try_advisory_lock%1").arg(importLock), {*orphan});
+    auto free = db->exec(QStringLiteral("SELECT pg_try_advisory_lock%1").arg(importLock()), {orphan});
     QVERIFY(free.ok() && free->next());
     QVERIFY2(free->value(0).toBool(), "the housekeeper kept the job's import lock after the import");
+}
+
+void TestSharedDeployment::anImportOvertakenElsewhereIsDropped()
+{
+    // A job whose import this coordinator runs, while another coordinator (this test's connection) settles it
+    // first: cancelled there (or imported, after this one's import lock went with a lost connection). The
+    // import finds the stored state no longer `created` and starts nothing.
+    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 2));
+    QVERIFY(job > 0);
+    auto db = database();
+    QVERIFY(db);
+    const qint64 overtaken = jobImportedBy(*db, job);
+    QVERIFY(overtaken > 0);
+    tick(f, 2100); // taken up, its import left to the lock's holder
+
+    const Status settled = db->transaction([&]() -> Status {
+        // The job's row held: the coordinator's import, once done, waits for this transaction to decide.
+        if (auto held =
+                db->exec(QStringLiteral("SELECT state FROM jobs WHERE id = ? FOR UPDATE"), {overtaken});
+            !held)
+            return fail(held.error());
+        if (auto r = db->exec(QStringLiteral("SELECT pg_advisory_unlock%1").arg(importLock()), {overtaken});
+            !r)
+            return fail(r.error());
+        f.clock.advance(2100);
+        f.core->state().call([&] { f.core->tick(); }); // claims the import (no drain: it waits for this)
+        bool waits = false;
+        for (int i = 0; i < 600 && !waits; ++i) {
+            auto rows = db->exec(QStringLiteral("SELECT COUNT(*) FROM pg_locks WHERE NOT granted"));
+            waits = rows && rows->next() && rows->value(0).toInt() > 0;
+            if (!waits)
+                QThread::msleep(100);
+        }
+        if (!waits)
+            return fail(QStringLiteral("the coordinator's import never reached the job's row"));
+        auto cancelled =
+            db->exec(QStringLiteral(
+                         "UPDATE jobs SET state = 'cancelled', reason = 'cancelled elsewhere' WHERE id = ?"),
+                     {overtaken});
+        return cancelled ? Status() : fail(cancelled.error());
+    });
+    QVERIFY2(settled.ok(), qPrintable(settled.error()));
+    f.core->drain();
+    tick(f, 2100);
+    QCOMPARE(jobAt(f, overtaken).value(QStringLiteral("state")).toString(), QStringLiteral("cancelled"));
+    for (const char* table : {"workunits", "shards"}) {
+        auto rows =
+            db->exec(QStringLiteral("SELECT COUNT(*) FROM %1 WHERE job_id = ?").arg(QLatin1String(table)),
+                     {overtaken});
+        QVERIFY(rows.ok() && rows->next());
+        QVERIFY2(rows->value(0).toInt() == 0, table);
+    }
 }
 
 QTEST_GUILESS_MAIN(TestSharedDeployment)

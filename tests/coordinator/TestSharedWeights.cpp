@@ -102,7 +102,7 @@ private:
         SharedWeights shared(*main);
         SharedFoldState start;
         start.weights = initial;
-        if (auto put = shared.put(job, start, false); !put)
+        if (auto put = shared.put(job, start, SharedWeights::Put::IfAbsent); !put)
             return fail(put.error());
 
         std::atomic<qint64> conflicts{0};
@@ -214,8 +214,14 @@ private Q_SLOTS:
         state.ruleState = makeWeights(1'000, 2);
         state.steps = {0.1, 1.0 / 3.0, 2e-9};
         state.version = 17;
-        QCOMPARE(*shared.put(job, state, false), true);
-        QCOMPARE(*shared.put(job, state, false), false); // there already: left as it is
+        QCOMPARE(*shared.put(job, state, SharedWeights::Put::IfAbsent), true);
+        QCOMPARE(*shared.put(job, state, SharedWeights::Put::IfAbsent),
+                 false);                                                       // there already: left as it is
+        QCOMPARE(*shared.put(job, state, SharedWeights::Put::IfOlder), false); // as recent: left as it is
+        SharedFoldState older = state;
+        older.version = 16;
+        older.weights = makeWeights(10, 9);
+        QCOMPARE(*shared.put(job, older, SharedWeights::Put::IfOlder), false);
 
         // Another connection (no cache) reads exactly what was put.
         auto other = connect();
@@ -228,10 +234,16 @@ private Q_SLOTS:
         QCOMPARE((*read)->steps, state.steps);
         QCOMPARE((*read)->version, 17);
 
+        // A newer version than Redis holds is written over it.
+        SharedFoldState newer = state;
+        newer.version = 18;
+        QCOMPARE(*shared.put(job, newer, SharedWeights::Put::IfOlder), true);
+        QCOMPARE((*reader.read(job))->version, 18);
+
         // Replaced by smaller weights: the chunks beyond them go.
         state.weights = makeWeights(1'000, 4);
         state.version = 3;
-        QCOMPARE(*shared.put(job, state, true), true);
+        QCOMPARE(*shared.put(job, state, SharedWeights::Put::Always), true);
         auto replaced = reader.read(job);
         QVERIFY(replaced.ok() && replaced->has_value());
         QVERIFY(bitEqual((*replaced)->weights, state.weights));
@@ -255,7 +267,7 @@ private Q_SLOTS:
         SharedWeights shared(*connection);
         SharedFoldState state;
         state.weights = makeWeights(1'000, 8);
-        QVERIFY(shared.put(job, state, false).ok());
+        QVERIFY(shared.put(job, state, SharedWeights::Put::IfAbsent).ok());
         const QByteArray meta = "gleaner:{job:" + QByteArray::number(job) + "}:meta";
         for (const auto& [field, value] :
              std::vector<std::pair<QByteArray, QByteArray>>{{"weights_chunks", "1000000000"},
@@ -268,7 +280,7 @@ private Q_SLOTS:
             QVERIFY2(!read, field.constData());
             QVERIFY2(read.error().contains(u"does not describe weights this coordinator wrote"),
                      qPrintable(read.error()));
-            QVERIFY(shared.put(job, state, true).ok()); // whole again for the next lie
+            QVERIFY(shared.put(job, state, SharedWeights::Put::Always).ok()); // whole again for the next lie
         }
     }
 
@@ -282,7 +294,7 @@ private Q_SLOTS:
         const TensorBundle initial = makeWeights(1'000, 5);
         SharedFoldState state;
         state.weights = initial;
-        QVERIFY(first.put(job, state, false).ok());
+        QVERIFY(first.put(job, state, SharedWeights::Put::IfAbsent).ok());
         const AggregationSpec spec = rule(R"({"rule": "vc-asgd", "alpha": 0.5})");
 
         auto one = first.foldUpdate(job, 11, spec, updateFor(initial, 11), {});
@@ -315,7 +327,7 @@ private Q_SLOTS:
         const TensorBundle initial = makeWeights(1'000, 6);
         SharedFoldState state;
         state.weights = initial;
-        QVERIFY(shared.put(job, state, false).ok());
+        QVERIFY(shared.put(job, state, SharedWeights::Put::IfAbsent).ok());
         const AggregationSpec spec = rule(R"({"rule": "vc-asgd", "alpha": 0.5})");
         // A NaN upload: the fold's own check refuses it.
         TensorBundle hostile = initial;
@@ -361,7 +373,7 @@ private Q_SLOTS:
         SharedWeights shared(*main);
         SharedFoldState start;
         start.weights = makeWeights(1'000, 9);
-        QVERIFY(shared.put(job, start, false).ok());
+        QVERIFY(shared.put(job, start, SharedWeights::Put::IfAbsent).ok());
         auto bump = [](SharedFoldState& state) {
             state.weights.mutableValues<float>(state.weights.entries().front())[0] += 1.0f;
             return Status();
