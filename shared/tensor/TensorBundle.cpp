@@ -116,7 +116,9 @@ QByteArrayView TensorBundle::data(const TensorEntry& entry) const
 
 char* TensorBundle::mutableData(const TensorEntry& entry)
 {
-    return m_buffer.data() + entry.offset; // QByteArray::data() detaches a shared buffer
+    char* at = m_buffer.data() + entry.offset; // QByteArray::data() detaches a shared or raw buffer
+    m_owner.reset();                           // the bytes are this bundle's own now
+    return at;
 }
 
 qint64 TensorBundle::tensorBytes() const

@@ -4,7 +4,9 @@
 // are all TensorBundles, so one reader / writer and one set of checks serve every file Gleaner moves.
 //
 // A bundle read from a file shares the file's bytes (QByteArray is implicitly shared): tensors are views into
-// it, nothing is copied. A bundle built in memory keeps each tensor 64-byte aligned in its own buffer.
+// it, nothing is copied. A bundle built in memory keeps each tensor 64-byte aligned in its own buffer. A
+// bundle may also view memory it does not own (a mapped file, QByteArray::fromRawData) and keep its owner
+// alive (keepAlive): writing to it copies first, as for a shared buffer.
 
 #include "Result.h"
 #include "tensor/DType.h"
@@ -15,6 +17,7 @@
 #include <QString>
 
 #include <cstring>
+#include <memory>
 #include <span>
 
 namespace gleaner {
@@ -90,7 +93,12 @@ public:
     qint64 tensorBytes() const;
     qint64 parameterCount() const;
 
+    // A copy of it is valid while this bundle (or a copy of it) lives, when it views memory kept by
+    // keepAlive.
     const QByteArray& buffer() const { return m_buffer; }
+    // `owner` keeps the memory that buffer() views (raw data) alive for as long as this bundle and its copies
+    // need it: until they are gone, or until writing to the bundle gave it its own copy.
+    void keepAlive(std::shared_ptr<const void> owner) { m_owner = std::move(owner); }
     const QMap<QString, QString>& metadata() const { return m_metadata; }
     QMap<QString, QString>& metadata() { return m_metadata; }
     void setMetadata(const QString& key, const QString& value) { m_metadata.insert(key, value); }
@@ -104,6 +112,7 @@ private:
     QByteArray m_buffer;
     QList<TensorEntry> m_entries;
     QMap<QString, QString> m_metadata;
+    std::shared_ptr<const void> m_owner; // what keeps m_buffer's raw data (keepAlive)
 };
 
 } // namespace gleaner

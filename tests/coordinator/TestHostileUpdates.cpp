@@ -720,6 +720,21 @@ void TestHostileUpdates::encodedUploadsAreDecodedThenChecked()
     QVERIFY(rows->next());
     QCOMPARE(rows->value(2).toString(), QStringLiteral("fp32"));
     QVERIFY2(encodedBytes > 0 && encodedBytes < rows->value(1).toLongLong(), qPrintable(QStringLiteral("%1 vs %2").arg(encodedBytes).arg(rows->value(1).toLongLong())));
+    // Full weights are read where they lie (the file mapped): writing to them leaves the file as it is, and
+    // they outlive the file's removal (a snapshot's cleanup while a fold still holds them).
+    const QString fullFile = f.dir.root() + u'/' + rows->value(0).toString();
+    auto full = UpdateChecker::readKept(fullFile, 1 << 26, [&]() -> Result<TensorBundle> { return before; });
+    QVERIFY2(full.ok(), qPrintable(full ? QString() : full.error()));
+    const TensorEntry& first = full->entries().front();
+    const float value = full->values<float>(first)[0];
+    TensorBundle written = *full;
+    written.mutableValues<float>(first)[0] = value + 1.0f;
+    auto again = UpdateChecker::readKept(fullFile, 1 << 26, [&]() -> Result<TensorBundle> { return before; });
+    QVERIFY(again.ok());
+    QCOMPARE(again->values<float>(first)[0], value);
+    QVERIFY(QFile::remove(fullFile));
+    QCOMPARE(full->values<float>(first)[0], value);
+    QVERIFY(ml::WeightMath::checkCompatible(before, *full).ok());
 
     // The job's status and the metrics count the bytes as they came.
     const QJsonObject transfer = jobStatus(job).value(QStringLiteral("transfer")).toObject();

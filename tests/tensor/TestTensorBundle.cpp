@@ -2,6 +2,9 @@
 
 #include <QTest>
 
+#include <memory>
+#include <vector>
+
 #include <array>
 
 using namespace gleaner;
@@ -17,6 +20,7 @@ private Q_SLOTS:
     void mutableDataDetachesSharedBuffer();
     void shapeOverflowIsDetected();
     void addCopiesFromItsOwnBuffer();
+    void rawBytesAreKeptAliveAndCopiedBeforeWriting();
 };
 
 void TestTensorBundle::dtypeNamesRoundTrip()
@@ -80,6 +84,36 @@ void TestTensorBundle::mutableDataDetachesSharedBuffer()
     copy.mutableValues<float>(*copy.find(u"w"))[0] = 2.0f;
     QCOMPARE(original.values<float>(*original.find(u"w"))[0], 1.0f);
     QCOMPARE(copy.values<float>(*copy.find(u"w"))[0], 2.0f);
+}
+
+void TestTensorBundle::rawBytesAreKeptAliveAndCopiedBeforeWriting()
+{
+    // Bytes the bundle does not own (a mapped file, in the coordinator's intake), kept by an owner.
+    bool released = false;
+    auto bytes = std::shared_ptr<std::vector<float>>(new std::vector<float>{1.0f, 2.0f, 3.0f, 4.0f},
+                                                     [&](std::vector<float>* v) {
+                                                         released = true;
+                                                         delete v;
+                                                     });
+    const float* raw = bytes->data();
+    TensorBundle original = TensorBundle::fromBuffer(
+        QByteArray::fromRawData(reinterpret_cast<const char*>(raw), 4 * sizeof(float)),
+        {TensorEntry{QStringLiteral("w"), DType::F32, {4}, 0, 4 * sizeof(float)}});
+    original.keepAlive(bytes);
+    bytes.reset();
+    QVERIFY(!released);
+    {
+        TensorBundle copy = original;
+        original = TensorBundle();
+        QVERIFY(!released); // the copy still views them
+        QCOMPARE(copy.values<float>(*copy.find(u"w"))[3], 4.0f);
+        TensorBundle written = copy;
+        written.mutableValues<float>(*written.find(u"w"))[0] = 9.0f;
+        QCOMPARE(raw[0], 1.0f); // written to its own copy, never through to the owner's bytes
+        QCOMPARE(copy.values<float>(*copy.find(u"w"))[0], 1.0f);
+        QCOMPARE(written.values<float>(*written.find(u"w"))[0], 9.0f);
+    }
+    QVERIFY(released); // the last bundle that viewed them is gone
 }
 
 void TestTensorBundle::shapeOverflowIsDetected()
