@@ -8,6 +8,7 @@
 #include "store/Database.h"
 #include "store/RedisConnection.h"
 #include "store/SchedulerTables.h"
+#include "util/LargeBuffers.h"
 #include "validation/ValidationRunner.h"
 
 #include <QDir>
@@ -155,6 +156,7 @@ Result<std::unique_ptr<Coordinator>> Coordinator::open(const DataDirectory& dir,
 
 Status Coordinator::start()
 {
+    LargeBuffers::keepFreed(); // the model-sized buffers of every update (util/LargeBuffers.h)
     // Two servers on one data directory would share the database and delete each other's uploads.
     auto lock = DirectoryLock::acquire(m_dir.root(), QStringLiteral("coordinator"));
     if (!lock)

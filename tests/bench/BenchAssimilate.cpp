@@ -12,6 +12,7 @@
 #include "ml/WeightMath.h"
 #include "store/Database.h"
 #include "util/Durability.h"
+#include "util/LargeBuffers.h"
 
 #include "BenchSupport.h"
 #include "SyntheticWeights.h"
@@ -46,6 +47,7 @@ double ms(const QElapsedTimer& timer)
 int main(int argc, char** argv)
 {
     QCoreApplication app(argc, argv);
+    LargeBuffers::keepFreed(); // as the coordinator does at its start
     const QStringList args = app.arguments();
     if (args.contains(QStringLiteral("--help"))) {
         QTextStream(stdout)
