@@ -5,11 +5,16 @@
 #include "ml/WeightMath.h"
 
 #include <QFile>
+#include <QScopeGuard>
 
 #include <cmath>
 #include <cstring>
 #include <memory>
+
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace gleaner::coordinator {
 
@@ -83,25 +88,55 @@ Status checkCounters(const TensorBundle& update, const TensorBundle& base, qint6
     return {};
 }
 
-// An upload's file unpacked where it lies: mapped read-only and kept by the bundle (keepAlive), with its
-// pages mapped up front. At 5 M parameters this saves a 20 MB copy out of the page cache and the faults of 20
-// MB of fresh pages, which led the profile of uploads (docs/scale-out.md). A file the file system cannot map
-// is read. Uploads are the coordinator's own files, never written again once kept (a shortened file would
-// fault).
-Result<TensorBundle> unpackFile(std::shared_ptr<QFile> file, qint64 maxBytes)
+// What keeps a mapped upload: unmapped with the last bundle that views it.
+struct Mapping
 {
-    const qint64 size = file->size();
-    uchar* at = size > 0 && size <= maxBytes ? file->map(0, size) : nullptr;
-    if (!at)
-        return UpdateCodec::unpack(file->readAll(), maxBytes);
-#ifdef MADV_POPULATE_READ
-    if (madvise(at, size_t(size), MADV_POPULATE_READ) != 0) // before Linux 5.14: faulted in as read
-        (void)madvise(at, size_t(size), MADV_WILLNEED);
-#endif
-    const QByteArray bytes = QByteArray::fromRawData(reinterpret_cast<const char*>(at), qsizetype(size));
+    void* at = MAP_FAILED;
+    size_t size = 0;
+    ~Mapping()
+    {
+        if (at != MAP_FAILED)
+            munmap(at, size);
+    }
+};
+
+// An upload unpacked where it lies: mapped read-only with its page tables populated up front, and kept by the
+// bundle (keepAlive); the descriptor is closed at once (a mapping holds its file). At 5 M parameters this
+// saves a 20 MB copy out of the page cache and the faults of 20 MB of fresh pages, which led the profile of
+// uploads (docs/scale-out.md). A file that cannot be mapped is read. Only the upload just received is mapped:
+// it lies in the coordinator's own folder, never written again (a shortened file would fault); files read
+// later, from a folder that other coordinators share, are read (readKept). `unreadable`: the file could not
+// be opened.
+Result<TensorBundle> unpackUpload(const QString& path, qint64 maxBytes, qint64* uploadBytes, bool* unreadable)
+{
+    const int fd = ::open(QFile::encodeName(path).constData(), O_RDONLY | O_CLOEXEC);
+    struct stat info = {};
+    if (fd < 0 || fstat(fd, &info) != 0) {
+        if (fd >= 0)
+            ::close(fd);
+        *unreadable = true;
+        return fail(QStringLiteral("cannot open the upload"));
+    }
+    const auto closeFile = qScopeGuard([fd] { ::close(fd); });
+    *uploadBytes = qint64(info.st_size);
+    auto mapping = std::make_shared<Mapping>();
+    if (info.st_size > 0 && qint64(info.st_size) <= maxBytes) {
+        mapping->size = size_t(info.st_size);
+        mapping->at = mmap(nullptr, mapping->size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+    }
+    if (mapping->at == MAP_FAILED) {
+        QFile file;
+        if (!file.open(fd, QIODevice::ReadOnly | QIODevice::Unbuffered)) {
+            *unreadable = true;
+            return fail(file.errorString());
+        }
+        return UpdateCodec::unpack(file.readAll(), maxBytes);
+    }
+    const QByteArray bytes =
+        QByteArray::fromRawData(static_cast<const char*>(mapping->at), qsizetype(info.st_size));
     auto bundle = UpdateCodec::unpack(bytes, maxBytes);
     if (bundle && bundle->buffer().constData() == bytes.constData())
-        bundle->keepAlive(std::move(file)); // else it was decompressed into a buffer of its own
+        bundle->keepAlive(std::move(mapping)); // else it was decompressed into a buffer of its own
     return bundle;
 }
 
@@ -117,11 +152,11 @@ Result<ReceivedUpdate> check(const QString& path, const UpdateExpectations& expe
                              const BaseWeightsCache::Entry& base)
 {
     // The agent's messages must not carry the coordinator's file names.
-    auto file = std::make_shared<QFile>(path);
-    if (!file->open(QIODevice::ReadOnly | QIODevice::Unbuffered))
+    qint64 uploadBytes = 0;
+    bool unreadable = false;
+    auto bundle = unpackUpload(path, maxUploadBytes(expected.schema), &uploadBytes, &unreadable);
+    if (!bundle && unreadable)
         return fail(QStringLiteral("the coordinator cannot read the upload back; try again later"));
-    const qint64 uploadBytes = file->size();
-    auto bundle = unpackFile(std::move(file), maxUploadBytes(expected.schema));
     if (!bundle)
         return fail(QStringLiteral("the result is not a valid safetensors file: %1").arg(bundle.error()));
     // An encoded update becomes full weights here, and every check below is the one full weights pass.
@@ -195,10 +230,10 @@ Result<ReceivedUpdate> check(const QString& path, const UpdateExpectations& expe
 
 Result<TensorBundle> readKept(const QString& path, qint64 maxBytes, const std::function<Result<TensorBundle>()>& base)
 {
-    auto file = std::make_shared<QFile>(path);
-    if (!file->open(QIODevice::ReadOnly | QIODevice::Unbuffered))
-        return fail(QStringLiteral("%1: %2").arg(path, file->errorString()));
-    auto bundle = unpackFile(std::move(file), maxBytes);
+    QFile file(path);
+    if (!file.open(QIODevice::ReadOnly))
+        return fail(QStringLiteral("%1: %2").arg(path, file.errorString()));
+    auto bundle = UpdateCodec::unpack(file.readAll(), maxBytes);
     if (!bundle)
         return fail(QStringLiteral("%1: %2").arg(path, bundle.error()));
     auto encoding = UpdateCodec::encodingOf(*bundle);

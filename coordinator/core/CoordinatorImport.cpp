@@ -52,16 +52,21 @@ void Coordinator::onImported(qint64 jobId, Result<ImportedJob> imported)
     // Whatever this coordinator decides, it decides only while the stored job is still `created`: another
     // coordinator may have imported it meanwhile (this one's import lock went with a lost connection) or
     // cancelled it. followJobs then brings the job as the database has it.
+    // The job is taken up as stored at once (this invalidates `job`): the job's lock just brought its leases
+    // into a picture that still says `created`, which would refuse their results until the next look.
     const auto importedElsewhere = [&](JobStatus stored) {
         qCInfo(lcCoordinator) << "job" << jobId << "is" << jobStatusName(stored)
                               << "in the database (set by another coordinator): this import is dropped";
+        if (m_config.isShared())
+            followJobs();
     };
     const auto failImport = [&](const QString& why) {
         auto refusedBy = switchJobStatus(*job, {JobStatus::Created}, JobStatus::Failed, why);
         if (!refusedBy)
             qCCritical(lcCoordinator)
-                << "job" << jobId << "cannot store that its import failed (it is imported"
-                << "again later):" << refusedBy.error() << "- the import:" << why;
+                << "job" << jobId << "cannot store that its import failed (it is imported again at the"
+                << "housekeeper's next look among several coordinators, else at the next start):"
+                << refusedBy.error() << "- the import:" << why;
         else if (*refusedBy)
             importedElsewhere(**refusedBy);
         else

@@ -532,20 +532,24 @@ HttpResponse Coordinator::setJobStatus(qint64 jobId, const QByteArray& action)
         return HttpResponse::error(404, QStringLiteral("unknown job action \"%1\"; use pause, resume or cancel")
                                             .arg(QString::fromLatin1(action)));
     }
-    // Decided on the stored state, not this coordinator's picture of it: among several coordinators, another
-    // may have paused or ended the job a moment ago.
+    const auto refuse = [&](JobStatus is) {
+        const QString verb =
+            action == "cancel" ? QStringLiteral("cancelled") : QString::fromLatin1(action) + u'd';
+        return HttpResponse::error(
+            409, QStringLiteral("job %1 is %2; it cannot be %3").arg(jobId).arg(jobStatusName(is), verb));
+    };
+    // An ended job stays ended: refused here, without taking the lock of a job the scheduler let go.
+    if (job->status == Completed || job->status == Failed || job->status == Cancelled)
+        return refuse(job->status);
+    // Otherwise decided on the stored state, not this coordinator's picture of it: among several
+    // coordinators, another may have paused or ended the job a moment ago.
     auto refusedBy = switchJobStatus(*job, from, to, reason);
     if (!refusedBy)
         return HttpResponse::error(503, QStringLiteral("cannot store job %1's new state (try again): %2")
                                             .arg(jobId)
                                             .arg(refusedBy.error()));
-    if (*refusedBy) {
-        const QString verb =
-            action == "cancel" ? QStringLiteral("cancelled") : QString::fromLatin1(action) + u'd';
-        return HttpResponse::error(
-            409,
-            QStringLiteral("job %1 is %2; it cannot be %3").arg(jobId).arg(jobStatusName(**refusedBy), verb));
-    }
+    if (*refusedBy)
+        return refuse(**refusedBy);
     if (to == Cancelled) {
         finishJob(*job, Cancelled, reason, /*persist=*/false);
     } else {

@@ -13,8 +13,9 @@ namespace {
 // The most glibc takes for M_MMAP_THRESHOLD on a 64-bit system (HEAP_MAX_SIZE / 2): blocks up to this size
 // come from the heap.
 constexpr int kLargestFromHeap = 32 * 1024 * 1024;
-// Freed memory at the top of a heap that is kept rather than given back: a few model-sized buffers.
-constexpr int kKeptBytes = 256 * 1024 * 1024;
+// Freed memory at the top of each arena's heap that is kept rather than given back: three buffers of a model
+// of 5 M parameters.
+constexpr int kKeptBytes = 64 * 1024 * 1024;
 #endif
 
 } // namespace

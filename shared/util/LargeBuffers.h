@@ -8,9 +8,10 @@
 // where a fault is costly, that was the largest single cost of an accepted update (docs/scale-out.md). Kept,
 // a freed block is handed out again as it is.
 //
-// What it costs: the process keeps up to kKeptBytes of freed memory beyond what it uses, instead of giving it
-// back at once. Blocks larger than glibc allows here (32 MiB: models above 8 M parameters) still come and go
-// with mmap. Nothing to do with another C library.
+// What it costs: each of malloc's arenas (one per thread that allocates such blocks: the state, checker,
+// weights and validation threads) keeps up to 64 MiB of freed memory beyond what it uses, instead of giving
+// it back at once. Blocks larger than glibc allows here (32 MiB: models above 8 M parameters) still come and
+// go with mmap. Nothing to do with another C library.
 
 namespace gleaner::LargeBuffers {
 

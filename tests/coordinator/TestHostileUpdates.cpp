@@ -27,6 +27,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <span>
 
 using namespace gleaner;
 using namespace gleaner::coordinator;
@@ -78,6 +79,7 @@ private Q_SLOTS:
     void replicasAreComparedNotFoldedTwice();
     void lostUpdateFileIsShownNotSkipped();
     void encodedUploadsAreDecodedThenChecked();
+    void uploadsAreReadWhereTheyLie();
     void hostileEncodedUploadsAreRefused_data();
     void hostileEncodedUploadsAreRefused();
     void handedBackCheckpointIsKeptAndNamedToTheNextAgent();
@@ -719,22 +721,8 @@ void TestHostileUpdates::encodedUploadsAreDecodedThenChecked()
     QCOMPARE(rows->value(2).toString(), QStringLiteral("topk"));
     QVERIFY(rows->next());
     QCOMPARE(rows->value(2).toString(), QStringLiteral("fp32"));
-    QVERIFY2(encodedBytes > 0 && encodedBytes < rows->value(1).toLongLong(), qPrintable(QStringLiteral("%1 vs %2").arg(encodedBytes).arg(rows->value(1).toLongLong())));
-    // Full weights are read where they lie (the file mapped): writing to them leaves the file as it is, and
-    // they outlive the file's removal (a snapshot's cleanup while a fold still holds them).
-    const QString fullFile = f.dir.root() + u'/' + rows->value(0).toString();
-    auto full = UpdateChecker::readKept(fullFile, 1 << 26, [&]() -> Result<TensorBundle> { return before; });
-    QVERIFY2(full.ok(), qPrintable(full ? QString() : full.error()));
-    const TensorEntry& first = full->entries().front();
-    const float value = full->values<float>(first)[0];
-    TensorBundle written = *full;
-    written.mutableValues<float>(first)[0] = value + 1.0f;
-    auto again = UpdateChecker::readKept(fullFile, 1 << 26, [&]() -> Result<TensorBundle> { return before; });
-    QVERIFY(again.ok());
-    QCOMPARE(again->values<float>(first)[0], value);
-    QVERIFY(QFile::remove(fullFile));
-    QCOMPARE(full->values<float>(first)[0], value);
-    QVERIFY(ml::WeightMath::checkCompatible(before, *full).ok());
+    QVERIFY2(encodedBytes > 0 && encodedBytes < rows->value(1).toLongLong(),
+             qPrintable(QStringLiteral("%1 vs %2").arg(encodedBytes).arg(rows->value(1).toLongLong())));
 
     // The job's status and the metrics count the bytes as they came.
     const QJsonObject transfer = jobStatus(job).value(QStringLiteral("transfer")).toObject();
@@ -744,6 +732,54 @@ void TestHostileUpdates::encodedUploadsAreDecodedThenChecked()
     const QByteArray series = "gleaner_result_bytes_total{encoding=\"topk\"} " + QByteArray::number(encodedBytes);
     QVERIFY2(metrics.contains(series),
              metrics.constData());
+}
+
+void TestHostileUpdates::uploadsAreReadWhereTheyLie()
+{
+    // The base a lease handed out, and an upload trained from it, as the HTTP side leaves it in a file.
+    TensorBundle base;
+    const std::vector<float> start(1000, 0.5f);
+    QVERIFY(base.addValues(QStringLiteral("w"), DType::F32, {1000}, std::span<const float>(start)).ok());
+    TensorBundle trained = base;
+    trained.mutableValues<float>(*trained.find(u"w"))[0] = 0.75f;
+    trained.setMetadata(QStringLiteral("gleaner.base_version"), QStringLiteral("0"));
+    trained.setMetadata(QStringLiteral("gleaner.nonce"), QStringLiteral("n1"));
+    trained.setMetadata(QStringLiteral("gleaner.samples"), QStringLiteral("10"));
+    const QString path = f.scratch->filePath(QStringLiteral("upload.safetensors"));
+    {
+        QFile out(path);
+        QVERIFY(out.open(QIODevice::WriteOnly));
+        QVERIFY(out.write(SafeTensors::serialize(trained)) > 0);
+    }
+    UpdateExpectations expected;
+    expected.schema = base;
+    expected.nonce = QStringLiteral("n1");
+    expected.maxSamples = 10;
+    expected.maxSteps = 1;
+    const BaseWeightsCache::Entry from{QStringLiteral("base"), base, ml::WeightMath::l2Norm(base)};
+
+    auto received = UpdateChecker::check(path, expected, from);
+    QVERIFY2(received.ok(), qPrintable(received ? QString() : received.error()));
+    // Viewed in the mapped file, not copied into a buffer of its own.
+    QVERIFY(!received->weights.buffer().isDetached());
+    const TensorEntry& w = *received->weights.find(u"w");
+    QCOMPARE(received->weights.values<float>(w)[0], 0.75f);
+    // Written to, it copies first: the file stays as it came.
+    TensorBundle written = received->weights;
+    written.mutableValues<float>(w)[0] = 2.0f;
+    QVERIFY(written.buffer().isDetached());
+    auto again = UpdateChecker::check(path, expected, from);
+    QVERIFY(again.ok());
+    QCOMPARE(again->weights.values<float>(w)[0], 0.75f);
+    // It outlives the file's removal (a snapshot's cleanup while a fold still holds it).
+    QVERIFY(QFile::remove(path));
+    QCOMPARE(received->weights.values<float>(w)[0], 0.75f);
+    QCOMPARE(received->weights.values<float>(w)[999], 0.5f);
+
+    // An upload that is gone is the coordinator's trouble, not a bad file.
+    auto gone = UpdateChecker::check(path, expected, from);
+    QVERIFY(!gone.ok());
+    QVERIFY2(gone.error().contains(u"cannot read the upload back"), qPrintable(gone.error()));
 }
 
 void TestHostileUpdates::hostileEncodedUploadsAreRefused_data()
