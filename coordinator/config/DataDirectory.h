@@ -8,9 +8,11 @@
 //   signing-key-rotations.json  each key that replaced another, signed by the one it replaced (SigningKeys.h)
 //   signing-key.next.pem    a new key while a rotation is under way (gone once it completes or is undone)
 //   tls/cert.pem, key.pem   the HTTPS identity (key 0600); agents pin cert.pem when it is self-signed
-//   admin-token             the admin token for the CLI on this machine (0600); the database holds its hash
-//   only blobs/ab/abcd...        content-addressed files: shards, model specs, published weights, snapshots
-//   updates/<job>/<seq>.safetensors   uploads received and not yet folded into a snapshot
+//   admin-token             the admin token for the CLI on this machine (0600); the database holds only its
+//                           hash
+//   blobs/ab/abcd...        content-addressed files: shards, model specs, published weights, snapshots
+//   updates/<job>/<lease>.<tag>.safetensors   uploads received and not yet folded into a snapshot (the tag
+//                           is the receiving attempt's own; the update's row names the file)
 //                           (blobs/ and updates/ are in config shared_dir instead when several coordinators
 //                           serve one deployment: every one of them reads what the others wrote)
 //   uploads/                uploads in flight (deleted at start)

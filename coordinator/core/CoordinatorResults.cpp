@@ -13,6 +13,7 @@
 #include <QFileInfo>
 #include <QJsonArray>
 #include <QLoggingCategory>
+#include <QRandomGenerator>
 
 Q_DECLARE_LOGGING_CATEGORY(lcCoordinator)
 
@@ -118,11 +119,17 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
     }
     JobState* job = verdict.job;
 
-    // Durable before the answer: the file moves next to the database, then one row records it.
-    const QString relative = QStringLiteral("updates/%1/%2.safetensors").arg(job->id).arg(leaseId);
+    // Durable before the answer: the file moves next to the database, then one row records it. Its name is
+    // this attempt's alone: among several coordinators, the agent's retry may reach another one while this
+    // one waits for the job's lock, and each moves its copy aside. The one whose row commits keeps its file;
+    // the other's transaction is refused, and it removes only its own. (A file whose row never committed,
+    // left by a crash, goes with a later snapshot's clean-up: removeUnnamedUpdates.)
+    const QString relative = QStringLiteral("updates/%1/%2.%3.safetensors")
+                                 .arg(job->id)
+                                 .arg(leaseId)
+                                 .arg(QRandomGenerator::system()->generate64(), 16, 16, QLatin1Char('0'));
     const QString stored = m_storage + u'/' + relative;
     QDir().mkpath(QFileInfo(stored).path());
-    QFile::remove(stored); // left by a crash between the move and the commit; the agent is sending it again
     if (!QFile::rename(file, stored)) {
         qCCritical(lcCoordinator) << "cannot move" << file << "to" << stored;
         return refuse(500, QStringLiteral("the coordinator cannot store the upload; try again later"));

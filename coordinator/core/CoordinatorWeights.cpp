@@ -7,6 +7,7 @@
 #include "store/Database.h"
 #include "util/Durability.h"
 
+#include <QDateTime>
 #include <QDir>
 #include <QFile>
 #include <QLoggingCategory>
@@ -14,6 +15,44 @@
 Q_DECLARE_LOGGING_CATEGORY(lcCoordinator)
 
 namespace gleaner::coordinator {
+namespace {
+
+// How old a file in a job's updates/ folder that no update names must be before a snapshot's clean-up removes
+// it. Such a file was left by a crash between its move and its row's commit (CoordinatorResults.cpp), or by
+// an attempt refused at the commit that could not remove its copy. A younger one may be the copy of a commit
+// still under way at another coordinator.
+constexpr qint64 kUnnamedUpdateAgeMs = 60 * 60 * 1000;
+
+void removeUnnamedUpdates(Database& db, const QString& storage, qint64 jobId)
+{
+    const QString folder = QStringLiteral("updates/%1").arg(jobId);
+    const QDateTime before = QDateTime::currentDateTimeUtc().addMSecs(-kUnnamedUpdateAgeMs);
+    QFileInfoList old;
+    for (const QFileInfo& entry :
+         QDir(storage + u'/' + folder).entryInfoList(QDir::Files | QDir::Hidden | QDir::NoDotAndDotDot))
+        if (entry.lastModified() < before)
+            old.append(entry);
+    if (old.isEmpty())
+        return;
+    auto rows = db.exec(QStringLiteral("SELECT file FROM updates WHERE job_id = ? AND file != ''"), {jobId});
+    if (!rows) {
+        qCWarning(lcCoordinator) << "cannot list the update files of job" << jobId << ":" << rows.error();
+        return;
+    }
+    QSet<QString> named;
+    while (rows->next())
+        named.insert(rows->value(0).toString());
+    rows->finish();
+    for (const QFileInfo& entry : old) {
+        if (named.contains(folder + u'/' + entry.fileName()))
+            continue;
+        if (QFile::remove(entry.filePath()))
+            qCInfo(lcCoordinator) << "removed" << entry.filePath() << ": no update of job" << jobId
+                                  << "names it";
+    }
+}
+
+} // namespace
 
 void Coordinator::onApplied(qint64 jobId, qint64 seq, qint64 version)
 {
@@ -146,6 +185,7 @@ void Coordinator::onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const
         if (m_config.isShared())
             std::erase_if(job->basesInFlight, [&](const auto& base) { return gone.contains(base.first); });
     }
+    removeUnnamedUpdates(*m_db, m_storage, jobId);
     Durability::faultPoint("snapshot.cleaned");
 }
 

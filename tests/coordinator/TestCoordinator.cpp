@@ -13,9 +13,11 @@
 #include "store/Database.h"
 #include "store/SchedulerTables.h"
 
+#include <QDateTime>
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
+#include <QRegularExpression>
 #include <QSqlDatabase>
 #include <QSqlQuery>
 #include <QTest>
@@ -64,6 +66,7 @@ private Q_SLOTS:
     void declaredCapabilitiesAreCheckedAndKept();
     void invalidSpecIsRefusedWithTheField();
     void oldWeightsFilesAreRemovedOnceUnneeded();
+    void updateFilesNoUpdateNamesGoOnceOld();
     void nextLeaseHoldsTheAgentsOwnResult();
     void batchNormBuffersAreBlendedAndCountersTakeTheMaximum();
     void identicalJobsKeepTheirSharedWeightsFiles();
@@ -583,6 +586,54 @@ void TestCoordinator::oldWeightsFilesAreRemovedOnceUnneeded()
     QVERIFY2(!f.core->blobs().contains(v1), "a weights file no lease needs any more stays on disk");
     QVERIFY(!f.core->blobs().contains(fileOf(first[0].manifest, "weights"))); // version 0's file went too
     QVERIFY(!serverWeights(job).isEmpty());                                    // and the weights are still there
+}
+
+void TestCoordinator::updateFilesNoUpdateNamesGoOnceOld()
+{
+    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
+    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 4, 3, 0.99, 60));
+    QVERIFY(job > 0);
+    const auto task = lease(agent);
+    QCOMPARE(task.size(), size_t(1));
+    QCOMPARE(upload(agent, task[0].leaseId, serverWeights(job), 0), 202);
+    // The update's file carries a name of its receiving attempt's own, which its row names.
+    QString named;
+    {
+        auto db = Database::open(f.dir.databaseLocation(f.config));
+        QVERIFY2(db.ok(), qPrintable(db ? QString() : db.error()));
+        auto row =
+            (*db)->exec(QStringLiteral("SELECT file FROM updates WHERE lease_id = ?"), {task[0].leaseId});
+        QVERIFY(row.ok() && row->next());
+        named = row->value(0).toString();
+    }
+    const QString folder = QStringLiteral("updates/%1/").arg(job);
+    QVERIFY2(QRegularExpression(QStringLiteral("^%1%2\\.[0-9a-f]{16}\\.safetensors$")
+                                    .arg(QRegularExpression::escape(folder), task[0].leaseId))
+                 .match(named)
+                 .hasMatch(),
+             qPrintable(named));
+    const QString root = f.dir.storageRoot(f.config) + u'/';
+    QVERIFY(QFile::exists(root + named));
+
+    // Left by crashes between a move and its commit: an hour old, and just now (perhaps a commit under way).
+    const auto place = [&](const QString& name, qint64 ageSeconds) {
+        QFile file(root + folder + name);
+        return file.open(QIODevice::WriteOnly) && file.write("left") == 4 && file.flush() &&
+               file.setFileTime(QDateTime::currentDateTimeUtc().addSecs(-ageSeconds),
+                                QFileDevice::FileModificationTime);
+    };
+    QVERIFY(place(task[0].leaseId + QStringLiteral(".00000000000000aa.safetensors"), 3700));
+    QVERIFY(place(QStringLiteral(".qt_temp.XXab12"), 7200));
+    QVERIFY(place(task[0].leaseId + QStringLiteral(".00000000000000bb.safetensors"), 60));
+
+    // A clean stop snapshots: the folded update's file goes, the old ones nobody names go, the young one
+    // stays.
+    f.core.reset();
+    QVERIFY(!QFile::exists(root + named));
+    QVERIFY(
+        !QFile::exists(root + folder + task[0].leaseId + QStringLiteral(".00000000000000aa.safetensors")));
+    QVERIFY(!QFile::exists(root + folder + QStringLiteral(".qt_temp.XXab12")));
+    QVERIFY(QFile::exists(root + folder + task[0].leaseId + QStringLiteral(".00000000000000bb.safetensors")));
 }
 
 void TestCoordinator::batchNormBuffersAreBlendedAndCountersTakeTheMaximum()

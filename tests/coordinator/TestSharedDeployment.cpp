@@ -28,6 +28,8 @@
 #include <QTest>
 #include <QThread>
 
+#include <thread>
+
 using namespace gleaner;
 using namespace gleaner::coordinator;
 using test::shifted;
@@ -56,6 +58,7 @@ private Q_SLOTS:
     void updatesOfAStoppedCoordinatorAreFolded();
     void anImportWhoseCoordinatorStoppedIsTakenOver();
     void anImportOvertakenElsewhereIsDropped();
+    void oneResultTakenAtBothKeepsTheCommittedFile();
 
 private:
     // Makes the second coordinator's data directory with init --join from the first's (not opened).
@@ -591,6 +594,72 @@ void TestSharedDeployment::anImportOvertakenElsewhereIsDropped()
         QVERIFY(rows.ok() && rows->next());
         QVERIFY2(rows->value(0).toInt() == 0, table);
     }
+}
+
+void TestSharedDeployment::oneResultTakenAtBothKeepsTheCommittedFile()
+{
+    // An agent's upload that reached the first coordinator, and its retry (different bytes: a hostile agent's
+    // choice) the second, both judged before either recorded it. Each moves its copy into the shared folder
+    // and waits for the job's lock (held here by the test's connection); one commits, the other is refused.
+    // The committed row's file must be the copy that coordinator folded, and the refused one's copy must go.
+    QVERIFY(joinSecond());
+    QVERIFY(g.reopen());
+    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
+    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 4, 3, 0.99, 600));
+    QVERIFY(job > 0);
+    tick(g, 3000);
+    const auto task = f.lease(agent);
+    QCOMPARE(task.size(), size_t(1));
+    const QString leaseId = task[0].leaseId;
+    g.core->catchUpOnLeases();
+    const TensorBundle base = f.leaseBase(leaseId);
+    QVERIFY(!base.isEmpty());
+    const QByteArray bytesAtFirst =
+        SafeTensors::serialize(f.withResultMetadata(leaseId, shifted(base, 0.01f), 0));
+    const QByteArray bytesAtSecond =
+        SafeTensors::serialize(g.withResultMetadata(leaseId, shifted(base, 0.02f), 0));
+    QVERIFY(bytesAtFirst != bytesAtSecond);
+
+    auto db = database();
+    QVERIFY(db);
+    int first = 0;
+    int second = 0;
+    std::thread toFirst;
+    std::thread toSecond;
+    const Status raced = db->transaction([&]() -> Status {
+        if (auto held = db->exec(QStringLiteral("SELECT state FROM jobs WHERE id = ? FOR UPDATE"), {job});
+            !held)
+            return fail(held.error());
+        toFirst = std::thread([&] { first = f.uploadBytes(agent, leaseId, bytesAtFirst); });
+        toSecond = std::thread([&] { second = g.uploadBytes(agent, leaseId, bytesAtSecond); });
+        bool bothWait = false;
+        for (int i = 0; i < 600 && !bothWait; ++i) {
+            auto rows = db->exec(QStringLiteral("SELECT COUNT(*) FROM pg_locks WHERE NOT granted"));
+            bothWait = rows && rows->next() && rows->value(0).toInt() >= 2;
+            if (!bothWait)
+                QThread::msleep(100);
+        }
+        return bothWait ? Status()
+                        : fail(QStringLiteral("the two results never both waited for the job's lock"));
+    });
+    if (toFirst.joinable())
+        toFirst.join();
+    if (toSecond.joinable())
+        toSecond.join();
+    QVERIFY2(raced.ok(), qPrintable(raced.ok() ? QString() : raced.error()));
+    QVERIFY2((first == 202) != (second == 202),
+             qPrintable(QStringLiteral("answers %1 and %2: exactly one is taken").arg(first).arg(second)));
+    QCOMPARE(first == 202 ? second : first, 500);
+
+    auto rows = db->exec(QStringLiteral("SELECT file FROM updates WHERE lease_id = ?"), {leaseId});
+    QVERIFY(rows.ok() && rows->next());
+    const QString file = rows->value(0).toString();
+    QVERIFY(!rows->next());
+    rows->finish();
+    QCOMPARE(readAll(f.config.sharedDir + u'/' + file), first == 202 ? bytesAtFirst : bytesAtSecond);
+    const QStringList left = QDir(f.config.sharedDir + QStringLiteral("/updates/%1").arg(job))
+                                 .entryList(QDir::Files | QDir::Hidden | QDir::NoDotAndDotDot);
+    QCOMPARE(left, QStringList{QFileInfo(file).fileName()});
 }
 
 QTEST_GUILESS_MAIN(TestSharedDeployment)
