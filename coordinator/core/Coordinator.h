@@ -237,9 +237,10 @@ private:
     // among several coordinators, on the housekeeper's looks.
     void importWhenUnclaimed(qint64 jobId);
     void onImported(qint64 jobId, Result<ImportedJob> imported);
-    // `ruleSha`: the blob of the aggregation rule's state the snapshot left (empty: none).
-    void activateJob(JobState& job, const TensorBundle& weights, qint64 version, qint64 afterSeq,
-                     const QString& ruleSha = {});
+    // `schema`: the job's initial weights (what every upload must match); `ruleSha`: the blob of the
+    // aggregation rule's state the snapshot left (empty: none).
+    void activateJob(JobState& job, const TensorBundle& weights, TensorBundle schema, qint64 version,
+                     qint64 afterSeq, const QString& ruleSha = {});
     // The job's received updates that its weights may not hold, in the order they came, after the snapshot at
     // `snapshotVersion` whose last update was `afterSeq`. `receivedBeforeMs` (among several coordinators):
     // only those not folded yet, received before then (a coordinator that received them stopped before it
@@ -280,8 +281,16 @@ private:
     JobState jobFromRow(const QSqlQuery& row) const;
     static QString jobColumns();
     // [state] Reads what a job has in the database beside its row (history, counts, work, weights) and sets
-    // it going. `importHere`: a job still being imported is imported by this coordinator.
-    void prepareJob(JobState& job, bool importHere);
+    // it going. `importHere`: a job still being imported is imported by this coordinator. False: among
+    // several coordinators, what the job runs on could not be read here (leaveJobToOthers); the caller lets
+    // the job go from memory. Alone, such a job fails.
+    bool prepareJob(JobState& job, bool importHere);
+    // [state] Among several coordinators: this one could not take a running job up (its mount of the shared
+    // folder or its connection failed); the job is the deployment's, and the others serve it. followJobs
+    // tries again, less often while it keeps failing.
+    void leaveJobToOthers(qint64 jobId, const QString& why);
+    // 404 for a job the deployment does not have; 503, with why, for one this coordinator left to the others.
+    HttpResponse noSuchJob(qint64 jobId) const;
     // [state] The job's validations as the database has them (the history and the validated epochs),
     // whichever coordinator made them.
     void loadHistory(JobState& job);
@@ -385,6 +394,13 @@ private:
         true; // state thread: does the deployment's housekeeping (Database::holdsHousekeeping)
     qint64 m_sharedHouseMs = 0;          // state thread: when keepSharedHouse last ran
     std::set<qint64> m_importing;        // state thread: jobs this coordinator imports now
+    struct LeftToOthers
+    {
+        QString reason;
+        qint64 retryAtMs = 0;
+        qint64 waitMs = 0;
+    };
+    std::map<qint64, LeftToOthers> m_leftToOthers; // state thread: jobs not taken up here (leaveJobToOthers)
     std::optional<DirectoryLock> m_lock; // one coordinator per data directory
 };
 

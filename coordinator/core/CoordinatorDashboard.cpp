@@ -178,7 +178,7 @@ HttpResponse Coordinator::jobHistory(qint64 jobId)
 {
     const JobState* job = findJob(jobId);
     if (!job)
-        return HttpResponse::error(404, QStringLiteral("no job has id %1").arg(jobId));
+        return noSuchJob(jobId);
 
     QJsonArray atMs, epochs, epochEnds, versions, accuracies, losses;
     std::map<int, const ValidationPoint*> epochValidation;

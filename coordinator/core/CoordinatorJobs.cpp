@@ -128,7 +128,7 @@ void Coordinator::loadHistory(JobState& job)
         ++job.validatedEpoch;
 }
 
-void Coordinator::prepareJob(JobState& job, bool importHere)
+bool Coordinator::prepareJob(JobState& job, bool importHere)
 {
     const qint64 id = job.id;
     loadHistory(job);
@@ -144,7 +144,7 @@ void Coordinator::prepareJob(JobState& job, bool importHere)
     if (job.status == JobStatus::Created) {
         if (importHere)
             importWhenUnclaimed(id);
-        return;
+        return true;
     }
     if (job.status != JobStatus::Running && job.status != JobStatus::Paused) {
         // A finished job's weights are its last snapshot, written when it ended: `job status` and `job list`
@@ -152,33 +152,37 @@ void Coordinator::prepareJob(JobState& job, bool importHere)
         auto snapshot = m_db->exec(QStringLiteral("SELECT version FROM snapshots WHERE job_id = ?"), {id});
         if (snapshot && snapshot->next())
             job.updatesApplied = snapshot->value(0).toLongLong();
-        return;
+        return true;
     }
 
+    // Everything that can fail is read before anything acts on the job. Alone, a job whose work or weights
+    // cannot be read fails. Among several coordinators they are the deployment's, and what failed is likely
+    // this coordinator's (its mount of the shared folder, its connection): the job is left to the others
+    // here, and taken up at a later look.
+    const auto cannotTakeUp = [&](const QString& why) {
+        if (!m_config.isShared()) {
+            finishJob(job, JobStatus::Failed, why);
+            return true;
+        }
+        leaveJobToOthers(id, why);
+        return false;
+    };
     auto shards =
         m_db->exec(QStringLiteral("SELECT idx, sha256, bytes, samples FROM shards WHERE job_id = ? ORDER "
                                   "BY idx"),
                    {id});
-    while (shards && shards->next())
-        job.files.shards.append({shards->value(0).toInt(), shards->value(1).toString(),
-                                 shards->value(2).toLongLong(), shards->value(3).toLongLong()});
-    job.files.model.size = m_blobs.size(job.files.model.sha256);
-
+    if (!shards)
+        return cannotTakeUp(QStringLiteral("cannot read the job's shards: %1").arg(shards.error()));
+    QList<ShardRef> shardRefs;
+    while (shards->next())
+        shardRefs.append({shards->value(0).toInt(), shards->value(1).toString(),
+                          shards->value(2).toLongLong(), shards->value(3).toLongLong()});
+    shards->finish();
     // Workunits, their first results and the leases that may still deliver, as the scheduler's tables
     // hold them.
     auto stored = m_schedulerTables->loadJob(id);
-    if (!stored) {
-        finishJob(job, JobStatus::Failed,
-                  QStringLiteral("cannot read the job's work: %1").arg(stored.error()));
-        return;
-    }
-    m_scheduler->adopt(job, *stored);
-    for (const auto& [unitId, unit] : job.workunits)
-        if (unit.resume)
-            m_checkpoints.insert(unit.resume->sha256, unit.resume->size);
-    for (const Lease& lease : stored->leases)
-        if (!lease.checkpointSha.isEmpty())
-            m_checkpoints.insert(lease.checkpointSha, std::max<qint64>(0, m_blobs.size(lease.checkpointSha)));
+    if (!stored)
+        return cannotTakeUp(QStringLiteral("cannot read the job's work: %1").arg(stored.error()));
 
     // The server weights: the last snapshot (or the initial weights), then every update received after it.
     QString weightsSha = job.files.initialWeights.sha256;
@@ -187,21 +191,70 @@ void Coordinator::prepareJob(JobState& job, bool importHere)
     qint64 lastSeq = 0;
     auto snapshot = m_db->exec(
         QStringLiteral("SELECT version, last_seq, sha256, rule_sha FROM snapshots WHERE job_id = ?"), {id});
-    if (snapshot && snapshot->next()) {
+    if (!snapshot)
+        return cannotTakeUp(QStringLiteral("cannot read the job's snapshot: %1").arg(snapshot.error()));
+    const bool snapshotted = snapshot->next();
+    if (snapshotted) {
         version = snapshot->value(0).toLongLong();
         lastSeq = snapshot->value(1).toLongLong();
         weightsSha = snapshot->value(2).toString();
         ruleSha = snapshot->value(3).toString();
+    }
+    snapshot->finish();
+    auto weights = SafeTensors::load(m_blobs.path(weightsSha));
+    if (!weights)
+        return cannotTakeUp(QStringLiteral("cannot read the job's weights: %1").arg(weights.error()));
+    Result<TensorBundle> schema = *weights;
+    if (weightsSha != job.files.initialWeights.sha256)
+        schema = SafeTensors::load(m_blobs.path(job.files.initialWeights.sha256));
+    if (!schema)
+        return cannotTakeUp(QStringLiteral("cannot read the initial weights: %1").arg(schema.error()));
+
+    job.files.shards = std::move(shardRefs);
+    job.files.model.size = m_blobs.size(job.files.model.sha256);
+    if (snapshotted) {
         job.snapshotSha = weightsSha;
         job.snapshotRuleSha = ruleSha;
     }
-    auto weights = SafeTensors::load(m_blobs.path(weightsSha));
-    if (!weights) {
-        finishJob(job, JobStatus::Failed,
-                  QStringLiteral("cannot read the job's weights: %1").arg(weights.error()));
-        return;
-    }
-    activateJob(job, *weights, version, lastSeq, ruleSha);
+    m_scheduler->adopt(job, *stored);
+    for (const auto& [unitId, unit] : job.workunits)
+        if (unit.resume)
+            m_checkpoints.insert(unit.resume->sha256, unit.resume->size);
+    for (const Lease& lease : stored->leases)
+        if (!lease.checkpointSha.isEmpty())
+            m_checkpoints.insert(lease.checkpointSha, std::max<qint64>(0, m_blobs.size(lease.checkpointSha)));
+    activateJob(job, *weights, std::move(*schema), version, lastSeq, ruleSha);
+    return true;
+}
+
+void Coordinator::leaveJobToOthers(qint64 jobId, const QString& why)
+{
+    LeftToOthers& left = m_leftToOthers[jobId];
+    const bool again = left.reason == why;
+    // From the shared look's period to a minute while it keeps failing: each try reads the job's rows and
+    // weights.
+    left.waitMs = std::clamp<qint64>(left.waitMs * 2, 2'000, 60'000);
+    left.retryAtMs = m_clock.nowMs() + left.waitMs;
+    left.reason = why;
+    if (!again)
+        qCCritical(lcCoordinator).noquote()
+            << QStringLiteral(
+                   "job %1 is left to the deployment's other coordinators: this one cannot take it up "
+                   "(it tries again, every 2 s at first, then up to a minute apart): %2")
+                   .arg(jobId)
+                   .arg(why);
+}
+
+HttpResponse Coordinator::noSuchJob(qint64 jobId) const
+{
+    if (auto left = m_leftToOthers.find(jobId); left != m_leftToOthers.end())
+        return HttpResponse::error(
+            503,
+            QStringLiteral("job %1 is not served by this coordinator at the moment (%2); the deployment's "
+                           "other coordinators serve it, and this one tries again shortly")
+                .arg(jobId)
+                .arg(left->second.reason));
+    return HttpResponse::error(404, QStringLiteral("no job has id %1").arg(jobId));
 }
 
 Status Coordinator::loadState()
@@ -229,8 +282,12 @@ Status Coordinator::loadState()
     }
     // A job whose import a stop interrupted is imported again; among several coordinators, by the
     // housekeeper.
+    std::vector<qint64> leftToOthers;
     for (auto& [id, job] : m_jobs)
-        prepareJob(job, /*importHere=*/!m_config.isShared() || m_housekeeper);
+        if (!prepareJob(job, /*importHere=*/!m_config.isShared() || m_housekeeper))
+            leftToOthers.push_back(id);
+    for (const qint64 id : leftToOthers)
+        m_jobs.erase(id);
 
     // Closed leases keep answering 409 with their reason after a restart, before an upload's body is read:
     // an agent that lost a 202 in the crash learns that its result counted.
@@ -300,15 +357,10 @@ std::vector<ReplayedUpdate> Coordinator::updatesToReplay(JobState& job, qint64 a
     return replay;
 }
 
-void Coordinator::activateJob(JobState& job, const TensorBundle& weights, qint64 version, qint64 afterSeq,
-                              const QString& ruleSha)
+void Coordinator::activateJob(JobState& job, const TensorBundle& weights, TensorBundle schema, qint64 version,
+                              qint64 afterSeq, const QString& ruleSha)
 {
-    auto schema = SafeTensors::load(m_blobs.path(job.files.initialWeights.sha256));
-    if (!schema) {
-        finishJob(job, JobStatus::Failed, QStringLiteral("cannot read the initial weights: %1").arg(schema.error()));
-        return;
-    }
-    job.schema = *schema;
+    job.schema = std::move(schema);
     job.schema.metadata().clear();
     job.maxUploadBytes = UpdateChecker::maxUploadBytes(job.schema);
     for (const Lease& lease : m_scheduler->leases()) {
@@ -513,7 +565,7 @@ HttpResponse Coordinator::setJobStatus(qint64 jobId, const QByteArray& action)
 {
     JobState* job = findJob(jobId);
     if (!job)
-        return HttpResponse::error(404, QStringLiteral("no job has id %1").arg(jobId));
+        return noSuchJob(jobId);
     using enum JobStatus;
     std::vector<JobStatus> from;
     JobStatus to;
@@ -577,7 +629,7 @@ HttpResponse Coordinator::jobStatus(qint64 jobId)
 {
     const JobState* job = findJob(jobId);
     if (!job)
-        return HttpResponse::error(404, QStringLiteral("no job has id %1").arg(jobId));
+        return noSuchJob(jobId);
     QJsonObject json = jobJson(*job);
     if (job->updatesRefusedAtFold > 0) {
         // The admin sees which accepted updates are not in the weights, and why.

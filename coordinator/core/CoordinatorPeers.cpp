@@ -242,13 +242,24 @@ void Coordinator::followJobs()
         if (!status || (mine && mine->status == *status))
             continue;
         if (!mine || (mine->status == JobStatus::Created && *status != JobStatus::Created)) {
-            // Submitted at another coordinator, or imported there since: taken up as a restart would.
+            // Submitted at another coordinator, or imported there since: taken up as a restart would. One
+            // this coordinator could not take up is tried again once its wait is over.
+            const auto left = m_leftToOthers.find(id);
+            if (left != m_leftToOthers.end() && m_clock.nowMs() < left->second.retryAtMs)
+                continue;
             m_jobs.erase(id);
             JobState job = jobFromRow(*rows);
             auto [it, added] = m_jobs.emplace(id, std::move(job));
-            prepareJob(it->second, /*importHere=*/false);
+            if (!prepareJob(it->second, /*importHere=*/false)) {
+                m_jobs.erase(it);
+                continue;
+            }
             qCInfo(lcCoordinator) << "job" << id << "(" << jobStatusName(it->second.status)
                                   << ") taken up from another coordinator";
+            if (left != m_leftToOthers.end()) {
+                m_leftToOthers.erase(left);
+                qCInfo(lcCoordinator) << "job" << id << "is served here again";
+            }
         } else if (live(mine->status) && !live(*status) && *status != JobStatus::Created) {
             finishJob(*mine, *status, rows->value(3).toString(), /*persist=*/false);
         } else if (live(mine->status) && live(*status)) {

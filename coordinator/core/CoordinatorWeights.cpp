@@ -193,7 +193,7 @@ void Coordinator::exportWeights(qint64 jobId, Responder respond, bool torchscrip
 {
     JobState* job = findJob(jobId);
     if (!job) {
-        respond(HttpResponse::error(404, QStringLiteral("no job has id %1").arg(jobId)));
+        respond(noSuchJob(jobId));
         return;
     }
     if (torchscript && job->spec.model.arch != Architecture::TorchScript) {

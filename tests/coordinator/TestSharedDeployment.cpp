@@ -59,6 +59,7 @@ private Q_SLOTS:
     void anImportWhoseCoordinatorStoppedIsTakenOver();
     void anImportOvertakenElsewhereIsDropped();
     void oneResultTakenAtBothKeepsTheCommittedFile();
+    void aJobItCannotReadIsLeftToTheOthers();
 
 private:
     // Makes the second coordinator's data directory with init --join from the first's (not opened).
@@ -660,6 +661,54 @@ void TestSharedDeployment::oneResultTakenAtBothKeepsTheCommittedFile()
     const QStringList left = QDir(f.config.sharedDir + QStringLiteral("/updates/%1").arg(job))
                                  .entryList(QDir::Files | QDir::Hidden | QDir::NoDotAndDotDot);
     QCOMPARE(left, QStringList{QFileInfo(file).fileName()});
+}
+
+void TestSharedDeployment::aJobItCannotReadIsLeftToTheOthers()
+{
+    // The second coordinator starts while the job's weights are out of its reach (its mount of the shared
+    // folder failed; here, the file is moved aside). The job is the deployment's, and the first serves it:
+    // the second leaves it alone, says why, and takes it up once it can read it. It never fails the job.
+    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
+    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 4, 3, 0.99, 600));
+    QVERIFY(job > 0);
+    const auto task = f.lease(agent);
+    QCOMPARE(task.size(), size_t(1));
+    auto db = database();
+    QVERIFY(db);
+    auto initial = db->exec(QStringLiteral("SELECT initial_sha FROM jobs WHERE id = ?"), {job});
+    QVERIFY(initial.ok() && initial->next());
+    const QString weights = f.core->blobs().path(initial->value(0).toString());
+    initial->finish();
+    QVERIFY(QFile::rename(weights, weights + QStringLiteral(".away")));
+    QVERIFY(joinSecond());
+    QVERIFY(g.reopen());
+
+    const auto storedState = [&] {
+        auto row = db->exec(QStringLiteral("SELECT state FROM jobs WHERE id = ?"), {job});
+        return row.ok() && row->next() ? row->value(0).toString() : QStringLiteral("unreadable");
+    };
+    QCOMPARE(storedState(), QStringLiteral("running"));
+    int status = 0;
+    const QJsonObject answer = g.call([&] { return g.core->jobStatus(job); }, &status);
+    QCOMPARE(status, 503);
+    QVERIFY2(answer.value(QStringLiteral("error")).toString().contains(u"cannot read the job's weights"),
+             qPrintable(answer.value(QStringLiteral("error")).toString()));
+    // Its agents are told to try again (perhaps at the other), not that their lease is unknown.
+    g.call([&] { return g.core->leaseNotInMemory(agent, task[0].leaseId); }, &status);
+    QCOMPARE(status, 503);
+    // Looks while it still cannot read it change nothing.
+    tick(g, 3000);
+    tick(g, 5000);
+    QCOMPARE(storedState(), QStringLiteral("running"));
+    g.call([&] { return g.core->jobStatus(job); }, &status);
+    QCOMPARE(status, 503);
+
+    // Back within reach: taken up at a later look, and the lease's result is taken there.
+    QVERIFY(QFile::rename(weights + QStringLiteral(".away"), weights));
+    tick(g, 60'000);
+    QCOMPARE(jobAt(g, job).value(QStringLiteral("state")).toString(), QStringLiteral("running"));
+    QCOMPARE(g.upload(agent, task[0].leaseId, shifted(g.leaseBase(task[0].leaseId), 0.01f), 0), 202);
+    QCOMPARE(storedState(), QStringLiteral("running"));
 }
 
 QTEST_GUILESS_MAIN(TestSharedDeployment)
