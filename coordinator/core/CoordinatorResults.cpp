@@ -23,6 +23,21 @@ namespace {
 // Two results of one workunit from the same weights agree when they lie within this fraction of the longer step.
 constexpr double kReplicaTolerance = 0.5;
 
+// A result whose record the job's lock refused because the job ended at another coordinator
+// (Scheduler::lockJob showed it; ResultIntake::record): 409, as the leases of an ended job are answered here
+// once tick() ends it.
+std::optional<HttpResponse> endedElsewhere(const JobState& job, const QString& leaseId)
+{
+    if (!job.endedElsewhere)
+        return std::nullopt;
+    const QString message = QStringLiteral("job %1 is %2 and takes no more results")
+                                .arg(job.id)
+                                .arg(jobStatusName(job.endedElsewhere->first));
+    qCInfo(lcCoordinator).noquote()
+        << QStringLiteral("the result of lease %1 is not taken: %2").arg(leaseId, message);
+    return HttpResponse::error(409, message);
+}
+
 } // namespace
 
 std::optional<UpdateExpectations> Coordinator::expectationsForLease(const QString& leaseId) const
@@ -169,6 +184,8 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
     });
     if (!recorded) {
         QFile::remove(stored);
+        if (auto ended = endedElsewhere(*job, leaseId))
+            return *ended;
         qCCritical(lcCoordinator) << "cannot record the result of lease" << leaseId << ":"
                                   << recorded.error();
         return HttpResponse::error(
@@ -239,6 +256,8 @@ HttpResponse Coordinator::resultOfDoneWorkunit(ResultIntake::Verdict& verdict, c
         return {};
     });
     if (!recorded) {
+        if (auto ended = endedElsewhere(job, leaseId))
+            return *ended;
         qCCritical(lcCoordinator) << "cannot record the result of lease" << leaseId << ":" << recorded.error();
         return HttpResponse::error(500, QStringLiteral("the coordinator cannot record the result; try again later"));
     }

@@ -85,6 +85,10 @@ Status ResultIntake::record(const Verdict& verdict)
     const QString leaseId = verdict.lease->id;
     if (auto s = m_scheduler.lockJob(*verdict.job); !s)
         return s;
+    if (verdict.job->endedElsewhere)
+        return fail(QStringLiteral("job %1 is %2 and takes no more results")
+                        .arg(verdict.job->id)
+                        .arg(jobStatusName(verdict.job->endedElsewhere->first)));
     const Lease* lease = m_scheduler.find(leaseId);
     if (lease != verdict.lease || lease->state == Lease::State::Completed ||
         lease->state == Lease::State::Refused)

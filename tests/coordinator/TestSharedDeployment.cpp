@@ -60,6 +60,7 @@ private Q_SLOTS:
     void anImportOvertakenElsewhereIsDropped();
     void oneResultTakenAtBothKeepsTheCommittedFile();
     void aJobItCannotReadIsLeftToTheOthers();
+    void aResultAfterItsJobEndedElsewhereIsNotTaken();
 
 private:
     // Makes the second coordinator's data directory with init --join from the first's (not opened).
@@ -709,6 +710,43 @@ void TestSharedDeployment::aJobItCannotReadIsLeftToTheOthers()
     QCOMPARE(jobAt(g, job).value(QStringLiteral("state")).toString(), QStringLiteral("running"));
     QCOMPARE(g.upload(agent, task[0].leaseId, shifted(g.leaseBase(task[0].leaseId), 0.01f), 0), 202);
     QCOMPARE(storedState(), QStringLiteral("running"));
+}
+
+void TestSharedDeployment::aResultAfterItsJobEndedElsewhereIsNotTaken()
+{
+    // The housekeeper ended the job (here the test's connection, as its finishJob writes it) after the second
+    // issued a lease, and before the second's next look: the result's record takes the job's lock, which
+    // shows the end. Not taken (409, the job's state), not recorded, not folded.
+    QVERIFY(joinSecond());
+    QVERIFY(g.reopen());
+    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
+    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 4, 3, 0.99, 600));
+    QVERIFY(job > 0);
+    tick(g, 3000);
+    const auto task = g.lease(agent);
+    QCOMPARE(task.size(), size_t(1));
+    const TensorBundle base = g.leaseBase(task[0].leaseId);
+    const TensorBundle before = g.serverWeights(job);
+    auto db = database();
+    QVERIFY(db);
+    QVERIFY(
+        db->exec(QStringLiteral("UPDATE jobs SET state = 'completed', reason = 'reached its target' WHERE id "
+                                "= ?"),
+                 {job})
+            .ok());
+    QString error;
+    QCOMPARE(g.upload(agent, task[0].leaseId, shifted(base, 0.01f), 0, &error), 409);
+    QVERIFY2(error.contains(u"is completed and takes no more results"), qPrintable(error));
+    auto rows = db->exec(QStringLiteral("SELECT COUNT(*) FROM updates WHERE job_id = ?"), {job});
+    QVERIFY(rows.ok() && rows->next());
+    QCOMPARE(rows->value(0).toInt(), 0);
+    rows->finish();
+    QCOMPARE(SafeTensors::serialize(f.serverWeights(job)), SafeTensors::serialize(before));
+    QVERIFY(QDir(f.config.sharedDir + QStringLiteral("/updates/%1").arg(job))
+                .entryList(QDir::Files | QDir::Hidden | QDir::NoDotAndDotDot)
+                .isEmpty());
+    tick(g, 250);
+    QCOMPARE(jobAt(g, job).value(QStringLiteral("state")).toString(), QStringLiteral("completed"));
 }
 
 QTEST_GUILESS_MAIN(TestSharedDeployment)
