@@ -58,6 +58,7 @@ private Q_SLOTS:
     void updatesOfAStoppedCoordinatorAreFolded();
     void anImportWhoseCoordinatorStoppedIsTakenOver();
     void anImportOvertakenElsewhereIsDropped();
+    void anImportOvertakenByAnotherImportIsDroppedAndTheJobTakenUp();
     void oneResultTakenAtBothKeepsTheCommittedFile();
     void aJobItCannotReadIsLeftToTheOthers();
     void aResultAfterItsJobEndedElsewhereIsNotTaken();
@@ -73,6 +74,9 @@ private:
     // coordinator's import lock (the same session advisory lock, held by `db`'s connection). 0 when it
     // failed.
     qint64 jobImportedBy(Database& db, qint64 like);
+    // Settles job `overtaken` (see jobImportedBy) in `db`'s transaction while f's import of it, claimed and
+    // run meanwhile, waits for the job's row: f's import then finds the job settled.
+    Status overtakeImport(Database& db, qint64 overtaken, const std::function<Status()>& settle);
     static QString importLock()
     {
         return QStringLiteral("(1196181837, CAST(mod(?, 2147483647) AS integer))");
@@ -152,6 +156,33 @@ qint64 TestSharedDeployment::jobImportedBy(Database& db, qint64 like)
         return 0;
     }
     return *copy;
+}
+
+Status TestSharedDeployment::overtakeImport(Database& db, qint64 overtaken,
+                                            const std::function<Status()>& settle)
+{
+    return db.transaction([&]() -> Status {
+        // The job's row held: the coordinator's import, once done, waits for this transaction to decide.
+        if (auto held =
+                db.exec(QStringLiteral("SELECT state FROM jobs WHERE id = ? FOR UPDATE"), {overtaken});
+            !held)
+            return fail(held.error());
+        if (auto r = db.exec(QStringLiteral("SELECT pg_advisory_unlock%1").arg(importLock()), {overtaken});
+            !r)
+            return fail(r.error());
+        f.clock.advance(2100);
+        f.core->state().call([&] { f.core->tick(); }); // claims the import (no drain: it waits for this)
+        bool waits = false;
+        for (int i = 0; i < 600 && !waits; ++i) {
+            auto rows = db.exec(QStringLiteral("SELECT COUNT(*) FROM pg_locks WHERE NOT granted"));
+            waits = rows && rows->next() && rows->value(0).toInt() > 0;
+            if (!waits)
+                QThread::msleep(100);
+        }
+        if (!waits)
+            return fail(QStringLiteral("the coordinator's import never reached the job's row"));
+        return settle();
+    });
 }
 
 std::unique_ptr<Database> TestSharedDeployment::database()
@@ -559,26 +590,7 @@ void TestSharedDeployment::anImportOvertakenElsewhereIsDropped()
     QVERIFY(overtaken > 0);
     tick(f, 2100); // taken up, its import left to the lock's holder
 
-    const Status settled = db->transaction([&]() -> Status {
-        // The job's row held: the coordinator's import, once done, waits for this transaction to decide.
-        if (auto held =
-                db->exec(QStringLiteral("SELECT state FROM jobs WHERE id = ? FOR UPDATE"), {overtaken});
-            !held)
-            return fail(held.error());
-        if (auto r = db->exec(QStringLiteral("SELECT pg_advisory_unlock%1").arg(importLock()), {overtaken});
-            !r)
-            return fail(r.error());
-        f.clock.advance(2100);
-        f.core->state().call([&] { f.core->tick(); }); // claims the import (no drain: it waits for this)
-        bool waits = false;
-        for (int i = 0; i < 600 && !waits; ++i) {
-            auto rows = db->exec(QStringLiteral("SELECT COUNT(*) FROM pg_locks WHERE NOT granted"));
-            waits = rows && rows->next() && rows->value(0).toInt() > 0;
-            if (!waits)
-                QThread::msleep(100);
-        }
-        if (!waits)
-            return fail(QStringLiteral("the coordinator's import never reached the job's row"));
+    const Status settled = overtakeImport(*db, overtaken, [&]() -> Status {
         auto cancelled =
             db->exec(QStringLiteral(
                          "UPDATE jobs SET state = 'cancelled', reason = 'cancelled elsewhere' WHERE id = ?"),
@@ -596,6 +608,46 @@ void TestSharedDeployment::anImportOvertakenElsewhereIsDropped()
         QVERIFY(rows.ok() && rows->next());
         QVERIFY2(rows->value(0).toInt() == 0, table);
     }
+}
+
+void TestSharedDeployment::anImportOvertakenByAnotherImportIsDroppedAndTheJobTakenUp()
+{
+    // The same, imported by another coordinator (after this one's import lock went with a lost connection):
+    // the job is `running` there, on the shards and files that import stored. This one's import is dropped,
+    // and the job is taken up as stored at once, not at the next look: its leases were just brought into this
+    // coordinator's picture by the job's lock, and their results would be refused meanwhile ("job is
+    // created").
+    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 2));
+    QVERIFY(job > 0);
+    auto db = database();
+    QVERIFY(db);
+    const qint64 overtaken = jobImportedBy(*db, job);
+    QVERIFY(overtaken > 0);
+    tick(f, 2100);
+    QCOMPARE(jobAt(f, job).value(QStringLiteral("state")).toString(), QStringLiteral("running"));
+
+    const Status settled = overtakeImport(*db, overtaken, [&]() -> Status {
+        // What the other coordinator's import stored: the same data set's files, shards and spec.
+        auto shards =
+            db->exec(QStringLiteral("INSERT INTO shards (job_id, idx, sha256, bytes, samples) SELECT ?, "
+                                    "idx, sha256, bytes, samples FROM shards WHERE job_id = ?"),
+                     {overtaken, job});
+        if (!shards)
+            return fail(shards.error());
+        auto running = db->exec(
+            QStringLiteral("UPDATE jobs SET state = 'running', model_sha = o.model_sha, initial_sha = "
+                           "o.initial_sha, test_sha = o.test_sha, spec = o.spec FROM jobs o WHERE "
+                           "jobs.id = ? AND o.id = ?"),
+            {overtaken, job});
+        return running ? Status() : fail(running.error());
+    });
+    QVERIFY2(settled.ok(), qPrintable(settled.ok() ? QString() : settled.error()));
+    f.core->drain(); // no look since
+    const QJsonObject status = jobAt(f, overtaken);
+    QCOMPARE(status.value(QStringLiteral("state")).toString(), QStringLiteral("running"));
+    auto stored = db->exec(QStringLiteral("SELECT state FROM jobs WHERE id = ?"), {overtaken});
+    QVERIFY(stored.ok() && stored->next());
+    QCOMPARE(stored->value(0).toString(), QStringLiteral("running"));
 }
 
 void TestSharedDeployment::oneResultTakenAtBothKeepsTheCommittedFile()
