@@ -1,4 +1,5 @@
 #include "core/Coordinator.h"
+#include "dashboard/EventRelay.h"
 
 #include "aggregation/WeightsKeeper.h"
 #include "core/AgentStanding.h"
@@ -198,7 +199,11 @@ Status Coordinator::start()
                 // Two coordinators publishing the same version would write the same bytes, one blob, which
                 // either could delete while the other's leases name it: each one's publications carry its own
                 // name.
-                m_weights->setPublisher(Tokens::randomId());
+                const QString name = Tokens::randomId();
+                m_weights->setPublisher(name);
+                m_relay = std::make_unique<dashboard::EventRelay>(
+                    m_config.redis, QStringLiteral("gleaner:%1:events").arg(*deployment).toUtf8(),
+                    name.toUtf8());
             }
             auto redis = RedisConnection::open(m_config.redis);
             if (!redis)

@@ -45,6 +45,9 @@ class SchedulerTables;
 class WeightsKeeper;
 struct ReplayedUpdate;
 class ValidationRunner;
+namespace dashboard {
+class EventRelay;
+}
 
 // What the HTTP threads need to decide on a request before its body is read, without asking the state thread.
 class AdmissionCache
@@ -341,6 +344,10 @@ private:
     void noteApplied(qint64 jobId, qint64 seq, qint64 version);
     void noteValidated(qint64 jobId, const ValidationPoint& point);
     void noteAgentChanged(const QString& agentId, const char* what);
+    // Whether anyone sees live events: this coordinator's dashboard clients, or, among several coordinators,
+    // the others' (m_relay).
+    bool eventsWatched() const;
+    void noteEvent(QByteArrayView type, const QJsonObject& data);
     // Job summaries that changed since the last call, and the heartbeat; from tick().
     void publishDashboardState();
     QJsonObject subtaskCounts(const JobState& job, int epoch) const;
@@ -363,6 +370,7 @@ private:
     AdmissionCache m_admission;
     metrics::CoordinatorMetrics m_metrics;
     dashboard::EventHub m_events;
+    std::unique_ptr<dashboard::EventRelay> m_relay; // state thread: among several coordinators, their events
     std::map<qint64, QByteArray> m_publishedJobs; // state thread: the job summaries the dashboard last got
 
     // State thread only.

@@ -2,6 +2,7 @@
 // events as things happen, the job history behind the charts, agents with what they hold now, and the gauges
 // of a scrape. Everything here runs on the state thread.
 #include "core/Coordinator.h"
+#include "dashboard/EventRelay.h"
 #include "scheduling/Scheduler.h"
 #include "store/Database.h"
 
@@ -28,43 +29,43 @@ QJsonValue nullable(const QVariant& value)
 void Coordinator::noteLeased(const JobState& job, const Workunit& unit, const Lease& lease)
 {
     m_metrics.leaseIssued();
-    if (!m_events.hasSubscribers())
+    if (!eventsWatched())
         return;
-    m_events.publish("lease", QJsonObject{{QStringLiteral("job"), job.id},
-                                          {QStringLiteral("lease"), lease.id},
-                                          {QStringLiteral("agent"), lease.agentId},
-                                          {QStringLiteral("workunit"), unit.id},
-                                          {QStringLiteral("epoch"), unit.epoch},
-                                          {QStringLiteral("shard"), unit.shard},
-                                          {QStringLiteral("at_ms"), lease.issuedMs},
-                                          {QStringLiteral("deadline_ms"), lease.deadlineMs}});
+    noteEvent("lease", QJsonObject{{QStringLiteral("job"), job.id},
+                                   {QStringLiteral("lease"), lease.id},
+                                   {QStringLiteral("agent"), lease.agentId},
+                                   {QStringLiteral("workunit"), unit.id},
+                                   {QStringLiteral("epoch"), unit.epoch},
+                                   {QStringLiteral("shard"), unit.shard},
+                                   {QStringLiteral("at_ms"), lease.issuedMs},
+                                   {QStringLiteral("deadline_ms"), lease.deadlineMs}});
 }
 
 void Coordinator::noteLeaseExpired(const Lease& lease)
 {
     m_metrics.leaseExpired();
-    if (!m_events.hasSubscribers())
+    if (!eventsWatched())
         return;
-    m_events.publish("lease_expired", QJsonObject{{QStringLiteral("job"), lease.jobId},
-                                                  {QStringLiteral("lease"), lease.id},
-                                                  {QStringLiteral("agent"), lease.agentId},
-                                                  {QStringLiteral("workunit"), lease.workunitId},
-                                                  {QStringLiteral("at_ms"), m_clock.nowMs()}});
+    noteEvent("lease_expired", QJsonObject{{QStringLiteral("job"), lease.jobId},
+                                           {QStringLiteral("lease"), lease.id},
+                                           {QStringLiteral("agent"), lease.agentId},
+                                           {QStringLiteral("workunit"), lease.workunitId},
+                                           {QStringLiteral("at_ms"), m_clock.nowMs()}});
 }
 
 void Coordinator::noteAccepted(const JobState& job, int epoch, qint64 seq, const QString& agentId,
                                double loss, qint64 atMs, qint64 uploadBytes)
 {
     m_metrics.updateAccepted();
-    if (!m_events.hasSubscribers())
+    if (!eventsWatched())
         return;
-    m_events.publish("update", QJsonObject{{QStringLiteral("job"), job.id},
-                                           {QStringLiteral("seq"), seq},
-                                           {QStringLiteral("epoch"), epoch},
-                                           {QStringLiteral("agent"), agentId},
-                                           {QStringLiteral("loss"), loss},
-                                           {QStringLiteral("at_ms"), atMs},
-                                           {QStringLiteral("upload_bytes"), uploadBytes}});
+    noteEvent("update", QJsonObject{{QStringLiteral("job"), job.id},
+                                    {QStringLiteral("seq"), seq},
+                                    {QStringLiteral("epoch"), epoch},
+                                    {QStringLiteral("agent"), agentId},
+                                    {QStringLiteral("loss"), loss},
+                                    {QStringLiteral("at_ms"), atMs},
+                                    {QStringLiteral("upload_bytes"), uploadBytes}});
 }
 
 void Coordinator::noteDownloaded(qint64 jobId, const QByteArray& role, quint64 bytes)
@@ -77,7 +78,7 @@ void Coordinator::noteDownloaded(qint64 jobId, const QByteArray& role, quint64 b
 
 void Coordinator::noteApplied(qint64 jobId, qint64 seq, qint64 version)
 {
-    if (!m_events.hasSubscribers())
+    if (!eventsWatched())
         return;
     auto row =
         m_db->exec(QStringLiteral("SELECT base_version, received_ms FROM updates WHERE seq = ?"), {seq});
@@ -85,39 +86,53 @@ void Coordinator::noteApplied(qint64 jobId, qint64 seq, qint64 version)
         return;
     // Staleness as the aggregation saw it: updates folded in between the agent's weights and this one.
     const qint64 staleness = version - 1 - row->value(0).toLongLong();
-    m_events.publish("applied", QJsonObject{{QStringLiteral("job"), jobId},
-                                            {QStringLiteral("seq"), seq},
-                                            {QStringLiteral("version"), version},
-                                            {QStringLiteral("staleness"), staleness},
-                                            {QStringLiteral("at_ms"), row->value(1).toLongLong()},
-                                            {QStringLiteral("applied_ms"), m_clock.nowMs()}});
+    noteEvent("applied", QJsonObject{{QStringLiteral("job"), jobId},
+                                     {QStringLiteral("seq"), seq},
+                                     {QStringLiteral("version"), version},
+                                     {QStringLiteral("staleness"), staleness},
+                                     {QStringLiteral("at_ms"), row->value(1).toLongLong()},
+                                     {QStringLiteral("applied_ms"), m_clock.nowMs()}});
 }
 
 void Coordinator::noteValidated(qint64 jobId, const ValidationPoint& point)
 {
-    if (!m_events.hasSubscribers())
+    if (!eventsWatched())
         return;
-    m_events.publish("validation", QJsonObject{{QStringLiteral("job"), jobId},
-                                               {QStringLiteral("epoch"), point.epoch},
-                                               {QStringLiteral("epoch_end"), point.epochEnd},
-                                               {QStringLiteral("version"), point.version},
-                                               {QStringLiteral("updates"), point.updates},
-                                               {QStringLiteral("accuracy"), point.accuracy},
-                                               {QStringLiteral("loss"), point.loss},
-                                               {QStringLiteral("at_ms"), point.atMs}});
+    noteEvent("validation", QJsonObject{{QStringLiteral("job"), jobId},
+                                        {QStringLiteral("epoch"), point.epoch},
+                                        {QStringLiteral("epoch_end"), point.epochEnd},
+                                        {QStringLiteral("version"), point.version},
+                                        {QStringLiteral("updates"), point.updates},
+                                        {QStringLiteral("accuracy"), point.accuracy},
+                                        {QStringLiteral("loss"), point.loss},
+                                        {QStringLiteral("at_ms"), point.atMs}});
 }
 
 void Coordinator::noteAgentChanged(const QString& agentId, const char* what)
 {
-    if (!m_events.hasSubscribers())
+    if (!eventsWatched())
         return;
-    m_events.publish("agent", QJsonObject{{QStringLiteral("id"), agentId},
-                                          {QStringLiteral("change"), QString::fromLatin1(what)},
-                                          {QStringLiteral("at_ms"), m_clock.nowMs()}});
+    noteEvent("agent", QJsonObject{{QStringLiteral("id"), agentId},
+                                   {QStringLiteral("change"), QString::fromLatin1(what)},
+                                   {QStringLiteral("at_ms"), m_clock.nowMs()}});
+}
+
+bool Coordinator::eventsWatched() const
+{
+    return m_relay || m_events.hasSubscribers();
+}
+
+void Coordinator::noteEvent(QByteArrayView type, const QJsonObject& data)
+{
+    m_events.publish(type, data);
+    if (m_relay)
+        m_relay->send(type, data);
 }
 
 void Coordinator::publishDashboardState()
 {
+    if (m_relay) // what happened here to the others, and theirs to this one's clients
+        m_relay->exchange(m_events, m_clock.nowMs());
     m_events.heartbeat(m_clock.nowMs());
     if (!m_events.hasSubscribers()) {
         m_publishedJobs.clear(); // the next client starts from the page's own fetch

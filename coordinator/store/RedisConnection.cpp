@@ -9,9 +9,6 @@
 namespace gleaner::coordinator {
 namespace {
 
-constexpr int kConnectSeconds = 5;
-constexpr int kReplySeconds = 30;
-
 RedisReply convert(const redisReply* reply)
 {
     RedisReply out;
@@ -60,6 +57,7 @@ struct RedisConnection::Address
     int database = 0;
     QString user;
     QString password;
+    Timeouts timeouts;
 };
 
 RedisConnection::RedisConnection(std::unique_ptr<Address> address) : m_address(std::move(address)) {}
@@ -92,6 +90,11 @@ Status RedisConnection::checkUrl(const QString& url)
 
 Result<std::unique_ptr<RedisConnection>> RedisConnection::open(const QString& url)
 {
+    return open(url, Timeouts{});
+}
+
+Result<std::unique_ptr<RedisConnection>> RedisConnection::open(const QString& url, Timeouts timeouts)
+{
     if (auto s = checkUrl(url); !s)
         return fail(s.error());
     const QUrl parsed(url, QUrl::StrictMode);
@@ -102,6 +105,7 @@ Result<std::unique_ptr<RedisConnection>> RedisConnection::open(const QString& ur
         address->database = parsed.path().mid(1).toInt();
     address->user = parsed.userName();
     address->password = parsed.password();
+    address->timeouts = timeouts;
     std::unique_ptr<RedisConnection> connection(new RedisConnection(std::move(address)));
     if (auto s = connection->connect(); !s)
         return fail(s.error());
@@ -125,7 +129,8 @@ QString RedisConnection::lostMessage() const
 Status RedisConnection::connect()
 {
     close();
-    const timeval connectTimeout{kConnectSeconds, 0};
+    const auto interval = [](int ms) { return timeval{ms / 1000, (ms % 1000) * 1000}; };
+    const timeval connectTimeout = interval(m_address->timeouts.connectMs);
     m_context =
         redisConnectWithTimeout(m_address->host.toUtf8().constData(), m_address->port, connectTimeout);
     if (!m_context || m_context->err) {
@@ -134,7 +139,7 @@ Status RedisConnection::connect()
         close();
         return fail(QStringLiteral("cannot connect to Redis at %1: %2").arg(describe(), why));
     }
-    const timeval replyTimeout{kReplySeconds, 0};
+    const timeval replyTimeout = interval(m_address->timeouts.replyMs);
     redisSetTimeout(m_context, replyTimeout);
     redisEnableKeepAlive(m_context);
     // Redis 6 and later take a user; older servers and the default user take the password alone.

@@ -51,8 +51,14 @@ public:
 
     // Whether `url` is a Redis URL the coordinator can use; else why not, without repeating a password.
     static Status checkUrl(const QString& url);
+    struct Timeouts
+    {
+        int connectMs = 5'000;
+        int replyMs = 30'000;
+    };
     // Connects (5 s at most), authenticates and selects the database; replies wait 30 s at most.
     static Result<std::unique_ptr<RedisConnection>> open(const QString& url);
+    static Result<std::unique_ptr<RedisConnection>> open(const QString& url, Timeouts timeouts);
 
     // One command: its words go as they are (binary-safe). A Redis error reply is a failure too, with Redis's
     // own words.

@@ -62,6 +62,7 @@ private Q_SLOTS:
     void oneResultTakenAtBothKeepsTheCommittedFile();
     void aJobItCannotReadIsLeftToTheOthers();
     void aResultAfterItsJobEndedElsewhereIsNotTaken();
+    void eachDashboardShowsTheOthersEvents();
 
 private:
     // Makes the second coordinator's data directory with init --join from the first's (not opened).
@@ -799,6 +800,43 @@ void TestSharedDeployment::aResultAfterItsJobEndedElsewhereIsNotTaken()
                 .isEmpty());
     tick(g, 250);
     QCOMPARE(jobAt(g, job).value(QStringLiteral("state")).toString(), QStringLiteral("completed"));
+}
+
+void TestSharedDeployment::eachDashboardShowsTheOthersEvents()
+{
+    // A dashboard connected to the second coordinator: the first's lease and update reach it after a tick of
+    // each (the first sends, the second reads), once; the second's own events reach it once, not again
+    // through the relay.
+    QVERIFY(joinSecond());
+    QVERIFY(g.reopen());
+    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
+    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 4, 3, 0.99, 600));
+    QVERIFY(job > 0);
+    tick(g, 3000);
+    auto watcher = g.core->events().subscribe();
+    QVERIFY(watcher);
+    tick(g, 250); // the relay notes where the stream is: events from here on
+    (void)watcher->take();
+
+    const auto atFirst = f.lease(agent);
+    QCOMPARE(atFirst.size(), size_t(1));
+    QCOMPARE(f.upload(agent, atFirst[0].leaseId, shifted(f.leaseBase(atFirst[0].leaseId), 0.01f), 0), 202);
+    const auto atSecond = g.lease(agent);
+    QCOMPARE(atSecond.size(), size_t(1));
+    tick(f, 250);
+    tick(g, 250);
+    const QByteArray seen = watcher->take();
+    const auto count = [&](const QString& text) { return seen.count(text.toUtf8()); };
+    QCOMPARE(count(QStringLiteral("\"lease\":\"%1\"").arg(atFirst[0].leaseId)), 1);
+    QCOMPARE(count(QStringLiteral("\"lease\":\"%1\"").arg(atSecond[0].leaseId)), 1);
+    QCOMPARE(count(QStringLiteral("event: update\n")), 1);
+    QVERIFY2(count(QStringLiteral("event: applied\n")) == 1, seen.constData());
+
+    // Nothing more at the next ticks: each event is read once.
+    tick(f, 250);
+    tick(g, 250);
+    QVERIFY(!watcher->take().contains("event: lease\n"));
+    g.core->events().unsubscribe(watcher.get());
 }
 
 QTEST_GUILESS_MAIN(TestSharedDeployment)

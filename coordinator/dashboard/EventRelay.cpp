@@ -1,0 +1,132 @@
+#include "dashboard/EventRelay.h"
+
+#include "dashboard/EventHub.h"
+#include "store/RedisConnection.h"
+
+#include <QJsonDocument>
+#include <QLoggingCategory>
+
+Q_DECLARE_LOGGING_CATEGORY(lcEvents)
+
+namespace gleaner::coordinator::dashboard {
+namespace {
+
+// Short: a Redis that hangs holds the state thread for this long at most, once per pause.
+constexpr RedisConnection::Timeouts kTimeouts{1'000, 1'000};
+
+// The value of `field` among an entry's field-value pairs; empty when it has none.
+QByteArray fieldOf(const RedisReply& fields, QByteArrayView field)
+{
+    for (size_t i = 0; i + 1 < fields.elements.size(); i += 2)
+        if (fields.elements[i].text == field)
+            return fields.elements[i + 1].text;
+    return {};
+}
+
+} // namespace
+
+EventRelay::EventRelay(QString url, QByteArray stream, QByteArray origin)
+    : m_url(std::move(url)), m_stream(std::move(stream)), m_origin(std::move(origin))
+{
+}
+
+EventRelay::~EventRelay() = default;
+
+void EventRelay::send(QByteArrayView type, const QJsonObject& data)
+{
+    if (m_pending.size() >= size_t(kMaxEntries))
+        m_pending.erase(m_pending.begin()); // the oldest: a stream this long keeps no more either
+    m_pending.push_back({type.toByteArray(), QJsonDocument(data).toJson(QJsonDocument::Compact)});
+}
+
+bool EventRelay::connected(qint64 nowMs)
+{
+    if (m_redis)
+        return true;
+    if (nowMs < m_retryAtMs)
+        return false;
+    auto redis = RedisConnection::open(m_url, kTimeouts);
+    if (!redis) {
+        failed(redis.error(), nowMs);
+        return false;
+    }
+    m_redis = std::move(*redis);
+    return true;
+}
+
+void EventRelay::failed(const QString& why, qint64 nowMs)
+{
+    if (!m_failing)
+        qCWarning(lcEvents).noquote()
+            << QStringLiteral(
+                   "the other coordinators' live events are not relayed (tried again every %1 s): %2")
+                   .arg(kPauseAfterFailureMs / 1000)
+                   .arg(why);
+    m_failing = true;
+    m_redis.reset();
+    m_retryAtMs = nowMs + kPauseAfterFailureMs;
+}
+
+void EventRelay::exchange(EventHub& hub, qint64 nowMs)
+{
+    const bool watched = hub.hasSubscribers();
+    if (!watched)
+        m_lastId.clear(); // the next dashboard starts from what its page fetches, and the newest entry
+    if ((m_pending.empty() && !watched) || !connected(nowMs))
+        return;
+    for (const Pending& event : m_pending)
+        m_redis->queue({"XADD", m_stream, "MAXLEN", "~", QByteArray::number(kMaxEntries), "*", "o", m_origin,
+                        "t", event.type, "d", event.data});
+    const bool reads = watched && !m_lastId.isEmpty();
+    if (watched && m_lastId.isEmpty())
+        m_redis->queue({"XREVRANGE", m_stream, "+", "-", "COUNT", "1"});
+    else if (reads)
+        m_redis->queue({"XREAD", "COUNT", QByteArray::number(kReadPerTick), "STREAMS", m_stream, m_lastId});
+    auto replies = m_redis->replies();
+    if (!replies) {
+        failed(replies.error(), nowMs);
+        return;
+    }
+    m_pending.clear(); // sent, or refused by Redis (below): not sent again either way
+    for (const RedisReply& reply : *replies)
+        if (reply.type == RedisReply::Type::Error) {
+            failed(QString::fromUtf8(reply.text), nowMs);
+            return;
+        }
+    if (m_failing)
+        qCInfo(lcEvents) << "the other coordinators' live events are relayed again";
+    m_failing = false;
+    if (!watched)
+        return;
+    const RedisReply& last = replies->back();
+    if (!reads) {
+        // The newest entry (perhaps one this exchange just sent): the others' events after it from here on.
+        m_lastId = last.elements.empty() || last.elements[0].elements.empty()
+                       ? QByteArray("0-0")
+                       : last.elements[0].elements[0].text;
+        return;
+    }
+    deliver(last, hub);
+}
+
+void EventRelay::deliver(const RedisReply& read, EventHub& hub)
+{
+    // XREAD: nil when nothing is new, else [[stream, [[id, [field, value, ...]], ...]]].
+    if (read.type != RedisReply::Type::Array || read.elements.empty() || read.elements[0].elements.size() < 2)
+        return;
+    for (const RedisReply& entry : read.elements[0].elements[1].elements) {
+        if (entry.elements.size() < 2)
+            continue;
+        m_lastId = entry.elements[0].text;
+        const RedisReply& fields = entry.elements[1];
+        if (fieldOf(fields, "o") == m_origin)
+            continue;
+        const QByteArray type = fieldOf(fields, "t");
+        const QJsonDocument data = QJsonDocument::fromJson(fieldOf(fields, "d"));
+        if (type.isEmpty() || !data.isObject())
+            continue; // not an entry a coordinator wrote
+        hub.publish(type, data.object());
+    }
+}
+
+} // namespace gleaner::coordinator::dashboard
