@@ -67,6 +67,9 @@ private Q_SLOTS:
 private:
     // Makes the second coordinator's data directory with init --join from the first's (not opened).
     bool joinSecond();
+    // The second coordinator joined and started, an agent enrolled, and a job running at both. False (and a
+    // warning) when a step failed.
+    bool jobAtBoth(QString* agent, qint64* job);
     // Moves both clocks by `ms` and runs the housekeeping tick on `which` (and waits for what it queued).
     void tick(test::CoordinatorFixture& which, qint64 ms);
     QJsonObject jobAt(test::CoordinatorFixture& which, qint64 jobId);
@@ -124,6 +127,24 @@ bool TestSharedDeployment::joinSecond()
         return false;
     }
     g.config = *config;
+    return true;
+}
+
+bool TestSharedDeployment::jobAtBoth(QString* agent, qint64* job)
+{
+    if (!joinSecond() || !g.reopen())
+        return false;
+    *agent = f.enroll().value(QStringLiteral("agent_id")).toString();
+    *job = f.submit(test::tinyJobSpec(m_dataset, 4, 3, 0.99, 600));
+    if (agent->isEmpty() || *job <= 0) {
+        qWarning() << "no agent or no job";
+        return false;
+    }
+    tick(g, 3000);
+    if (jobAt(g, *job).value(QStringLiteral("state")).toString() != QLatin1String("running")) {
+        qWarning() << "the second did not take the job up";
+        return false;
+    }
     return true;
 }
 
@@ -657,12 +678,9 @@ void TestSharedDeployment::oneResultTakenAtBothKeepsTheCommittedFile()
     // choice) the second, both judged before either recorded it. Each moves its copy into the shared folder
     // and waits for the job's lock (held here by the test's connection); one commits, the other is refused.
     // The committed row's file must be the copy that coordinator folded, and the refused one's copy must go.
-    QVERIFY(joinSecond());
-    QVERIFY(g.reopen());
-    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
-    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 4, 3, 0.99, 600));
-    QVERIFY(job > 0);
-    tick(g, 3000);
+    QString agent;
+    qint64 job = 0;
+    QVERIFY(jobAtBoth(&agent, &job));
     const auto task = f.lease(agent);
     QCOMPARE(task.size(), size_t(1));
     const QString leaseId = task[0].leaseId;
@@ -770,12 +788,9 @@ void TestSharedDeployment::aResultAfterItsJobEndedElsewhereIsNotTaken()
     // The housekeeper ended the job (here the test's connection, as its finishJob writes it) after the second
     // issued a lease, and before the second's next look: the result's record takes the job's lock, which
     // shows the end. Not taken (409, the job's state), not recorded, not folded.
-    QVERIFY(joinSecond());
-    QVERIFY(g.reopen());
-    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
-    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 4, 3, 0.99, 600));
-    QVERIFY(job > 0);
-    tick(g, 3000);
+    QString agent;
+    qint64 job = 0;
+    QVERIFY(jobAtBoth(&agent, &job));
     const auto task = g.lease(agent);
     QCOMPARE(task.size(), size_t(1));
     const TensorBundle base = g.leaseBase(task[0].leaseId);
@@ -807,12 +822,9 @@ void TestSharedDeployment::eachDashboardShowsTheOthersEvents()
     // A dashboard connected to the second coordinator: the first's lease and update reach it after a tick of
     // each (the first sends, the second reads), once; the second's own events reach it once, not again
     // through the relay.
-    QVERIFY(joinSecond());
-    QVERIFY(g.reopen());
-    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
-    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 4, 3, 0.99, 600));
-    QVERIFY(job > 0);
-    tick(g, 3000);
+    QString agent;
+    qint64 job = 0;
+    QVERIFY(jobAtBoth(&agent, &job));
     auto watcher = g.core->events().subscribe();
     QVERIFY(watcher);
     tick(g, 250); // the relay notes where the stream is: events from here on
