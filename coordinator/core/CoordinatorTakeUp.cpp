@@ -1,0 +1,303 @@
+// Coordinator: taking jobs up from the database and the job's files, and setting them going: every job at
+// start (loadState), and among several coordinators a job submitted or imported at another one (followJobs).
+// Everything here runs on the state thread.
+#include "aggregation/WeightsKeeper.h"
+#include "core/Coordinator.h"
+#include "format/SafeTensors.h"
+#include "scheduling/Scheduler.h"
+#include "store/Database.h"
+#include "store/SchedulerTables.h"
+#include "validation/ValidationRunner.h"
+
+#include <QLoggingCategory>
+
+#include <algorithm>
+
+Q_DECLARE_LOGGING_CATEGORY(lcCoordinator)
+
+namespace gleaner::coordinator {
+
+bool Coordinator::prepareJob(JobState& job, bool importHere)
+{
+    const qint64 id = job.id;
+    loadHistory(job);
+    auto counts = m_db->exec(QStringLiteral("SELECT COUNT(*), COALESCE(SUM(upload_bytes), 0), "
+                                            "COUNT(NULLIF(upload_bytes, 0)) FROM updates WHERE job_id = ?"),
+                             {id});
+    if (counts && counts->next()) {
+        job.updatesReceived = counts->value(0).toLongLong();
+        job.uploadedBytes = qint64(counts->value(1).toDouble());
+        job.uploadsCounted = counts->value(2).toLongLong();
+    }
+
+    if (job.status == JobStatus::Created) {
+        if (importHere)
+            importWhenUnclaimed(id);
+        return true;
+    }
+    if (job.status != JobStatus::Running && job.status != JobStatus::Paused) {
+        // A finished job's weights are its last snapshot, written when it ended: `job status` and `job list`
+        // show that version after a restart as they did before it.
+        auto snapshot = m_db->exec(QStringLiteral("SELECT version FROM snapshots WHERE job_id = ?"), {id});
+        if (snapshot && snapshot->next())
+            job.updatesApplied = snapshot->value(0).toLongLong();
+        return true;
+    }
+
+    // Everything that can fail is read before anything acts on the job. Alone, a job whose work or weights
+    // cannot be read fails. Among several coordinators they are the deployment's, and what failed is likely
+    // this coordinator's (its mount of the shared folder, its connection): the job is left to the others
+    // here, and taken up at a later look.
+    const auto cannotTakeUp = [&](const QString& why) {
+        if (!m_config.isShared()) {
+            finishJob(job, JobStatus::Failed, why);
+            return true;
+        }
+        leaveJobToOthers(id, why);
+        return false;
+    };
+    auto shards =
+        m_db->exec(QStringLiteral("SELECT idx, sha256, bytes, samples FROM shards WHERE job_id = ? ORDER "
+                                  "BY idx"),
+                   {id});
+    if (!shards)
+        return cannotTakeUp(QStringLiteral("cannot read the job's shards: %1").arg(shards.error()));
+    QList<ShardRef> shardRefs;
+    while (shards->next())
+        shardRefs.append({shards->value(0).toInt(), shards->value(1).toString(),
+                          shards->value(2).toLongLong(), shards->value(3).toLongLong()});
+    shards->finish();
+    // Workunits, their first results and the leases that may still deliver, as the scheduler's tables
+    // hold them.
+    auto stored = m_schedulerTables->loadJob(id);
+    if (!stored)
+        return cannotTakeUp(QStringLiteral("cannot read the job's work: %1").arg(stored.error()));
+
+    // The server weights: the last snapshot (or the initial weights), then every update received after it.
+    QString weightsSha = job.files.initialWeights.sha256;
+    QString ruleSha;
+    qint64 version = 0;
+    qint64 lastSeq = 0;
+    auto snapshot = m_db->exec(
+        QStringLiteral("SELECT version, last_seq, sha256, rule_sha FROM snapshots WHERE job_id = ?"), {id});
+    if (!snapshot)
+        return cannotTakeUp(QStringLiteral("cannot read the job's snapshot: %1").arg(snapshot.error()));
+    const bool snapshotted = snapshot->next();
+    if (snapshotted) {
+        version = snapshot->value(0).toLongLong();
+        lastSeq = snapshot->value(1).toLongLong();
+        weightsSha = snapshot->value(2).toString();
+        ruleSha = snapshot->value(3).toString();
+    }
+    snapshot->finish();
+    auto weights = SafeTensors::load(m_blobs.path(weightsSha));
+    if (!weights)
+        return cannotTakeUp(QStringLiteral("cannot read the job's weights: %1").arg(weights.error()));
+    Result<TensorBundle> schema = *weights;
+    if (weightsSha != job.files.initialWeights.sha256)
+        schema = SafeTensors::load(m_blobs.path(job.files.initialWeights.sha256));
+    if (!schema)
+        return cannotTakeUp(QStringLiteral("cannot read the initial weights: %1").arg(schema.error()));
+
+    job.files.shards = std::move(shardRefs);
+    job.files.model.size = m_blobs.size(job.files.model.sha256);
+    if (snapshotted) {
+        job.snapshotSha = weightsSha;
+        job.snapshotRuleSha = ruleSha;
+    }
+    m_scheduler->adopt(job, *stored);
+    for (const auto& [unitId, unit] : job.workunits)
+        if (unit.resume)
+            m_checkpoints.insert(unit.resume->sha256, unit.resume->size);
+    for (const Lease& lease : stored->leases)
+        if (!lease.checkpointSha.isEmpty())
+            m_checkpoints.insert(lease.checkpointSha, std::max<qint64>(0, m_blobs.size(lease.checkpointSha)));
+    activateJob(job, *weights, std::move(*schema), version, lastSeq, ruleSha);
+    return true;
+}
+
+void Coordinator::leaveJobToOthers(qint64 jobId, const QString& why)
+{
+    LeftToOthers& left = m_leftToOthers[jobId];
+    const bool again = left.reason == why;
+    // From the shared look's period to a minute while it keeps failing: each try reads the job's rows and
+    // weights.
+    left.waitMs = std::clamp<qint64>(left.waitMs * 2, 2'000, 60'000);
+    left.retryAtMs = m_clock.nowMs() + left.waitMs;
+    left.reason = why;
+    if (!again)
+        qCCritical(lcCoordinator).noquote()
+            << QStringLiteral(
+                   "job %1 is left to the deployment's other coordinators: this one cannot take it up "
+                   "(it tries again, every 2 s at first, then up to a minute apart): %2")
+                   .arg(jobId)
+                   .arg(why);
+}
+
+HttpResponse Coordinator::noSuchJob(qint64 jobId) const
+{
+    if (auto left = m_leftToOthers.find(jobId); left != m_leftToOthers.end())
+        return HttpResponse::error(
+            503,
+            QStringLiteral("job %1 is not served by this coordinator at the moment (%2); the deployment's "
+                           "other coordinators serve it, and this one tries again shortly")
+                .arg(jobId)
+                .arg(left->second.reason));
+    return HttpResponse::error(404, QStringLiteral("no job has id %1").arg(jobId));
+}
+
+Status Coordinator::loadState()
+{
+    auto admins = m_db->exec(QStringLiteral("SELECT hash FROM admin_tokens"));
+    if (!admins)
+        return fail(admins.error());
+    while (admins->next())
+        m_admission.addAdminTokenHash(admins->value(0).toString());
+    auto agents =
+        m_db->exec(QStringLiteral("SELECT id, token_hash, revoked, samples, train_seconds FROM agents"));
+    if (!agents)
+        return fail(agents.error());
+    while (agents->next()) {
+        m_admission.setAgent(agents->value(1).toString(),
+                             {agents->value(0).toString(), agents->value(2).toInt() != 0});
+        // Speed-aware jobs size leases by what agents have shown so far, also across a restart.
+        m_scheduler->noteSpeed(agents->value(0).toString(), agents->value(3).toLongLong(),
+                               agents->value(4).toDouble());
+    }
+
+    auto jobs = m_db->exec(QStringLiteral("SELECT %1 FROM jobs ORDER BY id").arg(jobColumns()));
+    if (!jobs)
+        return fail(jobs.error());
+    while (jobs->next()) {
+        JobState job = jobFromRow(*jobs);
+        m_jobs.emplace(job.id, std::move(job));
+    }
+    // A job whose import a stop interrupted is imported again; among several coordinators, by the
+    // housekeeper.
+    std::vector<qint64> leftToOthers;
+    for (auto& [id, job] : m_jobs)
+        if (!prepareJob(job, /*importHere=*/!m_config.isShared() || m_housekeeper))
+            leftToOthers.push_back(id);
+    for (const qint64 id : leftToOthers)
+        m_jobs.erase(id);
+
+    // Closed leases keep answering 409 with their reason after a restart, before an upload's body is read:
+    // an agent that lost a 202 in the crash learns that its result counted.
+    auto closed =
+        m_db->exec(QStringLiteral("SELECT l.id, l.agent_id, l.state, w.job_id FROM leases l JOIN "
+                                  "workunits w ON w.id = l.workunit_id WHERE l.state IN ('completed', "
+                                  "'refused', 'failed', 'handed_back')"));
+    while (closed && closed->next()) {
+        const QString id = closed->value(0).toString();
+        const auto state = leaseStateFromName(closed->value(2).toString()).value_or(Lease::State::Refused);
+        m_admission.setLease(id, {closed->value(1).toString(), 0, closedLeaseMessage(id, state), {}, {}, 0});
+    }
+    for (const Lease& lease : m_scheduler->leases()) {
+        const JobState* job = findJob(lease.jobId);
+        if (job && job->status != JobStatus::Running && job->status != JobStatus::Paused)
+            m_admission.setLease(lease.id, {lease.agentId,
+                                            0,
+                                            QStringLiteral("job %1 is %2 and takes no more results")
+                                                .arg(job->id)
+                                                .arg(jobStatusName(job->status)),
+                                            {},
+                                            {},
+                                            job->id});
+    }
+    return {};
+}
+
+std::vector<ReplayedUpdate> Coordinator::updatesToReplay(JobState& job, qint64 afterSeq,
+                                                         qint64 snapshotVersion, qint64 receivedBeforeMs)
+{
+    // Alone, the snapshot holds every update up to its last_seq. Among several coordinators, updates are
+    // folded in another order than their numbers: the snapshot holds those folded at its version or before,
+    // and a file is kept until one does (onSnapshot). Folding again what Redis holds is a no-op
+    // (SharedWeights).
+    QString where = QStringLiteral("u.job_id = ? AND u.seq > ? AND u.fold_error = ''");
+    QVariantList bound{job.id, afterSeq};
+    if (m_config.isShared()) {
+        where = QStringLiteral(
+            "u.job_id = ? AND u.fold_error = '' AND u.file != '' AND (u.applied_version IS NULL "
+            "OR u.applied_version > ?)");
+        bound = {job.id, snapshotVersion};
+        if (receivedBeforeMs > 0) {
+            where += QStringLiteral(" AND u.applied_version IS NULL AND u.received_ms < ?");
+            bound << receivedBeforeMs;
+        }
+    }
+    std::vector<ReplayedUpdate> replay;
+    auto rows =
+        m_db->exec(QStringLiteral("SELECT u.seq, u.file, u.epoch, u.base_version, u.applied_version IS NOT "
+                                  "NULL, l.weights_sha, u.concurrency FROM updates u LEFT JOIN leases l ON "
+                                  "l.id = u.lease_id WHERE %1 ORDER BY u.seq")
+                       .arg(where),
+                   bound);
+    while (rows && rows->next()) {
+        ReplayedUpdate update;
+        update.seq = rows->value(0).toLongLong();
+        update.file = m_storage + u'/' + rows->value(1).toString();
+        update.context = UpdateContext{rows->value(2).toInt(), rows->value(3).toLongLong(), 0};
+        update.appliedBefore = rows->value(4).toBool();
+        update.baseSha = rows->value(5).toString();
+        update.context.concurrency = std::max(1, rows->value(6).toInt());
+        if (job.spec.aggregation.usesPseudoGradients() || job.spec.upload.isUpdate())
+            job.basesInFlight.emplace(update.seq, update.baseSha);
+        replay.push_back(std::move(update));
+    }
+    if (!rows)
+        qCCritical(lcCoordinator) << "job" << job.id << "cannot read its received updates:" << rows.error();
+    return replay;
+}
+
+void Coordinator::activateJob(JobState& job, const TensorBundle& weights, TensorBundle schema, qint64 version,
+                              qint64 afterSeq, const QString& ruleSha)
+{
+    job.schema = std::move(schema);
+    job.schema.metadata().clear();
+    job.maxUploadBytes = UpdateChecker::maxUploadBytes(job.schema);
+    for (const Lease& lease : m_scheduler->leases()) {
+        if (lease.jobId != job.id)
+            continue;
+        auto unit = job.workunits.find(lease.workunitId);
+        m_admission.setLease(
+            lease.id, admissionEntry(job, unit == job.workunits.end() ? nullptr : &unit->second, lease));
+    }
+
+    // The bound on uploads is learnt again from the job's last accepted updates.
+    auto steps =
+        m_db->exec(QStringLiteral("SELECT step FROM (SELECT seq, step FROM updates WHERE job_id = ? AND step "
+                                  "IS NOT NULL AND fold_error = '' ORDER BY seq DESC LIMIT ?) AS recent "
+                                  "ORDER BY seq"),
+                   {job.id, UpdateBound::kWindow});
+    while (steps && steps->next())
+        job.updateBound.accept(steps->value(0).toDouble());
+    auto refused = m_db->exec(
+        QStringLiteral("SELECT COUNT(*) FROM updates WHERE job_id = ? AND fold_error != ''"), {job.id});
+    if (refused && refused->next())
+        job.updatesRefusedAtFold = refused->value(0).toLongLong();
+
+    // Updates refused at their fold stay out; the rest after the snapshot are folded in again, in order. The
+    // version moves as the weights thread reports each one applied (onApplied).
+    std::vector<ReplayedUpdate> replay = updatesToReplay(job, afterSeq, version);
+    TensorBundle ruleState;
+    if (!ruleSha.isEmpty()) {
+        auto state = SafeTensors::load(m_blobs.path(ruleSha));
+        if (state)
+            ruleState = std::move(*state);
+        else
+            qCCritical(lcCoordinator)
+                << "job" << job.id << "cannot read the state of its aggregation rule:" << state.error();
+    }
+    job.updatesApplied = version;
+    m_weights->load(job.id, weights, version, job.spec.aggregation, std::move(ruleState), std::move(replay),
+                    job.spec.download);
+    m_validation->setTestSet(job.id, m_blobs.path(job.files.testSet.sha256), job.spec.model);
+    // Epochs that completed before a restart but were never validated: validated once the replay is done.
+    scheduleValidations(job);
+    m_weights->publish(job.id);
+    if (job.epoch == 0)
+        (void)m_scheduler->createEpoch(job, 1);
+}
+
+} // namespace gleaner::coordinator
