@@ -155,8 +155,11 @@ std::variant<BodyPolicy, HttpResponse> ApiHandler::admit(const RequestHead& head
         const QString sha = QString::fromLatin1(parts[3]);
         const auto mayRead = [&] { return m_coordinator.admission().agentMayRead(identity.agentId, sha); };
         if (identity.caller == Caller::Agent && !mayRead() &&
-            !(catchUpOnLeasesFor(identity.agentId) && mayRead()))
+            !(catchUpOnLeasesFor(identity.agentId) && mayRead())) {
+            if (auto left = m_coordinator.notServedHere({})) // a file of that job's lease, perhaps
+                return *left;
             return HttpResponse::error(404, QStringLiteral("no file has SHA-256 %1 for this agent's leases").arg(sha));
+        }
         return BodyPolicy{0, false};
     }
     if (area == "work" && parts.size() == 4 && parts[3] == "lease")
@@ -175,10 +178,13 @@ std::variant<BodyPolicy, HttpResponse> ApiHandler::admit(const RequestHead& head
         auto lease = m_coordinator.admission().lease(leaseId);
         if (!lease && catchUpOnLeasesFor(identity.agentId)) // issued by another coordinator, perhaps
             lease = m_coordinator.admission().lease(leaseId);
-        if (!lease)
+        if (!lease) {
+            if (auto left = m_coordinator.notServedHere(leaseId))
+                return *left;
             return HttpResponse::error(404, QStringLiteral("lease %1 is not open (unknown, finished, or its job has "
                                                            "ended)")
                                                 .arg(leaseId));
+        }
         if (lease->agentId != identity.agentId)
             return HttpResponse::error(409, QStringLiteral("lease %1 belongs to another agent").arg(leaseId));
         if (!lease->closedReason.isEmpty())

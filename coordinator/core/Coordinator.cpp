@@ -130,6 +130,16 @@ void AdmissionCache::closeLease(const QString& leaseId, const QString& reason)
     it->files.clear();
 }
 
+void AdmissionCache::removeLease(const QString& leaseId)
+{
+    std::unique_lock lock(m_mutex);
+    auto it = m_leases.find(leaseId);
+    if (it == m_leases.end())
+        return;
+    removeFiles(*it);
+    m_leases.erase(it);
+}
+
 // ---- life cycle ---------------------------------------------------------------------------------------------
 
 Coordinator::Coordinator(DataDirectory dir, CoordinatorConfig config, const Clock& clock)
@@ -229,6 +239,8 @@ void Coordinator::drain()
     // Each hop may post to the next thread; three rounds cover state -> weights -> validation -> state.
     for (int round = 0; round < 4; ++round) {
         m_state->call([] {});
+        if (m_relay)
+            m_relay->flush();
         m_weights->executor().call([] {});
         m_validation->executor().call([] {});
         m_importer->call([] {});

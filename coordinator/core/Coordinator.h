@@ -30,6 +30,7 @@
 #include <QJsonArray>
 #include <QSqlQuery>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <optional>
@@ -87,6 +88,9 @@ public:
     void setLease(const QString& leaseId, LeaseEntry entry);
     // The lease takes no more uploads; later ones are answered 409 with `reason` before their body is read.
     void closeLease(const QString& leaseId, const QString& reason);
+    // Forgotten here, open or closed (its job left this coordinator's memory): its requests are looked up
+    // again.
+    void removeLease(const QString& leaseId);
 
 private:
     mutable std::shared_mutex m_mutex;
@@ -210,6 +214,10 @@ public:
     // deployment wrote (a lease the admission cache does not know may be theirs), and the admission cache
     // with them.
     void catchUpOnLeases();
+    // Thread-safe: 503 for an agent's request about lease `leaseId` (any lease when empty, as for a file)
+    // while its job is one this coordinator left to the others (leaveJobToOthers): the agent tries again,
+    // perhaps at another coordinator. nullopt otherwise, at the cost of one atomic load while no job is left.
+    std::optional<HttpResponse> notServedHere(const QString& leaseId);
 
     // [state] Whether this coordinator does the deployment's housekeeping (snapshots, validation, imports
     // left unfinished): always when it runs alone; among several, the one holding the housekeeper's lock.
@@ -240,16 +248,17 @@ private:
     // among several coordinators, on the housekeeper's looks.
     void importWhenUnclaimed(qint64 jobId);
     void onImported(qint64 jobId, Result<ImportedJob> imported);
-    // `schema`: the job's initial weights (what every upload must match); `ruleSha`: the blob of the
-    // aggregation rule's state the snapshot left (empty: none).
+    // Sets a job going on what was read of it: `weights` at `version`, `schema` (the job's initial weights,
+    // what every upload must match), the updates received after that version (`replay`, folded again in
+    // order) and the aggregation rule's state the snapshot left (`ruleState`, empty: none).
     void activateJob(JobState& job, const TensorBundle& weights, TensorBundle schema, qint64 version,
-                     qint64 afterSeq, const QString& ruleSha = {});
+                     std::vector<ReplayedUpdate> replay, TensorBundle ruleState);
     // The job's received updates that its weights may not hold, in the order they came, after the snapshot at
     // `snapshotVersion` whose last update was `afterSeq`. `receivedBeforeMs` (among several coordinators):
     // only those not folded yet, received before then (a coordinator that received them stopped before it
     // folded).
-    std::vector<ReplayedUpdate> updatesToReplay(JobState& job, qint64 afterSeq, qint64 snapshotVersion,
-                                                qint64 receivedBeforeMs = 0);
+    Result<std::vector<ReplayedUpdate>> updatesToReplay(JobState& job, qint64 afterSeq,
+                                                        qint64 snapshotVersion, qint64 receivedBeforeMs = 0);
     // What the coordinator does when the scheduler lets a lease expire: the agent's record and the dashboard.
     void onLeaseExpired(const Lease& lease, const JobState* job);
     // `alsoNeeded`: blobs other coordinators of the deployment still need (keepSharedHouse).
@@ -294,6 +303,9 @@ private:
     void leaveJobToOthers(qint64 jobId, const QString& why);
     // 404 for a job the deployment does not have; 503, with why, for one this coordinator left to the others.
     HttpResponse noSuchJob(qint64 jobId) const;
+    // [state] notServedHere on the state thread. Agents are not told why (paths, database errors): the log
+    // is.
+    std::optional<HttpResponse> leaseLeftToOthers(const QString& leaseId) const;
     // [state] The job's validations as the database has them (the history and the validated epochs),
     // whichever coordinator made them.
     void loadHistory(JobState& job);
@@ -409,6 +421,7 @@ private:
         qint64 waitMs = 0;
     };
     std::map<qint64, LeftToOthers> m_leftToOthers; // state thread: jobs not taken up here (leaveJobToOthers)
+    std::atomic<int> m_jobsLeftToOthers{0};        // its size, for the HTTP threads (notServedHere)
     std::optional<DirectoryLock> m_lock; // one coordinator per data directory
 };
 

@@ -113,7 +113,8 @@ void Coordinator::onImported(qint64 jobId, Result<ImportedJob> imported)
     for (const QString& note : std::as_const(imported->notes))
         qCInfo(lcCoordinator).noquote() << "job" << jobId << "dataset:" << note;
     job->status = JobStatus::Running;
-    activateJob(*job, *weights, *weights, 0, 0); // the initial weights are the schema too
+    activateJob(*job, *weights, *weights, 0, {},
+                {}); // the initial weights are the schema too; nothing to replay
     qCInfo(lcCoordinator) << "job" << jobId << "imported:" << job->files.shards.size() << "shards; running";
 }
 

@@ -219,9 +219,13 @@ void Coordinator::keepSharedHouse(qint64 nowMs)
             importWhenUnclaimed(id);
         if (job.status != JobStatus::Running && job.status != JobStatus::Paused)
             continue;
-        std::vector<ReplayedUpdate> orphaned = updatesToReplay(job, 0, 0, nowMs - kOrphanedAfterMs);
-        if (!orphaned.empty())
-            m_weights->replay(id, std::move(orphaned));
+        auto orphaned = updatesToReplay(job, 0, 0, nowMs - kOrphanedAfterMs);
+        if (!orphaned)
+            qCWarning(lcCoordinator) << "job" << id
+                                     << "cannot read its received updates (tried again in a moment):"
+                                     << orphaned.error();
+        else if (!orphaned->empty())
+            m_weights->replay(id, std::move(*orphaned));
     }
 }
 
@@ -258,6 +262,7 @@ void Coordinator::followJobs()
                                   << ") taken up from another coordinator";
             if (left != m_leftToOthers.end()) {
                 m_leftToOthers.erase(left);
+                m_jobsLeftToOthers = int(m_leftToOthers.size());
                 qCInfo(lcCoordinator) << "job" << id << "is served here again";
             }
         } else if (live(mine->status) && !live(*status) && *status != JobStatus::Created) {

@@ -72,6 +72,12 @@ bool Coordinator::prepareJob(JobState& job, bool importHere)
     auto stored = m_schedulerTables->loadJob(id);
     if (!stored)
         return cannotTakeUp(QStringLiteral("cannot read the job's work: %1").arg(stored.error()));
+    // Alone, the job's work is adopted before it fails: its leases are closed with the job's state (409).
+    const auto cannotSetGoing = [&](const QString& why) {
+        if (!m_config.isShared())
+            m_scheduler->adopt(job, *stored);
+        return cannotTakeUp(why);
+    };
 
     // The server weights: the last snapshot (or the initial weights), then every update received after it.
     QString weightsSha = job.files.initialWeights.sha256;
@@ -81,7 +87,7 @@ bool Coordinator::prepareJob(JobState& job, bool importHere)
     auto snapshot = m_db->exec(
         QStringLiteral("SELECT version, last_seq, sha256, rule_sha FROM snapshots WHERE job_id = ?"), {id});
     if (!snapshot)
-        return cannotTakeUp(QStringLiteral("cannot read the job's snapshot: %1").arg(snapshot.error()));
+        return cannotSetGoing(QStringLiteral("cannot read the job's snapshot: %1").arg(snapshot.error()));
     const bool snapshotted = snapshot->next();
     if (snapshotted) {
         version = snapshot->value(0).toLongLong();
@@ -92,12 +98,29 @@ bool Coordinator::prepareJob(JobState& job, bool importHere)
     snapshot->finish();
     auto weights = SafeTensors::load(m_blobs.path(weightsSha));
     if (!weights)
-        return cannotTakeUp(QStringLiteral("cannot read the job's weights: %1").arg(weights.error()));
+        return cannotSetGoing(QStringLiteral("cannot read the job's weights: %1").arg(weights.error()));
     Result<TensorBundle> schema = *weights;
     if (weightsSha != job.files.initialWeights.sha256)
         schema = SafeTensors::load(m_blobs.path(job.files.initialWeights.sha256));
     if (!schema)
-        return cannotTakeUp(QStringLiteral("cannot read the initial weights: %1").arg(schema.error()));
+        return cannotSetGoing(QStringLiteral("cannot read the initial weights: %1").arg(schema.error()));
+    // Updates refused at their fold stay out; the rest after the snapshot are folded in again, in order.
+    auto replay = updatesToReplay(job, lastSeq, version);
+    if (!replay)
+        return cannotSetGoing(
+            QStringLiteral("cannot read the job's received updates: %1").arg(replay.error()));
+    TensorBundle ruleState;
+    if (!ruleSha.isEmpty()) {
+        auto state = SafeTensors::load(m_blobs.path(ruleSha));
+        if (state)
+            ruleState = std::move(*state);
+        else if (m_config.isShared()) // another coordinator may read it
+            return cannotSetGoing(
+                QStringLiteral("cannot read the state of its aggregation rule: %1").arg(state.error()));
+        else // alone, the rule starts afresh from the snapshot's weights
+            qCCritical(lcCoordinator)
+                << "job" << id << "cannot read the state of its aggregation rule:" << state.error();
+    }
 
     job.files.shards = std::move(shardRefs);
     job.files.model.size = m_blobs.size(job.files.model.sha256);
@@ -112,13 +135,18 @@ bool Coordinator::prepareJob(JobState& job, bool importHere)
     for (const Lease& lease : stored->leases)
         if (!lease.checkpointSha.isEmpty())
             m_checkpoints.insert(lease.checkpointSha, std::max<qint64>(0, m_blobs.size(lease.checkpointSha)));
-    activateJob(job, *weights, std::move(*schema), version, lastSeq, ruleSha);
+    activateJob(job, *weights, std::move(*schema), version, std::move(*replay), std::move(ruleState));
     return true;
 }
 
 void Coordinator::leaveJobToOthers(qint64 jobId, const QString& why)
 {
+    // Whatever a lock of the job brought into this coordinator's picture (its leases, while it was `created`
+    // here) goes with it: nothing here expires or answers for them.
+    for (const QString& lease : m_scheduler->drop(jobId))
+        m_admission.removeLease(lease);
     LeftToOthers& left = m_leftToOthers[jobId];
+    m_jobsLeftToOthers = int(m_leftToOthers.size());
     const bool again = left.reason == why;
     // From the shared look's period to a minute while it keeps failing: each try reads the job's rows and
     // weights.
@@ -144,6 +172,32 @@ HttpResponse Coordinator::noSuchJob(qint64 jobId) const
                 .arg(jobId)
                 .arg(left->second.reason));
     return HttpResponse::error(404, QStringLiteral("no job has id %1").arg(jobId));
+}
+
+std::optional<HttpResponse> Coordinator::notServedHere(const QString& leaseId)
+{
+    if (m_jobsLeftToOthers.load() == 0)
+        return std::nullopt;
+    return m_state->call([&] { return leaseLeftToOthers(leaseId); });
+}
+
+std::optional<HttpResponse> Coordinator::leaseLeftToOthers(const QString& leaseId) const
+{
+    if (m_leftToOthers.empty())
+        return std::nullopt;
+    qint64 jobId = m_leftToOthers.begin()->first;
+    if (!leaseId.isEmpty()) {
+        auto row = m_db->exec(QStringLiteral("SELECT w.job_id FROM leases l JOIN workunits w ON w.id = "
+                                             "l.workunit_id WHERE l.id = ?"),
+                              {leaseId});
+        if (!row || !row->next() || !m_leftToOthers.count(row->value(0).toLongLong()))
+            return std::nullopt;
+        jobId = row->value(0).toLongLong();
+    }
+    return HttpResponse::error(503,
+                               QStringLiteral("job %1 is not served by this coordinator at the moment; try "
+                                              "again shortly (the deployment's other coordinators serve it)")
+                                   .arg(jobId));
 }
 
 Status Coordinator::loadState()
@@ -207,8 +261,8 @@ Status Coordinator::loadState()
     return {};
 }
 
-std::vector<ReplayedUpdate> Coordinator::updatesToReplay(JobState& job, qint64 afterSeq,
-                                                         qint64 snapshotVersion, qint64 receivedBeforeMs)
+Result<std::vector<ReplayedUpdate>>
+Coordinator::updatesToReplay(JobState& job, qint64 afterSeq, qint64 snapshotVersion, qint64 receivedBeforeMs)
 {
     // Alone, the snapshot holds every update up to its last_seq. Among several coordinators, updates are
     // folded in another order than their numbers: the snapshot holds those folded at its version or before,
@@ -233,7 +287,9 @@ std::vector<ReplayedUpdate> Coordinator::updatesToReplay(JobState& job, qint64 a
                                   "l.id = u.lease_id WHERE %1 ORDER BY u.seq")
                        .arg(where),
                    bound);
-    while (rows && rows->next()) {
+    if (!rows)
+        return fail(rows.error());
+    while (rows->next()) {
         ReplayedUpdate update;
         update.seq = rows->value(0).toLongLong();
         update.file = m_storage + u'/' + rows->value(1).toString();
@@ -245,13 +301,11 @@ std::vector<ReplayedUpdate> Coordinator::updatesToReplay(JobState& job, qint64 a
             job.basesInFlight.emplace(update.seq, update.baseSha);
         replay.push_back(std::move(update));
     }
-    if (!rows)
-        qCCritical(lcCoordinator) << "job" << job.id << "cannot read its received updates:" << rows.error();
     return replay;
 }
 
 void Coordinator::activateJob(JobState& job, const TensorBundle& weights, TensorBundle schema, qint64 version,
-                              qint64 afterSeq, const QString& ruleSha)
+                              std::vector<ReplayedUpdate> replay, TensorBundle ruleState)
 {
     job.schema = std::move(schema);
     job.schema.metadata().clear();
@@ -277,18 +331,7 @@ void Coordinator::activateJob(JobState& job, const TensorBundle& weights, Tensor
     if (refused && refused->next())
         job.updatesRefusedAtFold = refused->value(0).toLongLong();
 
-    // Updates refused at their fold stay out; the rest after the snapshot are folded in again, in order. The
-    // version moves as the weights thread reports each one applied (onApplied).
-    std::vector<ReplayedUpdate> replay = updatesToReplay(job, afterSeq, version);
-    TensorBundle ruleState;
-    if (!ruleSha.isEmpty()) {
-        auto state = SafeTensors::load(m_blobs.path(ruleSha));
-        if (state)
-            ruleState = std::move(*state);
-        else
-            qCCritical(lcCoordinator)
-                << "job" << job.id << "cannot read the state of its aggregation rule:" << state.error();
-    }
+    // The version moves as the weights thread reports each replayed update applied (onApplied).
     job.updatesApplied = version;
     m_weights->load(job.id, weights, version, job.spec.aggregation, std::move(ruleState), std::move(replay),
                     job.spec.download);

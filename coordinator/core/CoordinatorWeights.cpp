@@ -30,8 +30,9 @@ void removeUnnamedUpdates(Database& db, const QString& storage, qint64 jobId)
     QFileInfoList old;
     for (const QFileInfo& entry :
          QDir(storage + u'/' + folder).entryInfoList(QDir::Files | QDir::Hidden | QDir::NoDotAndDotDot))
-        if (entry.lastModified() < before)
-            old.append(entry);
+        if (entry.lastModified() < before && !entry.fileName().startsWith(QLatin1String(".nfs")))
+            old.append(
+                entry); // (an NFS client's .nfs file is its own: a removed file another one holds open)
     if (old.isEmpty())
         return;
     auto rows = db.exec(QStringLiteral("SELECT file FROM updates WHERE job_id = ? AND file != ''"), {jobId});

@@ -362,14 +362,8 @@ HttpResponse Coordinator::leaseNotInMemory(const QString& agentId, const QString
     const auto known = m_admission.lease(leaseId);
     if (known && known->agentId == agentId && !known->closedReason.isEmpty())
         return HttpResponse::error(409, known->closedReason);
-    if (!m_leftToOthers.empty()) {
-        // A lease of a job this coordinator could not take up: the agent tries again, perhaps at another one.
-        auto job = m_db->exec(QStringLiteral("SELECT w.job_id FROM leases l JOIN workunits w ON w.id = "
-                                             "l.workunit_id WHERE l.id = ?"),
-                              {leaseId});
-        if (job && job->next() && m_leftToOthers.count(job->value(0).toLongLong()))
-            return noSuchJob(job->value(0).toLongLong());
-    }
+    if (auto left = leaseLeftToOthers(leaseId)) // the agent tries again, perhaps at another coordinator
+        return *left;
     return HttpResponse::error(
         404, QStringLiteral("lease %1 is not known (or its job has finished)").arg(leaseId));
 }

@@ -2,16 +2,19 @@
 
 #include "dashboard/EventHub.h"
 #include "store/RedisConnection.h"
+#include "util/SerialExecutor.h"
 
 #include <QJsonDocument>
 #include <QLoggingCategory>
+
+#include <algorithm>
 
 Q_DECLARE_LOGGING_CATEGORY(lcEvents)
 
 namespace gleaner::coordinator::dashboard {
 namespace {
 
-// Short: a Redis that hangs holds the state thread for this long at most, once per pause.
+// Short: each try costs the relay's thread this long at most per step (connect, AUTH, SELECT, the exchange).
 constexpr RedisConnection::Timeouts kTimeouts{1'000, 1'000};
 
 // The value of `field` among an entry's field-value pairs; empty when it has none.
@@ -23,20 +26,49 @@ QByteArray fieldOf(const RedisReply& fields, QByteArrayView field)
     return {};
 }
 
+// An event type as coordinators write them ("lease", "lease_expired"): it becomes a line of the page's event
+// stream, where anything else (a line break) could forge other lines.
+bool isEventType(const QByteArray& type)
+{
+    return !type.isEmpty() && type.size() <= 32 &&
+           std::all_of(type.begin(), type.end(), [](char c) { return (c >= 'a' && c <= 'z') || c == '_'; });
+}
+
 } // namespace
 
 EventRelay::EventRelay(QString url, QByteArray stream, QByteArray origin)
-    : m_url(std::move(url)), m_stream(std::move(stream)), m_origin(std::move(origin))
+    : m_url(std::move(url)), m_stream(std::move(stream)), m_origin(std::move(origin)),
+      m_thread(std::make_unique<SerialExecutor>())
 {
 }
 
-EventRelay::~EventRelay() = default;
+EventRelay::~EventRelay()
+{
+    m_thread.reset(); // the exchange under way ends first
+}
 
 void EventRelay::send(QByteArrayView type, const QJsonObject& data)
 {
+    Pending event{type.toByteArray(), QJsonDocument(data).toJson(QJsonDocument::Compact)};
+    std::lock_guard lock(m_mutex);
     if (m_pending.size() >= size_t(kMaxEntries))
-        m_pending.erase(m_pending.begin()); // the oldest: a stream this long keeps no more either
-    m_pending.push_back({type.toByteArray(), QJsonDocument(data).toJson(QJsonDocument::Compact)});
+        m_pending.pop_front(); // the oldest: a stream this long keeps no more either
+    m_pending.push_back(std::move(event));
+}
+
+void EventRelay::exchange(EventHub& hub, qint64 nowMs)
+{
+    if (m_busy.exchange(true))
+        return;
+    m_thread->post([this, &hub, nowMs] {
+        run(hub, nowMs);
+        m_busy = false;
+    });
+}
+
+void EventRelay::flush()
+{
+    m_thread->call([] {});
 }
 
 bool EventRelay::connected(qint64 nowMs)
@@ -67,29 +99,48 @@ void EventRelay::failed(const QString& why, qint64 nowMs)
     m_retryAtMs = nowMs + kPauseAfterFailureMs;
 }
 
-void EventRelay::exchange(EventHub& hub, qint64 nowMs)
+void EventRelay::requeue(std::deque<Pending> unsent)
+{
+    // Sent at the next try, before what came since, within the bound.
+    std::lock_guard lock(m_mutex);
+    while (!unsent.empty() && m_pending.size() < size_t(kMaxEntries)) {
+        m_pending.push_front(std::move(unsent.back()));
+        unsent.pop_back();
+    }
+}
+
+void EventRelay::run(EventHub& hub, qint64 nowMs)
 {
     const bool watched = hub.hasSubscribers();
     if (!watched)
         m_lastId.clear(); // the next dashboard starts from what its page fetches, and the newest entry
-    if ((m_pending.empty() && !watched) || !connected(nowMs))
+    std::deque<Pending> pending;
+    {
+        std::lock_guard lock(m_mutex);
+        pending.swap(m_pending);
+    }
+    if (pending.empty() && !watched)
         return;
-    for (const Pending& event : m_pending)
+    if (!connected(nowMs)) {
+        requeue(std::move(pending));
+        return;
+    }
+    for (const Pending& event : pending)
         m_redis->queue({"XADD", m_stream, "MAXLEN", "~", QByteArray::number(kMaxEntries), "*", "o", m_origin,
                         "t", event.type, "d", event.data});
     const bool reads = watched && !m_lastId.isEmpty();
-    if (watched && m_lastId.isEmpty())
+    if (watched && !reads)
         m_redis->queue({"XREVRANGE", m_stream, "+", "-", "COUNT", "1"});
     else if (reads)
         m_redis->queue({"XREAD", "COUNT", QByteArray::number(kReadPerTick), "STREAMS", m_stream, m_lastId});
     auto replies = m_redis->replies();
     if (!replies) {
         failed(replies.error(), nowMs);
+        requeue(std::move(pending));
         return;
     }
-    m_pending.clear(); // sent, or refused by Redis (below): not sent again either way
     for (const RedisReply& reply : *replies)
-        if (reply.type == RedisReply::Type::Error) {
+        if (reply.type == RedisReply::Type::Error) { // not sent again: Redis refused them, not the network
             failed(QString::fromUtf8(reply.text), nowMs);
             return;
         }
@@ -123,7 +174,7 @@ void EventRelay::deliver(const RedisReply& read, EventHub& hub)
             continue;
         const QByteArray type = fieldOf(fields, "t");
         const QJsonDocument data = QJsonDocument::fromJson(fieldOf(fields, "d"));
-        if (type.isEmpty() || !data.isObject())
+        if (!isEventType(type) || !data.isObject())
             continue; // not an entry a coordinator wrote
         hub.publish(type, data.object());
     }

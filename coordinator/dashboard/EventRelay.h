@@ -7,19 +7,22 @@
 // each). One pipelined round trip per tick carries them both ways, however many events there were.
 //
 // The stream is capped (about kMaxEntries entries): a coordinator reads it only while a dashboard watches it,
-// from the newest entry at the time the first one connected. Events are a view, not state: a Redis that does
-// not answer costs the other coordinators' events for a while, never this coordinator's work (short timeouts,
-// then a pause before the next try).
-//
-// State thread only (it owns a connection of its own).
+// from the newest entry at the time the first one connected. Events are a view, not state: the exchange runs
+// on the relay's own thread, so a Redis that is slow or gone costs the other coordinators' events for a while
+// (short timeouts, then a pause before the next try), never the coordinator's work.
 
 #include <QByteArray>
 #include <QJsonObject>
 #include <QString>
 
+#include <atomic>
+#include <deque>
 #include <memory>
-#include <vector>
+#include <mutex>
 
+namespace gleaner {
+class SerialExecutor;
+}
 namespace gleaner::coordinator {
 class RedisConnection;
 struct RedisReply;
@@ -43,30 +46,40 @@ public:
     EventRelay(const EventRelay&) = delete;
     EventRelay& operator=(const EventRelay&) = delete;
 
-    // Queued for the next exchange (kept to kMaxEntries while Redis does not answer).
+    // Any thread: queued for the next exchange (kept to kMaxEntries while Redis does not answer).
     void send(QByteArrayView type, const QJsonObject& data);
-    // Sends what was queued and, while `hub` has clients, hands them the others' events since the last
-    // exchange.
+    // Any thread: starts an exchange on the relay's thread, unless one is under way. It sends what was queued
+    // and, while `hub` has clients, hands them the others' events since the last exchange. `hub` must outlive
+    // the relay.
     void exchange(EventHub& hub, qint64 nowMs);
+    // Any thread: returns once the exchange under way, if any, is done (tests, shutdown).
+    void flush();
 
 private:
-    bool connected(qint64 nowMs);
-    void failed(const QString& why, qint64 nowMs);
-    void deliver(const RedisReply& read, EventHub& hub);
-
-    QString m_url;
-    QByteArray m_stream;
-    QByteArray m_origin;
-    std::unique_ptr<RedisConnection> m_redis;
     struct Pending
     {
         QByteArray type;
         QByteArray data;
     };
-    std::vector<Pending> m_pending;
+    // The relay's thread.
+    void run(EventHub& hub, qint64 nowMs);
+    bool connected(qint64 nowMs);
+    void failed(const QString& why, qint64 nowMs);
+    void requeue(std::deque<Pending> unsent);
+    void deliver(const RedisReply& read, EventHub& hub);
+
+    const QString m_url;
+    const QByteArray m_stream;
+    const QByteArray m_origin;
+    std::mutex m_mutex;
+    std::deque<Pending> m_pending; // guarded by m_mutex
+    std::atomic<bool> m_busy{false};
+    // The relay's thread only.
+    std::unique_ptr<RedisConnection> m_redis;
     QByteArray m_lastId; // the last entry read; empty: none read since no dashboard watched here
     qint64 m_retryAtMs = 0;
     bool m_failing = false;
+    std::unique_ptr<SerialExecutor> m_thread; // last: stopped (its tasks run) before the members it uses go
 };
 
 } // namespace gleaner::coordinator::dashboard

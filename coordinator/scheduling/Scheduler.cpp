@@ -58,6 +58,22 @@ void Scheduler::forget(qint64 jobId)
     m_activity.erase(jobId);
 }
 
+QStringList Scheduler::drop(qint64 jobId)
+{
+    forget(jobId);
+    m_grantUnderLock.erase(jobId);
+    QStringList dropped;
+    for (auto it = m_leases.begin(); it != m_leases.end();) {
+        if (it->jobId != jobId) {
+            ++it;
+            continue;
+        }
+        dropped.append(it.key());
+        it = m_leases.erase(it);
+    }
+    return dropped;
+}
+
 Status Scheduler::lockJob(JobState& job)
 {
     auto changes = m_store.lockJob(job.id);

@@ -26,6 +26,7 @@
 #include <QHash>
 #include <QMap>
 #include <QSet>
+#include <QStringList>
 
 #include <functional>
 #include <map>
@@ -88,6 +89,9 @@ public:
     // The job ended: what the scheduler learnt of its agents' activity goes (its leases close as they deliver or
     // expire).
     void forget(qint64 jobId);
+    // The job leaves this coordinator's memory without ending (another coordinator of the deployment serves
+    // it): its leases go too, so that nothing here acts on them. Answers their ids.
+    QStringList drop(qint64 jobId);
 
     // The next workunit of `job` (which must be running and have published weights) for the agent: a pending one
     // of the oldest epoch, preferring one that resumes a handed-back checkpoint (work half done, on an old base),

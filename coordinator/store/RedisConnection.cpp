@@ -105,6 +105,8 @@ Result<std::unique_ptr<RedisConnection>> RedisConnection::open(const QString& ur
         address->database = parsed.path().mid(1).toInt();
     address->user = parsed.userName();
     address->password = parsed.password();
+    if (timeouts.connectMs <= 0 || timeouts.replyMs <= 0)
+        return fail(QStringLiteral("Redis timeouts must be above zero"));
     address->timeouts = timeouts;
     std::unique_ptr<RedisConnection> connection(new RedisConnection(std::move(address)));
     if (auto s = connection->connect(); !s)

@@ -51,6 +51,7 @@ public:
 
     // Whether `url` is a Redis URL the coordinator can use; else why not, without repeating a password.
     static Status checkUrl(const QString& url);
+    // How long connecting, and each reply, may take (both above zero).
     struct Timeouts
     {
         int connectMs = 5'000;
@@ -58,6 +59,7 @@ public:
     };
     // Connects (5 s at most), authenticates and selects the database; replies wait 30 s at most.
     static Result<std::unique_ptr<RedisConnection>> open(const QString& url);
+    // The same with other timeouts: a connection whose user would rather lose a reply than wait.
     static Result<std::unique_ptr<RedisConnection>> open(const QString& url, Timeouts timeouts);
 
     // One command: its words go as they are (binary-safe). A Redis error reply is a failure too, with Redis's

@@ -37,6 +37,7 @@ private Q_SLOTS:
     void init();
     void leasesPendingWorkOldestEpochFirstAndStickyShards();
     void missedDeadlineReissuesTheWorkunit();
+    void aDroppedJobsLeasesAreNotExpiredHere();
     void progressExtendsALeaseWithinItsLifetime();
     void nextEpochOpensWithOverlapAndValidation();
     void stragglersAreReplicatedWhenTheJobAllowsIt();
@@ -116,6 +117,23 @@ void TestScheduler::missedDeadlineReissuesTheWorkunit()
     const Lease again = lease(QStringLiteral("b"));
     QCOMPARE(again.workunitId, first.workunitId);
     QCOMPARE(theJob().workunits.at(first.workunitId).issued, 2);
+}
+
+void TestScheduler::aDroppedJobsLeasesAreNotExpiredHere()
+{
+    // A job that leaves this coordinator's memory without ending (another coordinator serves it): its leases
+    // go with it, and a missed deadline is that coordinator's to act on, not this one's.
+    const Lease held = lease(QStringLiteral("a"));
+    const Lease other = lease(QStringLiteral("b"));
+    const QStringList dropped = scheduler().drop(1);
+    QCOMPARE(QSet<QString>(dropped.begin(), dropped.end()), (QSet<QString>{held.id, other.id}));
+    QVERIFY(!scheduler().find(held.id) && !scheduler().find(other.id));
+    QCOMPARE(scheduler().openLeasesOf(QStringLiteral("a")), 0);
+    m_jobs.erase(1);
+    m_clock.advance(120'000);
+    scheduler().expire();
+    QVERIFY(m_expired.isEmpty());
+    QVERIFY(scheduler().drop(1).isEmpty());
 }
 
 void TestScheduler::progressExtendsALeaseWithinItsLifetime()

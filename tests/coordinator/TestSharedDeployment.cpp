@@ -15,6 +15,7 @@
 
 #include "CoordinatorFixture.h"
 #include "TestSupport.h"
+#include "api/ApiHandler.h"
 #include "core/Tokens.h"
 #include "crypto/Ed25519.h"
 #include "crypto/SecureFile.h"
@@ -196,7 +197,9 @@ Status TestSharedDeployment::overtakeImport(Database& db, qint64 overtaken,
         f.core->state().call([&] { f.core->tick(); }); // claims the import (no drain: it waits for this)
         bool waits = false;
         for (int i = 0; i < 600 && !waits; ++i) {
-            auto rows = db.exec(QStringLiteral("SELECT COUNT(*) FROM pg_locks WHERE NOT granted"));
+            auto rows =
+                db.exec(QStringLiteral("SELECT COUNT(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = "
+                                       "l.pid WHERE NOT l.granted AND a.datname = current_database()"));
             waits = rows && rows->next() && rows->value(0).toInt() > 0;
             if (!waits)
                 QThread::msleep(100);
@@ -707,7 +710,9 @@ void TestSharedDeployment::oneResultTakenAtBothKeepsTheCommittedFile()
         toSecond = std::thread([&] { second = g.uploadBytes(agent, leaseId, bytesAtSecond); });
         bool bothWait = false;
         for (int i = 0; i < 600 && !bothWait; ++i) {
-            auto rows = db->exec(QStringLiteral("SELECT COUNT(*) FROM pg_locks WHERE NOT granted"));
+            auto rows =
+                db->exec(QStringLiteral("SELECT COUNT(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = "
+                                        "l.pid WHERE NOT l.granted AND a.datname = current_database()"));
             bothWait = rows && rows->next() && rows->value(0).toInt() >= 2;
             if (!bothWait)
                 QThread::msleep(100);
@@ -740,7 +745,8 @@ void TestSharedDeployment::aJobItCannotReadIsLeftToTheOthers()
     // The second coordinator starts while the job's weights are out of its reach (its mount of the shared
     // folder failed; here, the file is moved aside). The job is the deployment's, and the first serves it:
     // the second leaves it alone, says why, and takes it up once it can read it. It never fails the job.
-    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
+    const QJsonObject enrolled = f.enroll();
+    const QString agent = enrolled.value(QStringLiteral("agent_id")).toString();
     const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 4, 3, 0.99, 600));
     QVERIFY(job > 0);
     const auto task = f.lease(agent);
@@ -765,7 +771,38 @@ void TestSharedDeployment::aJobItCannotReadIsLeftToTheOthers()
     QCOMPARE(status, 503);
     QVERIFY2(answer.value(QStringLiteral("error")).toString().contains(u"cannot read the job's weights"),
              qPrintable(answer.value(QStringLiteral("error")).toString()));
-    // Its agents are told to try again (perhaps at the other), not that their lease is unknown.
+    // Its agents are told to try again (perhaps at the other), not that their lease is unknown: their result
+    // and their files before any body is read, their progress reports. The why stays in the log.
+    {
+        ApiHandler api(*g.core);
+        const auto admitted = [&](const QByteArray& method, const QString& target) {
+            RequestHead head;
+            head.method = method;
+            head.target = target.toUtf8();
+            head.headers.append(
+                {"Authorization",
+                 "Bearer " + enrolled.value(QStringLiteral("agent_token")).toString().toLatin1()});
+            head.remoteAddress = head.remoteKey = QStringLiteral("127.0.0.1");
+            const auto answer = api.admit(head);
+            return std::holds_alternative<HttpResponse>(answer)
+                       ? std::get<HttpResponse>(answer)
+                       : HttpResponse::error(100, QStringLiteral("admitted"));
+        };
+        const HttpResponse result =
+            admitted("PUT", QStringLiteral("/api/v1/work/%1/result").arg(task[0].leaseId));
+        QCOMPARE(result.status, 503);
+        QVERIFY2(!result.body.contains("cannot read"), result.body.constData());
+        QString shard;
+        for (const auto& file : task[0].manifest.value(QStringLiteral("files")).toArray())
+            if (file.toObject().value(QStringLiteral("role")).toString() == QLatin1String("shard"))
+                shard = file.toObject().value(QStringLiteral("sha256")).toString();
+        QVERIFY(!shard.isEmpty());
+        QCOMPARE(admitted("GET", QStringLiteral("/api/v1/files/") + shard).status, 503);
+        // A lease that is not the job's is still unknown.
+        QCOMPARE(
+            admitted("PUT", QStringLiteral("/api/v1/work/0123456789abcdef0123456789abcdef/result")).status,
+            404);
+    }
     g.call([&] { return g.core->leaseNotInMemory(agent, task[0].leaseId); }, &status);
     QCOMPARE(status, 503);
     // Looks while it still cannot read it change nothing.
