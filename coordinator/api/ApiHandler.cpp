@@ -156,7 +156,7 @@ std::variant<BodyPolicy, HttpResponse> ApiHandler::admit(const RequestHead& head
         const auto mayRead = [&] { return m_coordinator.admission().agentMayRead(identity.agentId, sha); };
         if (identity.caller == Caller::Agent && !mayRead() &&
             !(catchUpOnLeasesFor(identity.agentId) && mayRead())) {
-            if (auto left = m_coordinator.notServedHere({})) // a file of that job's lease, perhaps
+            if (auto left = m_coordinator.notServedHere(identity.agentId, {})) // a file of such a job's lease
                 return *left;
             return HttpResponse::error(404, QStringLiteral("no file has SHA-256 %1 for this agent's leases").arg(sha));
         }
@@ -179,7 +179,7 @@ std::variant<BodyPolicy, HttpResponse> ApiHandler::admit(const RequestHead& head
         if (!lease && catchUpOnLeasesFor(identity.agentId)) // issued by another coordinator, perhaps
             lease = m_coordinator.admission().lease(leaseId);
         if (!lease) {
-            if (auto left = m_coordinator.notServedHere(leaseId))
+            if (auto left = m_coordinator.notServedHere(identity.agentId, leaseId))
                 return *left;
             return HttpResponse::error(404, QStringLiteral("lease %1 is not open (unknown, finished, or its job has "
                                                            "ended)")

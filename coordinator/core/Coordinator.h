@@ -214,10 +214,11 @@ public:
     // deployment wrote (a lease the admission cache does not know may be theirs), and the admission cache
     // with them.
     void catchUpOnLeases();
-    // Thread-safe: 503 for an agent's request about lease `leaseId` (any lease when empty, as for a file)
-    // while its job is one this coordinator left to the others (leaveJobToOthers): the agent tries again,
-    // perhaps at another coordinator. nullopt otherwise, at the cost of one atomic load while no job is left.
-    std::optional<HttpResponse> notServedHere(const QString& leaseId);
+    // Thread-safe: 503 for an agent's request about its lease `leaseId` (when empty, as for a file: about any
+    // of its open leases) while that lease's job is one this coordinator left to the others
+    // (leaveJobToOthers): the agent tries again, perhaps at another coordinator. nullopt otherwise, at the
+    // cost of one atomic load while no job is left.
+    std::optional<HttpResponse> notServedHere(const QString& agentId, const QString& leaseId);
 
     // [state] Whether this coordinator does the deployment's housekeeping (snapshots, validation, imports
     // left unfinished): always when it runs alone; among several, the one holding the housekeeper's lock.
@@ -305,7 +306,7 @@ private:
     HttpResponse noSuchJob(qint64 jobId) const;
     // [state] notServedHere on the state thread. Agents are not told why (paths, database errors): the log
     // is.
-    std::optional<HttpResponse> leaseLeftToOthers(const QString& leaseId) const;
+    std::optional<HttpResponse> leaseLeftToOthers(const QString& agentId, const QString& leaseId) const;
     // [state] The job's validations as the database has them (the history and the validated epochs),
     // whichever coordinator made them.
     void loadHistory(JobState& job);
@@ -382,7 +383,8 @@ private:
     AdmissionCache m_admission;
     metrics::CoordinatorMetrics m_metrics;
     dashboard::EventHub m_events;
-    std::unique_ptr<dashboard::EventRelay> m_relay; // state thread: among several coordinators, their events
+    // Among several coordinators, their events (set at start, before any other thread reads it).
+    std::unique_ptr<dashboard::EventRelay> m_relay;
     std::map<qint64, QByteArray> m_publishedJobs; // state thread: the job summaries the dashboard last got
 
     // State thread only.

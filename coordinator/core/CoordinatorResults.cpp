@@ -183,11 +183,10 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
         return m_intake->record(verdict);
     });
     if (!recorded) {
-        // A commit whose outcome is unknown (the connection went during it) may have kept the row, and with
-        // it a 202 another attempt will learn of: the file goes only once the database says no row names it
-        // (else a snapshot's clean-up takes it later, removeUnnamedUpdates).
-        auto named = m_db->exec(QStringLiteral("SELECT seq FROM updates WHERE file = ?"), {relative});
-        if (named && !named->next())
+        // A commit whose outcome is unknown (the connection went during it) may have kept the row: its file
+        // stays, and a snapshot's clean-up takes it once an hour old if no row names it
+        // (removeUnnamedUpdates).
+        if (!m_db->lastCommitUncertain())
             QFile::remove(stored);
         if (auto ended = endedElsewhere(*job, leaseId))
             return *ended;

@@ -174,30 +174,34 @@ HttpResponse Coordinator::noSuchJob(qint64 jobId) const
     return HttpResponse::error(404, QStringLiteral("no job has id %1").arg(jobId));
 }
 
-std::optional<HttpResponse> Coordinator::notServedHere(const QString& leaseId)
+std::optional<HttpResponse> Coordinator::notServedHere(const QString& agentId, const QString& leaseId)
 {
     if (m_jobsLeftToOthers.load() == 0)
         return std::nullopt;
-    return m_state->call([&] { return leaseLeftToOthers(leaseId); });
+    return m_state->call([&] { return leaseLeftToOthers(agentId, leaseId); });
 }
 
-std::optional<HttpResponse> Coordinator::leaseLeftToOthers(const QString& leaseId) const
+std::optional<HttpResponse> Coordinator::leaseLeftToOthers(const QString& agentId,
+                                                           const QString& leaseId) const
 {
     if (m_leftToOthers.empty())
         return std::nullopt;
-    qint64 jobId = m_leftToOthers.begin()->first;
-    if (!leaseId.isEmpty()) {
-        auto row = m_db->exec(QStringLiteral("SELECT w.job_id FROM leases l JOIN workunits w ON w.id = "
-                                             "l.workunit_id WHERE l.id = ?"),
-                              {leaseId});
-        if (!row || !row->next() || !m_leftToOthers.count(row->value(0).toLongLong()))
-            return std::nullopt;
-        jobId = row->value(0).toLongLong();
+    // The agent's lease, or any lease it holds open: a file may be of any of them.
+    auto rows = m_db->exec(
+        QStringLiteral("SELECT w.job_id FROM leases l JOIN workunits w ON w.id = l.workunit_id "
+                       "WHERE l.agent_id = ? AND %1")
+            .arg(leaseId.isEmpty() ? QStringLiteral("l.state = 'open'") : QStringLiteral("l.id = ?")),
+        leaseId.isEmpty() ? QVariantList{agentId} : QVariantList{agentId, leaseId});
+    while (rows && rows->next()) {
+        const qint64 jobId = rows->value(0).toLongLong();
+        if (m_leftToOthers.count(jobId))
+            return HttpResponse::error(
+                503, QStringLiteral("job %1 is not served by this coordinator at the moment; "
+                                    "try again shortly (the deployment's other coordinators "
+                                    "serve it)")
+                         .arg(jobId));
     }
-    return HttpResponse::error(503,
-                               QStringLiteral("job %1 is not served by this coordinator at the moment; try "
-                                              "again shortly (the deployment's other coordinators serve it)")
-                                   .arg(jobId));
+    return std::nullopt;
 }
 
 Status Coordinator::loadState()

@@ -362,7 +362,8 @@ HttpResponse Coordinator::leaseNotInMemory(const QString& agentId, const QString
     const auto known = m_admission.lease(leaseId);
     if (known && known->agentId == agentId && !known->closedReason.isEmpty())
         return HttpResponse::error(409, known->closedReason);
-    if (auto left = leaseLeftToOthers(leaseId)) // the agent tries again, perhaps at another coordinator
+    if (auto left =
+            leaseLeftToOthers(agentId, leaseId)) // the agent tries again, perhaps at another coordinator
         return *left;
     return HttpResponse::error(
         404, QStringLiteral("lease %1 is not known (or its job has finished)").arg(leaseId));

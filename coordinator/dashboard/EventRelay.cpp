@@ -114,6 +114,8 @@ void EventRelay::run(EventHub& hub, qint64 nowMs)
     const bool watched = hub.hasSubscribers();
     if (!watched)
         m_lastId.clear(); // the next dashboard starts from what its page fetches, and the newest entry
+    if (!m_redis && nowMs < m_retryAtMs)
+        return; // pausing after a failure: what is queued waits where it is
     std::deque<Pending> pending;
     {
         std::lock_guard lock(m_mutex);

@@ -317,6 +317,7 @@ Status SqlDatabase::transaction(const std::function<Status()>& work)
             QStringLiteral("%1: cannot begin a transaction: %2").arg(m_name, m_db.lastError().text()));
     ++m_depth;
     m_nestedFailed = false;
+    m_commitUncertain = false;
     m_failedStatement.clear();
     Status status = work();
     --m_depth;
@@ -327,6 +328,7 @@ Status SqlDatabase::transaction(const std::function<Status()>& work)
             fail(QStringLiteral("%1: \"%2\" failed inside a transaction, so PostgreSQL stored none of it")
                      .arg(m_name, m_failedStatement));
     if (status && !m_db.commit()) {
+        m_commitUncertain = true;
         const QString error = m_db.lastError().text();
         status = fail(QStringLiteral("%1: commit failed: %2").arg(m_name, error));
     }

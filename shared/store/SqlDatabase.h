@@ -80,6 +80,9 @@ public:
     // (the statement before it committed on its own).
     void whenTransactionEnds(std::function<void(bool committed)> then);
     bool inTransaction() const { return m_depth > 0; }
+    // Whether the last transaction failed at its COMMIT, where its outcome is unknown: the connection may
+    // have gone after the server committed. Its caller must not undo what a committed transaction would name.
+    bool lastCommitUncertain() const { return m_commitUncertain; }
 
     Engine engine() const { return m_engine; }
     // The database for messages: an SQLite file's path, or a PostgreSQL URL without its password.
@@ -121,6 +124,7 @@ private:
     int m_depth = 0;
     std::vector<std::function<void(bool committed)>> m_whenEnds;
     bool m_nestedFailed = false;
+    bool m_commitUncertain = false;
     QString m_failedStatement; // PostgreSQL: the first statement that failed in the open transaction
     bool m_reconnecting = false; // inside reconnectIfLost: connectionReopened()'s statements do not reconnect
 };

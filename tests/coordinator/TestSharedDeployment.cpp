@@ -747,6 +747,7 @@ void TestSharedDeployment::aJobItCannotReadIsLeftToTheOthers()
     // the second leaves it alone, says why, and takes it up once it can read it. It never fails the job.
     const QJsonObject enrolled = f.enroll();
     const QString agent = enrolled.value(QStringLiteral("agent_id")).toString();
+    const QJsonObject bystander = f.enroll(QStringLiteral("bystander")); // holds no lease of the job
     const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 4, 3, 0.99, 600));
     QVERIFY(job > 0);
     const auto task = f.lease(agent);
@@ -775,13 +776,15 @@ void TestSharedDeployment::aJobItCannotReadIsLeftToTheOthers()
     // and their files before any body is read, their progress reports. The why stays in the log.
     {
         ApiHandler api(*g.core);
-        const auto admitted = [&](const QByteArray& method, const QString& target) {
+        const auto admitted = [&](const QByteArray& method, const QString& target,
+                                  const QJsonObject& who = QJsonObject()) {
             RequestHead head;
             head.method = method;
             head.target = target.toUtf8();
+            const QJsonObject& caller = who.isEmpty() ? enrolled : who;
             head.headers.append(
                 {"Authorization",
-                 "Bearer " + enrolled.value(QStringLiteral("agent_token")).toString().toLatin1()});
+                 "Bearer " + caller.value(QStringLiteral("agent_token")).toString().toLatin1()});
             head.remoteAddress = head.remoteKey = QStringLiteral("127.0.0.1");
             const auto answer = api.admit(head);
             return std::holds_alternative<HttpResponse>(answer)
@@ -798,7 +801,11 @@ void TestSharedDeployment::aJobItCannotReadIsLeftToTheOthers()
                 shard = file.toObject().value(QStringLiteral("sha256")).toString();
         QVERIFY(!shard.isEmpty());
         QCOMPARE(admitted("GET", QStringLiteral("/api/v1/files/") + shard).status, 503);
-        // A lease that is not the job's is still unknown.
+        // An agent that holds no lease of the job is answered as before: its lease, another's, a file.
+        QCOMPARE(
+            admitted("PUT", QStringLiteral("/api/v1/work/%1/result").arg(task[0].leaseId), bystander).status,
+            404);
+        QCOMPARE(admitted("GET", QStringLiteral("/api/v1/files/") + shard, bystander).status, 404);
         QCOMPARE(
             admitted("PUT", QStringLiteral("/api/v1/work/0123456789abcdef0123456789abcdef/result")).status,
             404);
