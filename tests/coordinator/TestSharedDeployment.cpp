@@ -79,6 +79,9 @@ private:
     // coordinator's import lock (the same session advisory lock, held by `db`'s connection). 0 when it
     // failed.
     qint64 jobImportedBy(Database& db, qint64 like);
+    // A job submitted at f and imported there (`job`), and a copy of it whose import `db` holds
+    // (`overtaken`), both taken up by f. False (and a warning) when a step failed.
+    bool importHeldElsewhere(Database& db, qint64* job, qint64* overtaken);
     // Settles job `overtaken` (see jobImportedBy) in `db`'s transaction while f's import of it, claimed and
     // run meanwhile, waits for the job's row: f's import then finds the job settled.
     Status overtakeImport(Database& db, qint64 overtaken, const std::function<Status()>& settle);
@@ -179,6 +182,18 @@ qint64 TestSharedDeployment::jobImportedBy(Database& db, qint64 like)
         return 0;
     }
     return *copy;
+}
+
+bool TestSharedDeployment::importHeldElsewhere(Database& db, qint64* job, qint64* overtaken)
+{
+    *job = f.submit(test::tinyJobSpec(m_dataset, 2));
+    *overtaken = *job > 0 ? jobImportedBy(db, *job) : 0;
+    if (*overtaken <= 0) {
+        qWarning() << "no job, or no copy of it whose import this test holds";
+        return false;
+    }
+    tick(f, 2100); // taken up, the copy's import left to the lock's holder
+    return true;
 }
 
 Status TestSharedDeployment::overtakeImport(Database& db, qint64 overtaken,
@@ -607,13 +622,11 @@ void TestSharedDeployment::anImportOvertakenElsewhereIsDropped()
     // A job whose import this coordinator runs, while another coordinator (this test's connection) settles it
     // first: cancelled there (or imported, after this one's import lock went with a lost connection). The
     // import finds the stored state no longer `created` and starts nothing.
-    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 2));
-    QVERIFY(job > 0);
+    qint64 job = 0;
+    qint64 overtaken = 0;
     auto db = database();
     QVERIFY(db);
-    const qint64 overtaken = jobImportedBy(*db, job);
-    QVERIFY(overtaken > 0);
-    tick(f, 2100); // taken up, its import left to the lock's holder
+    QVERIFY(importHeldElsewhere(*db, &job, &overtaken));
 
     const Status settled = overtakeImport(*db, overtaken, [&]() -> Status {
         auto cancelled =
@@ -642,13 +655,11 @@ void TestSharedDeployment::anImportOvertakenByAnotherImportIsDroppedAndTheJobTak
     // and the job is taken up as stored at once, not at the next look: its leases were just brought into this
     // coordinator's picture by the job's lock, and their results would be refused meanwhile ("job is
     // created").
-    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 2));
-    QVERIFY(job > 0);
+    qint64 job = 0;
+    qint64 overtaken = 0;
     auto db = database();
     QVERIFY(db);
-    const qint64 overtaken = jobImportedBy(*db, job);
-    QVERIFY(overtaken > 0);
-    tick(f, 2100);
+    QVERIFY(importHeldElsewhere(*db, &job, &overtaken));
     QCOMPARE(jobAt(f, job).value(QStringLiteral("state")).toString(), QStringLiteral("running"));
 
     const Status settled = overtakeImport(*db, overtaken, [&]() -> Status {
