@@ -2,7 +2,7 @@
 // loopback, ask for one subtask after another for D seconds. Prints leases per second and the latency
 // percentiles of a lease request as JSON. BOINC's published figure is about 100 dispatches per second.
 //   bench_lease [--clients C] [--seconds D] [--shards S] [--database URL] [--coordinators P --redis URL]
-//               [--results [--rule RULE]] [--publish-ms MS] [--quick]
+//               [--results [--rule RULE]] [--publish-ms MS] [--lease-wait-ms MS] [--quick]
 // --results: accepted updates per second. Each agent uploads a result for every lease it gets (PUT
 // .../result, the whole weights of the paper's 4,972,746 parameters, 19.9 MB: an MLP 64-2096-2302-4) before
 // it asks for the next, so each coordinator takes uploads, checks them, keeps them and folds them (VC-ASGD
@@ -52,12 +52,16 @@ int main(int argc, char** argv)
             << "usage: bench_lease [--clients C] [--seconds D] [--shards S] [--database URL]\n"
                "                   [--coordinators P --redis URL] [--results [--rule RULE]] [--publish-ms "
                "MS]\n"
-               "                   [--quick]\n"
+               "                   [--lease-wait-ms MS] [--quick]\n"
                "Prints leases per second and lease latency (p50, p99) as JSON.\n"
                "  --results  every lease is answered with an uploaded result of 4,972,746 parameters: also\n"
                "             accepted updates per second and the upload's latency (p50, p99)\n"
                "  --rule     the job's aggregation rule with --results (default vc-asgd)\n"
-               "  --publish-ms  the coordinators' publish_interval_ms (default 250)\n";
+               "  --publish-ms  the coordinators' publish_interval_ms (default 250)\n"
+               "  --lease-wait-ms  the coordinators' lease_wait_for_own_update_ms (default 2000): how long "
+               "an\n"
+               "             agent's next lease waits for the publication of its own update; 0 answers at "
+               "once\n";
         return 0;
     }
     const auto option = [&](const char* name, int fallback) { return bench::intOption(args, name, fallback); };
@@ -89,6 +93,9 @@ int main(int argc, char** argv)
     if (results)
         config.validateEveryUpdates = 0; // at epoch ends only: none within a run
     config.publishIntervalMs = option("--publish-ms", config.publishIntervalMs);
+    config.leaseWaitForOwnUpdateMs = option("--lease-wait-ms", config.leaseWaitForOwnUpdateMs);
+    if (config.leaseWaitForOwnUpdateMs < 0 || config.leaseWaitForOwnUpdateMs > 60'000)
+        return bench::failBench("bench_lease", QStringLiteral("--lease-wait-ms: expected 0 to 60000"));
     if (const qsizetype at = args.indexOf(QStringLiteral("--database")); at >= 0) {
         config.database = args.value(at + 1);
         if (!Database::isPostgresUrl(config.database))
@@ -327,6 +334,7 @@ int main(int argc, char** argv)
         out.insert(QStringLiteral("result_p99_ms"), bench::percentile(resultLatencies, 0.99));
     }
     out.insert(QStringLiteral("publish_interval_ms"), config.publishIntervalMs);
+    out.insert(QStringLiteral("lease_wait_for_own_update_ms"), config.leaseWaitForOwnUpdateMs);
     out.insert(QStringLiteral("server_threads"), options.threads);
     out.insert(QStringLiteral("database"), config.database.isEmpty() ? QStringLiteral("sqlite") : QStringLiteral("postgresql"));
     out.insert(QStringLiteral("boinc_dispatch_per_second"), 100);
