@@ -283,10 +283,6 @@ private:
     void onPublished(qint64 jobId, PublishedWeights published);
     // Answers the parked lease requests whose wait is over (their publication is out, or their time is up).
     void answerParkedLeases();
-    // Asks the weights thread for a publication of each running job that holds an unpublished update of the
-    // agent's, unless one is on its way already: one publication (a file of the whole weights) per job at a
-    // time, not one per accepted update while many agents upload at once.
-    void askPublicationFor(const QString& agentId);
     void onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const QString& sha, const QString& ruleSha);
     void onValidated(qint64 jobId, int epoch, bool epochEnd, qint64 version, double accuracy, double loss);
     void onValidationFailed(qint64 jobId, int epoch, bool epochEnd, const QString& error);

@@ -102,11 +102,7 @@ void Coordinator::onPublished(qint64 jobId, PublishedWeights published)
         job->published = published;
     }
     ResultIntake::published(*job);
-    job->publicationAsked = false; // this one, or the tick's: either reports what the weights hold now
     answerParkedLeases();
-    // Those still parked wait for updates folded after this publication was asked for: one more for them all.
-    for (const ParkedLease& parked : m_parkedLeases)
-        askPublicationFor(parked.agentId);
 }
 
 void Coordinator::onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const QString& sha,

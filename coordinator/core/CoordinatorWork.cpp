@@ -160,21 +160,12 @@ void Coordinator::leaseWhenCurrent(const QString& agentId, const QJsonObject& re
         respond(lease(agentId, request));
         return;
     }
-    askPublicationFor(agentId);
+    // The weights thread folds in order: a publication asked for now comes after the agent's update.
+    for (const auto& [id, job] : m_jobs)
+        if (job.status == JobStatus::Running && job.unpublishedOf.contains(agentId))
+            m_weights->publish(id);
     m_parkedLeases.push_back(
         ParkedLease{agentId, request, std::move(respond), m_clock.nowMs() + m_config.leaseWaitForOwnUpdateMs});
-}
-
-void Coordinator::askPublicationFor(const QString& agentId)
-{
-    // The weights thread folds in order: a publication asked for now comes after the agent's update. One on
-    // its way may come before it; if so, the agent asks again when that one reports (onPublished).
-    for (auto& [id, job] : m_jobs)
-        if (job.status == JobStatus::Running && !job.publicationAsked &&
-            job.unpublishedOf.contains(agentId)) {
-            m_weights->publish(id);
-            job.publicationAsked = true;
-        }
 }
 
 void Coordinator::answerParkedLeases()

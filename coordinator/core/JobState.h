@@ -157,9 +157,6 @@ struct JobState
     // An agent's latest accepted update that the published weights do not hold yet, by agent (memory only):
     // its next lease waits for the publication that holds it (Coordinator::leaseWhenCurrent).
     std::map<QString, qint64> unpublishedOf;
-    // A publication that a parked lease asked for is on its way (memory only): the leases parked meanwhile
-    // wait for it rather than each asking for one of their own (Coordinator::askPublicationFor).
-    bool publicationAsked = false;
     std::vector<ValidationPoint> history;
     std::set<int> validatedEpochs;  // epochs whose end-of-epoch validation is recorded
     std::set<int> validating;       // end-of-epoch validations in flight
