@@ -13,6 +13,7 @@
 // installers/scale-out/local-postgres.sh createdb makes one) instead of gleaner.db. --coordinators P (with
 // --database and --redis): P coordinators of one deployment in this process (init --shared-dir, then init
 // --join), each with its own HTTPS server, the agents spread over them in turn as a load balancer would.
+// Each coordinator ticks every 250 ms, as `serve` does (publications, parked leases' deadlines, expiries).
 #include "api/ApiHandler.h"
 #include "config/Initializer.h"
 #include "core/Coordinator.h"
@@ -289,6 +290,28 @@ int main(int argc, char** argv)
             }
         });
     }
+    // Each coordinator's tick every 250 ms, one queued at a time, as `serve` runs it: the publication
+    // interval, the parked leases' deadlines, expiries, snapshots and the housekeeping happen during the run
+    // as they would.
+    constexpr int kTickMs = 250;
+    std::atomic<bool> ticking{true};
+    std::vector<std::unique_ptr<std::atomic<bool>>> tickQueued;
+    for (size_t i = 0; i < cores.size(); ++i)
+        tickQueued.push_back(std::make_unique<std::atomic<bool>>(false));
+    std::thread ticker([&] {
+        while (ticking) {
+            for (size_t i = 0; i < cores.size(); ++i) {
+                Coordinator* core = cores[i].get();
+                std::atomic<bool>* queued = tickQueued[i].get();
+                if (!queued->exchange(true))
+                    core->state().post([core, queued] {
+                        core->tick();
+                        *queued = false;
+                    });
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(kTickMs));
+        }
+    });
     while (ready < clients)
         QThread::msleep(10);
     QElapsedTimer wall;
@@ -299,6 +322,11 @@ int main(int argc, char** argv)
     for (auto& t : threads)
         t.join();
     const double elapsed = double(wall.nsecsElapsed()) / 1e9;
+    ticking = false;
+    ticker.join();
+    for (const auto& queued : tickQueued)
+        while (*queued)
+            QThread::msleep(5);
 
     std::vector<double> all;
     qint64 total = 0, failed = 0;
@@ -333,6 +361,7 @@ int main(int argc, char** argv)
         out.insert(QStringLiteral("result_p50_ms"), bench::percentile(resultLatencies, 0.50));
         out.insert(QStringLiteral("result_p99_ms"), bench::percentile(resultLatencies, 0.99));
     }
+    out.insert(QStringLiteral("tick_ms"), kTickMs);
     out.insert(QStringLiteral("publish_interval_ms"), config.publishIntervalMs);
     out.insert(QStringLiteral("lease_wait_for_own_update_ms"), config.leaseWaitForOwnUpdateMs);
     out.insert(QStringLiteral("server_threads"), options.threads);

@@ -9,8 +9,9 @@
 #   portable-bench.sh pack ARCHIVE.tar.xz   (here: needs build/bench, patchelf, xz, gcc, python3)
 #   portable-bench.sh run ARCHIVE.tar.xz [RESULTS_DIR]   (there, as root, from the repository's root)
 #
-# `run` writes into the machine's root: /opt/gleaner-bench, /usr/lib/postgresql/15, /usr/share/postgresql/15 and
-# /usr/local/bin/redis-server. Use it on a scratch machine only. It prints each figure as it goes and appends
+# `run` writes into the machine's root: /opt/gleaner-bench, /usr/lib/postgresql/15, /usr/share/postgresql/15,
+# /usr/local/bin/redis-server and /usr/share/zoneinfo's UTC, Etc/UTC and GMT (the directories above them keep
+# their owners and modes). Use it on a scratch machine only. It prints each figure as it goes and appends
 # every benchmark's JSON, labelled, to RESULTS_DIR/results.jsonl (default $OUT or /tmp/portable-bench).
 # Environment for `run`: PS (coordinator counts, default "1 2 4 8"), RESULT_SECONDS (20), LEASE_SECONDS (3),
 # LEASE_CLIENTS (400: 16 leases each, so that more coordinators do not reach the cap within the run), WAITS (the
@@ -85,16 +86,15 @@ EOF
 pack() {
     local archive=$1 root=$(dirname "$0")/../..
     root=$(realpath "$root")
-    for tool in patchelf xz gcc python3 readelf nm; do
+    for tool in patchelf xz gcc python3 readelf nm strip; do
         command -v $tool >/dev/null || die "pack needs $tool (apt-get install patchelf xz-utils gcc python3 binutils)"
     done
     for program in bench_lease bench_shared_weights; do
         [[ -x "$root/build/bench/$program" ]] || die "build/bench/$program is missing: build the project first"
     done
     [[ -x $PG/bin/postgres && -x /usr/bin/redis-check-rdb ]] || die "needs postgresql-15 and redis-server (installers/install-deps.sh)"
-    local work
-    work=$(mktemp -d)
-    trap 'rm -rf --one-file-system "$work"' RETURN
+    work=$(mktemp -d) # global: the trap below runs after pack has returned or died
+    trap 'rm -rf --one-file-system "$work"' EXIT
     local top=$work/root g=$work/root$PREFIX own=$work/own
     mkdir -p "$g"/{glibc,lib,bin,plugins/sqldrivers,plugins/tls,locale} "$top$PG"/{bin,lib} "$top/usr/share/postgresql" \
         "$top/usr/local/bin" "$top/usr/share/zoneinfo/Etc" "$own"
@@ -140,14 +140,14 @@ pack() {
     cp "$own"/* "$g/lib/"
     # The archive's loader and libraries, whatever the machine has (DT_RPATH also covers what they load).
     for e in $elfs; do
-        if readelf -l "$e" | grep -q INTERP; then patchelf --set-interpreter $PREFIX/glibc/ld-linux-x86-64.so.2 "$e"; fi
+        if readelf -l "$e" | grep INTERP >/dev/null; then patchelf --set-interpreter $PREFIX/glibc/ld-linux-x86-64.so.2 "$e"; fi
         patchelf --force-rpath --set-rpath $PREFIX/lib:$PREFIX/glibc:$PG/lib "$e"
     done
     for lib in "$g"/lib/*; do
-        if readelf -d "$lib" | grep -q RUNPATH; then patchelf --force-rpath --set-rpath $PREFIX/lib:$PREFIX/glibc "$lib"; fi
+        if readelf -d "$lib" | grep RUNPATH >/dev/null; then patchelf --force-rpath --set-rpath $PREFIX/lib:$PREFIX/glibc "$lib"; fi
     done
     echo "portable-bench: compressing $(du -sh "$top" | cut -f1) (a few minutes)" >&2
-    tar -C "$top" -cf - . | xz -9e -T2 >"$archive"
+    tar -C "$top" --owner=0 --group=0 --numeric-owner -cf - opt usr | xz -9e -T2 >"$archive"
     echo "portable-bench: $archive, $(du -h "$archive" | cut -f1)" >&2
 }
 
@@ -165,15 +165,21 @@ run() {
     if [[ -n ${UNPACKED:-} ]]; then
         [[ -x $PREFIX/bin/bench_lease ]] || die "UNPACKED is set, but $PREFIX/bin/bench_lease is missing"
     elif command -v xz >/dev/null; then
-        tar -xJf "$archive" -C /
+        tar --no-overwrite-dir -xJf "$archive" -C /
     else
-        python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall('/', filter='fully_trusted')" "$archive"
+        python3 -c "
+import sys, tarfile
+with tarfile.open(sys.argv[1]) as archive:
+    # Files only: the directories above them keep their owners and modes.
+    archive.extractall('/', members=[m for m in archive if not m.isdir()])
+" "$archive"
     fi
     export LOCPATH=$PREFIX/locale QT_PLUGIN_PATH=$PREFIX/plugins PGGSSENCMODE=disable LC_ALL=C
     id postgres >/dev/null 2>&1 || useradd -r -M -d /nonexistent -s /bin/false postgres
     local lease=$PREFIX/bin/bench_lease pg=installers/scale-out/local-postgres.sh rd=installers/scale-out/local-redis.sh
     "$lease" --help >/dev/null || die "bench_lease does not start from the archive"
     "$pg" start /tmp/portable-bench-pg >/dev/null || die "PostgreSQL did not start; see /tmp/portable-bench-pg"
+    trap '"$pg" stop /tmp/portable-bench-pg 2>/dev/null || true' EXIT
     local n=0
     one() { # LABEL PROGRAM ARGS...
         local label=$1 started rc
@@ -197,8 +203,8 @@ run() {
         local label=$1 p=$2 url redis
         shift 2
         n=$((n + 1))
-        url=$("$pg" createdb /tmp/portable-bench-pg bench$n)
-        redis=$("$rd" start /tmp/portable-bench-redis$n 2>/dev/null)
+        url=$("$pg" createdb /tmp/portable-bench-pg bench$n) || { echo "-- $label: no database (createdb failed)"; return; }
+        redis=$("$rd" start /tmp/portable-bench-redis$n) || { echo "-- $label: Redis did not start"; return; }
         one "$label" "$lease" --database "$url" --redis "$redis" --coordinators "$p" "$@"
         "$rd" stop /tmp/portable-bench-redis$n 2>/dev/null || true
         rm -rf /tmp/portable-bench-redis$n
@@ -214,7 +220,6 @@ run() {
     for p in ${PS:-1 2 4 8}; do shared "leases P=$p" "$p" --clients "$lc" --seconds "$ls"; done
     echo "== a fold through Redis"
     PATH=/usr/local/bin:$PATH one "shared_weights" $PREFIX/bin/bench_shared_weights
-    "$pg" stop /tmp/portable-bench-pg 2>/dev/null || true
     echo "== done in $(elapsed) s; $results"
 }
 
