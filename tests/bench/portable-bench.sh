@@ -179,7 +179,7 @@ with tarfile.open(sys.argv[1]) as archive:
     local lease=$PREFIX/bin/bench_lease pg=installers/scale-out/local-postgres.sh rd=installers/scale-out/local-redis.sh
     "$lease" --help >/dev/null || die "bench_lease does not start from the archive"
     "$pg" start /tmp/portable-bench-pg >/dev/null || die "PostgreSQL did not start; see /tmp/portable-bench-pg"
-    trap '"$pg" stop /tmp/portable-bench-pg 2>/dev/null || true' EXIT
+    trap "\"$pg\" stop /tmp/portable-bench-pg >/dev/null 2>&1 || true" EXIT # \$pg expanded now: it is run's own
     local n=0
     one() { # LABEL PROGRAM ARGS...
         local label=$1 started rc
@@ -203,7 +203,8 @@ with tarfile.open(sys.argv[1]) as archive:
         local label=$1 p=$2 url redis
         shift 2
         n=$((n + 1))
-        url=$("$pg" createdb /tmp/portable-bench-pg bench$n) || { echo "-- $label: no database (createdb failed)"; return; }
+        # A name of this run's own: the cluster outlives a run.
+        url=$("$pg" createdb /tmp/portable-bench-pg "bench_${t0}_$n") || { echo "-- $label: no database (createdb failed)"; return; }
         redis=$("$rd" start /tmp/portable-bench-redis$n) || { echo "-- $label: Redis did not start"; return; }
         one "$label" "$lease" --database "$url" --redis "$redis" --coordinators "$p" "$@"
         "$rd" stop /tmp/portable-bench-redis$n 2>/dev/null || true
