@@ -275,12 +275,20 @@ void WeightsKeeper::refused(qint64 jobId, JobWeights& job, qint64 seq, const QSt
         [this, jobId, seq, reason, agentsFault] { m_coordinator.onFoldRefused(jobId, seq, reason, agentsFault); });
 }
 
-void WeightsKeeper::publish(qint64 jobId)
+void WeightsKeeper::publish(qint64 jobId, bool forParked)
 {
-    m_thread.post([this, jobId] {
+    m_thread.post([this, jobId, forParked] {
+        // Every outcome reports: the coordinator counts the publication it asked for as done either way.
+        const auto report = [this, jobId, forParked](std::optional<PublishedWeights> published) {
+            m_coordinator.state().post([this, jobId, published = std::move(published), forParked] {
+                m_coordinator.onPublished(jobId, published, forParked);
+            });
+        };
         auto it = m_jobs.find(jobId);
-        if (it == m_jobs.end())
+        if (it == m_jobs.end()) {
+            report(std::nullopt);
             return;
+        }
         JobWeights& job = it->second;
         syncShared(jobId, job);
         PublishedWeights published{job.version, {}, 0, m_coordinator.clock().nowMs(), job.lastSeq, {}};
@@ -288,6 +296,7 @@ void WeightsKeeper::publish(qint64 jobId)
             auto sparse = publishSparse(jobId, job);
             if (!sparse) {
                 qCCritical(lcWeights) << "job" << jobId << "cannot publish weights:" << sparse.error();
+                report(std::nullopt);
                 return;
             }
             published = *sparse;
@@ -295,6 +304,7 @@ void WeightsKeeper::publish(qint64 jobId)
             auto blob = writeBlob(job, /*publication=*/true);
             if (!blob) {
                 qCCritical(lcWeights) << "job" << jobId << "cannot publish weights:" << blob.error();
+                report(std::nullopt);
                 return;
             }
             job.publishedVersion = job.version;
@@ -304,7 +314,7 @@ void WeightsKeeper::publish(qint64 jobId)
         }
         // Also when nothing changed (the updates since were refused): the file out there holds everything
         // handled up to lastSeq, which is what a lease waiting for its agent's own update needs to know.
-        m_coordinator.state().post([this, jobId, published] { m_coordinator.onPublished(jobId, published); });
+        report(published);
     });
 }
 

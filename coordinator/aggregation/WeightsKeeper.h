@@ -96,7 +96,9 @@ public:
     // killed first), read from disk like a restart's replay; one that Redis holds folded already is only
     // reported applied, and one this process has waiting is left to it.
     void replay(qint64 jobId, std::vector<ReplayedUpdate> updates);
-    void publish(qint64 jobId);
+    // Publishes the weights for new leases (a file only when their version moved) and always reports back
+    // (Coordinator::onPublished), also when it cannot: `forParked` comes back with the report.
+    void publish(qint64 jobId, bool forParked = false);
     // Evaluates the weights as they stand after everything queued before this call; `epochEnd` marks the
     // validation of epoch `epoch`'s end (false: an intermediate point).
     void validate(qint64 jobId, int epoch, bool epochEnd);

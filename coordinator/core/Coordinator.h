@@ -280,9 +280,16 @@ private:
     void onFoldRefused(qint64 jobId, qint64 seq, const QString& reason, bool agentsFault);
     // A refused result counts against its agent; a run of them quarantines it and gives its work to others.
     void countRefusal(const QString& agentId, const QString& reason);
-    void onPublished(qint64 jobId, PublishedWeights published);
+    // What a publication of the job's weights gave: nullopt when it failed, or the weights thread no longer
+    // holds the job. `forParked`: parked leases asked for it (askPublicationFor), as against the tick or a
+    // take-over.
+    void onPublished(qint64 jobId, std::optional<PublishedWeights> published, bool forParked);
     // Answers the parked lease requests whose wait is over (their publication is out, or their time is up).
     void answerParkedLeases();
+    // Asks the weights thread for a publication of each running job that holds an unpublished update of the
+    // agent's, unless one asked for by parked leases is on its way already: one publication (a file of the
+    // whole weights) per job at a time, not one per accepted update while many agents upload at once.
+    void askPublicationFor(const QString& agentId);
     void onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const QString& sha, const QString& ruleSha);
     void onValidated(qint64 jobId, int epoch, bool epochEnd, qint64 version, double accuracy, double loss);
     void onValidationFailed(qint64 jobId, int epoch, bool epochEnd, const QString& error);

@@ -84,11 +84,25 @@ void Coordinator::onFoldRefused(qint64 jobId, qint64 seq, const QString& reason,
         countRefusal(agentId, reason);
 }
 
-void Coordinator::onPublished(qint64 jobId, PublishedWeights published)
+void Coordinator::onPublished(qint64 jobId, std::optional<PublishedWeights> report, bool forParked)
 {
     JobState* job = findJob(jobId);
     if (!job)
         return;
+    // The publication parked leases asked for is done, whatever it gave. When it held what it was asked for,
+    // those still parked wait for updates accepted since: one more for them all. When it did not (a failure,
+    // or folds still waiting for Redis), they wait for the tick's publications or their deadline, so that a
+    // fault does not turn into a loop of publications.
+    bool askAgain = false;
+    if (forParked) {
+        askAgain = report && report->throughSeq >= job->publicationAskedThrough;
+        job->publicationAskedThrough = 0;
+    }
+    if (!report) {
+        answerParkedLeases();
+        return;
+    }
+    const PublishedWeights& published = *report;
     // Among several coordinators the weights move with the others' folds too: what was published is the
     // version the job's status shows.
     job->updatesApplied = std::max(job->updatesApplied, published.version);
@@ -103,6 +117,9 @@ void Coordinator::onPublished(qint64 jobId, PublishedWeights published)
     }
     ResultIntake::published(*job);
     answerParkedLeases();
+    if (askAgain)
+        for (const ParkedLease& parked : m_parkedLeases)
+            askPublicationFor(parked.agentId);
 }
 
 void Coordinator::onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const QString& sha,

@@ -160,12 +160,23 @@ void Coordinator::leaseWhenCurrent(const QString& agentId, const QJsonObject& re
         respond(lease(agentId, request));
         return;
     }
-    // The weights thread folds in order: a publication asked for now comes after the agent's update.
-    for (const auto& [id, job] : m_jobs)
-        if (job.status == JobStatus::Running && job.unpublishedOf.contains(agentId))
-            m_weights->publish(id);
+    askPublicationFor(agentId);
     m_parkedLeases.push_back(
         ParkedLease{agentId, request, std::move(respond), m_clock.nowMs() + m_config.leaseWaitForOwnUpdateMs});
+}
+
+void Coordinator::askPublicationFor(const QString& agentId)
+{
+    for (auto& [id, job] : m_jobs) {
+        const auto mine = job.unpublishedOf.find(agentId);
+        if (job.status != JobStatus::Running || mine == job.unpublishedOf.end() ||
+            mine->second <= job.published.throughSeq || job.publicationAskedThrough > 0)
+            continue; // nothing of the agent's to publish, or one on its way (onPublished asks again)
+        // The weights thread folds in order: a publication asked for now holds every update accepted so far.
+        for (const auto& [agent, seq] : job.unpublishedOf)
+            job.publicationAskedThrough = std::max(job.publicationAskedThrough, seq);
+        m_weights->publish(id, /*forParked=*/true);
+    }
 }
 
 void Coordinator::answerParkedLeases()

@@ -305,32 +305,41 @@ int CoordinatorFixture::uploadEncoded(const QString& agentId, const QString& lea
     return uploadBytes(agentId, leaseId, UpdateCodec::pack(*encoded, spec.zstd), error);
 }
 
-int CoordinatorFixture::uploadBytes(const QString& agentId, const QString& leaseId, const QByteArray& body,
-                                    QString* error, QJsonObject* reply)
+QString CoordinatorFixture::writeUpload(const QByteArray& body)
 {
     const QString file = dir.uploadsDir() + QStringLiteral("/test-%1.safetensors").arg(++m_files);
     QFile out(file);
     if (!out.open(QIODevice::WriteOnly) || out.write(body) != body.size())
+        return {};
+    return file;
+}
+
+coordinator::HttpResponse CoordinatorFixture::resultOfUpload(const QString& agentId, const QString& leaseId,
+                                                             const QString& file)
+{
+    auto expected = core->expectationsForLease(leaseId);
+    if (!expected)
+        return core->leaseNotInMemory(agentId, leaseId);
+    // The checker thread's steps, run here on the state thread: nothing else runs meanwhile.
+    auto base = m_bases.get(expected->baseWeightsSha, expected->baseWeightsPath);
+    if (!base)
+        return coordinator::HttpResponse::error(503, base.error());
+    auto update = coordinator::UpdateChecker::check(file, *expected, **base);
+    if (!update)
+        return core->refuseResult(agentId, leaseId, update.error());
+    if (auto kept = Durability::syncFile(file); !kept)
+        return coordinator::HttpResponse::error(500, kept.error());
+    return core->result(agentId, leaseId, file, std::move(*update));
+}
+
+int CoordinatorFixture::uploadBytes(const QString& agentId, const QString& leaseId, const QByteArray& body,
+                                    QString* error, QJsonObject* reply)
+{
+    const QString file = writeUpload(body);
+    if (file.isEmpty())
         return -1;
-    out.close();
     int status = 0;
-    const QJsonObject answer = call(
-        [&] {
-            auto expected = core->expectationsForLease(leaseId);
-            if (!expected)
-                return core->leaseNotInMemory(agentId, leaseId);
-            // The checker thread's steps, run here on the state thread: nothing else runs meanwhile.
-            auto base = m_bases.get(expected->baseWeightsSha, expected->baseWeightsPath);
-            if (!base)
-                return coordinator::HttpResponse::error(503, base.error());
-            auto update = coordinator::UpdateChecker::check(file, *expected, **base);
-            if (!update)
-                return core->refuseResult(agentId, leaseId, update.error());
-            if (auto kept = Durability::syncFile(file); !kept)
-                return coordinator::HttpResponse::error(500, kept.error());
-            return core->result(agentId, leaseId, file, std::move(*update));
-        },
-        &status);
+    const QJsonObject answer = call([&] { return resultOfUpload(agentId, leaseId, file); }, &status);
     if (error)
         *error = answer.value(QStringLiteral("error")).toString();
     if (reply)

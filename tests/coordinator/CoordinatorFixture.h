@@ -76,6 +76,13 @@ struct CoordinatorFixture
     // An upload of exactly these bytes.
     int uploadBytes(const QString& agentId, const QString& leaseId, const QByteArray& body, QString* error = nullptr,
                     QJsonObject* reply = nullptr);
+    // The two halves of uploadBytes, for a test that interleaves uploads with other requests on the state
+    // thread: the body written where an upload lands (empty when it cannot be), and the steps taken with it
+    // (expectations, UpdateChecker, result), on the calling thread, which must be the state thread. Nothing
+    // is drained: the fold may still be queued on the weights thread.
+    QString writeUpload(const QByteArray& body);
+    coordinator::HttpResponse resultOfUpload(const QString& agentId, const QString& leaseId,
+                                             const QString& file);
     // A hand-back through the same steps as ApiHandler (protocol 6.8): with `checkpoint` bytes (empty: none),
     // expectations, CheckpointChecker, the blob store, then the hand-back itself.
     int handBack(const QString& agentId, const QString& leaseId, const QByteArray& checkpoint,

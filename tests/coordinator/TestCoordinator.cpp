@@ -42,6 +42,19 @@ QString fileOf(const QJsonObject& manifest, const char* role)
     return {};
 }
 
+// The base version a lease answer hands out; -1 unless it is one task.
+qint64 baseOf(const HttpResponse& reply)
+{
+    const QJsonArray tasks =
+        QJsonDocument::fromJson(reply.body).object().value(QStringLiteral("tasks")).toArray();
+    if (reply.status != 200 || tasks.size() != 1)
+        return -1;
+    const QJsonObject manifest =
+        QJsonDocument::fromJson(tasks[0].toObject().value(QStringLiteral("manifest")).toString().toUtf8())
+            .object();
+    return manifest.value(QStringLiteral("base_version")).toInteger(-1);
+}
+
 } // namespace
 
 class TestCoordinator : public QObject
@@ -68,6 +81,8 @@ private Q_SLOTS:
     void oldWeightsFilesAreRemovedOnceUnneeded();
     void updateFilesNoUpdateNamesGoOnceOld();
     void nextLeaseHoldsTheAgentsOwnResult();
+    void onePublicationServesTheAgentsParkedMeanwhile();
+    void theTickAnswersAParkedLeaseAtItsDeadline();
     void batchNormBuffersAreBlendedAndCountersTakeTheMaximum();
     void identicalJobsKeepTheirSharedWeightsFiles();
     void revokedAgentsWorkGoesBackAtOnce();
@@ -509,15 +524,6 @@ void TestCoordinator::nextLeaseHoldsTheAgentsOwnResult()
     const QString other = f.enroll(QStringLiteral("other")).value(QStringLiteral("agent_id")).toString();
     const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 10, 3, 0.99, 60, QStringLiteral(R"(, "overlap_epochs": false)")));
     const TensorBundle weights = serverWeights(job);
-    // The base version a lease answer hands out; -1 unless it is one task.
-    const auto baseOf = [](const HttpResponse& reply) {
-        const QJsonArray tasks = QJsonDocument::fromJson(reply.body).object().value(QStringLiteral("tasks")).toArray();
-        if (reply.status != 200 || tasks.size() != 1)
-            return qint64(-1);
-        const QJsonObject manifest = QJsonDocument::fromJson(
-            tasks[0].toObject().value(QStringLiteral("manifest")).toString().toUtf8()).object();
-        return manifest.value(QStringLiteral("base_version")).toInteger(-1);
-    };
     const auto leaseNow = [&](const QString& who) {
         std::promise<HttpResponse> answered;
         f.core->state().post([&] {
@@ -559,6 +565,104 @@ void TestCoordinator::nextLeaseHoldsTheAgentsOwnResult()
     const qint64 base = fourth[0].manifest.value(QStringLiteral("base_version")).toInteger();
     QCOMPARE(upload(agent, fourth[0].leaseId, shifted(serverWeights(job), 0.01f), base), 202);
     QCOMPARE(leaseNow(agent), base);
+    f.config.leaseWaitForOwnUpdateMs =
+        CoordinatorConfig{}.leaseWaitForOwnUpdateMs; // the fixture's config outlives the test
+}
+
+void TestCoordinator::onePublicationServesTheAgentsParkedMeanwhile()
+{
+    // Three agents upload and ask for their next subtask, each request right after its own upload, all in one
+    // turn of the state thread: the weights thread's queue holds the first fold, the publication the first
+    // request asked for, then the other two folds. The other two requests wait for that publication rather
+    // than asking for one each (a file of the whole weights per update), and when it reports without their
+    // updates, one publication asked for then serves them both.
+    QVERIFY2(f.config.leaseWaitForOwnUpdateMs > 0,
+             "the lease wait is off: a test before this one left it so");
+    const qint64 job = f.submit(
+        test::tinyJobSpec(m_dataset, 10, 3, 0.99, 60, QStringLiteral(R"(, "overlap_epochs": false)")));
+    const TensorBundle weights = serverWeights(job);
+    std::vector<QString> agents, leases, files;
+    for (int i = 0; i < 3; ++i) {
+        agents.push_back(
+            f.enroll(QStringLiteral("agent-%1").arg(i)).value(QStringLiteral("agent_id")).toString());
+        const auto task = lease(agents.back());
+        QCOMPARE(task.size(), size_t(1));
+        leases.push_back(task[0].leaseId);
+        files.push_back(f.writeUpload(SafeTensors::serialize(
+            f.withResultMetadata(task[0].leaseId, shifted(weights, 0.01f * float(i + 1)), 0))));
+        QVERIFY(!files.back().isEmpty());
+    }
+    std::vector<int> statuses(3, 0);
+    std::vector<qint64> bases(3, -2);
+    int answered = 0;
+    std::promise<void> all;
+    f.core->state().post([&] {
+        for (int i = 0; i < 3; ++i) {
+            statuses[size_t(i)] =
+                f.resultOfUpload(agents[size_t(i)], leases[size_t(i)], files[size_t(i)]).status;
+            f.core->leaseWhenCurrent(agents[size_t(i)], QJsonObject{{QStringLiteral("max_tasks"), 1}},
+                                     [&, i](HttpResponse r) {
+                                         bases[size_t(i)] = baseOf(r);
+                                         if (++answered == 3)
+                                             all.set_value();
+                                     });
+        }
+    });
+    QVERIFY(all.get_future().wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+    QCOMPARE(statuses, (std::vector<int>{202, 202, 202}));
+    // The first publication holds the first update; the second holds all three. One publication per request
+    // would have handed the second agent version 2.
+    QCOMPARE(bases, (std::vector<qint64>{1, 3, 3}));
+    f.core->drain();
+}
+
+void TestCoordinator::theTickAnswersAParkedLeaseAtItsDeadline()
+{
+    // A parked lease whose publication has not reported by its deadline (it failed, or the weights thread is
+    // busy) is answered by the tick with what is published. Here the tick runs in the same turn of the state
+    // thread as the upload and the request, so no publication can have reported yet. The publication that
+    // lease asked for, reporting later, leaves none on its way: the agent's next parked request asks anew.
+    QVERIFY2(f.config.leaseWaitForOwnUpdateMs > 0,
+             "the lease wait is off: a test before this one left it so");
+    const qint64 job = f.submit(
+        test::tinyJobSpec(m_dataset, 10, 3, 0.99, 60, QStringLiteral(R"(, "overlap_epochs": false)")));
+    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
+    f.core->drain(); // the job's first publication has reported: none but the parked lease's is on its way
+    const auto request = [&](int i, std::vector<qint64>& bases) {
+        const auto task = lease(agent);
+        QCOMPARE(task.size(), size_t(1));
+        const QString file = f.writeUpload(SafeTensors::serialize(
+            f.withResultMetadata(task[0].leaseId, shifted(serverWeights(job), 0.01f),
+                                 task[0].manifest.value(QStringLiteral("base_version")).toInteger())));
+        QVERIFY(!file.isEmpty());
+        std::promise<void> answered;
+        bool early = false;
+        int status = 0;
+        const size_t before = bases.size();
+        f.core->state().post([&] {
+            status = f.resultOfUpload(agent, task[0].leaseId, file).status;
+            f.core->leaseWhenCurrent(agent, QJsonObject{{QStringLiteral("max_tasks"), 1}},
+                                     [&](HttpResponse r) {
+                                         bases.push_back(baseOf(r));
+                                         answered.set_value();
+                                     });
+            early = bases.size() > before;
+            if (i == 0) {
+                f.clock.advance(f.config.leaseWaitForOwnUpdateMs + 1);
+                f.core->tick();
+            }
+        });
+        QVERIFY(answered.get_future().wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+        QCOMPARE(status, 202);
+        QVERIFY2(!early, "the lease was answered before it parked");
+        f.core->drain();
+    };
+    std::vector<qint64> bases;
+    request(0, bases);
+    QCOMPARE(bases, (std::vector<qint64>{0})); // the tick's answer: nothing of the agent's published yet
+    // The publication that lease asked for reported after all: the next request asks for one of its own.
+    request(1, bases);
+    QCOMPARE(bases, (std::vector<qint64>{0, 2}));
 }
 
 void TestCoordinator::oldWeightsFilesAreRemovedOnceUnneeded()
