@@ -8,7 +8,9 @@
 // it asks for the next, so each coordinator takes uploads, checks them, keeps them and folds them (VC-ASGD
 // unless --rule names another), as for real agents. The agents fetch the weights once and upload them moved a
 // little, so the figure is the coordinators' intake, not the agents' training or downloads. Validation is off
-// (it would evaluate the 5 M-parameter model on the test set, a cost of its own).
+// (it would evaluate the 5 M-parameter model on the test set, a cost of its own). folded_per_second: the
+// accepted updates the weights held when the agents stopped; below accepted_per_second when the folds fall
+// behind the intake.
 // --database: the coordinator's state in this PostgreSQL database (empty;
 // installers/scale-out/local-postgres.sh createdb makes one) instead of gleaner.db. --coordinators P (with
 // --database and --redis): P coordinators of one deployment in this process (init --shared-dir, then init
@@ -322,6 +324,17 @@ int main(int argc, char** argv)
     for (auto& t : threads)
         t.join();
     const double elapsed = double(wall.nsecsElapsed()) / 1e9;
+    // --results: how many of the accepted updates the weights hold by now (the job's version: every fold, at
+    // whichever coordinator). An intake the folds do not keep up with shows as updates accepted, not folded.
+    qint64 folded = 0;
+    if (results)
+        for (auto& coordinator : cores) {
+            Coordinator* each = coordinator.get();
+            const HttpResponse status = each->state().call([&] { return each->jobStatus(1); });
+            folded = std::max(
+                folded,
+                QJsonDocument::fromJson(status.body).object().value(QStringLiteral("version")).toInteger());
+        }
     ticking = false;
     ticker.join();
     for (const auto& queued : tickQueued)
@@ -358,6 +371,8 @@ int main(int argc, char** argv)
         if (!firstRefusal.isEmpty())
             out.insert(QStringLiteral("first_refusal"), firstRefusal.left(300));
         out.insert(QStringLiteral("accepted_per_second"), double(accepted) / elapsed);
+        out.insert(QStringLiteral("folded_per_second"), double(folded) / elapsed);
+        out.insert(QStringLiteral("accepted_not_folded_at_end"), accepted - folded);
         out.insert(QStringLiteral("result_p50_ms"), bench::percentile(resultLatencies, 0.50));
         out.insert(QStringLiteral("result_p99_ms"), bench::percentile(resultLatencies, 0.99));
     }
