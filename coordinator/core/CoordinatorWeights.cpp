@@ -12,6 +12,8 @@
 #include <QFile>
 #include <QLoggingCategory>
 
+#include <utility>
+
 Q_DECLARE_LOGGING_CATEGORY(lcCoordinator)
 
 namespace gleaner::coordinator {
@@ -89,15 +91,8 @@ void Coordinator::onPublished(qint64 jobId, std::optional<PublishedWeights> repo
     JobState* job = findJob(jobId);
     if (!job)
         return;
-    // The publication parked leases asked for is done, whatever it gave. When it held what it was asked for,
-    // those still parked wait for updates accepted since: one more for them all. When it did not (a failure,
-    // or folds still waiting for Redis), they wait for the tick's publications or their deadline, so that a
-    // fault does not turn into a loop of publications.
-    bool askAgain = false;
-    if (forParked) {
-        askAgain = report && report->throughSeq >= job->publicationAskedThrough;
-        job->publicationAskedThrough = 0;
-    }
+    // The publication parked leases asked for is done, whatever it gave.
+    const qint64 asked = forParked ? std::exchange(job->publicationAskedThrough, 0) : 0;
     if (!report) {
         answerParkedLeases();
         return;
@@ -117,7 +112,11 @@ void Coordinator::onPublished(qint64 jobId, std::optional<PublishedWeights> repo
     }
     ResultIntake::published(*job);
     answerParkedLeases();
-    if (askAgain)
+    // When the weights leases get now hold what it was asked for, those still parked wait for updates
+    // accepted since: one more for them all. When they do not (it failed, folds wait for Redis, or Redis
+    // handed back an older copy), they wait for the tick's publications or their deadline, so that a fault
+    // does not turn into a loop of publications.
+    if (forParked && job->published.throughSeq >= asked)
         for (const ParkedLease& parked : m_parkedLeases)
             askPublicationFor(parked.agentId);
 }

@@ -14,6 +14,7 @@
 #include "store/SchedulerTables.h"
 
 #include <QDateTime>
+#include <QDir>
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -621,14 +622,23 @@ void TestCoordinator::theTickAnswersAParkedLeaseAtItsDeadline()
     // A parked lease whose publication has not reported by its deadline (it failed, or the weights thread is
     // busy) is answered by the tick with what is published. Here the tick runs in the same turn of the state
     // thread as the upload and the request, so no publication can have reported yet. The publication that
-    // lease asked for, reporting later, leaves none on its way: the agent's next parked request asks anew.
+    // lease asked for, reporting later, leaves none on its way: the agent's next parked request asks anew;
+    // and so does one that failed (the blob folder made unwritable for it).
     QVERIFY2(f.config.leaseWaitForOwnUpdateMs > 0,
              "the lease wait is off: a test before this one left it so");
     const qint64 job = f.submit(
         test::tinyJobSpec(m_dataset, 10, 3, 0.99, 60, QStringLiteral(R"(, "overlap_epochs": false)")));
     const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
     f.core->drain(); // the job's first publication has reported: none but the parked lease's is on its way
-    const auto request = [&](int i, std::vector<qint64>& bases) {
+    const QString blobs = f.dir.blobsDir(f.config);
+    const QString away = blobs + QStringLiteral(".away");
+    enum class Then
+    {
+        Report,
+        Tick,
+        FailAndTick
+    };
+    const auto request = [&](Then then, std::vector<qint64>& bases) {
         const auto task = lease(agent);
         QCOMPARE(task.size(), size_t(1));
         const QString file = f.writeUpload(SafeTensors::serialize(
@@ -637,32 +647,45 @@ void TestCoordinator::theTickAnswersAParkedLeaseAtItsDeadline()
         QVERIFY(!file.isEmpty());
         std::promise<void> answered;
         bool early = false;
+        bool broken = false;
         int status = 0;
         const size_t before = bases.size();
         f.core->state().post([&] {
             status = f.resultOfUpload(agent, task[0].leaseId, file).status;
+            if (then == Then::FailAndTick) {
+                // A file where the blob folder was: the publication cannot write its weights.
+                QFile in(blobs);
+                broken = QDir().rename(blobs, away) && in.open(QIODevice::WriteOnly);
+            }
             f.core->leaseWhenCurrent(agent, QJsonObject{{QStringLiteral("max_tasks"), 1}},
                                      [&](HttpResponse r) {
                                          bases.push_back(baseOf(r));
                                          answered.set_value();
                                      });
             early = bases.size() > before;
-            if (i == 0) {
+            if (then != Then::Report) {
                 f.clock.advance(f.config.leaseWaitForOwnUpdateMs + 1);
                 f.core->tick();
             }
         });
         QVERIFY(answered.get_future().wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+        f.core->drain();
+        if (then == Then::FailAndTick)
+            QVERIFY(QFile::remove(blobs) && QDir().rename(away, blobs));
         QCOMPARE(status, 202);
         QVERIFY2(!early, "the lease was answered before it parked");
-        f.core->drain();
+        QCOMPARE(broken, then == Then::FailAndTick);
     };
     std::vector<qint64> bases;
-    request(0, bases);
+    request(Then::Tick, bases);
     QCOMPARE(bases, (std::vector<qint64>{0})); // the tick's answer: nothing of the agent's published yet
     // The publication that lease asked for reported after all: the next request asks for one of its own.
-    request(1, bases);
+    request(Then::Report, bases);
     QCOMPARE(bases, (std::vector<qint64>{0, 2}));
+    request(Then::FailAndTick, bases);
+    QCOMPARE(bases, (std::vector<qint64>{0, 2, 2})); // version 3 could not be published
+    request(Then::Report, bases);
+    QCOMPARE(bases, (std::vector<qint64>{0, 2, 2, 4}));
 }
 
 void TestCoordinator::oldWeightsFilesAreRemovedOnceUnneeded()
