@@ -122,15 +122,34 @@ void WeightsKeeper::replay(qint64 jobId, std::vector<ReplayedUpdate> updates)
     });
 }
 
+WeightsKeeper::Waiting::Waiting(WeightsKeeper& keeper, qint64 bytes) : m_keeper(keeper), m_bytes(bytes)
+{
+    m_keeper.m_backlogUpdates.fetch_add(1, std::memory_order_relaxed);
+    m_keeper.m_backlogBytes.fetch_add(m_bytes, std::memory_order_relaxed);
+}
+
+WeightsKeeper::Waiting::~Waiting()
+{
+    m_keeper.m_backlogUpdates.fetch_sub(1, std::memory_order_relaxed);
+    m_keeper.m_backlogBytes.fetch_sub(m_bytes, std::memory_order_relaxed);
+}
+
+WeightsKeeper::Backlog WeightsKeeper::backlog() const
+{
+    return {m_backlogUpdates.load(std::memory_order_relaxed), m_backlogBytes.load(std::memory_order_relaxed)};
+}
+
 void WeightsKeeper::apply(qint64 jobId, qint64 seq, TensorBundle update, UpdateContext context, QString baseSha)
 {
     const auto recorded = std::chrono::steady_clock::now();
-    m_thread.post([this, jobId, seq, update = std::move(update), context, baseSha, recorded] {
+    // Counted from now, on the caller's thread: the lease path sees it before the fold's task runs.
+    auto waiting = std::make_shared<const Waiting>(*this, qint64(update.buffer().size()));
+    m_thread.post([this, jobId, seq, update = std::move(update), context, baseSha, recorded, waiting] {
         auto it = m_jobs.find(jobId);
         if (it == m_jobs.end())
             return;
         JobWeights& job = it->second;
-        applyNow(jobId, job, seq, update, context, baseSha, false, recorded);
+        applyNow(jobId, job, seq, update, context, baseSha, false, recorded, waiting);
         if (!m_shared) // through Redis, when it is folded (it may wait)
             m_coordinator.m_metrics.updateAssimilated(
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - recorded).count());
@@ -196,10 +215,12 @@ void WeightsKeeper::remember(JobWeights& job, const QString& sha, const TensorBu
 
 void WeightsKeeper::applyNow(qint64 jobId, JobWeights& job, qint64 seq, const TensorBundle& update,
                              UpdateContext context, const QString& baseSha, bool checked,
-                             std::optional<std::chrono::steady_clock::time_point> received)
+                             std::optional<std::chrono::steady_clock::time_point> received,
+                             std::shared_ptr<const Waiting> waiting)
 {
     if (m_shared) {
-        job.pending.push_back(PendingUpdate{seq, update, context, baseSha, checked, received});
+        job.pending.push_back(
+            PendingUpdate{seq, update, context, baseSha, checked, received, std::move(waiting)});
         (void)foldPending(jobId, job);
         return;
     }

@@ -32,6 +32,7 @@
 #include "store/BlobStore.h"
 #include "tensor/TensorBundle.h"
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -92,6 +93,16 @@ public:
     static void track(TensorBundle& published, const TensorBundle& server, const DownloadSpec& download);
     // `baseSha`: the published weights the update's lease handed out.
     void apply(qint64 jobId, qint64 seq, TensorBundle update, UpdateContext context, QString baseSha);
+    // How far the folds are behind the intake: the updates handed to apply() that are neither folded in nor
+    // refused yet (queued behind other work on this thread, or waiting for Redis), and the bytes of weights
+    // they hold in memory until then. Any thread; the lease path holds new leases back while it is above
+    // config fold_backlog_mb.
+    struct Backlog
+    {
+        qint64 updates = 0;
+        qint64 bytes = 0;
+    };
+    Backlog backlog() const;
     // Folds updates that another coordinator of the deployment received and did not fold (it stopped or was
     // killed first), read from disk like a restart's replay; one that Redis holds folded already is only
     // reported applied, and one this process has waiting is left to it.
@@ -108,6 +119,21 @@ public:
     void unload(qint64 jobId);
 
 private:
+    // Counts one update of apply() in the backlog for as long as it lives: in the task that folds it, then in
+    // the queue of those waiting for Redis. Whatever way the update leaves (folded, refused, its job
+    // unloaded, the thread stopped), it leaves the backlog with it.
+    class Waiting
+    {
+    public:
+        Waiting(WeightsKeeper& keeper, qint64 bytes);
+        ~Waiting();
+        Waiting(const Waiting&) = delete;
+        Waiting& operator=(const Waiting&) = delete;
+
+    private:
+        WeightsKeeper& m_keeper;
+        qint64 m_bytes;
+    };
     struct PendingUpdate
     {
         qint64 seq = 0;
@@ -116,6 +142,7 @@ private:
         QString baseSha;
         bool checked = false;
         std::optional<std::chrono::steady_clock::time_point> received; // a live update (not a replay)
+        std::shared_ptr<const Waiting> waiting;                        // a live update, in the backlog
     };
     struct JobWeights
     {
@@ -145,9 +172,10 @@ private:
     };
     static constexpr size_t kRecentBases = 8;
     // `checked`: the update was folded in before a restart; it is folded in again without the step bound.
-    void applyNow(qint64 jobId, JobWeights& job, qint64 seq, const TensorBundle& update, UpdateContext context,
-                  const QString& baseSha, bool checked = false,
-                  std::optional<std::chrono::steady_clock::time_point> received = std::nullopt);
+    void applyNow(qint64 jobId, JobWeights& job, qint64 seq, const TensorBundle& update,
+                  UpdateContext context, const QString& baseSha, bool checked = false,
+                  std::optional<std::chrono::steady_clock::time_point> received = std::nullopt,
+                  std::shared_ptr<const Waiting> waiting = nullptr);
     // Reads `replay` from disk and folds it in, in order (load() and replay()).
     void replayNow(qint64 jobId, JobWeights& job, const std::vector<ReplayedUpdate>& replay);
     // Shared through Redis: folds the pending updates in order; false when Redis failed (they keep waiting).
@@ -177,6 +205,8 @@ private:
 
     Coordinator& m_coordinator;
     BlobStore& m_blobs;
+    std::atomic<qint64> m_backlogUpdates{0}; // backlog(); before what may hold a Waiting
+    std::atomic<qint64> m_backlogBytes{0};
     std::map<qint64, JobWeights> m_jobs;      // weights thread only
     std::unique_ptr<RedisConnection> m_redis; // weights thread only, when shared
     std::unique_ptr<SharedWeights> m_shared;

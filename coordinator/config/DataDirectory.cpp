@@ -97,6 +97,7 @@ QJsonObject CoordinatorConfig::toJson() const
     json.insert(QStringLiteral("snapshot_every_seconds"), snapshotEverySeconds);
     json.insert(QStringLiteral("publish_interval_ms"), publishIntervalMs);
     json.insert(QStringLiteral("lease_wait_for_own_update_ms"), leaseWaitForOwnUpdateMs);
+    json.insert(QStringLiteral("fold_backlog_mb"), foldBacklogMb);
     json.insert(QStringLiteral("validate_every_updates"), validateEveryUpdates);
     json.insert(QStringLiteral("max_leases_per_agent"), maxLeasesPerAgent);
     json.insert(QStringLiteral("lease_lifetime_deadlines"), leaseLifetimeDeadlines);
@@ -136,6 +137,7 @@ Result<CoordinatorConfig> CoordinatorConfig::fromJson(const QJsonObject& json)
                       QStringLiteral("snapshot_every_seconds"),
                       QStringLiteral("publish_interval_ms"),
                       QStringLiteral("lease_wait_for_own_update_ms"),
+                      QStringLiteral("fold_backlog_mb"),
                       QStringLiteral("validate_every_updates"),
                       QStringLiteral("metrics_access"),
                       QStringLiteral("agent_online_seconds"),
@@ -182,6 +184,7 @@ Result<CoordinatorConfig> CoordinatorConfig::fromJson(const QJsonObject& json)
     fields.readInt(u"snapshot_every_seconds", config.snapshotEverySeconds, IntRange{1, 86'400});
     fields.readInt(u"publish_interval_ms", config.publishIntervalMs, IntRange{0, 3'600'000});
     fields.readInt(u"lease_wait_for_own_update_ms", config.leaseWaitForOwnUpdateMs, IntRange{0, 60'000});
+    fields.readInt(u"fold_backlog_mb", config.foldBacklogMb, IntRange{0, 1024 * 1024});
     fields.readInt(u"validate_every_updates", config.validateEveryUpdates, IntRange{0, 1'000'000});
     fields.readInt(u"max_leases_per_agent", config.maxLeasesPerAgent, IntRange{1, 1024});
     fields.readInt(u"lease_lifetime_deadlines", config.leaseLifetimeDeadlines, IntRange{1, 1000});

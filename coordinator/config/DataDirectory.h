@@ -49,6 +49,10 @@ struct CoordinatorConfig
     // An agent's next lease waits this long at most for weights that hold its own previous result, published at
     // once for it (0: leases never wait, and carry the last file the tick published).
     int leaseWaitForOwnUpdateMs = 2000;
+    // Updates received and not yet folded in hold their weights in memory (queued for the weights thread, or
+    // waiting for Redis): beyond this many MiB of them the coordinator hands out no new lease until the folds
+    // catch up (the agents ask again in a moment). 0: no bound.
+    int foldBacklogMb = 1024;
     int validateEveryUpdates = 0;     // 0: validate at epoch ends only
     // Against hoarding: an agent holds at most this many open leases (fewer when it declared fewer cores: twice
     // its cores), and a lease lives at most this many of its job's deadlines in all, however often it reports.

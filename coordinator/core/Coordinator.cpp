@@ -249,6 +249,11 @@ void Coordinator::drain()
     m_state->call([] {});
 }
 
+SerialExecutor& Coordinator::weightsThread()
+{
+    return m_weights->executor();
+}
+
 void Coordinator::shutdown()
 {
     if (m_stopping.exchange(true) || !m_state)

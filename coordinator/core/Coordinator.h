@@ -230,6 +230,8 @@ public:
 
     // Thread-safe: waits until every update received so far is folded in and validated (for tests and shutdown).
     void drain();
+    // The weights thread (folds, publications, snapshots): a test that holds it stands for folds that lag.
+    SerialExecutor& weightsThread();
 
 private:
     friend class WeightsKeeper;
@@ -290,6 +292,9 @@ private:
     // agent's, unless one asked for by parked leases is on its way already: one publication (a file of the
     // whole weights) per job at a time, not one per accepted update while many agents upload at once.
     void askPublicationFor(const QString& agentId);
+    // Why no lease goes out now (nullopt: they do): the updates received here and not folded yet hold more
+    // than config fold_backlog_mb of memory. Logs when leases stop and when they go out again.
+    std::optional<QString> leasesHeldBack();
     void onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const QString& sha, const QString& ruleSha);
     void onValidated(qint64 jobId, int epoch, bool epochEnd, qint64 version, double accuracy, double loss);
     void onValidationFailed(qint64 jobId, int epoch, bool epochEnd, const QString& error);
@@ -422,6 +427,7 @@ private:
     bool m_housekeeper =
         true; // state thread: does the deployment's housekeeping (Database::holdsHousekeeping)
     qint64 m_sharedHouseMs = 0;          // state thread: when keepSharedHouse last ran
+    bool m_holdingLeases = false;        // state thread: leasesHeldBack() held the last request back
     std::set<qint64> m_importing;        // state thread: jobs this coordinator imports now
     struct LeftToOthers
     {

@@ -29,6 +29,8 @@ constexpr int kRetryWhenNoJobsSeconds = 30;
 // now come back soon instead of after the no-job wait, which is longer than a small job takes.
 constexpr int kRetryWhenStartingSeconds = 2;
 constexpr int kRetryWhenQuarantinedSeconds = 600;
+// The folds that held leases back catch up within seconds (a fold takes tens of milliseconds).
+constexpr int kRetryWhenFoldsBehindSeconds = 2;
 constexpr int kMaxFailureReasonLength = 2000;
 const char* const kFailureStages[] = {"verify", "download", "worker", "upload", "other"};
 
@@ -194,6 +196,37 @@ void Coordinator::answerParkedLeases()
     }
 }
 
+std::optional<QString> Coordinator::leasesHeldBack()
+{
+    // Every update accepted here holds its weights in memory until its fold: an intake that outruns the folds
+    // (several coordinators contending for the weights in Redis, Redis away, a slow disk) would grow without
+    // bound, and the updates it takes in meanwhile grow staler. The leases already out still deliver; new
+    // ones wait for the folds to catch up.
+    const WeightsKeeper::Backlog backlog = m_weights->backlog();
+    m_metrics.foldBacklog(backlog.updates, backlog.bytes);
+    const qint64 bound = qint64(m_config.foldBacklogMb) << 20;
+    const bool hold = bound > 0 && backlog.bytes > bound;
+    const auto mib = [](qint64 bytes) { return QString::number(double(bytes) / double(1 << 20), 'f', 1); };
+    if (hold && !m_holdingLeases)
+        qCWarning(lcCoordinator).noquote()
+            << QStringLiteral(
+                   "new leases wait: %1 update(s) received here, %2 MiB of weights, are not folded in "
+                   "yet (config fold_backlog_mb: %3); leases go out again once the folds catch up")
+                   .arg(backlog.updates)
+                   .arg(mib(backlog.bytes))
+                   .arg(m_config.foldBacklogMb);
+    else if (!hold && m_holdingLeases)
+        qCInfo(lcCoordinator) << "new leases go out again: the folds caught up";
+    m_holdingLeases = hold;
+    if (!hold)
+        return std::nullopt;
+    m_metrics.leaseHeldBack();
+    return QStringLiteral("the coordinator is folding in the updates it received (%1 MiB wait, above its "
+                          "fold_backlog_mb of %2); ask again in a moment")
+        .arg(mib(backlog.bytes))
+        .arg(m_config.foldBacklogMb);
+}
+
 QJsonObject Coordinator::leaseReply(const QJsonArray& tasks) const
 {
     // Every reply names the key in force, so an agent that pinned an older one follows the rotations at once.
@@ -232,6 +265,12 @@ HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJson
                      QStringLiteral("this agent is quarantined: %1; the coordinator's admin can lift it "
                                     "(gleaner-coordinator agent release ID)")
                          .arg(*why));
+        return HttpResponse::json(200, reply);
+    }
+    if (auto why = leasesHeldBack()) {
+        QJsonObject reply = leaseReply(QJsonArray());
+        reply.insert(QStringLiteral("retry_after"), kRetryWhenFoldsBehindSeconds);
+        reply.insert(QStringLiteral("held_back"), *why);
         return HttpResponse::json(200, reply);
     }
     const int asked =
@@ -582,6 +621,8 @@ void Coordinator::tick()
         scheduleValidations(job);       // retries a validation that failed
         m_scheduler->openNextEpochIfReady(job);
     }
+    const WeightsKeeper::Backlog backlog = m_weights->backlog();
+    m_metrics.foldBacklog(backlog.updates, backlog.bytes);
     publishDashboardState();
 }
 

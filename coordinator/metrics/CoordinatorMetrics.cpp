@@ -113,18 +113,19 @@ CoordinatorMetrics::CoordinatorMetrics()
     : m_updatesAccepted(
           m_registry.counter("gleaner_updates_accepted_total",
                              "Result uploads accepted (answered 202) and queued for aggregation.")),
-      m_updatesNotFolded(
-          m_registry.counter("gleaner_updates_not_folded_total",
-                             "Accepted updates the aggregation refused to fold in: the blended weights were not "
-                             "finite or moved further than the job's bound.")),
+      m_updatesNotFolded(m_registry.counter(
+          "gleaner_updates_not_folded_total",
+          "Accepted updates the aggregation refused to fold in: the blended weights were not "
+          "finite or moved further than the job's bound.")),
       m_updatesRefused(registerRefusals(m_registry)),
       m_leasesIssued(m_registry.counter("gleaner_leases_issued_total", "Leases handed to agents.")),
       m_leasesExpired(m_registry.counter("gleaner_leases_expired_total",
                                          "Leases whose deadline passed before their result arrived.")),
       m_leasesFailed(m_registry.counter("gleaner_leases_failed_total",
                                         "Leases an agent gave back because it could not run the subtask.")),
-      m_leasesHandedBack(m_registry.counter("gleaner_leases_handed_back_total",
-                                            "Leases an agent handed back when it left (with or without a checkpoint).")),
+      m_leasesHandedBack(
+          m_registry.counter("gleaner_leases_handed_back_total",
+                             "Leases an agent handed back when it left (with or without a checkpoint).")),
       m_bytesIn(m_registry.counter("gleaner_http_received_bytes_total", "Request body bytes received.")),
       m_bytesOut(m_registry.counter("gleaner_http_sent_bytes_total", "Response body bytes sent.")),
       m_resultBytes(perEncoding([this](const QByteArray& encoding) -> Counter& {
@@ -148,7 +149,16 @@ CoordinatorMetrics::CoordinatorMetrics()
           "Folds into the weights in Redis done again because another coordinator's fold committed first.")),
       m_updatesWaitingForRedis(m_registry.gauge(
           "gleaner_updates_waiting_for_redis",
-          "Accepted updates kept until Redis answers again; folded then, in order (0 without Redis)."))
+          "Accepted updates kept until Redis answers again; folded then, in order (0 without Redis).")),
+      m_foldBacklogUpdates(m_registry.gauge(
+          "gleaner_fold_backlog_updates",
+          "Updates this coordinator accepted that are not folded into the server weights yet.")),
+      m_foldBacklogBytes(m_registry.gauge(
+          "gleaner_fold_backlog_bytes",
+          "Bytes of weights the updates not folded yet hold in memory (bounded by config fold_backlog_mb).")),
+      m_leasesHeldBack(m_registry.counter("gleaner_leases_held_back_total",
+                                          "Lease requests answered without work because the updates not "
+                                          "folded yet exceeded fold_backlog_mb."))
 {
 }
 

@@ -86,6 +86,15 @@ public:
     void sharedFoldsRedone(quint64 count) { m_sharedFoldsRedone.inc(count); }
     void updatesWaitingForRedis(qsizetype count) { m_updatesWaitingForRedis.set(double(count)); }
     double updatesWaitingForRedis() const { return m_updatesWaitingForRedis.value(); }
+    // [state] The updates received here and not folded yet, and the bytes they hold (WeightsKeeper::backlog),
+    // as the tick and each lease request see them; a lease request held back while they are too many.
+    void foldBacklog(qint64 updates, qint64 bytes)
+    {
+        m_foldBacklogUpdates.set(double(updates));
+        m_foldBacklogBytes.set(double(bytes));
+    }
+    void leaseHeldBack() { m_leasesHeldBack.inc(); }
+    quint64 leasesHeldBack() const { return m_leasesHeldBack.value(); }
     // Any thread: a live-event client went away because it did not keep up.
     void eventClientDropped() { m_eventClientsDropped.inc(); }
 
@@ -113,6 +122,9 @@ private:
     Counter& m_eventClientsDropped;
     Counter& m_sharedFoldsRedone;
     Gauge& m_updatesWaitingForRedis;
+    Gauge& m_foldBacklogUpdates;
+    Gauge& m_foldBacklogBytes;
+    Counter& m_leasesHeldBack;
     // Registered on first use, then read without the registry's lock.
     static constexpr int kFirstStatus = 100;
     static constexpr int kStatuses = 500; // 100 .. 599

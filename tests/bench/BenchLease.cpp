@@ -55,7 +55,7 @@ int main(int argc, char** argv)
             << "usage: bench_lease [--clients C] [--seconds D] [--shards S] [--database URL]\n"
                "                   [--coordinators P --redis URL] [--results [--rule RULE]] [--publish-ms "
                "MS]\n"
-               "                   [--lease-wait-ms MS] [--quick]\n"
+               "                   [--lease-wait-ms MS] [--fold-backlog-mb MB] [--quick]\n"
                "Prints leases per second and lease latency (p50, p99) as JSON.\n"
                "  --results  every lease is answered with an uploaded result of 4,972,746 parameters: also\n"
                "             accepted updates per second and the upload's latency (p50, p99)\n"
@@ -64,7 +64,12 @@ int main(int argc, char** argv)
                "  --lease-wait-ms  the coordinators' lease_wait_for_own_update_ms (default 2000): how long "
                "an\n"
                "             agent's next lease waits for the publication of its own update; 0 answers at "
-               "once\n";
+               "once\n"
+               "  --fold-backlog-mb  the coordinators' fold_backlog_mb (default 1024): past it, updates not "
+               "folded\n"
+               "             yet hold new leases back, and the agents wait the retry_after they are told, as "
+               "agents do;\n"
+               "             0: no bound\n";
         return 0;
     }
     const auto option = [&](const char* name, int fallback) { return bench::intOption(args, name, fallback); };
@@ -99,6 +104,9 @@ int main(int argc, char** argv)
     config.leaseWaitForOwnUpdateMs = option("--lease-wait-ms", config.leaseWaitForOwnUpdateMs);
     if (config.leaseWaitForOwnUpdateMs < 0 || config.leaseWaitForOwnUpdateMs > 60'000)
         return bench::failBench("bench_lease", QStringLiteral("--lease-wait-ms: expected 0 to 60000"));
+    config.foldBacklogMb = option("--fold-backlog-mb", config.foldBacklogMb);
+    if (config.foldBacklogMb < 0)
+        return bench::failBench("bench_lease", QStringLiteral("--fold-backlog-mb: expected 0 or more"));
     if (const qsizetype at = args.indexOf(QStringLiteral("--database")); at >= 0) {
         config.database = args.value(at + 1);
         if (!Database::isPostgresUrl(config.database))
@@ -190,6 +198,7 @@ int main(int argc, char** argv)
     std::atomic<int> ready{0};
     std::vector<std::vector<double>> latencies(static_cast<size_t>(clients));
     std::vector<qint64> leased(static_cast<size_t>(clients), 0), failures(static_cast<size_t>(clients), 0);
+    std::vector<qint64> heldBack(static_cast<size_t>(clients), 0);
     // --results: what the agents upload (fetched once), and how the uploads were answered.
     std::once_flag fetchOnce;
     TensorBundle uploaded;
@@ -279,9 +288,19 @@ int main(int argc, char** argv)
                     continue;
                 }
                 latencies[size_t(k)].push_back(ms);
-                const QJsonArray tasks =
-                    QJsonDocument::fromJson(reply->body).object().value(QStringLiteral("tasks")).toArray();
+                const QJsonObject answer = QJsonDocument::fromJson(reply->body).object();
+                const QJsonArray tasks = answer.value(QStringLiteral("tasks")).toArray();
                 leased[size_t(k)] += tasks.size();
+                if (answer.contains(QStringLiteral("held_back"))) {
+                    // Held back while the folds catch up: the agent waits what it is told, as agents do.
+                    ++heldBack[size_t(k)];
+                    const auto until = std::chrono::steady_clock::now() +
+                                       std::chrono::seconds(
+                                           std::max(1, answer.value(QStringLiteral("retry_after")).toInt()));
+                    while (!stop && std::chrono::steady_clock::now() < until)
+                        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+                    continue;
+                }
                 if (!results)
                     continue;
                 if (tasks.isEmpty())
@@ -342,11 +361,12 @@ int main(int argc, char** argv)
             QThread::msleep(5);
 
     std::vector<double> all;
-    qint64 total = 0, failed = 0;
+    qint64 total = 0, failed = 0, held = 0;
     for (int k = 0; k < clients; ++k) {
         all.insert(all.end(), latencies[size_t(k)].begin(), latencies[size_t(k)].end());
         total += leased[size_t(k)];
         failed += failures[size_t(k)];
+        held += heldBack[size_t(k)];
     }
     for (auto& server : servers)
         server->stop();
@@ -379,6 +399,8 @@ int main(int argc, char** argv)
     out.insert(QStringLiteral("tick_ms"), kTickMs);
     out.insert(QStringLiteral("publish_interval_ms"), config.publishIntervalMs);
     out.insert(QStringLiteral("lease_wait_for_own_update_ms"), config.leaseWaitForOwnUpdateMs);
+    out.insert(QStringLiteral("fold_backlog_mb"), config.foldBacklogMb);
+    out.insert(QStringLiteral("lease_requests_held_back"), held);
     out.insert(QStringLiteral("server_threads"), options.threads);
     out.insert(QStringLiteral("database"), config.database.isEmpty() ? QStringLiteral("sqlite") : QStringLiteral("postgresql"));
     out.insert(QStringLiteral("boinc_dispatch_per_second"), 100);

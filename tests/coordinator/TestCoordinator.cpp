@@ -19,6 +19,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QRegularExpression>
+#include <QScopeGuard>
 #include <QSqlDatabase>
 #include <QSqlQuery>
 #include <QTest>
@@ -84,6 +85,7 @@ private Q_SLOTS:
     void nextLeaseHoldsTheAgentsOwnResult();
     void onePublicationServesTheAgentsParkedMeanwhile();
     void theTickAnswersAParkedLeaseAtItsDeadline();
+    void leasesWaitWhileTheFoldsAreBehind();
     void batchNormBuffersAreBlendedAndCountersTakeTheMaximum();
     void identicalJobsKeepTheirSharedWeightsFiles();
     void revokedAgentsWorkGoesBackAtOnce();
@@ -691,6 +693,79 @@ void TestCoordinator::theTickAnswersAParkedLeaseAtItsDeadline()
     QCOMPARE(bases, (std::vector<qint64>{0, 2, 2, 4}));
 }
 
+void TestCoordinator::leasesWaitWhileTheFoldsAreBehind()
+{
+    // Updates received and not folded yet hold their weights in memory. Past fold_backlog_mb the coordinator
+    // hands out no new lease, with the reason and a short retry, until the folds catch up; the leases already
+    // out still deliver. The test holds the weights thread, as folds that lag would.
+    const auto restore = qScopeGuard([&] { f.config.foldBacklogMb = CoordinatorConfig{}.foldBacklogMb; });
+    f.config.foldBacklogMb = 1;
+    QVERIFY(f.reopen());
+    // An MLP of 282,628 parameters: one update holds 1.08 MiB, more than the bound.
+    const qint64 job =
+        f.submit(test::tinyJobSpec(m_dataset, 10, 3, 0.99, 60, QStringLiteral(R"(, "overlap_epochs": false)"))
+                     .replace(R"("hidden": [16])", R"("hidden": [4096])"));
+    const TensorBundle weights = serverWeights(job);
+    QCOMPARE(weights.parameterCount(), qint64(282'628));
+    const QString agent = f.enroll(QStringLiteral("uploader")).value(QStringLiteral("agent_id")).toString();
+    const QString other = f.enroll(QStringLiteral("asker")).value(QStringLiteral("agent_id")).toString();
+    const auto tasks = lease(agent, 3);
+    QCOMPARE(tasks.size(), size_t(3));
+    // The fixture's upload() waits for the fold; these do not.
+    const auto send = [&](const Task& task, float by, qint64 base) {
+        const QString file = f.writeUpload(
+            SafeTensors::serialize(f.withResultMetadata(task.leaseId, shifted(weights, by), base)));
+        return f.core->state().call([&] { return f.resultOfUpload(agent, task.leaseId, file).status; });
+    };
+    const auto ask = [&] {
+        return f.core->state().call([&] {
+            return f.core->lease(other, QJsonObject{{QStringLiteral("max_tasks"), 1}});
+        });
+    };
+
+    std::promise<void> go;
+    std::shared_future<void> gate = go.get_future().share();
+    f.core->weightsThread().post([gate] { gate.wait(); });
+    auto opened = qScopeGuard([&] { go.set_value(); }); // never leaves the thread held
+    QCOMPARE(baseOf(ask()), 0);                         // nothing waits to be folded yet
+    QCOMPARE(send(tasks[0], 0.01f, 0), 202);
+    const quint64 heldBefore = f.core->metrics().leasesHeldBack();
+    const HttpResponse held = ask();
+    QCOMPARE(held.status, 200);
+    const QJsonObject reply = QJsonDocument::fromJson(held.body).object();
+    QVERIFY(reply.value(QStringLiteral("tasks")).toArray().isEmpty());
+    QCOMPARE(reply.value(QStringLiteral("retry_after")).toInt(), 2);
+    QVERIFY2(
+        reply.value(QStringLiteral("held_back")).toString().contains(QStringLiteral("fold_backlog_mb of 1")),
+        qPrintable(reply.value(QStringLiteral("held_back")).toString()));
+    QCOMPARE(f.core->metrics().leasesHeldBack(), heldBefore + 1);
+    // The leases already out still deliver while new ones wait.
+    QCOMPARE(send(tasks[1], 0.02f, 0), 202);
+    QCOMPARE(baseOf(ask()), -1);
+
+    opened.dismiss();
+    go.set_value();
+    f.core->drain();
+    f.core->state().call([&] { f.core->tick(); }); // publishes what the folds made
+    f.core->drain();
+    QCOMPARE(baseOf(ask()), 2); // both folded in and published
+    QCOMPARE(upload(agent, tasks[2].leaseId, shifted(weights, 0.03f), 0), 202);
+    f.core->drain();
+
+    // With no bound (0) the same backlog holds nothing back.
+    f.core.reset();
+    f.config.foldBacklogMb = 0;
+    QVERIFY(f.reopen());
+    const auto more = lease(agent, 1);
+    QCOMPARE(more.size(), size_t(1));
+    std::promise<void> go2;
+    std::shared_future<void> gate2 = go2.get_future().share();
+    f.core->weightsThread().post([gate2] { gate2.wait(); });
+    auto opened2 = qScopeGuard([&] { go2.set_value(); });
+    QCOMPARE(send(more[0], 0.01f, more[0].manifest.value(QStringLiteral("base_version")).toInteger()), 202);
+    QVERIFY(baseOf(ask()) >= 0);
+}
+
 void TestCoordinator::oldWeightsFilesAreRemovedOnceUnneeded()
 {
     const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
@@ -1192,6 +1267,8 @@ void TestCoordinator::configFileIsCheckedByField_data()
     QTest::newRow("no port") << QByteArray(R"({"listen": "127.0.0.1"})") << "config.listen: expected HOST:PORT";
     QTest::newRow("missing listen") << QByteArray(R"({})") << "config.listen";
     QTest::newRow("threads zero") << QByteArray(R"({"listen": "h:1", "http_threads": 0})") << "config.http_threads";
+    QTest::newRow("fold backlog negative")
+        << QByteArray(R"({"listen": "h:1", "fold_backlog_mb": -1})") << "config.fold_backlog_mb";
     QTest::newRow("hosts not a list") << QByteArray(R"({"listen": "h:1", "hosts": "a.lan"})") << "config.hosts";
     QTest::newRow("database not a URL") << QByteArray(R"({"listen": "h:1", "database": "/var/lib/gleaner.db"})")
                                         << "config.database: expected a PostgreSQL URL";
