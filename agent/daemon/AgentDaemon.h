@@ -242,6 +242,7 @@ private:
     AgentConfig m_config;
     PinnedKeys m_keys;
     QString m_quarantined; // the coordinator's reason, while it gives this agent no work
+    QString m_heldBack; // the coordinator's reason, while it holds new work back (folding what it received)
     // A signing key the agent could not follow to, and until when it does not try again.
     static constexpr qint64 kRetryUntrustedKeyMs = 10 * 60 * 1000;
     QString m_untrustedKey;

@@ -141,6 +141,11 @@ void AgentDaemon::takeLeaseReply(const LeaseReply& reply)
             {QStringLiteral("quarantined"),
              m_quarantined.isEmpty() ? QJsonValue(QJsonValue::Null) : QJsonValue(m_quarantined)}});
     }
+    // For a moment only (the coordinator folds in what it received): said once, not at every ask.
+    if (!reply.heldBack.isEmpty() && m_heldBack.isEmpty())
+        log(QStringLiteral("info"),
+            QStringLiteral("the coordinator holds new work back: %1").arg(reply.heldBack));
+    m_heldBack = reply.heldBack;
     // A task refused here (malformed, an id that is not one, a lease sent again) counts as a failure, so a
     // coordinator that keeps sending such replies is not asked again at once.
     QString refusal;

@@ -176,6 +176,7 @@ Result<LeaseReply> CoordinatorMessages::parseLease(const QByteArray& body)
     // Both are only shown or compared, never used as a name; bounded so a hostile answer cannot flood the log.
     reply.signingKey = o->value(QStringLiteral("signing_key")).toString().left(64);
     reply.quarantined = o->value(QStringLiteral("quarantined")).toString().left(1024);
+    reply.heldBack = o->value(QStringLiteral("held_back")).toString().left(1024);
     return reply;
 }
 

@@ -255,6 +255,7 @@ private Q_SLOTS:
     void forgedRotationIsRefused();
     void subtaskLeasedBeforeARotationGoesOn();
     void quarantineIsShownUntilLifted();
+    void workHeldBackIsLoggedOnce();
 
 private:
     QString url() const { return QStringLiteral("https://127.0.0.1:%1").arg(m_server->port()); }
@@ -667,6 +668,23 @@ void TestHostileCoordinator::quarantineIsShownUntilLifted()
                               QStringLiteral("no_work"), 20'000);
     QVERIFY(m_daemon->status()[QStringLiteral("coordinator")][QStringLiteral("quarantined")].isNull());
     QVERIFY(logSays(QStringLiteral("gives this agent work again")));
+}
+
+void TestHostileCoordinator::workHeldBackIsLoggedOnce()
+{
+    // A coordinator folding in what it received holds new work back for a moment: the agent logs why, once
+    // (not at every ask), and asks again when told.
+    const QString why =
+        QStringLiteral("the coordinator is folding in the updates it received (1100.0 MiB wait, "
+                       "above its fold_backlog_mb of 1024); ask again in a moment");
+    for (int i = 0; i < 2; ++i)
+        m_handler.queueReply({{QStringLiteral("tasks"), QJsonArray()},
+                              {QStringLiteral("retry_after"), 1},
+                              {QStringLiteral("held_back"), why}});
+    startDaemon();
+    QTRY_VERIFY_WITH_TIMEOUT(m_handler.leaseRequests() >= 3,
+                             20'000); // both held back, then the default reply
+    QCOMPARE(m_log.filter(QStringLiteral("holds new work back: ") + why).size(), 1);
 }
 
 QTEST_GUILESS_MAIN(TestHostileCoordinator)
