@@ -12,6 +12,7 @@
 #include "store/RedisConnection.h"
 
 #include <QJsonObject>
+#include <QScopeGuard>
 #include <QTest>
 
 using namespace gleaner;
@@ -30,6 +31,7 @@ private Q_SLOTS:
     void redisThatLostTheJobGetsItBack();
     void updateFileLostAfterItsFoldCountsAsFolded();
     void updatesWaitWhileRedisIsDown();
+    void leasesWaitWhileRedisIsDown();
     void finishedJobLeavesRedis();
 
 private:
@@ -246,6 +248,44 @@ void TestCoordinatorOnRedis::updatesWaitWhileRedisIsDown()
             QCOMPARE(now[i], 0.5f * w1 + 0.5f * (before[i] + 0.02f));
         }
     }
+}
+
+void TestCoordinatorOnRedis::leasesWaitWhileRedisIsDown()
+{
+    // An update waiting for Redis keeps its weights in memory for as long as Redis is away: past
+    // fold_backlog_mb no new lease goes out, and the leases go out again once the update is folded.
+    const auto restore = qScopeGuard([&] { f.config.foldBacklogMb = CoordinatorConfig{}.foldBacklogMb; });
+    f.config.foldBacklogMb = 1;
+    QVERIFY(f.reopen());
+    const QString agent = f.enroll(QStringLiteral("uploader")).value(QStringLiteral("agent_id")).toString();
+    const QString other = f.enroll(QStringLiteral("asker")).value(QStringLiteral("agent_id")).toString();
+    // 282,628 parameters: one update holds 1.08 MiB.
+    const qint64 job =
+        f.submit(test::tinyJobSpec(m_dataset, 4, 3, 0.99, 60, QStringLiteral(R"(, "overlap_epochs": false)"))
+                     .replace(R"("hidden": [16])", R"("hidden": [4096])"));
+    const TensorBundle w0 = f.serverWeights(job);
+    QCOMPARE(w0.parameterCount(), qint64(282'628));
+    auto tasks = f.lease(agent, 1);
+    QCOMPARE(tasks.size(), size_t(1));
+    const auto heldBack = [&] {
+        const HttpResponse r = f.core->state().call([&] {
+            return f.core->lease(other, QJsonObject{{QStringLiteral("max_tasks"), 1}});
+        });
+        return QJsonDocument::fromJson(r.body).object().value(QStringLiteral("held_back")).toString();
+    };
+
+    m_redis.halt();
+    QCOMPARE(f.upload(agent, tasks[0].leaseId, shifted(w0, 0.01f), 0), 202);
+    f.core->drain(); // the weights thread is idle: the update waits for Redis, in memory
+    QCOMPARE(f.core->metrics().updatesWaitingForRedis(), 1.0);
+    QVERIFY(heldBack().contains(QStringLiteral("fold_backlog_mb of 1")));
+
+    const QString resumed = m_redis.resume();
+    QVERIFY2(resumed.isEmpty(), qPrintable(resumed));
+    (void)f.serverWeights(job); // an export folds what waits first
+    QCOMPARE(f.core->metrics().updatesWaitingForRedis(), 0.0);
+    QCOMPARE(heldBack(), QString());
+    QCOMPARE(f.lease(other, 1).size(), size_t(1));
 }
 
 void TestCoordinatorOnRedis::finishedJobLeavesRedis()
