@@ -160,7 +160,8 @@ void AgentDaemon::takeLeaseReply(const LeaseReply& reply)
         m_lastFailure = refusal;
         ++m_failureStreak;
     }
-    if (reply.tasks.isEmpty())
+    // Held back, the job is not done: a batch agent (--until-empty) does not count it as time without work.
+    if (reply.tasks.isEmpty() && reply.heldBack.isEmpty())
         noteNoWork();
     else
         m_noWorkSinceMs = -1;

@@ -94,7 +94,10 @@ void WeightsKeeper::replayNow(qint64 jobId, JobWeights& job, const std::vector<R
                 /*agentsFault=*/false);
             continue;
         }
-        applyNow(jobId, job, update.seq, *bundle, update.context, update.baseSha, update.appliedBefore);
+        // Counted like a live update: with Redis away it waits in memory as long (a restart, or a takeover of
+        // another coordinator's updates).
+        applyNow(jobId, job, update.seq, *bundle, update.context, update.baseSha, update.appliedBefore,
+                 std::nullopt, std::make_shared<const Waiting>(*this, qint64(bundle->buffer().size())));
     }
 }
 
@@ -144,12 +147,14 @@ void WeightsKeeper::apply(qint64 jobId, qint64 seq, TensorBundle update, UpdateC
     const auto recorded = std::chrono::steady_clock::now();
     // Counted from now, on the caller's thread: the lease path sees it before the fold's task runs.
     auto waiting = std::make_shared<const Waiting>(*this, qint64(update.buffer().size()));
-    m_thread.post([this, jobId, seq, update = std::move(update), context, baseSha, recorded, waiting] {
+    m_thread.post([this, jobId, seq, update = std::move(update), context, baseSha, recorded,
+                   waiting = std::move(waiting)]() mutable {
         auto it = m_jobs.find(jobId);
         if (it == m_jobs.end())
             return;
         JobWeights& job = it->second;
-        applyNow(jobId, job, seq, update, context, baseSha, false, recorded, waiting);
+        // The count goes with the update: out at the end of applyNow, unless it waits for Redis.
+        applyNow(jobId, job, seq, update, context, baseSha, false, recorded, std::move(waiting));
         if (!m_shared) // through Redis, when it is folded (it may wait)
             m_coordinator.m_metrics.updateAssimilated(
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - recorded).count());

@@ -13,6 +13,7 @@
 #include <QFileInfo>
 #include <QJsonDocument>
 #include <QLoggingCategory>
+#include <QRandomGenerator>
 
 #include <algorithm>
 
@@ -29,7 +30,8 @@ constexpr int kRetryWhenNoJobsSeconds = 30;
 // now come back soon instead of after the no-job wait, which is longer than a small job takes.
 constexpr int kRetryWhenStartingSeconds = 2;
 constexpr int kRetryWhenQuarantinedSeconds = 600;
-// The folds that held leases back catch up within seconds (a fold takes tens of milliseconds).
+// The folds that held leases back catch up within seconds (a fold takes tens of milliseconds), unless they
+// wait for Redis: the agents ask again after 2 to 4 s.
 constexpr int kRetryWhenFoldsBehindSeconds = 2;
 constexpr int kMaxFailureReasonLength = 2000;
 const char* const kFailureStages[] = {"verify", "download", "worker", "upload", "other"};
@@ -220,7 +222,6 @@ std::optional<QString> Coordinator::leasesHeldBack()
     m_holdingLeases = hold;
     if (!hold)
         return std::nullopt;
-    m_metrics.leaseHeldBack();
     return QStringLiteral("the coordinator is folding in the updates it received (%1 MiB wait, above its "
                           "fold_backlog_mb of %2); ask again in a moment")
         .arg(mib(backlog.bytes))
@@ -249,11 +250,15 @@ HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJson
     if (!held)
         return cannot();
     int open = *held;
-    for (auto& [jobId, job] : m_jobs)
-        if (job.status == JobStatus::Running)
-            if (auto s = m_scheduler->lockForGrant(job); !s)
-                return cannot();
-    if (!m_scheduler->grantsInParallel())
+    // Held back while the folds catch up: saying so takes no job's lock, so the requests of agents that wait
+    // cost the coordinator little while it is behind.
+    const std::optional<QString> heldBack = leasesHeldBack();
+    if (!heldBack)
+        for (auto& [jobId, job] : m_jobs)
+            if (job.status == JobStatus::Running)
+                if (auto s = m_scheduler->lockForGrant(job); !s)
+                    return cannot();
+    if (!heldBack && !m_scheduler->grantsInParallel())
         open = m_scheduler->openLeasesOf(agentId); // the picture, which the jobs' locks brought up to date
     // Seen now; the machine its record holds sizes its cap below.
     const QJsonObject hardware = touchAgent(agentId);
@@ -267,10 +272,14 @@ HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJson
                          .arg(*why));
         return HttpResponse::json(200, reply);
     }
-    if (auto why = leasesHeldBack()) {
+    if (heldBack) {
+        m_metrics.leaseHeldBack();
+        // Spread, so that the agents held back do not all ask again in the same second.
         QJsonObject reply = leaseReply(QJsonArray());
-        reply.insert(QStringLiteral("retry_after"), kRetryWhenFoldsBehindSeconds);
-        reply.insert(QStringLiteral("held_back"), *why);
+        reply.insert(QStringLiteral("retry_after"),
+                     kRetryWhenFoldsBehindSeconds +
+                         QRandomGenerator::global()->bounded(kRetryWhenFoldsBehindSeconds + 1));
+        reply.insert(QStringLiteral("held_back"), *heldBack);
         return HttpResponse::json(200, reply);
     }
     const int asked =

@@ -287,8 +287,9 @@ int main(int argc, char** argv)
                     ++failures[size_t(k)];
                     continue;
                 }
-                latencies[size_t(k)].push_back(ms);
                 const QJsonObject answer = QJsonDocument::fromJson(reply->body).object();
+                if (!answer.contains(QStringLiteral("held_back"))) // the lease latency: grants and "no work"
+                    latencies[size_t(k)].push_back(ms);
                 const QJsonArray tasks = answer.value(QStringLiteral("tasks")).toArray();
                 leased[size_t(k)] += tasks.size();
                 if (answer.contains(QStringLiteral("held_back"))) {

@@ -734,14 +734,15 @@ void TestCoordinator::leasesWaitWhileTheFoldsAreBehind()
     QCOMPARE(held.status, 200);
     const QJsonObject reply = QJsonDocument::fromJson(held.body).object();
     QVERIFY(reply.value(QStringLiteral("tasks")).toArray().isEmpty());
-    QCOMPARE(reply.value(QStringLiteral("retry_after")).toInt(), 2);
+    const int retry = reply.value(QStringLiteral("retry_after")).toInt();
+    QVERIFY2(retry >= 2 && retry <= 4, qPrintable(QString::number(retry))); // spread over 2 to 4 s
     QVERIFY2(
         reply.value(QStringLiteral("held_back")).toString().contains(QStringLiteral("fold_backlog_mb of 1")),
         qPrintable(reply.value(QStringLiteral("held_back")).toString()));
     QCOMPARE(f.core->metrics().leasesHeldBack(), heldBefore + 1);
     // The leases already out still deliver while new ones wait.
     QCOMPARE(send(tasks[1], 0.02f, 0), 202);
-    QCOMPARE(baseOf(ask()), -1);
+    QVERIFY(QJsonDocument::fromJson(ask().body).object().contains(QStringLiteral("held_back")));
 
     opened.dismiss();
     go.set_value();

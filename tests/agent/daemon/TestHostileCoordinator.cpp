@@ -31,6 +31,8 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
+#include <memory>
 #include <optional>
 
 using namespace gleaner;
@@ -256,6 +258,7 @@ private Q_SLOTS:
     void subtaskLeasedBeforeARotationGoesOn();
     void quarantineIsShownUntilLifted();
     void workHeldBackIsLoggedOnce();
+    void batchAgentWaitsOutAHold();
 
 private:
     QString url() const { return QStringLiteral("https://127.0.0.1:%1").arg(m_server->port()); }
@@ -265,7 +268,8 @@ private:
                      const QString& agentId = kAgentId, const SigningKey* signer = nullptr) const;
     QJsonObject freshTask(const QString& leaseId) const { return task(leaseId, nowMs(), nowMs() + 600'000); }
     // `enroll` false starts the daemon again on the data folder as the last run left it.
-    void startDaemon(int maxTasks = 1, bool enroll = true);
+    void startDaemon(int maxTasks = 1, bool enroll = true,
+                     const std::function<void(DaemonOptions&)>& adjust = {});
     void writeEnrollment(); // as `gleaner-agent enroll` leaves the data folder, pinning m_key
     // Waits for `count` more lease requests than were made so far: the agent took the reply and keeps going.
     bool waitForLeases(int count, int timeoutMs);
@@ -368,7 +372,8 @@ QJsonObject TestHostileCoordinator::task(const QString& leaseId, qint64 issuedMs
                        {QStringLiteral("signature"), QString::fromLatin1(envelope.signature)}};
 }
 
-void TestHostileCoordinator::startDaemon(int maxTasks, bool enroll)
+void TestHostileCoordinator::startDaemon(int maxTasks, bool enroll,
+                                         const std::function<void(DaemonOptions&)>& adjust)
 {
     if (enroll)
         writeEnrollment();
@@ -380,6 +385,8 @@ void TestHostileCoordinator::startDaemon(int maxTasks, bool enroll)
     options.workerProgram = QStringLiteral("/bin/true"); // never started: nothing here may get that far
     options.maxBackoffMs = 100;
     options.policyFile = m_run->filePath(QStringLiteral("no-policy.json"));
+    if (adjust)
+        adjust(options);
     auto daemon = AgentDaemon::create(options);
     QVERIFY2(daemon.ok(), qPrintable(daemon.error()));
     m_daemon = std::move(*daemon);
@@ -682,9 +689,30 @@ void TestHostileCoordinator::workHeldBackIsLoggedOnce()
                               {QStringLiteral("retry_after"), 1},
                               {QStringLiteral("held_back"), why}});
     startDaemon();
-    QTRY_VERIFY_WITH_TIMEOUT(m_handler.leaseRequests() >= 3,
-                             20'000); // both held back, then the default reply
+    // Both held back, then the default reply.
+    QTRY_VERIFY_WITH_TIMEOUT(m_handler.leaseRequests() >= 3, 20'000);
     QCOMPARE(m_log.filter(QStringLiteral("holds new work back: ") + why).size(), 1);
+}
+
+void TestHostileCoordinator::batchAgentWaitsOutAHold()
+{
+    // A batch agent (--until-empty) stops once the coordinator has had no work for it for --idle-exit. Held
+    // back is not that: the job is not done, and three held-back answers a second apart outlast the 1 s.
+    for (int i = 0; i < 3; ++i)
+        m_handler.queueReply({{QStringLiteral("tasks"), QJsonArray()},
+                              {QStringLiteral("retry_after"), 1},
+                              {QStringLiteral("held_back"), QStringLiteral("folding")}});
+    const auto stopped = std::make_shared<bool>(false); // outlives the test: the daemon stops in cleanup()
+    startDaemon(1, true, [](DaemonOptions& options) {
+        options.untilEmpty = true;
+        options.idleExitSeconds = 1;
+    });
+    connect(m_daemon.get(), &AgentDaemon::stopped, this, [stopped] { *stopped = true; });
+    QTRY_VERIFY_WITH_TIMEOUT(m_handler.leaseRequests() >= 3, 20'000);
+    QVERIFY2(!*stopped, qPrintable(m_log.join(u'\n')));
+    // Then no work (the default reply): it stops after its idle wait.
+    QTRY_VERIFY_WITH_TIMEOUT(*stopped, 20'000);
+    QVERIFY(logSays(QStringLiteral("no work for this agent")));
 }
 
 QTEST_GUILESS_MAIN(TestHostileCoordinator)
