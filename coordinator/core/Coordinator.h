@@ -295,6 +295,8 @@ private:
     // Why no lease goes out now (nullopt: they do): the updates received here and not folded yet hold more
     // than config fold_backlog_mb of memory. Logs when leases stop and when they go out again.
     std::optional<QString> leasesHeldBack();
+    // The answer while leases are held back (`why`): no task, a spread retry_after, the reason.
+    HttpResponse heldBackReply(const QString& why);
     void onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const QString& sha, const QString& ruleSha);
     void onValidated(qint64 jobId, int epoch, bool epochEnd, qint64 version, double accuracy, double loss);
     void onValidationFailed(qint64 jobId, int epoch, bool epochEnd, const QString& error);
