@@ -97,7 +97,7 @@ void WeightsKeeper::replayNow(qint64 jobId, JobWeights& job, const std::vector<R
         // Counted like a live update: with Redis away it waits in memory as long (a restart, or a takeover of
         // another coordinator's updates).
         applyNow(jobId, job, update.seq, *bundle, update.context, update.baseSha, update.appliedBefore,
-                 std::nullopt, std::make_shared<const Waiting>(*this, qint64(bundle->buffer().size())));
+                 std::nullopt, countWaiting(*bundle));
     }
 }
 
@@ -137,6 +137,11 @@ WeightsKeeper::Waiting::~Waiting()
     m_keeper.m_backlogBytes.fetch_sub(m_bytes, std::memory_order_relaxed);
 }
 
+std::shared_ptr<const WeightsKeeper::Waiting> WeightsKeeper::countWaiting(const TensorBundle& update)
+{
+    return std::make_shared<const Waiting>(*this, qint64(update.buffer().size()));
+}
+
 WeightsKeeper::Backlog WeightsKeeper::backlog() const
 {
     return {m_backlogUpdates.load(std::memory_order_relaxed), m_backlogBytes.load(std::memory_order_relaxed)};
@@ -146,7 +151,7 @@ void WeightsKeeper::apply(qint64 jobId, qint64 seq, TensorBundle update, UpdateC
 {
     const auto recorded = std::chrono::steady_clock::now();
     // Counted from now, on the caller's thread: the lease path sees it before the fold's task runs.
-    auto waiting = std::make_shared<const Waiting>(*this, qint64(update.buffer().size()));
+    auto waiting = countWaiting(update);
     m_thread.post([this, jobId, seq, update = std::move(update), context, baseSha, recorded,
                    waiting = std::move(waiting)]() mutable {
         auto it = m_jobs.find(jobId);

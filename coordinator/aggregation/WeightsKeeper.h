@@ -134,6 +134,8 @@ private:
         WeightsKeeper& m_keeper;
         qint64 m_bytes;
     };
+    // `update` counted in the backlog until the returned entry goes.
+    std::shared_ptr<const Waiting> countWaiting(const TensorBundle& update);
     struct PendingUpdate
     {
         qint64 seq = 0;
@@ -142,7 +144,7 @@ private:
         QString baseSha;
         bool checked = false;
         std::optional<std::chrono::steady_clock::time_point> received; // a live update (not a replay)
-        std::shared_ptr<const Waiting> waiting;                        // a live update, in the backlog
+        std::shared_ptr<const Waiting> waiting;                        // its count in the backlog
     };
     struct JobWeights
     {

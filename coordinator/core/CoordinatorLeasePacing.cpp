@@ -73,7 +73,6 @@ std::optional<QString> Coordinator::leasesHeldBack()
     // bound, and the updates it takes in meanwhile grow staler. The leases already out still deliver; new
     // ones wait for the folds to catch up.
     const WeightsKeeper::Backlog backlog = m_weights->backlog();
-    m_metrics.foldBacklog(backlog.updates, backlog.bytes);
     const qint64 bound = qint64(m_config.foldBacklogMb) << 20;
     const bool hold = bound > 0 && backlog.bytes > bound;
     const auto mib = [](qint64 bytes) { return QString::number(double(bytes) / double(1 << 20), 'f', 1); };

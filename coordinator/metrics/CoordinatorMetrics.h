@@ -87,7 +87,7 @@ public:
     void updatesWaitingForRedis(qsizetype count) { m_updatesWaitingForRedis.set(double(count)); }
     double updatesWaitingForRedis() const { return m_updatesWaitingForRedis.value(); }
     // [state] The updates received here and not folded yet, and the bytes they hold (WeightsKeeper::backlog),
-    // as the tick and each lease request see them; a lease request held back while they are too many.
+    // as each tick sees them; a lease request held back while they are too many.
     void foldBacklog(qint64 updates, qint64 bytes)
     {
         m_foldBacklogUpdates.set(double(updates));
