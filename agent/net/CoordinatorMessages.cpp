@@ -25,6 +25,17 @@ Result<QJsonObject> object(const QByteArray& body)
     return document.object();
 }
 
+// A reason the coordinator gives, for the agent's log and status: one line of at most `max` characters, its
+// control characters (a forged log line, a terminal escape) gone.
+QString shownReason(const QJsonObject& o, const char* name, qsizetype max)
+{
+    QString text = o.value(QLatin1String(name)).toString().left(max);
+    for (QChar& c : text)
+        if (c.category() == QChar::Other_Control)
+            c = u' ';
+    return text.simplified();
+}
+
 Result<QString> string(const QJsonObject& o, const char* name)
 {
     const QJsonValue v = o.value(key(name));
@@ -175,8 +186,8 @@ Result<LeaseReply> CoordinatorMessages::parseLease(const QByteArray& body)
     }
     // Both are only shown or compared, never used as a name; bounded so a hostile answer cannot flood the log.
     reply.signingKey = o->value(QStringLiteral("signing_key")).toString().left(64);
-    reply.quarantined = o->value(QStringLiteral("quarantined")).toString().left(1024);
-    reply.heldBack = o->value(QStringLiteral("held_back")).toString().left(1024);
+    reply.quarantined = shownReason(*o, "quarantined", 1024);
+    reply.heldBack = shownReason(*o, "held_back", 1024);
     return reply;
 }
 

@@ -258,6 +258,7 @@ private Q_SLOTS:
     void subtaskLeasedBeforeARotationGoesOn();
     void quarantineIsShownUntilLifted();
     void workHeldBackIsLoggedOnce();
+    void heldBackReasonIsOneLogLine();
     void batchAgentWaitsOutAHold();
 
 private:
@@ -692,6 +693,20 @@ void TestHostileCoordinator::workHeldBackIsLoggedOnce()
     // Both held back, then the default reply.
     QTRY_VERIFY_WITH_TIMEOUT(m_handler.leaseRequests() >= 3, 20'000);
     QCOMPARE(m_log.filter(QStringLiteral("holds new work back: ") + why).size(), 1);
+}
+
+void TestHostileCoordinator::heldBackReasonIsOneLogLine()
+{
+    // The reason is the coordinator's text: a newline or a terminal escape in it cannot forge a line of the
+    // agent's log.
+    m_handler.queueReply({{QStringLiteral("tasks"), QJsonArray()},
+                          {QStringLiteral("retry_after"), 1},
+                          {QStringLiteral("held_back"), QStringLiteral("folding\nerror: forged\x1b[2J")}});
+    startDaemon();
+    QTRY_VERIFY_WITH_TIMEOUT(logSays(QStringLiteral("holds new work back")), 20'000);
+    const QStringList lines = m_log.filter(QStringLiteral("holds new work back"));
+    QCOMPARE(lines.size(), 1);
+    QCOMPARE(lines[0], QStringLiteral("the coordinator holds new work back: folding error: forged [2J"));
 }
 
 void TestHostileCoordinator::batchAgentWaitsOutAHold()
