@@ -1,9 +1,16 @@
 #pragma once
-// The first look at a TorchScript archive, before libtorch is given it: the file must be what torch.jit.save
-// writes (a ZIP archive of one folder with data.pkl, constants.pkl and the program's source under code/), and its
-// source may not define __setstate__, the one kind of code libtorch runs while an archive loads, before any check
-// of its operators could. A Python pickle, a state_dict saved with torch.save, a truncated or altered file are
-// refused here, each by name. Torch-free: no part of the file has reached libtorch yet.
+// The first look at a TorchScript archive, before libtorch is given it: the file must be what torch.jit.save writes
+// (a ZIP archive of one folder with data.pkl, constants.pkl and the program's source under code/), and nothing in it
+// may make libtorch run code or touch memory while it loads:
+//   - member names are matched as libtorch matches them, without regard to ASCII case, and two names it could not
+//     tell apart are refused (CODE/ is code/ to libtorch);
+//   - the source may not define __setstate__, the one kind of code libtorch runs while an archive loads, before any
+//     check of its operators could;
+//   - every tensor record holds exactly the bytes its pickle declares, and every tensor lies inside its storage
+//     (ScriptPickle): libtorch trusts both;
+//   - the pickles name only what torch.jit.save writes: no TorchBind objects, no quantized or sparse tensors.
+// A Python pickle, a state_dict saved with torch.save, a truncated or altered file are refused here, each by name.
+// Torch-free: no part of the file has reached libtorch yet.
 
 #include "Result.h"
 

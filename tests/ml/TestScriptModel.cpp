@@ -215,6 +215,19 @@ void TestScriptModel::refusesHostileArchives_data()
     QTest::newRow("prints") << QStringLiteral("prints.pt") << QStringLiteral("prim::Print in __torch__.Prints.forward");
     QTest::newRow("runs code while it loads")
         << QStringLiteral("sets-state.pt") << QStringLiteral("defines __setstate__, code that would run while the archive loads");
+    // Altered after torch.jit.save (make_fixtures.py): each would reach libtorch's memory or run code on load.
+    QTest::newRow("a tensor record shorter than declared")
+        << QStringLiteral("truncated-record.pt")
+        << QStringLiteral("tensor record residual/data/0 holds 4080 bytes, but residual/data.pkl declares 1024 elements of 4 bytes");
+    QTest::newRow("a tensor outside its storage")
+        << QStringLiteral("storage-too-small.pt") << QStringLiteral("outside its storage");
+    QTest::newRow("a TorchBind object") << QStringLiteral("torchbind-object.pt")
+                                        << QStringLiteral("__torch__.torch.classes.gleaner.ResidualMlp, a TorchBind class");
+    QTest::newRow("source hidden by case")
+        << QStringLiteral("code-upper-case.pt")
+        << QStringLiteral("its source sets-state/CODE/__torch__.py defines __setstate__");
+    QTest::newRow("members that differ only by case")
+        << QStringLiteral("case-twins.pt") << QStringLiteral("differ only by case");
     QTest::newRow("wrong output shape") << QStringLiteral("wrong-output.pt")
                                         << QStringLiteral("forward() gives shape [2, 7] for a batch of 2 samples");
     QTest::newRow("float64") << QStringLiteral("double.pt") << QStringLiteral("parameter \"fc.weight\" is Double");

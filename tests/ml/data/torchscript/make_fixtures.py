@@ -192,3 +192,75 @@ reference = torch.jit.load("residual.pt")
 with open("residual-names.txt", "w") as out:
     for name, tensor in reference.state_dict().items():
         out.write("%s %s\n" % (name, "x".join(str(d) for d in tensor.shape) or "scalar"))
+
+
+# Archives altered after torch.jit.save, as an attacker would: each passes the ZIP reader and must be refused by the
+# archive check before libtorch sees it.
+import pickletools
+import zipfile
+
+
+def altered(source, target, change):
+    """Writes `target` from archive `source`, each member passed through change(name, data) -> [(name, data)]."""
+    with zipfile.ZipFile(source) as zin, zipfile.ZipFile(target, "w") as zout:
+        for info in zin.infolist():
+            for name, data in change(info.filename, zin.read(info)):
+                zout.writestr(zipfile.ZipInfo(name, info.date_time), data, compress_type=info.compress_type)
+
+
+def truncated_record(name, data):
+    """data/0 sixteen bytes shorter than data.pkl declares: libtorch would make a tensor larger than its storage."""
+    return [(name, data[:-16] if name == "residual/data/0" else data)]
+
+
+altered("residual.pt", "truncated-record.pt", truncated_record)
+
+
+def shrunk_storage(name, data):
+    """The first storage declared one element smaller, its record shortened to match: the tensor over it now
+    reaches past its end."""
+    if name == "residual/data.pkl":
+        ops = list(pickletools.genops(data))
+        persid = next(i for i, (op, _, _) in enumerate(ops) if op.name == "BINPERSID")
+        op, numel, at = ops[persid - 2]  # ..., elements, TUPLE, BINPERSID
+        assert op.name in ("BININT1", "BININT2", "BININT") and numel > 1, op.name
+        width = {"BININT1": 1, "BININT2": 2, "BININT": 4}[op.name]
+        data = data[:at + 1] + (numel - 1).to_bytes(width, "little") + data[at + 1 + width:]
+        return [(name, data)]
+    if name == "residual/data/0":
+        return [(name, data[:-4])]
+    return [(name, data)]
+
+
+altered("residual.pt", "storage-too-small.pt", shrunk_storage)
+
+
+def torchbind_global(name, data):
+    """The model object declared as a TorchBind class, whose C++ state setter libtorch would call while loading."""
+    if name == "residual/data.pkl":
+        data = data.replace(b"c__torch__\nResidualMlp\n", b"c__torch__.torch.classes.gleaner\nResidualMlp\n", 1)
+    return [(name, data)]
+
+
+altered("residual.pt", "torchbind-object.pt", torchbind_global)
+
+
+def upper_case_code(name, data):
+    """The program's source under CODE/, which libtorch finds as code/ (it ignores case), beside a harmless code/
+    member so that the archive still seems to hold a program."""
+    if name == "sets-state/code/__torch__.py":
+        return [("sets-state/CODE/__torch__.py", data), ("sets-state/code/__torch__/harmless.py", b"")]
+    return [(name, data)]
+
+
+altered("sets-state.pt", "code-upper-case.pt", upper_case_code)
+
+
+def case_twins(name, data):
+    """Two members libtorch cannot tell apart: which one it reads is not the one a check may have read."""
+    if name == "residual/code/__torch__.py":
+        return [(name, data), ("residual/Code/__torch__.py", data)]
+    return [(name, data)]
+
+
+altered("residual.pt", "case-twins.pt", case_twins)
