@@ -10,7 +10,7 @@ usage() {
 Usage: tests/fuzz/run-fuzzers.sh [--runs N] [--seconds S] [--build-dir DIR] [TARGET...]
 
 Builds the fuzz targets with clang and runs each TARGET (all when none is named: safetensors, manifest,
-envelope, key_rotation, jobspec, http_request, http_range, control, update_codec) for N executions (-runs) or S seconds
+envelope, key_rotation, jobspec, http_request, http_range, control, update_codec, numpy, torchscript_archive, torchscript_pickle) for N executions (-runs) or S seconds
 (-max_total_time), whichever ends first; without either, for 60 seconds. The seeds come from
 tests/fuzz/corpus/TARGET/ and are only read; inputs libFuzzer finds are kept in DIR/fuzz-work/TARGET/corpus
 and reused by the next run.
