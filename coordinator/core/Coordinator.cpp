@@ -3,6 +3,7 @@
 
 #include "aggregation/WeightsKeeper.h"
 #include "core/AgentStanding.h"
+#include "core/EnrollmentTokenUse.h"
 #include "core/Tokens.h"
 #include "format/SafeTensors.h"
 #include "scheduling/Scheduler.h"
@@ -325,23 +326,11 @@ HttpResponse Coordinator::enroll(const QJsonObject& request)
         if (token.isEmpty())
             return HttpResponse::error(401, QStringLiteral("this coordinator needs an enrollment token; ask its "
                                                            "admin for one (gleaner-coordinator token create)"));
-        auto row = m_db->exec(QStringLiteral("SELECT id, expires_ms, uses_left, revoked FROM enrollment_tokens "
-                                             "WHERE hash = ?"),
-                              {Tokens::hash(token)});
-        if (!row)
-            return HttpResponse::error(500, row.error());
-        if (!row->next())
-            return HttpResponse::error(401, QStringLiteral("the enrollment token is not known to this coordinator"));
-        const qint64 id = row->value(0).toLongLong();
-        if (row->value(3).toInt() != 0)
-            return HttpResponse::error(401, QStringLiteral("the enrollment token was revoked"));
-        if (!row->value(1).isNull() && row->value(1).toLongLong() <= now)
-            return HttpResponse::error(401, QStringLiteral("the enrollment token has expired"));
-        if (!row->value(2).isNull() && row->value(2).toLongLong() <= 0)
-            return HttpResponse::error(401, QStringLiteral("the enrollment token has been used up"));
-        (void)m_db->exec(QStringLiteral("UPDATE enrollment_tokens SET used = used + 1, uses_left = CASE WHEN "
-                                        "uses_left IS NULL THEN NULL ELSE uses_left - 1 END WHERE id = ?"),
-                         {id});
+        auto spent = EnrollmentTokenUse::spend(*m_db, Tokens::hash(token), now);
+        if (!spent)
+            return HttpResponse::error(500, spent.error());
+        if (*spent != EnrollmentTokenUse::Outcome::Enrolled)
+            return HttpResponse::error(401, EnrollmentTokenUse::refusal(*spent));
     }
 
     const QString agentId = Tokens::randomId();
