@@ -377,8 +377,8 @@ int runCommand(const QStringList& arguments)
             return 1;
         }
         QObject::connect(daemon->get(), &AgentDaemon::controlEvent, sessions.get(), [&sessions](const QJsonObject& event) {
-            if (SessionDesk::forDesks(event))
-                sessions->publish(event);
+            if (const std::optional<QJsonObject> shown = SessionDesk::forDesks(event))
+                sessions->publish(*shown);
         });
     }
 

@@ -39,11 +39,8 @@ Result<QJsonObject> SessionDesk::handleFrom(const QString& cmd, const QJsonObjec
             return fail(recorded.error());
         return QJsonObject{{QStringLiteral("state"), m_daemon.state()}};
     }
-    if (cmd == u"status") {
-        QJsonObject status = m_daemon.status();
-        status.insert(QStringLiteral("read_only"), true);
-        return status;
-    }
+    if (cmd == u"status")
+        return deskStatus(m_daemon.status());
     if (cmd == u"preferences") {
         const Result<QJsonObject> described = m_daemon.handle(cmd, {});
         QJsonObject preferences = described ? *described : QJsonObject();
@@ -64,9 +61,57 @@ void SessionDesk::connectionClosed(const ControlPeer& peer)
     m_reports->forget(peer.connection);
 }
 
-bool SessionDesk::forDesks(const QJsonObject& event)
+namespace {
+
+// The reason as a desk user reads it: the same sentence where it names nobody's activity, else only its kind.
+QString deskReason(const QString& reason, const QString& code)
 {
-    return event.value(QStringLiteral("event")).toString() != u"log";
+    if (code == u"user_active")
+        return QStringLiteral("Paused: someone is using this computer");
+    if (code == u"idle_wait")
+        return QStringLiteral("Waiting: this computer was in use recently");
+    if (code == u"program_running")
+        return QStringLiteral("Paused: a program that pauses Gleaner is running");
+    if (code == u"inhibited")
+        return QStringLiteral("Paused: a program keeps a screen awake");
+    // "Computing: you have been idle for 5 min" and "Training 2 subtask(s): ..." say the idle time after
+    // their first ": ".
+    if (code == u"computing")
+        return reason.section(QStringLiteral(": "), 0, 0);
+    // "Finishing 2 subtask(s), then stopping; on hold now: <any of the reasons above>".
+    if (code == u"finishing")
+        return reason.section(QStringLiteral("; on hold now"), 0, 0);
+    return reason;
+}
+
+} // namespace
+
+QJsonObject SessionDesk::deskStatus(QJsonObject status)
+{
+    status.remove(QStringLiteral("log"));
+    status.remove(QStringLiteral("data_dir"));
+    QJsonObject policy = status.value(QStringLiteral("policy")).toObject();
+    for (const char* key : {"idle_seconds", "inhibited_by", "pause_programs_running"})
+        policy.remove(QLatin1StringView(key));
+    if (status.contains(QStringLiteral("policy")))
+        status.insert(QStringLiteral("policy"), policy);
+    status.insert(QStringLiteral("reason"), deskReason(status.value(QStringLiteral("reason")).toString(),
+                                                       status.value(QStringLiteral("reason_code")).toString()));
+    status.insert(QStringLiteral("read_only"), true);
+    return status;
+}
+
+std::optional<QJsonObject> SessionDesk::forDesks(const QJsonObject& event)
+{
+    const QString name = event.value(QStringLiteral("event")).toString();
+    if (name == u"log")
+        return std::nullopt;
+    if (name != u"state")
+        return event;
+    QJsonObject shown = event;
+    shown.insert(QStringLiteral("reason"), deskReason(event.value(QStringLiteral("reason")).toString(),
+                                                      event.value(QStringLiteral("reason_code")).toString()));
+    return shown;
 }
 
 } // namespace gleaner::agent
