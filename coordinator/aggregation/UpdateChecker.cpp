@@ -60,6 +60,8 @@ std::optional<qint64> integerAt(const TensorBundle& bundle, const TensorEntry& e
     }
 }
 
+} // namespace
+
 // Integer buffers count mini-batches: the subtask's weights may hold the base's count plus at most the
 // mini-batches it ran, never less. Anything else (INT64_MAX, a negative count) would stay in the server copy.
 Status checkCounters(const TensorBundle& update, const TensorBundle& base, qint64 maxSteps)
@@ -87,6 +89,8 @@ Status checkCounters(const TensorBundle& update, const TensorBundle& base, qint6
     }
     return {};
 }
+
+namespace {
 
 // What keeps a mapped upload: unmapped with the last bundle that views it.
 struct Mapping

@@ -72,6 +72,9 @@ private:
 
 namespace UpdateChecker {
 
+// Integer buffers count mini-batches: those of `weights` hold `base`'s count plus between 0 and `maxSteps`. An
+// upload is held to it, and so is a handed-back checkpoint, whose counts the result trained on from it carries.
+Status checkCounters(const TensorBundle& weights, const TensorBundle& base, qint64 maxSteps);
 // The largest body a result upload of this model may have: the tensors plus room for the header and metadata.
 qint64 maxUploadBytes(const TensorBundle& schema);
 // Reads the file (decompressing zstd and decoding an encoded update against the base, both bounded by the

@@ -176,17 +176,16 @@ public:
     // [state] File bytes sent for one of the job's leases (counted when the response has gone out).
     void noteDownloaded(qint64 jobId, const QByteArray& role, quint64 bytes);
     HttpResponse result(const QString& agentId, const QString& leaseId, const QString& file, ReceivedUpdate update);
-    // An upload for this lease failed UpdateChecker: the lease is closed, its workunit goes back to the queue and
-    // the agent's record counts an invalid result.
-    // `outOfBound`: refused for the distance it moved the weights. When the lease resumed a handed-back checkpoint,
-    // that distance may be the checkpoint's doing, not the agent's: it is not counted against the agent, and the
-    // checkpoint is discarded (the next lease starts the workunit afresh).
-    HttpResponse refuseResult(const QString& agentId, const QString& leaseId, const QString& reason,
-                              bool outOfBound = false);
+    // An upload for this lease failed the checks (UpdateChecker, the job's bound): the lease is closed, its workunit
+    // goes back to the queue and the agent's record counts an invalid result. When the lease resumed a handed-back
+    // checkpoint, whatever was refused may be the checkpoint's doing: the checkpoint is discarded (the next lease
+    // starts the workunit afresh) and the refusal counts against the agent that handed it back, not this one.
+    HttpResponse refuseResult(const QString& agentId, const QString& leaseId, const QString& reason);
     // The agent gives the lease back because it cannot run the subtask (protocol 6.7); `report` is the
     // request body, {"reason", "stage"}. Committed before the answer: the lease is closed as failed, its
     // workunit goes back to the queue at once (unless done or held by another lease) and the agent's record
-    // counts a failed subtask.
+    // counts a failed subtask; unless the lease resumed a handed-back checkpoint, which may be what failed: that
+    // checkpoint is discarded and nothing is counted.
     HttpResponse failLease(const QString& agentId, const QString& leaseId, const QJsonObject& report);
     // The agent is leaving and hands the lease back (protocol 6.8, CoordinatorHandBack.cpp). `checkpoint`, when the
     // agent sent one and it passed CheckpointChecker, is the blob it was stored as (`refusal` says why one sent was

@@ -41,9 +41,10 @@ std::optional<CheckpointExpectations> Coordinator::checkpointExpectationsFor(con
     expected.requestHash = ml::RunIdentity::requestHash(
         spec.model.toJson(), spec.optimizer.toJson(), spec.localEpochs, spec.batchSize,
         workunitSeed(spec, unit->second.id), lease->steps, spec.augment);
-    expected.stepsPerPass = (shard.samples + spec.batchSize - 1) / spec.batchSize;
-    expected.maxSteps = lease->steps > 0 ? lease->steps : expected.stepsPerPass * spec.localEpochs;
-    expected.maxSamples = lease->steps > 0 ? lease->steps * spec.batchSize : shard.samples * spec.localEpochs;
+    expected.shardSamples = shard.samples;
+    expected.batchSize = spec.batchSize;
+    expected.maxSteps = lease->steps > 0 ? lease->steps
+                                         : (shard.samples + spec.batchSize - 1) / spec.batchSize * spec.localEpochs;
     return expected;
 }
 
@@ -100,7 +101,7 @@ HttpResponse Coordinator::handBack(const QString& agentId, const QString& leaseI
     std::optional<Workunit::ResumePoint> resume;
     if (checkpoint && checked && why.isEmpty())
         resume = Workunit::ResumePoint{leaseId,           checkpoint->sha256, checkpoint->size, checked->step,
-                                       lease->baseVersion, lease->weightsSha, lease->steps};
+                                       lease->baseVersion, lease->weightsSha, lease->steps,    agentId};
 
     const qint64 workunitId = lease->workunitId;
     const qint64 reachedStep = std::max<qint64>(lease->lastStep, 0);

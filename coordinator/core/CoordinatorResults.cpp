@@ -71,29 +71,37 @@ std::optional<UpdateExpectations> Coordinator::expectationsForLease(const QStrin
     return expected;
 }
 
-HttpResponse Coordinator::refuseResult(const QString& agentId, const QString& leaseId, const QString& reason,
-                                       bool outOfBound)
+HttpResponse Coordinator::refuseResult(const QString& agentId, const QString& leaseId, const QString& reason)
 {
     Lease* lease = m_scheduler->find(leaseId);
     if (lease && lease->agentId == agentId && lease->state != Lease::State::Completed) {
         m_admission.closeLease(leaseId,
                                QStringLiteral("lease %1 was closed after an invalid result").arg(leaseId));
-        // A checkpoint another agent handed back set where this training started: a hostile one just inside the
-        // bound could push an honest resumer's result over it, and have the honest agent quarantined.
-        const bool fromCheckpoint = outOfBound && !lease->checkpointSha.isEmpty();
+        // A checkpoint another agent handed back set where this training started, its counts and its weights: a
+        // hostile one that passed the checkpoint's checks (weights just inside the bound, say) could still have
+        // the honest resumer's result refused, and the honest agent quarantined. Such a refusal is the
+        // checkpoint's: it counts once against the agent that handed it back, and the checkpoint goes.
+        const QString resumedFrom = lease->checkpointSha;
         JobState* job = findJob(lease->jobId);
         const qint64 workunitId = lease->workunitId;
         m_scheduler->released(job, leaseId, Lease::State::Refused);
         lease = nullptr;
         qCWarning(lcCoordinator) << "refused the result of lease" << leaseId << "from agent" << agentId << ":"
                                  << reason;
-        if (fromCheckpoint) {
-            m_scheduler->discardResume(job, workunitId);
+        if (!resumedFrom.isEmpty()) {
+            const auto handedBackBy = m_scheduler->discardResume(job, workunitId, resumedFrom);
             qCWarning(lcCoordinator).noquote()
                 << QStringLiteral("the result of lease %1 trained on from a handed-back checkpoint: not counted "
-                                  "against agent %2; workunit %3 starts afresh")
+                                  "against agent %2; workunit %3 starts afresh%4")
                        .arg(leaseId, agentId)
-                       .arg(workunitId);
+                       .arg(workunitId)
+                       .arg(handedBackBy && !handedBackBy->isEmpty()
+                                ? QStringLiteral(", counted against agent %1, which handed it back").arg(*handedBackBy)
+                                : QString());
+            if (handedBackBy && !handedBackBy->isEmpty())
+                countRefusal(*handedBackBy,
+                             QStringLiteral("a result trained on from the checkpoint it handed back was refused: %1")
+                                 .arg(reason));
         } else {
             countRefusal(agentId, reason);
         }
@@ -125,7 +133,7 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
         return leaseNotInMemory(agentId, leaseId);
     case ResultIntake::Verdict::Kind::Refuse:
         QFile::remove(file);
-        return verdict.closesLease ? refuseResult(agentId, leaseId, verdict.reason, verdict.outOfBound)
+        return verdict.closesLease ? refuseResult(agentId, leaseId, verdict.reason)
                                    : HttpResponse::error(verdict.status, verdict.reason);
     case ResultIntake::Verdict::Kind::Compare:
         return resultOfDoneWorkunit(verdict, received, file, update);

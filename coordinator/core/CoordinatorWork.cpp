@@ -425,8 +425,12 @@ HttpResponse Coordinator::failLease(const QString& agentId, const QString& lease
             409, QStringLiteral("lease %1 is closed: its result was refused as invalid").arg(leaseId));
 
     JobState* job = findJob(lease->jobId);
-    // Work that an ended job no longer wanted is not the agent's failure (as with a missed deadline).
-    const bool counts = job && (job->status == JobStatus::Running || job->status == JobStatus::Paused);
+    // Work that an ended job no longer wanted is not the agent's failure (as with a missed deadline). Nor is a
+    // worker that failed on a checkpoint another agent handed back (training from it diverged, say): the
+    // checkpoint is discarded below, so the next agent starts afresh instead of failing the same way.
+    const QString resumedFrom = stage == u"worker" ? lease->checkpointSha : QString();
+    const bool counts = job && (job->status == JobStatus::Running || job->status == JobStatus::Paused) &&
+                        resumedFrom.isEmpty();
     const Status recorded = m_db->transaction([&]() -> Status {
         auto closed = m_db->exec(
             QStringLiteral("UPDATE leases SET state = ?, fail_stage = ?, fail_reason = ? WHERE id = ?"),
@@ -452,6 +456,8 @@ HttpResponse Coordinator::failLease(const QString& agentId, const QString& lease
     const qint64 workunitId = lease->workunitId;
     lease = nullptr;
     const bool requeue = m_scheduler->released(job, leaseId, Lease::State::Failed);
+    if (!resumedFrom.isEmpty())
+        (void)m_scheduler->discardResume(job, workunitId, resumedFrom);
     // QDebug quotes and escapes the reason: one line, whatever the agent sent.
     qCWarning(lcCoordinator).nospace()
         << "agent " << agentId << " reported lease " << leaseId << " failed at stage " << stage << ": "

@@ -54,6 +54,9 @@ struct Workunit
         qint64 baseVersion = 0;
         QString weightsSha; // the base weights it trained from
         qint64 steps = 0;   // the subtask's size in mini-batches (0: whole local epochs)
+        // The agent that handed it back: a result trained on from it that the checks refuse counts against this
+        // agent, not the one that resumed (AgentStanding).
+        QString fromAgent;
     };
     std::optional<ResumePoint> resume;
 };

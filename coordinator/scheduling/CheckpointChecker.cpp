@@ -67,21 +67,11 @@ Result<CheckedCheckpoint> check(const QString& path, const CheckpointExpectation
     if (info->run.initialWeights != ml::Checkpoint::contentHash(base.weights))
         return fail(QStringLiteral("the checkpoint did not start from the weights this lease handed out"));
 
-    // Progress within the subtask. Each field is bounded before any arithmetic on it: a hostile file may claim
-    // any 64-bit count.
-    const qint64 maxPasses = expected.stepsPerPass > 0 ? expected.maxSteps / expected.stepsPerPass + 1 : 0;
-    const bool inRange = info->epoch >= 0 && info->epoch <= maxPasses && info->batch >= 0 &&
-                         info->batch <= expected.stepsPerPass;
-    const qint64 step = inRange ? qint64(info->epoch) * expected.stepsPerPass + info->batch : 0;
-    if (!inRange || step > expected.maxSteps || info->totalSteps > expected.maxSteps || info->samples < 0 ||
-        info->samples > expected.maxSamples)
-        return fail(QStringLiteral("the checkpoint claims progress the subtask does not have (epoch %1, mini-batch "
-                                   "%2, %3 samples; the subtask has %4 mini-batches of %5 samples in all)")
-                        .arg(info->epoch)
-                        .arg(info->batch)
-                        .arg(info->samples)
-                        .arg(expected.maxSteps)
-                        .arg(expected.maxSamples));
+    // Progress exactly as training counts it: whoever resumes carries these counts into its result.
+    if (const QString why = info->progressMismatch(expected.shardSamples, expected.batchSize, expected.maxSteps);
+        !why.isEmpty())
+        return fail(QStringLiteral("the checkpoint claims progress the subtask does not have: %1").arg(why));
+    const qint64 step = info->totalSteps;
 
     // Exactly the model's tensors, and optimizer state for its parameters only.
     const QString modelPrefix = ml::Checkpoint::modelPrefix();
@@ -129,6 +119,8 @@ Result<CheckedCheckpoint> check(const QString& path, const CheckpointExpectation
     QString where;
     if (!ml::WeightMath::allFinite(*bundle, &where))
         return fail(QStringLiteral("the checkpoint holds NaN or infinite values in \"%1\"").arg(where));
+    if (auto s = UpdateChecker::checkCounters(weights, base.weights, step); !s)
+        return fail(QStringLiteral("the checkpoint's counters are impossible: %1").arg(s.error()));
     auto distance = ml::WeightMath::l2Distance(weights, base.weights);
     if (!distance)
         return fail(QStringLiteral("the checkpoint's weights: %1").arg(distance.error()));

@@ -8,7 +8,9 @@
 //     mini-batches, augmentation), its shard and the lease's base weights, each compared by hash;
 //   - exactly the model's tensors ("model.<name>", names, shapes and dtypes), and optimizer state only for the
 //     model's parameters ("optim.<name>.<slot>" of the parameter's shape, "optim.steps"), every value finite;
-//   - progress within the subtask (no more mini-batches or samples than it has);
+//   - progress exactly as training counts it (CheckpointInfo::progressMismatch: the mini-batches within the
+//     subtask, the samples they hold, a loss sum and a time that are finite and bounded), and integer buffers
+//     that count no more than those mini-batches: the agent that resumes carries them into its result;
 //   - the distance its weights moved from the base, for the state thread to compare with the job's UpdateBound.
 // Runs on the HTTP side's checker thread.
 
@@ -27,9 +29,9 @@ struct CheckpointExpectations
     QString shardSha;        // the shard's blob ...
     QString shardPath;       // ... and where it lies
     QString requestHash;     // ml::RunIdentity::requestHash of the workunit's training
-    qint64 stepsPerPass = 0; // mini-batches in one pass over the shard
+    qint64 shardSamples = 0; // samples in the shard
+    qint64 batchSize = 0;    // samples in a full mini-batch
     qint64 maxSteps = 0;     // mini-batches the subtask runs
-    qint64 maxSamples = 0;
 };
 
 struct CheckedCheckpoint

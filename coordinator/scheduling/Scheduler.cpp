@@ -550,22 +550,27 @@ Scheduler::HandBackOutcome Scheduler::handBack(JobState* job, const QString& lea
     return outcome;
 }
 
-void Scheduler::discardResume(JobState* job, qint64 workunitId)
+std::optional<QString> Scheduler::discardResume(JobState* job, qint64 workunitId, const QString& checkpointSha)
 {
-    if (!job)
-        return;
+    if (!job || checkpointSha.isEmpty())
+        return std::nullopt;
+    std::optional<QString> handedBackBy;
     const Status stored = m_store.transaction([&]() -> Status {
         if (auto s = lockJob(*job); !s)
             return s;
         auto unit = job->workunits.find(workunitId);
-        if (unit == job->workunits.end() || !unit->second.resume)
+        if (unit == job->workunits.end() || !unit->second.resume || unit->second.resume->sha256 != checkpointSha)
             return {};
+        handedBackBy = unit->second.resume->fromAgent;
         unit->second.resume.reset();
         return m_store.saveWorkunit(unit->second);
     });
-    if (!stored)
+    if (!stored) {
         qCWarning(lcScheduler) << "cannot discard the resume point of workunit" << workunitId << ":"
                                << stored.error();
+        return std::nullopt;
+    }
+    return handedBackBy;
 }
 
 } // namespace gleaner::coordinator

@@ -133,8 +133,10 @@ public:
         bool resumeKept = false;
     };
     HandBackOutcome handedBack(JobState* job, const QString& leaseId, std::optional<Workunit::ResumePoint> resume);
-    // The workunit's resume point led to a result that was refused: its next lease starts afresh.
-    void discardResume(JobState* job, qint64 workunitId);
+    // The workunit's resume point `checkpointSha` led to a result that was refused, or a worker that failed on it:
+    // its next lease starts afresh. Answers the agent that handed it back, when it was still the workunit's resume
+    // point (not discarded or replaced meanwhile) and the discard was recorded; the caller counts it there.
+    std::optional<QString> discardResume(JobState* job, qint64 workunitId, const QString& checkpointSha);
 
     // ---- speeds (speed-aware work)
     // What one result showed of an agent's speed: `samples` trained in `seconds` (smoothed over its results).

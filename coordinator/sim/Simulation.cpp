@@ -265,7 +265,7 @@ private:
         std::optional<Workunit::ResumePoint> resume;
         if (event.samples > 0)
             resume = Workunit::ResumePoint{lease->id, QStringLiteral("checkpoint-%1").arg(lease->id), 0, event.samples,
-                                           lease->baseVersion, lease->weightsSha, lease->steps};
+                                           lease->baseVersion, lease->weightsSha, lease->steps, lease->agentId};
         m_report.handedBack += 1;
         (void)m_scheduler.handedBack(&job(), event.leaseId, std::move(resume));
     }

@@ -7,7 +7,7 @@ namespace {
 
 // Bumped with every schema change, with an upgrade step from the previous version (kUpgrades) so that an
 // existing data directory keeps its jobs, agents and leases.
-constexpr int kSchemaVersion = 9;
+constexpr int kSchemaVersion = 10;
 
 // The session advisory lock that marks a PostgreSQL database as used by coordinators ("GLEANERC"): held
 // exclusively by a coordinator alone, shared by the coordinators of one deployment.
@@ -48,9 +48,8 @@ const char* const kSchema[] = {
     " resume_sha TEXT NOT NULL DEFAULT '', resume_size INTEGER NOT NULL DEFAULT 0, resume_step INTEGER NOT "
     "NULL"
     " DEFAULT 0, resume_base_version INTEGER NOT NULL DEFAULT 0, resume_weights_sha TEXT NOT NULL DEFAULT '',"
-    " resume_steps INTEGER NOT NULL DEFAULT 0, changed_version INTEGER NOT NULL DEFAULT 0, UNIQUE (job_id, "
-    "epoch,"
-    " shard))",
+    " resume_steps INTEGER NOT NULL DEFAULT 0, changed_version INTEGER NOT NULL DEFAULT 0, resume_agent TEXT"
+    " NOT NULL DEFAULT '', UNIQUE (job_id, epoch, shard))",
     "CREATE INDEX workunits_by_change ON workunits (job_id, changed_version)",
     "CREATE INDEX workunits_pending ON workunits (job_id, state, epoch, shard)",
     "CREATE INDEX workunits_resumable ON workunits (job_id, epoch) WHERE state = 'pending' AND resume_sha <> "
@@ -157,9 +156,16 @@ const char* const kUpgradeTo9[] = {
     "CREATE INDEX leases_by_agent ON leases (agent_id, state)",
 };
 
+// Version 10: a resume point remembers the agent that handed it back, so that a result trained on from it that
+// the checks refuse counts against that agent and not against the honest one that resumed it.
+const char* const kUpgradeTo10[] = {
+    "ALTER TABLE workunits ADD COLUMN resume_agent TEXT NOT NULL DEFAULT ''",
+};
+
 const SqlUpgrade kUpgrades[] = {
     {1, kUpgradeTo2}, {2, kUpgradeTo3}, {3, kUpgradeTo4}, {4, kUpgradeTo5},
     {5, kUpgradeTo6}, {6, kUpgradeTo7}, {7, kUpgradeTo8}, {8, kUpgradeTo9},
+    {9, kUpgradeTo10},
 };
 
 } // namespace

@@ -43,7 +43,7 @@ QString jobLockKey()
 // A workunit row's columns, in the order workunitFromRow reads them.
 const char* const kWorkunitColumns =
     "id, epoch, shard, state, issued, resume_lease, resume_sha, resume_size, "
-    "resume_step, resume_base_version, resume_weights_sha, resume_steps";
+    "resume_step, resume_base_version, resume_weights_sha, resume_steps, resume_agent";
 
 Workunit workunitFromRow(const QSqlQuery& row)
 {
@@ -58,7 +58,7 @@ Workunit workunitFromRow(const QSqlQuery& row)
         unit.resume = Workunit::ResumePoint{row.value(5).toString(),   row.value(6).toString(),
                                             row.value(7).toLongLong(), row.value(8).toLongLong(),
                                             row.value(9).toLongLong(), row.value(10).toString(),
-                                            row.value(11).toLongLong()};
+                                            row.value(11).toLongLong(), row.value(12).toString()};
     return unit;
 }
 
@@ -312,10 +312,10 @@ Status SchedulerTables::saveWorkunit(const Workunit& unit)
     return done(m_db.exec(
         QStringLiteral("UPDATE workunits SET state = ?, issued = ?, resume_lease = ?, resume_sha = ?, "
                        "resume_size = ?, resume_step = ?, resume_base_version = ?, "
-                       "resume_weights_sha = ?, resume_steps = ?, changed_version = (SELECT "
+                       "resume_weights_sha = ?, resume_steps = ?, resume_agent = ?, changed_version = (SELECT "
                        "sched_version FROM jobs WHERE jobs.id = workunits.job_id) WHERE id = ?"),
         {workunitStateName(unit.state), unit.issued, resume.fromLease, resume.sha256, resume.size,
-         resume.step, resume.baseVersion, resume.weightsSha, resume.steps, unit.id}));
+         resume.step, resume.baseVersion, resume.weightsSha, resume.steps, resume.fromAgent, unit.id}));
 }
 
 Status SchedulerTables::saveLease(const Lease& lease)

@@ -6,6 +6,8 @@
 #include <QStringList>
 
 #include <algorithm>
+#include <cmath>
+#include <iterator>
 
 namespace gleaner::ml {
 namespace {
@@ -181,19 +183,79 @@ Result<CheckpointInfo> CheckpointInfo::readFrom(const TensorBundle& bundle)
     info.totalSteps = meta.value(QStringLiteral("total_steps")).toLongLong(&ok[4]);
     info.lossSum = meta.value(QStringLiteral("loss_sum")).toDouble(&ok[5]);
     info.seconds = meta.value(QStringLiteral("seconds")).toDouble(&ok[6]);
-    for (bool fieldOk : ok)
-        if (!fieldOk)
-            return fail(QStringLiteral("checkpoint metadata is incomplete or not numeric; start the subtask "
-                                       "afresh"));
+    const char* const names[] = {"threads", "epoch", "batch", "samples", "total_steps", "loss_sum", "seconds"};
+    for (size_t i = 0; i < std::size(ok); ++i)
+        if (!ok[i])
+            return fail(QStringLiteral("the checkpoint's %1 is missing or not a number; start the subtask afresh")
+                            .arg(QLatin1String(names[i])));
     if (info.run.request.isEmpty() || info.run.shard.isEmpty() || info.run.initialWeights.isEmpty() ||
         info.run.device.isEmpty() || info.run.threads < 1 || info.epoch < 0 || info.batch < 0 ||
         info.samples < 0 || info.totalSteps < 0)
         return fail(
             QStringLiteral("checkpoint metadata is missing or out of range; start the subtask afresh"));
+    // QString::toDouble reads "nan" and "inf": the sums are bounded here, once, for every reader.
+    if (!std::isfinite(info.lossSum) || info.lossSum < 0)
+        return fail(QStringLiteral("the checkpoint's loss_sum is %1; a sum of losses is a finite number, not "
+                                   "negative; start the subtask afresh")
+                        .arg(info.lossSum));
+    if (!std::isfinite(info.seconds) || info.seconds < 0)
+        return fail(QStringLiteral("the checkpoint's seconds is %1; a training time is a finite number, not "
+                                   "negative; start the subtask afresh")
+                        .arg(info.seconds));
     if (meta.value(QStringLiteral("fingerprint")) != info.run.fingerprint())
         return fail(QStringLiteral("the checkpoint's fingerprint does not match its recorded run; start the "
                                    "subtask afresh"));
     return info;
+}
+
+QString CheckpointInfo::progressMismatch(qint64 shardSamples, qint64 batchSize, qint64 maxSteps) const
+{
+    if (shardSamples < 1 || batchSize < 1 || maxSteps < 0)
+        return QStringLiteral("the subtask has %1 samples in mini-batches of %2: no checkpoint fits it")
+            .arg(shardSamples)
+            .arg(batchSize);
+    // Each count is bounded before any arithmetic on it: a hostile file may claim any 64-bit value.
+    const qint64 stepsPerPass = (shardSamples + batchSize - 1) / batchSize;
+    const qint64 maxPasses = maxSteps / stepsPerPass + 1;
+    if (epoch < 0 || epoch > maxPasses || batch < 0 || batch >= stepsPerPass)
+        return QStringLiteral("epoch %1, batch %2: a pass over the shard has %3 mini-batches, the subtask %4 "
+                              "in all")
+            .arg(epoch)
+            .arg(batch)
+            .arg(stepsPerPass)
+            .arg(maxSteps);
+    const qint64 step = qint64(epoch) * stepsPerPass + batch;
+    if (step > maxSteps)
+        return QStringLiteral("epoch %1, batch %2 is mini-batch %3; the subtask has %4")
+            .arg(epoch)
+            .arg(batch)
+            .arg(step)
+            .arg(maxSteps);
+    if (totalSteps != step)
+        return QStringLiteral("total_steps is %1; epoch %2, batch %3 is mini-batch %4")
+            .arg(totalSteps)
+            .arg(epoch)
+            .arg(batch)
+            .arg(step);
+    // A full pass trains every sample once; within a pass every mini-batch before the last is full.
+    const qint64 trained = qint64(epoch) * shardSamples + batch * batchSize;
+    if (samples != trained)
+        return QStringLiteral("samples is %1; %2 mini-batches of %3 over a shard of %4 samples train exactly %5")
+            .arg(samples)
+            .arg(step)
+            .arg(batchSize)
+            .arg(shardSamples)
+            .arg(trained);
+    if (!(lossSum >= 0 && lossSum <= double(samples) * kMaxLossPerSample))
+        return QStringLiteral("loss_sum is %1; %2 samples sum to at most %3")
+            .arg(lossSum, 0, 'g', 6)
+            .arg(samples)
+            .arg(double(samples) * kMaxLossPerSample, 0, 'g', 6);
+    if (!(seconds >= 0 && seconds <= kMaxSeconds))
+        return QStringLiteral("seconds is %1; a subtask trains at most %2 seconds")
+            .arg(seconds, 0, 'g', 6)
+            .arg(kMaxSeconds, 0, 'g', 6);
+    return {};
 }
 
 } // namespace gleaner::ml

@@ -70,6 +70,18 @@ struct CheckpointInfo
     void writeTo(TensorBundle& bundle) const;
     // Checks the version, the checksum and every field; messages say what is wrong and what to do.
     static Result<CheckpointInfo> readFrom(const TensorBundle& bundle);
+
+    // The most a checkpoint may claim of time (30 days of training for one subtask) and of loss per sample (a
+    // cross-entropy of 1e6 is a run diverged past any use).
+    static constexpr double kMaxSeconds = 30.0 * 24 * 3600;
+    static constexpr double kMaxLossPerSample = 1e6;
+    // Empty when the progress is exactly what training does: full passes of ceil(shardSamples / batchSize)
+    // mini-batches over the shard, the last of a pass short, at most `maxSteps` in all; `samples` what those
+    // mini-batches hold, `total_steps` their count, `loss_sum` and `seconds` within the bounds above. Otherwise
+    // which field is wrong and why. A checkpoint another agent handed back is held to it before anything trains
+    // on from it: its counts go into the result of whoever resumes it, and a count raised by 16 (the checksum
+    // recomputed) would have that honest result refused.
+    QString progressMismatch(qint64 shardSamples, qint64 batchSize, qint64 maxSteps) const;
 };
 
 namespace Checkpoint {

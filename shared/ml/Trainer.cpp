@@ -373,7 +373,14 @@ Result<TrainOutcome> Trainer::resume(const TrainRequest& request, const Dataset&
         if (!why.isEmpty())
             return fail(QStringLiteral("%1: %2").arg(path, why));
         if (adopting) {
-            // Another machine wrote it: nothing in it may poison the run. Later checkpoints are this run's own.
+            // Another machine wrote it: nothing in it may poison the run, nor the result's counts (the coordinator
+            // would refuse a result whose samples a forged checkpoint raised). Later checkpoints are this run's own.
+            const qint64 stepsPerEpoch = (shard.size() + request.batchSize - 1) / request.batchSize;
+            const qint64 maxSteps = request.steps > 0 ? request.steps : stepsPerEpoch * request.localEpochs;
+            if (const QString wrong = info->progressMismatch(shard.size(), request.batchSize, maxSteps);
+                !wrong.isEmpty())
+                return fail(QStringLiteral("%1: the handed-back checkpoint's progress is impossible: %2")
+                                .arg(path, wrong));
             QString where;
             if (!WeightMath::allFinite(*bundle, &where))
                 return fail(QStringLiteral("%1: the handed-back checkpoint holds NaN or infinite values in \"%2\"")

@@ -10,6 +10,7 @@
 #include "format/SafeTensors.h"
 #include "http/HttpServer.h"
 #include "http/HttpsClient.h"
+#include "ml/Checkpoint.h"
 
 #include <QFile>
 #include <QJsonArray>
@@ -42,13 +43,17 @@ private Q_SLOTS:
     void failureReportGivesTheLeaseBack();
     void adminEndpointsNeedTheAdminToken();
     void signingKeyRotationOverHttps();
+    void handedBackCheckpointsCountAgainstTheirSenderOverHttps();
 
 private:
     ClientResponse send(const QByteArray& method, const QByteArray& target, const QByteArray& token,
                         const QByteArray& body = {}, const QByteArray& type = "application/json");
     QByteArray enrollAgent(QString* agentId = nullptr);
     qint64 submitTinyJob(const QString& extra = QStringLiteral(R"(, "overlap_epochs": false)"));
-    QByteArray resultBody(const TensorBundle& weights, qint64 baseVersion, const QString& nonce);
+    QByteArray resultBody(const TensorBundle& weights, qint64 baseVersion, const QString& nonce, qint64 samples = 64);
+    // One task leased over HTTPS, its manifest verified with the coordinator's key; empty when none came.
+    test::LeasedTask leaseOverHttps(const QByteArray& agentToken);
+    qint64 invalidCount(const QString& agentId);
     TensorBundle exportWeights(qint64 job);
 
     test::CoordinatorFixture f;
@@ -126,16 +131,39 @@ qint64 TestApi::submitTinyJob(const QString& extra)
     return -1;
 }
 
-QByteArray TestApi::resultBody(const TensorBundle& weights, qint64 baseVersion, const QString& nonce)
+QByteArray TestApi::resultBody(const TensorBundle& weights, qint64 baseVersion, const QString& nonce, qint64 samples)
 {
     TensorBundle result = weights;
     result.metadata().clear();
     result.setMetadata(QStringLiteral("gleaner.nonce"), nonce);
     result.setMetadata(QStringLiteral("gleaner.base_version"), QString::number(baseVersion));
-    result.setMetadata(QStringLiteral("gleaner.samples"), QStringLiteral("64"));
+    result.setMetadata(QStringLiteral("gleaner.samples"), QString::number(samples));
     result.setMetadata(QStringLiteral("gleaner.loss"), QStringLiteral("0.25"));
     result.setMetadata(QStringLiteral("gleaner.train_seconds"), QStringLiteral("1.5"));
     return SafeTensors::serialize(result);
+}
+
+test::LeasedTask TestApi::leaseOverHttps(const QByteArray& agentToken)
+{
+    const ClientResponse leased = send("POST", "/api/v1/work/lease", agentToken, R"({"max_tasks": 1, "cached": []})");
+    const QJsonArray tasks = json(leased).value(QStringLiteral("tasks")).toArray();
+    if (tasks.isEmpty())
+        return {};
+    auto key = VerifyKey::fromPem(f.init.signingPublicKeyPem);
+    auto envelope = SignedEnvelope::fromJson(tasks.first().toObject());
+    auto manifest = envelope ? SignedEnvelope::verify(*key, *envelope) : Result<QJsonObject>(fail(envelope.error()));
+    if (!manifest)
+        return {};
+    return {tasks.first().toObject().value(QStringLiteral("lease_id")).toString(), *manifest};
+}
+
+qint64 TestApi::invalidCount(const QString& agentId)
+{
+    const QJsonObject agents = json(send("GET", "/api/v1/admin/agents", f.init.adminToken));
+    for (const auto& a : agents.value(QStringLiteral("agents")).toArray())
+        if (a.toObject().value(QStringLiteral("id")).toString() == agentId)
+            return a.toObject().value(QStringLiteral("invalid")).toInteger();
+    return -1;
 }
 
 TensorBundle TestApi::exportWeights(qint64 job)
@@ -405,6 +433,66 @@ void TestApi::signingKeyRotationOverHttps()
     QVERIFY(KeyRotation::follow(*VerifyKey::fromPem(f.init.signingPublicKeyPem), *chain, second).ok());
     QCOMPARE(json(send("POST", "/api/v1/work/lease", agentToken, "{}")).value(QStringLiteral("signing_key")).toString(),
              second);
+}
+
+// A hostile agent that leaves hands its lease back over the wire with a forged checkpoint: a genuine one with
+// `samples` raised by 16 and its checksum recomputed. It is refused (the checker thread's checks), counted
+// against the hostile agent, and never named to the next agent. A genuine checkpoint is kept; when the result the
+// honest agent trained on from it is refused, that counts against the agent that handed it back, not against the
+// honest one, and the workunit starts afresh.
+void TestApi::handedBackCheckpointsCountAgainstTheirSenderOverHttps()
+{
+    QString hostileId, honestId;
+    const QByteArray hostile = enrollAgent(&hostileId);
+    const QByteArray honest = enrollAgent(&honestId);
+    QVERIFY(submitTinyJob() > 0);
+
+    const test::LeasedTask forgedLease = leaseOverHttps(hostile);
+    QVERIFY(!forgedLease.leaseId.isEmpty());
+    auto forged = SafeTensors::parse(f.checkpointOf(forgedLease, 2));
+    QVERIFY(forged.ok());
+    auto info = ml::CheckpointInfo::readFrom(*forged);
+    QVERIFY2(info.ok(), qPrintable(info.error()));
+    info->samples += 16;
+    info->writeTo(*forged);
+    ClientResponse handed = send("PUT", "/api/v1/work/" + forgedLease.leaseId.toLatin1() + "/handback", hostile,
+                                 SafeTensors::serialize(*forged), "application/octet-stream");
+    QCOMPARE(handed.status, 200);
+    QCOMPARE(json(handed).value(QStringLiteral("checkpoint")).toString(), QStringLiteral("refused"));
+    QVERIFY2(json(handed).value(QStringLiteral("reason")).toString().contains(u"samples is"), handed.body.constData());
+    QCOMPARE(invalidCount(hostileId), 1);
+
+    // The honest agent trains the workunit from step 0; its result is taken.
+    const test::LeasedTask fresh = leaseOverHttps(honest);
+    QVERIFY(!fresh.leaseId.isEmpty());
+    QVERIFY(!fresh.manifest.contains(QStringLiteral("resume")));
+    ClientResponse uploaded =
+        send("PUT", "/api/v1/work/" + fresh.leaseId.toLatin1() + "/result", honest,
+             resultBody(f.leaseBase(fresh.leaseId), fresh.manifest.value(QStringLiteral("base_version")).toInteger(),
+                        fresh.manifest.value(QStringLiteral("nonce")).toString()),
+             "application/octet-stream");
+    QCOMPARE(uploaded.status, 202);
+
+    // A genuine checkpoint, kept; the result trained on from it is refused: the sender is counted, not the resumer.
+    const test::LeasedTask genuineLease = leaseOverHttps(hostile);
+    QVERIFY(!genuineLease.leaseId.isEmpty());
+    handed = send("PUT", "/api/v1/work/" + genuineLease.leaseId.toLatin1() + "/handback", hostile,
+                  f.checkpointOf(genuineLease, 2), "application/octet-stream");
+    QCOMPARE(handed.status, 200);
+    QCOMPARE(json(handed).value(QStringLiteral("checkpoint")).toString(), QStringLiteral("kept"));
+    const test::LeasedTask resumed = leaseOverHttps(honest);
+    QVERIFY(resumed.manifest.contains(QStringLiteral("resume")));
+    uploaded = send("PUT", "/api/v1/work/" + resumed.leaseId.toLatin1() + "/result", honest,
+                    resultBody(f.leaseBase(resumed.leaseId),
+                               resumed.manifest.value(QStringLiteral("base_version")).toInteger(),
+                               resumed.manifest.value(QStringLiteral("nonce")).toString(), 1000000),
+                    "application/octet-stream");
+    QCOMPARE(uploaded.status, 422);
+    QCOMPARE(invalidCount(honestId), 0);
+    QCOMPARE(invalidCount(hostileId), 2);
+    const test::LeasedTask again = leaseOverHttps(honest);
+    QVERIFY(!again.leaseId.isEmpty());
+    QVERIFY(!again.manifest.contains(QStringLiteral("resume")));
 }
 
 QTEST_GUILESS_MAIN(TestApi)

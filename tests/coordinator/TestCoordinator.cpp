@@ -1153,6 +1153,7 @@ void TestCoordinator::databaseOfSchemaVersion1IsUpgraded()
                                 "ALTER TABLE workunits DROP COLUMN resume_base_version",
                                 "ALTER TABLE workunits DROP COLUMN resume_weights_sha",
                                 "ALTER TABLE workunits DROP COLUMN resume_steps",
+                                "ALTER TABLE workunits DROP COLUMN resume_agent",
                                 "ALTER TABLE leases DROP COLUMN checkpoint_sha",
                                 "ALTER TABLE leases DROP COLUMN resume_step",
                                 "DROP INDEX workunits_by_change",

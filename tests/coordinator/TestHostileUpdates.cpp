@@ -219,7 +219,8 @@ void TestHostileUpdates::handedBackCheckpointIsKeptAndNamedToTheNextAgent()
 }
 
 // A checkpoint within the bound can still push the result trained on from it over the bound: the agent that
-// resumed it is not blamed (nor quarantined for it), and the workunit starts afresh.
+// resumed it is not blamed (nor quarantined for it), the agent that handed it back is, and the workunit starts
+// afresh.
 void TestHostileUpdates::resumedResultOutOfBoundIsNotBlamedOnItsAgent()
 {
     const QString leaving = f.enroll(QStringLiteral("leaving")).value(QStringLiteral("agent_id")).toString();
@@ -242,6 +243,8 @@ void TestHostileUpdates::resumedResultOutOfBoundIsNotBlamedOnItsAgent()
     }
     QCOMPARE(agentRecord(honest).value(QStringLiteral("invalid")).toInteger(), 2);
     QCOMPARE(agentRecord(honest).value(QStringLiteral("quarantined")).toBool(), false);
+    // The first refusal counts against the agent that handed the checkpoint back, once.
+    QCOMPARE(agentRecord(leaving).value(QStringLiteral("invalid")).toInteger(), 1);
 }
 
 void TestHostileUpdates::hostileCheckpointsAreRefused_data()
@@ -260,6 +263,14 @@ void TestHostileUpdates::hostileCheckpointsAreRefused_data()
     QTest::newRow("progress overflowing") << QStringLiteral("overflow")
                                           << QStringLiteral("progress the subtask does not have");
     QTest::newRow("too large") << QStringLiteral("large") << QStringLiteral("bytes; one of this model has at most");
+    // Genuine checkpoints with one field changed and the checksum recomputed: each would pass into the result of
+    // the honest agent that resumed it, and have that result refused.
+    QTest::newRow("samples +16") << QStringLiteral("samples") << QStringLiteral("samples is");
+    QTest::newRow("total_steps +1") << QStringLiteral("total_steps") << QStringLiteral("total_steps is");
+    QTest::newRow("loss_sum NaN") << QStringLiteral("loss_nan") << QStringLiteral("loss_sum is nan");
+    QTest::newRow("loss_sum huge") << QStringLiteral("loss_huge") << QStringLiteral("loss_sum is");
+    QTest::newRow("seconds negative") << QStringLiteral("seconds_negative") << QStringLiteral("seconds is -");
+    QTest::newRow("seconds huge") << QStringLiteral("seconds_huge") << QStringLiteral("seconds is");
 }
 
 void TestHostileUpdates::hostileCheckpointsAreRefused()
@@ -322,6 +333,20 @@ void TestHostileUpdates::hostileCheckpointsAreRefused()
             info.epoch = std::numeric_limits<int>::max();
             info.batch = std::numeric_limits<qint64>::max();
         });
+    } else if (variant == u"samples") {
+        sent = rewritten(genuine, [](TensorBundle&) {}, [](ml::CheckpointInfo& info) { info.samples += 16; });
+    } else if (variant == u"total_steps") {
+        sent = rewritten(genuine, [](TensorBundle&) {}, [](ml::CheckpointInfo& info) { info.totalSteps += 1; });
+    } else if (variant == u"loss_nan") {
+        sent = rewritten(genuine, [](TensorBundle&) {}, [](ml::CheckpointInfo& info) {
+            info.lossSum = std::numeric_limits<double>::quiet_NaN();
+        });
+    } else if (variant == u"loss_huge") {
+        sent = rewritten(genuine, [](TensorBundle&) {}, [](ml::CheckpointInfo& info) { info.lossSum = 1e300; });
+    } else if (variant == u"seconds_negative") {
+        sent = rewritten(genuine, [](TensorBundle&) {}, [](ml::CheckpointInfo& info) { info.seconds = -5; });
+    } else if (variant == u"seconds_huge") {
+        sent = rewritten(genuine, [](TensorBundle&) {}, [](ml::CheckpointInfo& info) { info.seconds = 1e12; });
     } else if (variant == u"large") {
         sent = genuine + QByteArray(512 * 1024, ' ');
     }

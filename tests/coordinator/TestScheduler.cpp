@@ -228,7 +228,7 @@ void TestScheduler::handedBackWorkunitResumesOnItsBase()
     // The server moves on while the agent trains; then the agent leaves and hands the lease back part-way.
     theJob().published = PublishedWeights{5, QStringLiteral("weights-5"), 1000, 0};
     const Workunit::ResumePoint point{left.id, QStringLiteral("checkpoint-a"), 3000, 7, left.baseVersion,
-                                      left.weightsSha, left.steps};
+                                      left.weightsSha, left.steps,   QStringLiteral("fast")};
     const auto outcome = scheduler().handedBack(&theJob(), left.id, point);
     QVERIFY(outcome.requeued && outcome.resumeKept);
     QVERIFY(!scheduler().find(left.id));
@@ -262,6 +262,14 @@ void TestScheduler::handedBackWorkunitResumesOnItsBase()
     QVERIFY(!third.id.isEmpty());
     QVERIFY(scheduler().handedBack(&theJob(), third.id, std::nullopt).requeued);
     QCOMPARE(theJob().workunits.at(left.workunitId).resume->sha256, QStringLiteral("checkpoint-a"));
+    // Discarding names the agent that handed the checkpoint back, once, and only for the checkpoint still kept.
+    QVERIFY(!scheduler().discardResume(&theJob(), left.workunitId, QStringLiteral("checkpoint-b")));
+    QVERIFY(theJob().workunits.at(left.workunitId).resume);
+    QCOMPARE(scheduler().discardResume(&theJob(), left.workunitId, QStringLiteral("checkpoint-a")),
+             std::optional<QString>(QStringLiteral("fast")));
+    QVERIFY(!theJob().workunits.at(left.workunitId).resume);
+    QVERIFY(!scheduler().discardResume(&theJob(), left.workunitId, QStringLiteral("checkpoint-a")));
+    QVERIFY(scheduler().handedBack(&theJob(), lease(QStringLiteral("slow")).id, point).resumeKept);
     const Lease fourth = lease(QStringLiteral("slow"));
     QCOMPARE(fourth.checkpointSha, QStringLiteral("checkpoint-a"));
     QVERIFY(scheduler().recordCompleted(theJob(), fourth.id).ok());

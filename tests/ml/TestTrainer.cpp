@@ -490,6 +490,20 @@ void TestTrainer::handedBackCheckpointIsAdoptedAcrossMachines()
     refused = Trainer::resume(adopt, shard);
     QVERIFY(!refused.ok());
     QVERIFY2(refused.error().contains(u"NaN or infinite"), qPrintable(refused.error()));
+    // Progress other than training counts it (samples raised by 16, checksum recomputed): the worker refuses it
+    // and trains from step 0 instead, so its result is not one the coordinator refuses.
+    restore();
+    {
+        auto loaded = SafeTensors::load(r.checkpointPath);
+        auto info = CheckpointInfo::readFrom(*loaded);
+        QVERIFY(loaded.ok() && info.ok());
+        info->samples += 16;
+        info->writeTo(*loaded);
+        QVERIFY(SafeTensors::save(r.checkpointPath, *loaded).ok());
+    }
+    refused = Trainer::resume(adopt, shard);
+    QVERIFY(!refused.ok());
+    QVERIFY2(refused.error().contains(u"samples is"), qPrintable(refused.error()));
 }
 
 void TestTrainer::divergenceIsReported()
