@@ -465,6 +465,20 @@ void TestSharedScheduler::aStaleCoordinatorLearnsOnlyWhatChanged()
     learnt.clear();
     QVERIFY((*dbB)->transaction([&] { return b.lockJob(jobsB.at(kJobId)); }).ok());
     QVERIFY(learnt.isEmpty());
+
+    // A lease handed back on A with a checkpoint: B learns the resume point and the agent that handed it back
+    // (whom a refused result trained on from it counts against), and B's discard names that agent.
+    const QString handed = a.leases().firstKey();
+    const qint64 handedUnit = a.leases().first().workunitId;
+    const Workunit::ResumePoint point{handed, QStringLiteral("checkpoint-a"), 3000, 2, 0,
+                                      QStringLiteral("weights-0"), 0, QStringLiteral("agent-a")};
+    QVERIFY(a.handedBack(&jobsA.at(kJobId), handed, point).resumeKept);
+    QVERIFY((*dbB)->transaction([&] { return b.lockJob(jobsB.at(kJobId)); }).ok());
+    const auto& learntPoint = jobsB.at(kJobId).workunits.at(handedUnit).resume;
+    QVERIFY(learntPoint);
+    QCOMPARE(learntPoint->fromAgent, QStringLiteral("agent-a"));
+    QCOMPARE(b.discardResume(&jobsB.at(kJobId), handedUnit, QStringLiteral("checkpoint-a")),
+             std::optional<QString>(QStringLiteral("agent-a")));
 }
 
 void TestSharedScheduler::grantsOfOneJobRunInParallel()
