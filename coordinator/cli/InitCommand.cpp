@@ -71,13 +71,18 @@ int initCommand(const QStringList& arguments)
     parser.addOption({QStringLiteral("open-enrollment"), QStringLiteral("Let agents enroll without a token.")});
     parser.addOption({QStringLiteral("database"),
                       QStringLiteral("Keep the coordinator's state in this PostgreSQL database, "
-                                     "postgresql://user[:password]@host[:port]/dbname (it must exist and hold no other "
-                                     "deployment), instead of gleaner.db in the data directory."),
+                                     "postgresql://user@host[:port]/dbname?passfile=/path (it must exist and hold no "
+                                     "other deployment), instead of gleaner.db in the data directory. The password "
+                                     "goes in that file (host:port:dbname:user:password, mode 0600), not in the URL; "
+                                     "to another machine add &sslmode=verify-full&sslrootcert=/path/ca.pem "
+                                     "(docs/scale-out.md)."),
                       QStringLiteral("URL")});
     parser.addOption({QStringLiteral("redis"),
                       QStringLiteral("Keep the server weights of running jobs in this Redis 7 server, "
-                                     "redis://[[user]:password@]host[:port][/db], where every coordinator of the "
-                                     "deployment folds into them, instead of in the coordinator's memory."),
+                                     "redis://[user@]host[:port][/db]?password_file=/path, where every coordinator "
+                                     "of the deployment folds into them, instead of in the coordinator's memory. "
+                                     "The file (mode 0600) holds the server's password alone; init checks that "
+                                     "Redis takes it."),
                       QStringLiteral("URL")});
     parser.addOption({QStringLiteral("public-url"),
                       QStringLiteral("The address agents reach this coordinator at when it is not its own: a load "

@@ -68,12 +68,14 @@ struct CoordinatorConfig
     int sessionIdleSeconds = 12 * 3600;    // a dashboard session not used this long ends
     int sessionLifetimeSeconds = 7 * 86400; // and every session ends this long after its login
     // Where the coordinator's state lives: empty for gleaner.db in the data directory (SQLite, the default), or
-    // a PostgreSQL database, postgresql://user[:password]@host[:port]/dbname (docs/architecture.md, "The store
-    // on two engines"). One coordinator uses a database at a time: a second one is refused at start.
+    // a PostgreSQL database, postgresql://user@host[:port]/dbname[?passfile=/path] (docs/architecture.md, "The
+    // store on two engines"; the password in that 0600 file rather than here, SqlDatabase.h). One coordinator
+    // uses a database at a time: a second one is refused at start.
     QString database;
     // Where the server weights of running jobs live: empty for this process's memory (the default), or a
-    // Redis 7 server, redis://[[user]:password@]host[:port][/db], which every coordinator of the deployment
-    // folds into (aggregation/SharedWeights.h; docs/scale-out.md). Snapshots stay in the blob store.
+    // Redis 7 server, redis://[user@]host[:port][/db][?password_file=/path] (the password in that 0600 file,
+    // RedisConnection.h), which every coordinator of the deployment folds into (aggregation/SharedWeights.h;
+    // docs/scale-out.md). Snapshots stay in the blob store.
     QString redis;
     // The URL agents use when it is not this server's own address: a load balancer, a reverse proxy, a forwarded
     // port (https://host[:port], no path). Signed into every lease's manifest, which agents check against the URL

@@ -1,6 +1,9 @@
 #include "store/RedisConnection.h"
 
+#include "crypto/SecureFile.h"
+
 #include <QUrl>
+#include <QUrlQuery>
 
 #include <hiredis/hiredis.h>
 
@@ -56,7 +59,8 @@ struct RedisConnection::Address
     int port = 6379;
     int database = 0;
     QString user;
-    QString password;
+    QByteArray password;
+    QString passwordFile; // where the password came from, for messages; empty when the URL held it
     Timeouts timeouts;
 };
 
@@ -65,6 +69,7 @@ RedisConnection::RedisConnection(std::unique_ptr<Address> address) : m_address(s
 RedisConnection::~RedisConnection()
 {
     close();
+    SecureFile::wipe(m_address->password);
 }
 
 Status RedisConnection::checkUrl(const QString& url)
@@ -83,8 +88,20 @@ Status RedisConnection::checkUrl(const QString& url)
         if (!ok || database < 0)
             return fail(QStringLiteral("the Redis URL's database must be a number (redis://HOST:PORT/0)"));
     }
-    if (parsed.hasQuery() || parsed.hasFragment())
-        return fail(QStringLiteral("the Redis URL takes no options (?...) or fragment (#...)"));
+    if (parsed.hasFragment())
+        return fail(QStringLiteral("the Redis URL takes no fragment (#...)"));
+    const QUrlQuery query(parsed);
+    for (const auto& [key, value] : query.queryItems())
+        if (key != u"password_file")
+            return fail(QStringLiteral("the Redis URL takes no option \"%1\" (only ?password_file=/PATH)").arg(key));
+    if (query.hasQueryItem(QStringLiteral("password_file"))) {
+        const QString file = query.queryItemValue(QStringLiteral("password_file"), QUrl::FullyDecoded);
+        if (!file.startsWith(u'/'))
+            return fail(QStringLiteral("the Redis URL's password_file must be an absolute path, not \"%1\"").arg(file));
+        if (!parsed.password().isEmpty())
+            return fail(QStringLiteral("the Redis URL gives both a password and a password_file; keep the "
+                                       "password in the file only"));
+    }
     return {};
 }
 
@@ -104,7 +121,29 @@ Result<std::unique_ptr<RedisConnection>> RedisConnection::open(const QString& ur
     if (parsed.path().size() > 1)
         address->database = parsed.path().mid(1).toInt();
     address->user = parsed.userName();
-    address->password = parsed.password();
+    address->password = parsed.password().toUtf8();
+    address->passwordFile =
+        QUrlQuery(parsed).queryItemValue(QStringLiteral("password_file"), QUrl::FullyDecoded);
+    if (!address->passwordFile.isEmpty()) {
+        auto secret = SecureFile::read(address->passwordFile, QStringLiteral("Redis password file"), 4096, 077,
+                                       QStringLiteral("anyone who can read it can read and change every job's "
+                                                      "weights in Redis"));
+        if (!secret)
+            return fail(QStringLiteral("Redis at redis://%1:%2: %3 (named by the Redis URL's password_file)")
+                            .arg(address->host)
+                            .arg(address->port)
+                            .arg(secret.error()));
+        // The password alone, on the first line; the line's end is not part of it.
+        const qsizetype end = secret->indexOf('\n');
+        address->password = end < 0 ? *secret : secret->left(end);
+        if (address->password.endsWith('\r'))
+            address->password.chop(1);
+        SecureFile::wipe(*secret);
+        if (address->password.isEmpty())
+            return fail(QStringLiteral("the Redis password file %1 is empty; write the server's password in it "
+                                       "(its first line), or start the server with local-redis.sh, which does")
+                            .arg(address->passwordFile));
+    }
     if (timeouts.connectMs <= 0 || timeouts.replyMs <= 0)
         return fail(QStringLiteral("Redis timeouts must be above zero"));
     address->timeouts = timeouts;
@@ -144,22 +183,39 @@ Status RedisConnection::connect()
     const timeval replyTimeout = interval(m_address->timeouts.replyMs);
     redisSetTimeout(m_context, replyTimeout);
     redisEnableKeepAlive(m_context);
+    // On every connection, the first one and each after a loss: a new connection is not authenticated.
     // Redis 6 and later take a user; older servers and the default user take the password alone.
     std::vector<QByteArray> auth;
     if (!m_address->password.isEmpty()) {
         auth.push_back("AUTH");
         if (!m_address->user.isEmpty())
             auth.push_back(m_address->user.toUtf8());
-        auth.push_back(m_address->password.toUtf8());
+        auth.push_back(m_address->password);
+    } else {
+        // Nothing to send; a PING finds out now, with a message that says what to do, whether the server
+        // wants a password, rather than the first real command with a bare NOAUTH.
+        auth.push_back("PING");
     }
-    if (!auth.empty()) {
-        auto reply = command(auth);
-        if (!reply) {
-            close();
-            // Redis's words ("WRONGPASS invalid username-password pair") name no secret.
-            return fail(
-                QStringLiteral("Redis at %1 refused the credentials: %2").arg(describe(), reply.error()));
-        }
+    auto reply = command(auth);
+    if (!reply) {
+        close();
+        // Redis's words ("WRONGPASS invalid username-password pair", "NOAUTH Authentication required") name
+        // no secret.
+        if (m_address->password.isEmpty() && reply.error().contains(u"NOAUTH"))
+            return fail(QStringLiteral("Redis at %1 asks for a password, and the coordinator's Redis URL gives "
+                                       "none: add ?password_file=/PATH to it, naming a file (mode 0600) that "
+                                       "holds the password (local-redis.sh writes DIR/password and prints the "
+                                       "URL that names it)")
+                            .arg(describe()));
+        if (reply.error().contains(u"WRONGPASS") || reply.error().contains(u"invalid password"))
+            return fail(QStringLiteral("Redis at %1 refused the password %2: %3; check that it is the server's "
+                                       "(requirepass, or the ACL user's)")
+                            .arg(describe(),
+                                 m_address->passwordFile.isEmpty()
+                                     ? QStringLiteral("in the URL")
+                                     : QStringLiteral("in %1").arg(m_address->passwordFile),
+                                 reply.error()));
+        return fail(QStringLiteral("Redis at %1: %2").arg(describe(), reply.error()));
     }
     if (m_address->database != 0) {
         auto reply = command({"SELECT", QByteArray::number(m_address->database)});

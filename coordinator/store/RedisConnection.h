@@ -2,9 +2,13 @@
 // One connection to a Redis 7 server (hiredis underneath), for the state that several coordinators share: the
 // server weights of running jobs (aggregation/SharedWeights). Blocking and binary-safe; one thread at a time.
 //
-// The address is a URL, redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] (port 6379, database 0 by default), named
-// by the coordinator's config ("redis") and never repeated with its password in a message: describe() gives
-// it without one.
+// The address is a URL, redis://[USER@]HOST[:PORT][/DB][?password_file=/PATH] (port 6379, database 0 by
+// default), named by the coordinator's config ("redis"). The password is kept out of the URL, and so out of
+// config.json, command lines and messages: password_file names a file (mode 0600, no group or other
+// permission) that holds it alone, as local-redis.sh writes it. It is read once, when the connection is opened,
+// and sent (AUTH, with USER when the URL names one: a Redis 6 ACL user) on every connection and reconnection.
+// A password written in the URL itself, redis://[USER]:PASSWORD@HOST, still works, for a server reached only
+// from a private network; never both. describe() gives the URL without either.
 //
 // A command that fails at the connection (the server went away, a timeout) leaves it closed; the next command
 // opens it again once before it runs. A command is never sent twice: after a failure its caller decides,
@@ -57,7 +61,9 @@ public:
         int connectMs = 5'000;
         int replyMs = 30'000;
     };
-    // Connects (5 s at most), authenticates and selects the database; replies wait 30 s at most.
+    // Reads the password file, connects (5 s at most), authenticates and selects the database; replies wait 30 s
+    // at most. A server that asks for a password the URL does not give, or refuses the one it gives, is a
+    // failure that names the file and what to do.
     static Result<std::unique_ptr<RedisConnection>> open(const QString& url);
     // The same with other timeouts: a connection whose user would rather lose a reply than wait.
     static Result<std::unique_ptr<RedisConnection>> open(const QString& url, Timeouts timeouts);

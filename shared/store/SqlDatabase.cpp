@@ -1,5 +1,6 @@
 #include "store/SqlDatabase.h"
 
+#include "crypto/SecureFile.h"
 #include "store/PostgresDdl.h"
 
 #include <QRegularExpression>
@@ -22,6 +23,10 @@ struct PostgresTarget
     int port = 5432;
     QString user;
     QString password;
+    QString passfile; // a password file in libpq's format (?passfile=/path), which libpq reads
+    // TLS to a server on another machine, as libpq takes it: ?sslmode=verify-full&sslrootcert=/path/ca.pem
+    QString sslmode;
+    QString sslrootcert;
     QString database;
     QString shown; // the URL without its password, for messages
 };
@@ -66,11 +71,35 @@ Result<PostgresTarget> parsePostgresUrl(const QString& text)
         return wrong(QStringLiteral("does not end in the database's name (/dbname)"));
     const QUrlQuery query(url);
     const QString socketDir = query.queryItemValue(QStringLiteral("host"), QUrl::FullyDecoded);
+    static const QStringList taken{QStringLiteral("host"), QStringLiteral("passfile"), QStringLiteral("sslmode"),
+                                   QStringLiteral("sslrootcert")};
     for (const auto& [key, value] : query.queryItems())
-        if (key != u"host")
-            return wrong(QStringLiteral(
-                             "has the parameter \"%1\", which Gleaner does not take (only host=/socket/dir)")
+        if (!taken.contains(key))
+            return wrong(QStringLiteral("has the parameter \"%1\", which Gleaner does not take (only "
+                                        "host=/socket/dir, passfile=/password/file, sslmode=MODE and "
+                                        "sslrootcert=/ca.pem)")
                              .arg(key));
+    target.sslmode = query.queryItemValue(QStringLiteral("sslmode"), QUrl::FullyDecoded);
+    static const QStringList modes{QStringLiteral("disable"), QStringLiteral("allow"), QStringLiteral("prefer"),
+                                   QStringLiteral("require"), QStringLiteral("verify-ca"),
+                                   QStringLiteral("verify-full")};
+    if (query.hasQueryItem(QStringLiteral("sslmode")) && !modes.contains(target.sslmode))
+        return wrong(QStringLiteral("has sslmode=%1; expected one of %2 (verify-full to a server on another "
+                                    "machine)")
+                         .arg(target.sslmode, modes.join(QStringLiteral(", "))));
+    target.sslrootcert = query.queryItemValue(QStringLiteral("sslrootcert"), QUrl::FullyDecoded);
+    if (query.hasQueryItem(QStringLiteral("sslrootcert")) &&
+        (!target.sslrootcert.startsWith(u'/') || target.sslrootcert.contains(u';')))
+        return wrong(QStringLiteral("has sslrootcert=%1, which is not an absolute path (without ';')")
+                         .arg(target.sslrootcert));
+    target.passfile = query.queryItemValue(QStringLiteral("passfile"), QUrl::FullyDecoded);
+    if (query.hasQueryItem(QStringLiteral("passfile")) && !target.passfile.startsWith(u'/'))
+        return wrong(QStringLiteral("has passfile=%1, which is not an absolute path").arg(target.passfile));
+    // The driver splits its options at ';': a path with one would be cut short.
+    if (target.passfile.contains(u';') || target.passfile.contains(QChar(0)))
+        return wrong(QStringLiteral("has a passfile path with a ';' in it; move the file to a path without one"));
+    if (!target.passfile.isEmpty() && !target.password.isEmpty())
+        return wrong(QStringLiteral("gives both a password and a passfile; keep the password in the file only"));
     if (!socketDir.isEmpty() && !socketDir.startsWith(u'/'))
         return wrong(
             QStringLiteral("has host=%1, which is not a socket directory (an absolute path)").arg(socketDir));
@@ -135,12 +164,43 @@ Status SqlDatabase::openPostgres(const QString& url, const SqlSchema& schema)
     m_db.setUserName(target->user);
     m_db.setPassword(target->password);
     m_db.setDatabaseName(target->database);
-    m_db.setConnectOptions(QStringLiteral("connect_timeout=10;application_name=gleaner"));
+    QString options = QStringLiteral("connect_timeout=10;application_name=gleaner");
+    // Values in conninfo are quoted, with ' and \ escaped (QPSQL passes its options on as they are).
+    const auto option = [](const QString& key, QString value) -> QString {
+        value.replace(u'\\', QStringLiteral("\\\\")).replace(u'\'', QStringLiteral("\\'"));
+        return u';' + key + QStringLiteral("='") + value + u'\'';
+    };
+    if (!target->passfile.isEmpty()) {
+        // Checked here, where a message can name the file and the remedy: libpq skips a file that others may
+        // read with only a warning on stderr, and then says no more than that no password was supplied.
+        auto secret = SecureFile::read(target->passfile, QStringLiteral("PostgreSQL password file"), 1 << 20, 077,
+                                       QStringLiteral("anyone who can read it can log in to the database"));
+        if (!secret)
+            return fail(QStringLiteral("%1: cannot open %2: %3 (the URL's passfile=)")
+                            .arg(m_name, m_what, secret.error()));
+        SecureFile::wipe(*secret);
+        options += option(QStringLiteral("passfile"), target->passfile); // libpq reads the file itself
+    }
+    if (!target->sslmode.isEmpty())
+        options += option(QStringLiteral("sslmode"), target->sslmode);
+    if (!target->sslrootcert.isEmpty())
+        options += option(QStringLiteral("sslrootcert"), target->sslrootcert);
+    m_db.setConnectOptions(options);
     if (!m_db.open()) {
         // libpq's message may quote the connection string; the password is taken out all the same.
-        QString error = m_db.lastError().text();
+        QString error = m_db.lastError().text().trimmed();
         if (!target->password.isEmpty())
             error.replace(target->password, QStringLiteral("(password)"));
+        if (error.contains(u"no password supplied"))
+            error += target->passfile.isEmpty()
+                         ? QStringLiteral("; the server asks for a password: name a password file in the URL, "
+                                          "?passfile=/path (lines host:port:database:user:password, mode 0600; "
+                                          "local-postgres.sh writes one and prints the URL that names it)")
+                         : QStringLiteral("; %1 has no line for this host, port, database and user "
+                                          "(host:port:database:user:password)")
+                               .arg(target->passfile);
+        else if (error.contains(u"password authentication failed") && !target->passfile.isEmpty())
+            error += QStringLiteral("; check the password in %1").arg(target->passfile);
         return fail(QStringLiteral("%1: cannot open %2: %3").arg(m_name, m_what, error));
     }
     return migrate(schema);

@@ -99,7 +99,10 @@ protected:
     // Connects to postgresql://user[:password]@host[:port]/dbname and migrates. The host may instead be the
     // directory of the server's unix socket, as libpq takes it:
     // postgresql://user@/dbname?host=/run/postgresql. The database must exist; its tables are created in the
-    // user's current schema on first use.
+    // user's current schema on first use. Three more of libpq's parameters are taken, each checked here:
+    // passfile=/path (the password in a 0600 file in libpq's format, rather than in the URL: a file others may
+    // read is refused, naming the chmod that fixes it), sslmode=MODE and sslrootcert=/path/ca.pem (TLS to a
+    // server on another machine: verify-full checks its certificate against that CA and its name).
     Status openPostgres(const QString& url, const SqlSchema& schema);
 
 private:

@@ -86,7 +86,9 @@ QString postgresDatabaseForFixture(QString& error)
     static PostgresServer server;
     static const QString started = [] {
         const QString missing = PostgresServer::missing();
-        return missing.isEmpty() ? server.start() : missing;
+        // With a password, as local-postgres.sh sets a server up: the coordinator reads it from the file the
+        // URL names.
+        return missing.isEmpty() ? server.start(/*password=*/true) : missing;
     }();
     if (!started.isEmpty()) {
         error = started;
@@ -110,7 +112,9 @@ QString redisForFixture(QString& error)
     static RedisServer server;
     static const QString started = [] {
         const QString missing = RedisServer::missing();
-        return missing.isEmpty() ? server.start() : missing;
+        // With a password, as local-redis.sh sets a server up: the coordinator reads it from the file the URL
+        // names.
+        return missing.isEmpty() ? server.start(/*appendOnly=*/false, /*password=*/true) : missing;
     }();
     if (!started.isEmpty()) {
         error = started;

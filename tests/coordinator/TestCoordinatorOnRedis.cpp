@@ -51,7 +51,8 @@ void TestCoordinatorOnRedis::initTestCase()
 {
     if (const QString why = test::RedisServer::missing(); !why.isEmpty())
         QSKIP(qPrintable(why));
-    const QString why = m_redis.start();
+    // With a password, as local-redis.sh sets a server up: every connection and reconnection authenticates.
+    const QString why = m_redis.start(/*appendOnly=*/false, /*password=*/true);
     QVERIFY2(why.isEmpty(), qPrintable(why));
 }
 

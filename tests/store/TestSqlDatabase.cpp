@@ -3,7 +3,9 @@
 #include "PostgresServer.h"
 #include "TestSupport.h"
 
+#include <QFile>
 #include <QTest>
+#include <QUrl>
 
 #include <limits>
 #include <thread>
@@ -106,6 +108,7 @@ private Q_SLOTS:
     void postgresUrlIsChecked();
     // PostgreSQL only
     void passwordIsNeverInAMessage();
+    void serverWithAPasswordTakesItFromTheFile();
     void opensOverTheUnixSocket();
     void concurrentFirstOpensCreateTheSchemaOnce();
     void lostConnectionIsOpenedAgain();
@@ -550,10 +553,18 @@ void TestSqlDatabase::postgresUrlIsChecked_data()
                                      << "has host=run, which is not a socket";
     QTest::newRow("host and socket") << "postgresql://u@h/db?host=/run"
                                      << "names both a host and a socket";
-    QTest::newRow("other parameter") << "postgresql://u@h/db?sslmode=require"
-                                     << "has the parameter \"sslmode\", which Gleaner does not take";
+    QTest::newRow("other parameter") << "postgresql://u@h/db?sslcert=/c.pem"
+                                     << "has the parameter \"sslcert\", which Gleaner does not take";
     QTest::newRow("password that needs encoding") << "postgresql://u:se cret@h/db"
                                                   << "password may need percent-encoding";
+    QTest::newRow("relative passfile") << "postgresql://u@h/db?passfile=pgpass"
+                                       << "has passfile=pgpass, which is not an absolute path";
+    QTest::newRow("unknown sslmode") << "postgresql://u@h/db?sslmode=verify"
+                                     << "has sslmode=verify; expected one of disable";
+    QTest::newRow("relative CA") << "postgresql://u@h/db?sslmode=verify-full&sslrootcert=ca.pem"
+                                 << "has sslrootcert=ca.pem, which is not an absolute path";
+    QTest::newRow("password and passfile") << "postgresql://u:secret@h/db?passfile=/run/pgpass"
+                                           << "gives both a password and a passfile";
 }
 
 void TestSqlDatabase::postgresUrlIsChecked()
@@ -598,6 +609,54 @@ void TestSqlDatabase::passwordIsNeverInAMessage()
     QVERIFY2(nobody.error().contains(u"postgresql://gleaner@127.0.0.1:1/db") &&
                  !nobody.error().contains(u"Pa55"),
              qPrintable(nobody.error()));
+}
+
+void TestSqlDatabase::serverWithAPasswordTakesItFromTheFile()
+{
+    // A server of its own that, as local-postgres.sh sets one up, lets nobody in without the password.
+    if (!postgres())
+        QSKIP("PostgreSQL only");
+    test::PostgresServer secured;
+    const QString started = secured.start(/*password=*/true);
+    QVERIFY2(started.isEmpty(), qPrintable(started));
+    QVERIFY2(secured.createDatabase(QStringLiteral("locked")).isEmpty(), "createdb with the password file");
+
+    // Without the password, over TCP and over the socket: refused, and told where the password goes.
+    const QString bare = secured.urlWithoutPassword(QStringLiteral("locked"));
+    auto refused = TestDb::open(bare, 1);
+    QVERIFY(!refused.ok());
+    QVERIFY2(refused.error().contains(u"no password supplied") && refused.error().contains(u"?passfile="),
+             qPrintable(refused.error()));
+    const QString socket = secured.socketUrl(QStringLiteral("locked"));
+    auto bySocket = TestDb::open(socket.left(socket.indexOf(QStringLiteral("&passfile="))), 1);
+    QVERIFY2(!bySocket.ok() && bySocket.error().contains(u"no password supplied"), qPrintable(bySocket.error()));
+
+    // With the file the URL names: over TCP and over the socket.
+    auto opened = TestDb::open(secured.url(QStringLiteral("locked")), 1);
+    QVERIFY2(opened.ok(), qPrintable(opened.error()));
+    QVERIFY((*opened)->exec(QStringLiteral("INSERT INTO t (name) VALUES ('with the password')")).ok());
+    auto overSocket = TestDb::open(socket, 1);
+    QVERIFY2(overSocket.ok(), qPrintable(overSocket.error()));
+    QCOMPARE(count(**overSocket), 1);
+
+    // A file others may read is refused before libpq would skip it with no more than a warning.
+    QVERIFY(QFile::setPermissions(secured.passfile(), QFileDevice::ReadOwner | QFileDevice::WriteOwner |
+                                                          QFileDevice::ReadGroup));
+    auto exposed = TestDb::open(secured.url(QStringLiteral("locked")), 1);
+    QVERIFY(!exposed.ok());
+    QVERIFY2(exposed.error().contains(QStringLiteral("chmod 600 %1").arg(secured.passfile())),
+             qPrintable(exposed.error()));
+
+    // A wrong password: refused, naming the file, never the password.
+    const QString wrong = m_dir->filePath(QStringLiteral("wrong.pgpass"));
+    QVERIFY(test::writeFile(wrong, "*:*:*:gleaner:Wr0ngPassw0rd\n"));
+    QVERIFY(QFile::setPermissions(wrong, QFileDevice::ReadOwner | QFileDevice::WriteOwner));
+    auto wrongly =
+        TestDb::open(bare + QStringLiteral("?passfile=") + QString::fromLatin1(QUrl::toPercentEncoding(wrong, "/")), 1);
+    QVERIFY(!wrongly.ok());
+    QVERIFY2(wrongly.error().contains(u"password authentication failed") && wrongly.error().contains(wrong) &&
+                 !wrongly.error().contains(u"Wr0ng"),
+             qPrintable(wrongly.error()));
 }
 
 void TestSqlDatabase::opensOverTheUnixSocket()

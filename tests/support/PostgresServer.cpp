@@ -6,7 +6,9 @@
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
+#include <QProcessEnvironment>
 #include <QUrl>
+#include <QUuid>
 
 #include <arpa/inet.h>
 #include <grp.h>
@@ -18,6 +20,7 @@
 #include <unistd.h>
 
 #include <optional>
+#include <utility>
 
 namespace gleaner::test {
 namespace {
@@ -108,7 +111,7 @@ QString PostgresServer::logTail() const
     return log.open(QIODevice::ReadOnly) ? lastLines(log.readAll(), 15) : QString();
 }
 
-QString PostgresServer::start()
+QString PostgresServer::start(bool password)
 {
     if (const QString why = missing(); !why.isEmpty())
         return why;
@@ -119,14 +122,35 @@ QString PostgresServer::start()
         account && ::chown(QFile::encodeName(m_dir->path()).constData(), account->uid, account->gid) != 0)
         return QStringLiteral("cannot hand %1 to the postgres user").arg(m_dir->path());
     const QString data = m_dir->filePath(QStringLiteral("data"));
-    if (const QString why =
-            run(QStringLiteral("initdb"),
-                {QStringLiteral("-D"), data, QStringLiteral("-U"), user(), QStringLiteral("--auth=trust"),
-                 QStringLiteral("--encoding=UTF8"), QStringLiteral("--no-locale"),
-                 QStringLiteral("--no-sync"), QStringLiteral("--no-instructions")},
-                120'000);
-        !why.isEmpty())
-        return why;
+    QStringList initdb{QStringLiteral("-D"), data, QStringLiteral("-U"), user(), QStringLiteral("--auth=trust"),
+                       QStringLiteral("--encoding=UTF8"), QStringLiteral("--no-locale"),
+                       QStringLiteral("--no-sync"), QStringLiteral("--no-instructions")};
+    m_passfile.clear();
+    QString pwfile;
+    if (password) {
+        // The password for initdb (read as the server's user) and the same in libpq's format for clients.
+        const QByteArray secret = QUuid::createUuid().toByteArray(QUuid::Id128);
+        pwfile = m_dir->filePath(QStringLiteral("superuser.password"));
+        m_passfile = m_dir->filePath(QStringLiteral("gleaner.pgpass"));
+        for (const auto& [path, bytes] : {std::pair<QString, QByteArray>{pwfile, secret + '\n'},
+                                          std::pair<QString, QByteArray>{m_passfile, "*:*:*:" + user().toUtf8() + ':' + secret + '\n'}}) {
+            QFile file(path);
+            if (!file.open(QIODevice::WriteOnly) ||
+                !file.setPermissions(QFileDevice::ReadOwner | QFileDevice::WriteOwner) ||
+                file.write(bytes) != bytes.size())
+                return QStringLiteral("cannot write %1: %2").arg(path, file.errorString());
+        }
+        if (const auto account = serverAccount();
+            account && ::chown(QFile::encodeName(pwfile).constData(), account->uid, account->gid) != 0)
+            return QStringLiteral("cannot hand %1 to the postgres user").arg(pwfile);
+        initdb[4] = QStringLiteral("--auth=scram-sha-256");
+        initdb << QStringLiteral("--pwfile=") + pwfile;
+    }
+    const QString initialised = run(QStringLiteral("initdb"), initdb, 120'000);
+    if (!pwfile.isEmpty())
+        QFile::remove(pwfile);
+    if (!initialised.isEmpty())
+        return initialised;
 
     for (int attempt = 1;; ++attempt) {
         m_port = freeLoopbackPort();
@@ -204,6 +228,11 @@ QString PostgresServer::createDatabase(const QString& name, const QString& copyO
 {
     QProcess create;
     create.setProcessChannelMode(QProcess::MergedChannels);
+    if (!m_passfile.isEmpty()) {
+        QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+        environment.insert(QStringLiteral("PGPASSFILE"), m_passfile);
+        create.setProcessEnvironment(environment);
+    }
     QStringList arguments{QStringLiteral("-h"), QStringLiteral("127.0.0.1"), QStringLiteral("-p"),
                           QString::number(m_port), QStringLiteral("-U"), user()};
     if (!copyOf.isEmpty())
@@ -220,15 +249,27 @@ QString PostgresServer::url(const QString& database, const QString& password) co
     const QString secret =
         password.isEmpty() ? QString() : u':' + QString::fromLatin1(QUrl::toPercentEncoding(password));
     // Joined, not .arg()'d: the encoded password holds %-sequences of its own.
-    return QStringLiteral("postgresql://") + user() + secret + QStringLiteral("@127.0.0.1:") +
-           QString::number(m_port) + u'/' + database;
+    const QString url = QStringLiteral("postgresql://") + user() + secret + QStringLiteral("@127.0.0.1:") +
+                        QString::number(m_port) + u'/' + database;
+    if (!password.isEmpty() || m_passfile.isEmpty())
+        return url;
+    return url + QStringLiteral("?passfile=") + QString::fromLatin1(QUrl::toPercentEncoding(m_passfile, "/"));
+}
+
+QString PostgresServer::urlWithoutPassword(const QString& database) const
+{
+    return QStringLiteral("postgresql://") + user() + QStringLiteral("@127.0.0.1:") + QString::number(m_port) +
+           u'/' + database;
 }
 
 QString PostgresServer::socketUrl(const QString& database) const
 {
     return QStringLiteral("postgresql://") + user() + QStringLiteral("@:") + QString::number(m_port) + u'/' +
            database + QStringLiteral("?host=") +
-           QString::fromLatin1(QUrl::toPercentEncoding(m_dir->path(), "/"));
+           QString::fromLatin1(QUrl::toPercentEncoding(m_dir->path(), "/")) +
+           (m_passfile.isEmpty() ? QString()
+                                 : QStringLiteral("&passfile=") +
+                                       QString::fromLatin1(QUrl::toPercentEncoding(m_passfile, "/")));
 }
 
 void PostgresServer::stop()

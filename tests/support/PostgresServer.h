@@ -1,7 +1,9 @@
 #pragma once
 // A throwaway PostgreSQL 15 server for a test: its own cluster (initdb) in a temporary folder, listening on
 // 127.0.0.1 only, on a free port, and on a unix socket in that folder; the user `gleaner` connects without a
-// password (trust). It is stopped by its process id when the object goes, and the folder removed.
+// password (trust), or, asked to, only with one (scram-sha-256, as installers/scale-out/local-postgres.sh sets a
+// server up): random, in a 0600 password file that url() names (?passfile=...). It is stopped by its process id
+// when the object goes, and the folder removed.
 //
 // initdb and postgres refuse to run as root: a test that runs as root (CI) runs them as the `postgres` system
 // user that Debian's postgresql packages create, with the folder handed to that user; any other user runs
@@ -29,13 +31,19 @@ public:
 
     // Empty once the server accepts connections (within a minute); else why not, naming its log file, which
     // is then kept.
-    QString start();
+    // `password`: every connection, over TCP or the socket, must authenticate with the password in passfile().
+    QString start(bool password = false);
     // Empty once the database exists (empty, owned by `gleaner`; or, with `copyOf`, a copy of that database,
     // which nobody may be connected to); else why not.
     QString createDatabase(const QString& name, const QString& copyOf = {});
-    // postgresql://gleaner[:password]@127.0.0.1:PORT/DATABASE
+    // postgresql://gleaner[:password]@127.0.0.1:PORT/DATABASE; on a server that requires a password and
+    // without one given here, with ?passfile=... instead.
     QString url(const QString& database, const QString& password = {}) const;
-    // postgresql://gleaner@/DATABASE?host=SOCKETDIR&port=... : the same server over its unix socket.
+    // The same with neither: what a client that does not know the password uses.
+    QString urlWithoutPassword(const QString& database) const;
+    // The password file (libpq's format) when the server requires a password; else empty.
+    QString passfile() const { return m_passfile; }
+    // postgresql://gleaner@:PORT/DATABASE?host=SOCKETDIR[&passfile=...]: the same server over its unix socket.
     QString socketUrl(const QString& database) const;
     QString user() const { return QStringLiteral("gleaner"); }
     int port() const { return m_port; }
@@ -59,6 +67,7 @@ private:
     std::unique_ptr<QTemporaryDir> m_dir;
     QProcess m_server;
     int m_port = 0;
+    QString m_passfile;
 };
 
 } // namespace gleaner::test

@@ -7,6 +7,10 @@
 #include <QFile>
 #include <QStandardPaths>
 #include <QTcpSocket>
+#include <QUrl>
+#include <QUuid>
+
+#include <utility>
 
 #include <signal.h>
 #include <sys/prctl.h>
@@ -22,13 +26,21 @@ QString serverProgram()
                                           {QStringLiteral("/usr/bin"), QStringLiteral("/usr/local/bin")});
 }
 
-// Whether a Redis server answers PING on 127.0.0.1:port.
-bool answersPing(int port)
+// Whether a Redis server answers PING on 127.0.0.1:port (after AUTH with `password`, when given).
+bool answersPing(int port, const QByteArray& password)
 {
     QTcpSocket socket;
     socket.connectToHost(QStringLiteral("127.0.0.1"), quint16(port));
     if (!socket.waitForConnected(1'000))
         return false;
+    if (!password.isEmpty()) {
+        socket.write("AUTH " + password + "\r\n");
+        QByteArray answer;
+        while (!answer.contains('\n') && socket.waitForReadyRead(1'000))
+            answer += socket.readAll();
+        if (!answer.startsWith("+OK"))
+            return false;
+    }
     socket.write("PING\r\n");
     if (!socket.waitForBytesWritten(1'000))
         return false;
@@ -57,18 +69,37 @@ QString RedisServer::logTail() const
     return lines.mid(qMax(0, int(lines.size()) - 15)).join(u'\n');
 }
 
-QString RedisServer::start(bool appendOnly)
+QString RedisServer::start(bool appendOnly, bool password)
 {
     if (const QString why = missing(); !why.isEmpty())
         return why;
     m_dir = std::make_unique<QTemporaryDir>(QDir::tempPath() + QStringLiteral("/gleaner-redis-XXXXXX"));
     if (!m_dir->isValid())
         return QStringLiteral("cannot create a folder for Redis under %1").arg(QDir::tempPath());
+    QStringList arguments;
+    m_password.clear();
+    m_passwordFile.clear();
+    if (password) {
+        // As local-redis.sh does it: the password in a file of its own, and to the server through a
+        // configuration file rather than the command line.
+        m_password = QUuid::createUuid().toByteArray(QUuid::Id128);
+        m_passwordFile = m_dir->filePath(QStringLiteral("password"));
+        const QString config = m_dir->filePath(QStringLiteral("redis.conf"));
+        for (const auto& [path, bytes] : {std::pair<QString, QByteArray>{m_passwordFile, m_password + '\n'},
+                                          std::pair<QString, QByteArray>{config, "requirepass " + m_password + '\n'}}) {
+            QFile file(path);
+            if (!file.open(QIODevice::WriteOnly) ||
+                !file.setPermissions(QFileDevice::ReadOwner | QFileDevice::WriteOwner) ||
+                file.write(bytes) != bytes.size())
+                return QStringLiteral("cannot write %1: %2").arg(path, file.errorString());
+        }
+        arguments << config;
+    }
     for (int attempt = 1;; ++attempt) {
         m_port = freeLoopbackPort();
-        // No config file: everything on the command line, nothing of the machine's /etc/redis.
+        // Nothing of the machine's /etc/redis: everything on the command line, the password in our own file.
         m_server.setProgram(serverProgram());
-        m_server.setArguments({QStringLiteral("--port"), QString::number(m_port), QStringLiteral("--bind"),
+        m_server.setArguments(arguments + QStringList{QStringLiteral("--port"), QString::number(m_port), QStringLiteral("--bind"),
                                QStringLiteral("127.0.0.1"), QStringLiteral("--dir"), m_dir->path(),
                                QStringLiteral("--save"), QString(), QStringLiteral("--appendonly"),
                                appendOnly ? QStringLiteral("yes") : QStringLiteral("no"),
@@ -96,7 +127,7 @@ QString RedisServer::waitUntilReady(bool* exited)
     const QDeadlineTimer deadline(kStartMs);
     *exited = false;
     while (!deadline.hasExpired()) {
-        if (answersPing(m_port))
+        if (answersPing(m_port, m_password))
             return {};
         if (m_server.waitForFinished(100)) {
             *exited = true;
@@ -129,6 +160,15 @@ QString RedisServer::resume()
 }
 
 QString RedisServer::url(int database) const
+{
+    if (m_passwordFile.isEmpty())
+        return urlWithoutPassword(database);
+    // Joined, not .arg()'d: the encoded path may hold %-sequences of its own.
+    return urlWithoutPassword(database) + QStringLiteral("?password_file=") +
+           QString::fromLatin1(QUrl::toPercentEncoding(m_passwordFile, "/"));
+}
+
+QString RedisServer::urlWithoutPassword(int database) const
 {
     return QStringLiteral("redis://127.0.0.1:%1/%2").arg(m_port).arg(database);
 }
