@@ -227,6 +227,10 @@ void MainWindow::update()
     } else {
         lines << QStringLiteral("Not contacted yet.");
     }
+    // The workers' sandbox, one line, once a worker reported it: what a job's code could reach here.
+    if (const QString sandbox = status.value(u"sandbox").toObject().value(u"summary").toString();
+        m_link.isConnected() && !sandbox.isEmpty())
+        lines << QStringLiteral("Workers' sandbox: %1").arg(sandbox.left(300));
     m_coordinator->setText(lines.join(u'\n'));
 
     updateLog();

@@ -202,6 +202,10 @@ QString formatStatus(const QJsonObject& status, qint64 nowMs)
         out += QStringLiteral("Coordinator:  %1\n").arg(coordinatorLine(coordinator.toObject()));
     if (const QJsonValue policy = status.value(QStringLiteral("policy")); policy.isObject())
         out += QStringLiteral("Desktop:      %1\n").arg(desktopLine(policy.toObject()));
+    // What the workers' sandbox holds, as the agent summed it up once a worker reported.
+    if (const QJsonValue sandbox = status.value(QStringLiteral("sandbox")); sandbox.isObject())
+        if (const QString summary = text(sandbox.toObject(), "summary"); !summary.isEmpty())
+            out += QStringLiteral("Sandbox:      %1\n").arg(summary);
 
     QString heading =
         QStringLiteral("Subtasks:     %1")

@@ -227,6 +227,8 @@ private:
     QString workerDevice() const;
     // Subtasks held at once: --max-tasks, and on a desktop no more than the cores the owner allows.
     int taskSlots() const;
+    // The memory cap the kernel enforces in a worker started now (WorkerLaunch::kernelMemoryCapBytes); 0: none.
+    qint64 kernelMemoryCap() const;
     // The thread count and device a subtask's workers use: those of its first worker (its checkpoint is tied
     // to them), kept in its task folder; for a new subtask, the current ones.
     std::pair<int, QString> launchSettings(const Active& active);

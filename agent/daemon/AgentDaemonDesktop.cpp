@@ -36,6 +36,20 @@ QString AgentDaemon::workerDevice() const
                                                                      : m_options.device;
 }
 
+qint64 AgentDaemon::kernelMemoryCap() const
+{
+    // The worker's kernel cap holds for its whole life, so it is the largest cap the owner's preferences allow
+    // at any moment (0 in either state: none); the lower cap while the user is active is the agent's to check.
+    if (m_options.dedicated)
+        return m_options.memoryCapBytes;
+    const Preferences& p = m_desktop->preferences();
+    if (p.onlyWhenIdle())
+        return p.memoryIdleBytes();
+    const qint64 idle = p.memoryIdleBytes();
+    const qint64 active = p.memoryActiveBytes();
+    return idle == 0 || active == 0 ? 0 : std::max(idle, active);
+}
+
 int AgentDaemon::taskSlots() const
 {
     if (m_options.dedicated)

@@ -165,6 +165,8 @@ void AgentDaemon::startWorker(const LeaseId& leaseId)
     launch.checkpointIntervalSeconds = m_options.checkpointIntervalSeconds;
     launch.device = device;
     launch.memoryCapBytes = m_options.memoryCapBytes;
+    launch.kernelMemoryCapBytes = kernelMemoryCap();
+    launch.allowUnconfinedModels = m_desktop->preferences().allowUnconfinedModels();
     auto* worker = new WorkerProcess(launch, this);
     active->worker = worker;
     active->firstStep = -1;

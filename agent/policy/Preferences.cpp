@@ -101,6 +101,10 @@ QList<PreferenceInfo> buildCatalogue()
     all << integer(
         "checkpoint_seconds", 60, 10, 3600, "s", "Save progress every",
         "How often a running subtask saves its progress, so that little is lost when it has to stop.", false);
+    all << boolean("allow_unconfined_models", false, "Run job programs without their safety net",
+                   "Train a job's own model program (TorchScript) even on a computer where the worker can neither "
+                   "filter its system calls nor cap its memory. Off: such a job is refused with the reason.",
+                   false);
     return all;
 }
 
@@ -353,6 +357,11 @@ int Preferences::cpuSharePercent() const
 qint64 Preferences::memoryActiveBytes() const
 {
     return integer(QStringLiteral("memory_active_mb")) * kMiB;
+}
+
+bool Preferences::allowUnconfinedModels() const
+{
+    return boolean(QStringLiteral("allow_unconfined_models"));
 }
 
 qint64 Preferences::memoryIdleBytes() const

@@ -79,6 +79,8 @@ public:
     int cpuSharePercent() const;
     qint64 memoryActiveBytes() const; // 0: no cap
     qint64 memoryIdleBytes() const;   // 0: no cap
+    // TorchScript models may run where neither the worker's seccomp filter nor its memory cap holds.
+    bool allowUnconfinedModels() const;
     enum class Gpu
     {
         Never,

@@ -57,7 +57,19 @@ QStringList WorkerProcess::arguments(const WorkerLaunch& launch)
     args << QStringLiteral("--cpu-share") << QString::number(launch.cpuShare)
          << QStringLiteral("--checkpoint-interval") << QString::number(launch.checkpointIntervalSeconds)
          << QStringLiteral("--device") << launch.device;
+    if (launch.kernelMemoryCapBytes > 0) // whole MiB, rounded up so that the kernel's cap never undercuts ours
+        args << QStringLiteral("--max-memory-mb")
+             << QString::number((launch.kernelMemoryCapBytes + (1 << 20) - 1) / (1 << 20));
+    if (launch.allowUnconfinedModels)
+        args << QStringLiteral("--allow-unconfined-models");
     return args;
+}
+
+QString WorkerProcess::kernelCapReason(qint64 capBytes)
+{
+    return QStringLiteral("the worker exceeded its memory cap of %1 MB: the kernel refused it more memory; use a "
+                          "smaller model or batch size, or raise the memory limit (memory_idle_mb)")
+        .arg((capBytes + (1 << 20) - 1) / (1 << 20));
 }
 
 qint64 WorkerProcess::residentBytesOf(qint64 pid)
@@ -116,8 +128,10 @@ void WorkerProcess::readEvents()
                 << "not an event from the worker:" << QString::fromUtf8(line.left(200));
             continue;
         }
-        if (object.value(QStringLiteral("event")).toString() == u"error")
+        if (object.value(QStringLiteral("event")).toString() == u"error") {
             m_errorEvent = object.value(QStringLiteral("message")).toString();
+            m_memoryCapHit = object.value(QStringLiteral("memory_cap")).toBool();
+        }
         Q_EMIT event(object);
     }
     if (m_stdoutBuffer.size() > kMaxLine)
@@ -168,9 +182,21 @@ void WorkerProcess::onFinished(int exitCode, QProcess::ExitStatus status)
     m_ended = true;
     WorkerEnd end;
     end.exitCode = exitCode;
+    // An allocation refused under the kernel's cap ends the worker with an error event that says so, or, where
+    // it failed outside libtorch (a thread's stack, Qt), with a crash whose last words name the failure.
+    const QString lastWords = m_stderrTail.isEmpty() ? QString() : m_stderrTail.last();
+    const bool allocationFailed = lastWords.contains(u"bad_alloc") || lastWords.contains(u"Cannot allocate memory") ||
+                                  lastWords.contains(u"Thread creation failed");
+    const bool kernelCap = m_launch.kernelMemoryCapBytes > 0 && (status == QProcess::CrashExit || exitCode != 0) &&
+                           (m_memoryCapHit || (m_errorEvent.isEmpty() && allocationFailed));
     if (!m_overMemory.isEmpty()) {
         end.kind = WorkerEnd::Kind::OverMemory;
         end.reason = m_overMemory;
+    } else if (kernelCap) {
+        end.kind = WorkerEnd::Kind::OverMemory;
+        end.reason = kernelCapReason(m_launch.kernelMemoryCapBytes);
+        qCWarning(lcWorker).noquote() << end.reason << "(" << (m_errorEvent.isEmpty() ? lastWords : m_errorEvent)
+                                      << ")";
     } else if (status == QProcess::CrashExit) {
         end.kind = WorkerEnd::Kind::Crashed;
         end.reason = QStringLiteral("the worker crashed (%1)").arg(m_process.errorString());

@@ -21,7 +21,11 @@ struct WorkerLaunch
     double cpuShare = 1.0;
     double checkpointIntervalSeconds = 60;
     QString device = QStringLiteral("cpu");
-    qint64 memoryCapBytes = 0; // 0: no cap
+    qint64 memoryCapBytes = 0; // 0: no cap; the agent's check of the resident memory, which follows the owner
+    // The cap the kernel enforces in the worker (--max-memory-mb, RLIMIT_DATA), fixed for its life: the largest
+    // the owner's preferences allow, so the lower cap while the user is active stays the agent's to enforce.
+    qint64 kernelMemoryCapBytes = 0; // 0: none
+    bool allowUnconfinedModels = false; // the owner's allow_unconfined_models
 };
 
 struct WorkerEnd
@@ -33,7 +37,7 @@ struct WorkerEnd
         Stopped,    // exit 3: checkpointed on request, to be resumed
         Cancelled,  // exit 4
         Crashed,    // killed by a signal, or an exit code the protocol does not define
-        OverMemory, // killed by the agent for its memory cap
+        OverMemory, // killed by the agent for its memory cap, or an allocation past the kernel's cap failed
         NotStarted, // the program could not be started
     };
     Kind kind = Kind::Crashed;
@@ -62,6 +66,8 @@ public:
     qint64 residentBytes() const { return m_rss; }
 
     static QStringList arguments(const WorkerLaunch& launch);
+    // "the worker exceeded its memory cap of N MB ...": the reason given when the kernel's cap stopped it.
+    static QString kernelCapReason(qint64 capBytes);
     // Resident set size of process `pid` from /proc/<pid>/statm; -1 when it cannot be read.
     static qint64 residentBytesOf(qint64 pid);
 
@@ -84,6 +90,7 @@ private:
     QStringList m_stderrTail;
     QString m_errorEvent;
     QString m_overMemory;
+    bool m_memoryCapHit = false; // the worker said an allocation failed under the kernel's cap
     qint64 m_rss = 0;
     bool m_ended = false;
 };

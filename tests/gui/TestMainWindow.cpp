@@ -68,6 +68,7 @@ private Q_SLOTS:
     void showsTheStatus();
     void subtasksFollowTheEvents();
     void theCoordinatorAndTheLogFollowTheEvents();
+    void theWorkersSandboxIsOneLine();
     void theButtonsAreTheActions();
     void offlineSaysWhyAndOffersEnrollment();
     void closingHidesOrCloses();
@@ -178,6 +179,20 @@ void TestMainWindow::theCoordinatorAndTheLogFollowTheEvents()
     QVERIFY(lines.at(0).contains(QStringLiteral("Connected to the Gleaner agent")));
     QVERIFY(lines.at(lines.size() - 2).endsWith(QStringLiteral("Warning: download retried")));
     QVERIFY(lines.last().endsWith(QStringLiteral("  paused on request")));
+}
+
+void TestMainWindow::theWorkersSandboxIsOneLine()
+{
+    Harness h;
+    QJsonObject status = h.agent.status();
+    const QString summary = QStringLiteral("landlock (ABI 2), seccomp, network namespace; missing: landlock TCP rules, "
+                                           "landlock scopes, memory cap");
+    status.insert(QStringLiteral("sandbox"), QJsonObject{{QStringLiteral("landlock"), true},
+                                                         {QStringLiteral("summary"), summary}});
+    h.agent.setStatus(status);
+    QVERIFY(h.start());
+    QCOMPARE(h.window->coordinatorText(), QStringLiteral("https://coord.example:8443, as office-pc-12\nReachable.\n"
+                                                         "Workers' sandbox: ") + summary);
 }
 
 void TestMainWindow::theButtonsAreTheActions()

@@ -36,7 +36,8 @@ void TestStatusText::aBusyAgent()
              "state": "downloading", "step": null, "of": null, "loss": null, "samples_per_s": null,
              "eta_seconds": null, "deadline_ms": 1699999990000}
         ],
-        "totals": {"subtasks_done": 41, "subtasks_failed": 2, "samples": 1234000, "train_seconds": 18720}
+        "totals": {"subtasks_done": 41, "subtasks_failed": 2, "samples": 1234000, "train_seconds": 18720},
+        "sandbox": {"landlock": true, "landlock_abi": 2, "summary": "landlock (ABI 2), seccomp, network namespace; missing: landlock TCP rules, landlock scopes, memory cap"}
     })");
     QCOMPARE(formatStatus(status, now),
              QStringLiteral(
@@ -44,6 +45,8 @@ void TestStatusText::aBusyAgent()
                  "Agent:        office-pc-12 (agent a-7f3a)\n"
                  "Data:         /var/lib/gleaner\n"
                  "Coordinator:  https://coord.example:8443, reachable\n"
+                 "Sandbox:      landlock (ABI 2), seccomp, network namespace; missing: landlock TCP rules, landlock "
+                 "scopes, memory cap\n"
                  "Subtasks:     2 (at most 2 at once)\n"
                  "  fashion-cnn (job j-1), epoch 3, shard 12: training, 62% (620/1000), loss 0.4123, 512 "
                  "samples/s, "

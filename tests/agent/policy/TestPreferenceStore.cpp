@@ -24,7 +24,7 @@ QString compact(const QJsonObject& object)
 const QString kAllKeys = QStringLiteral(
     "only_when_idle, idle_seconds, respect_inhibitors, other_cpu_limit_percent, pause_on_battery, schedule, "
     "pause_programs, max_cores, cpu_share_percent, memory_active_mb, memory_idle_mb, gpu, cache_mb, "
-    "upload_kib_per_s, download_kib_per_s, checkpoint_seconds");
+    "upload_kib_per_s, download_kib_per_s, checkpoint_seconds, allow_unconfined_models");
 
 // A folder with a user file and a policy file, each written only when given.
 struct Files
@@ -423,7 +423,7 @@ void TestPreferenceStore::describeShape()
     QCOMPARE(catalogue.first().toObject().value(QStringLiteral("key")).toString(),
              QStringLiteral("only_when_idle"));
     QCOMPARE(catalogue.last().toObject().value(QStringLiteral("key")).toString(),
-             QStringLiteral("checkpoint_seconds"));
+             QStringLiteral("allow_unconfined_models"));
 
     // Without a policy file the object says so with null.
     const Result<PreferenceStore> plain = PreferenceStore::open(files.user, QString());

@@ -24,7 +24,7 @@ QJsonValue jsonValue(const QByteArray& text)
 const QString kAllKeys = QStringLiteral(
     "only_when_idle, idle_seconds, respect_inhibitors, other_cpu_limit_percent, pause_on_battery, schedule, "
     "pause_programs, max_cores, cpu_share_percent, memory_active_mb, memory_idle_mb, gpu, cache_mb, "
-    "upload_kib_per_s, download_kib_per_s, checkpoint_seconds");
+    "upload_kib_per_s, download_kib_per_s, checkpoint_seconds, allow_unconfined_models");
 
 } // namespace
 

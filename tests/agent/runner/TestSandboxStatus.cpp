@@ -2,6 +2,7 @@
 // the status field, and worker output that is not a well-formed "sandbox" event left out.
 #include "runner/SandboxStatus.h"
 
+#include <QJsonArray>
 #include <QTest>
 
 using namespace gleaner::agent;
@@ -30,6 +31,7 @@ private Q_SLOTS:
     void aChangeIsLoggedAgain();
     void malformedEventsAreIgnored_data();
     void malformedEventsAreIgnored();
+    void layersAreOneLine();
 };
 
 void TestSandboxStatus::nullUntilAWorkerReports()
@@ -87,6 +89,35 @@ void TestSandboxStatus::malformedEventsAreIgnored()
     SandboxStatus status;
     QVERIFY(status.observe(event).isEmpty());
     QVERIFY(status.toJson().isNull());
+}
+
+void TestSandboxStatus::layersAreOneLine()
+{
+    // A worker on Debian 12's kernel: Landlock without its network rules, the rest in force.
+    QJsonObject event = sandboxEvent(true);
+    event.insert(QStringLiteral("landlock_abi"), 2);
+    event.insert(QStringLiteral("tcp_denied"), false);
+    event.insert(QStringLiteral("layers"),
+                 QJsonArray{QStringLiteral("no_new_privs"), QStringLiteral("landlock"), QStringLiteral("seccomp"),
+                            QStringLiteral("network_namespace"), QStringLiteral("memory_cap"),
+                            QStringLiteral("made_up_layer")});
+    event.insert(QStringLiteral("memory_cap_mb"), 2048);
+    SandboxStatus status;
+    const QString line = status.observe(event);
+    const QString summary = QStringLiteral("landlock (ABI 2), seccomp, network namespace, memory cap 2048 MB; "
+                                           "missing: landlock TCP rules, landlock scopes");
+    QVERIFY2(line.contains(summary), qPrintable(line));
+    const QJsonObject json = status.toJson().toObject();
+    QCOMPARE(json.value(QStringLiteral("summary")).toString(), summary);
+    QVERIFY(!json.value(QStringLiteral("layers")).toArray().contains(QStringLiteral("made_up_layer")));
+    QVERIFY(json.value(QStringLiteral("missing")).toArray().contains(QStringLiteral("landlock_tcp")));
+    QCOMPARE(json.value(QStringLiteral("memory_cap_mb")).toInt(), 2048);
+
+    // A worker from before the layers were listed: what its Landlock fields say.
+    SandboxStatus old;
+    old.observe(sandboxEvent(false, QStringLiteral("this kernel has no Landlock")));
+    QVERIFY2(old.toJson().toObject().value(QStringLiteral("summary")).toString().startsWith(u"none; missing: landlock"),
+             qPrintable(old.toJson().toObject().value(QStringLiteral("summary")).toString()));
 }
 
 QTEST_GUILESS_MAIN(TestSandboxStatus)

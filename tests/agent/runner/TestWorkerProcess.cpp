@@ -24,6 +24,7 @@ private Q_SLOTS:
     void failureCarriesTheErrorEvent();
     void crashIsNamed();
     void memoryCapStopsTheWorker();
+    void kernelMemoryCapIsNamed();
     void missingProgramIsReported();
 
 private:
@@ -70,6 +71,15 @@ void TestWorkerProcess::argumentsFollowTheWorkerProtocol()
                           "10", "--device", "cpu"}));
     launch.threads = 0;
     QVERIFY(!WorkerProcess::arguments(launch).contains(QStringLiteral("--threads")));
+    QVERIFY(!WorkerProcess::arguments(launch).contains(QStringLiteral("--max-memory-mb")));
+    QVERIFY(!WorkerProcess::arguments(launch).contains(QStringLiteral("--allow-unconfined-models")));
+    // Whole MiB, rounded up: the kernel's cap never undercuts the owner's.
+    launch.kernelMemoryCapBytes = 1536LL * 1024 * 1024 + 1;
+    launch.allowUnconfinedModels = true;
+    const QStringList args = WorkerProcess::arguments(launch);
+    QCOMPARE(args.mid(args.indexOf(QStringLiteral("--max-memory-mb")), 2),
+             (QStringList{"--max-memory-mb", "1537"}));
+    QVERIFY(args.contains(QStringLiteral("--allow-unconfined-models")));
 }
 
 void TestWorkerProcess::eventsAndADoneExit()
@@ -162,6 +172,37 @@ void TestWorkerProcess::memoryCapStopsTheWorker()
     QCOMPARE(int(end.kind), int(WorkerEnd::Kind::OverMemory));
     QVERIFY2(end.reason.contains(u"over the cap of 64 MB"), qPrintable(end.reason));
     QVERIFY(worker.residentBytes() > launch.memoryCapBytes);
+}
+
+void TestWorkerProcess::kernelMemoryCapIsNamed()
+{
+    // The worker's allocation failed under RLIMIT_DATA (what test_worker's memoryCapEndsTheSubtask does for
+    // real): the agent names the cap it gave, whatever the worker's own words.
+    WorkerLaunch launch;
+    launch.kernelMemoryCapBytes = 64LL * 1024 * 1024;
+    launch.program = script(QStringLiteral("capped.sh"),
+                            R"(echo '{"event":"error","message":"training: out of memory","memory_cap":true}'
+exit 1
+)");
+    WorkerProcess worker(launch);
+    const WorkerEnd end = runToEnd(worker);
+    QCOMPARE(int(end.kind), int(WorkerEnd::Kind::OverMemory));
+    QVERIFY2(end.reason.startsWith(u"the worker exceeded its memory cap of 64 MB"), qPrintable(end.reason));
+
+    // Failed outside libtorch (a thread's stack): glibc's or OpenMP's last words on stderr say so.
+    WorkerLaunch threads = launch;
+    threads.program = script(QStringLiteral("nothread.sh"),
+                             "echo 'libgomp: Thread creation failed: Cannot allocate memory' >&2\nexit 1\n");
+    WorkerProcess other(threads);
+    QCOMPARE(int(runToEnd(other).kind), int(WorkerEnd::Kind::OverMemory));
+
+    // Without a kernel cap the same words are an ordinary failure.
+    WorkerLaunch uncapped = launch;
+    uncapped.kernelMemoryCapBytes = 0;
+    WorkerProcess plain(uncapped);
+    const WorkerEnd failed = runToEnd(plain);
+    QCOMPARE(int(failed.kind), int(WorkerEnd::Kind::Failed));
+    QCOMPARE(failed.reason, QStringLiteral("training: out of memory"));
 }
 
 void TestWorkerProcess::missingProgramIsReported()
