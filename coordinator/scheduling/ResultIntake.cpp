@@ -103,13 +103,18 @@ Status ResultIntake::record(const Verdict& verdict)
 void ResultIntake::accepted(Verdict& verdict, const Received& received, qint64 seq, const QString& file)
 {
     const QString leaseId = verdict.lease->id;
+    // A result trained on from a handed-back checkpoint counts the samples and seconds of the agent that wrote it
+    // too (bounded, not verified): they say nothing of this agent's speed, and a sender could make an honest
+    // resumer look slow enough to be handed only tiny subtasks.
+    const bool resumed = !verdict.lease->checkpointSha.isEmpty();
     verdict.lease = nullptr;
     m_scheduler.completed(*verdict.job, leaseId);
     if (verdict.kind != Verdict::Kind::Fold)
         return;
     JobState& job = *verdict.job;
     verdict.unit->first = Workunit::FirstResult{seq, received.agentId, received.baseVersion, received.step, file};
-    m_scheduler.noteSpeed(received.agentId, received.samples, received.trainSeconds);
+    if (!resumed)
+        m_scheduler.noteSpeed(received.agentId, received.samples, received.trainSeconds);
     job.updateBound.accept(received.step);
     job.updatesReceived += 1;
     job.unpublishedOf[received.agentId] = seq; // until a publication holds it (published())

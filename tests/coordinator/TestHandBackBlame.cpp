@@ -26,6 +26,7 @@ private Q_SLOTS:
     void refusedResumeCountsAgainstItsSenderNotTheResumer();
     void senderIsRememberedAcrossARestart();
     void workerFailingOnAHandedBackCheckpointIsNotCounted();
+    void resumedResultSaysNothingOfItsAgentsSpeed();
 
 private:
     QString enroll(const QString& name)
@@ -198,6 +199,43 @@ void TestHandBackBlame::workerFailingOnAHandedBackCheckpointIsNotCounted()
     const auto again = f.lease(honest);
     QCOMPARE(again.size(), size_t(1));
     QVERIFY(!again[0].manifest.contains(QStringLiteral("resume")));
+}
+
+// A resumed result's samples and seconds include the sender's (a checkpoint may claim up to 30 days): they do not
+// set the resuming agent's speed, by which its subtasks are sized. Its next result of its own does.
+void TestHandBackBlame::resumedResultSaysNothingOfItsAgentsSpeed()
+{
+    const QString leaving = enroll(QStringLiteral("leaving"));
+    const QString honest = enroll(QStringLiteral("honest"));
+    QVERIFY(f.submit(test::tinyJobSpec(m_dataset, 2, 3, 0.99, 600)) > 0);
+    const auto held = f.lease(leaving);
+    QCOMPARE(held.size(), size_t(1));
+    QJsonObject reply;
+    QCOMPARE(f.handBack(leaving, held[0].leaseId, f.checkpointOf(held[0], 2), &reply), 200);
+    QCOMPARE(reply.value(QStringLiteral("checkpoint")).toString(), QStringLiteral("kept"));
+    const auto speed = [&] {
+        const QJsonObject agents = f.call([&] { return f.core->listAgentsDetailed(); });
+        for (const auto& a : agents.value(QStringLiteral("agents")).toArray())
+            if (a.toObject().value(QStringLiteral("id")).toString() == honest)
+                return a.toObject().value(QStringLiteral("speed"));
+        return QJsonValue();
+    };
+    const auto uploadTimed = [&](const test::LeasedTask& task) {
+        TensorBundle result = f.withResultMetadata(task.leaseId, test::shifted(f.leaseBase(task.leaseId), 0.01f),
+                                                   task.manifest.value(QStringLiteral("base_version")).toInteger());
+        result.setMetadata(QStringLiteral("gleaner.train_seconds"), QStringLiteral("2592000"));
+        return f.uploadBytes(honest, task.leaseId, SafeTensors::serialize(result));
+    };
+    const auto resumed = f.lease(honest);
+    QCOMPARE(resumed.size(), size_t(1));
+    QVERIFY(resumed[0].manifest.contains(QStringLiteral("resume")));
+    QCOMPARE(uploadTimed(resumed[0]), 202);
+    QVERIFY(speed().isUndefined());
+    const auto own = f.lease(honest);
+    QCOMPARE(own.size(), size_t(1));
+    QVERIFY(!own[0].manifest.contains(QStringLiteral("resume")));
+    QCOMPARE(uploadTimed(own[0]), 202);
+    QVERIFY(speed().isDouble());
 }
 
 QTEST_GUILESS_MAIN(TestHandBackBlame)
