@@ -13,6 +13,7 @@
 #include <QSaveFile>
 
 #include <chrono>
+#include <new>
 
 namespace gleaner::agent {
 
@@ -200,14 +201,44 @@ Status saveResult(const TaskFolder& task, const TensorBundle& result,
 
 } // namespace
 
-int runWorker(const WorkerOptions& options, WorkerControl& control,
-              const std::function<void(const QJsonObject&)>& emit)
+QString unconfinedModelRefusal(const WorkerOptions& options)
+{
+    if (options.allowUnconfinedModels || options.syscallFilter || options.memoryCapBytes > 0)
+        return {};
+    return QStringLiteral("this job's model is a TorchScript program, and neither the system-call filter (seccomp) "
+                          "nor a memory cap is in force on this computer to bound it; install libseccomp2 on a "
+                          "Linux kernel with seccomp, or set a memory limit (memory_idle_mb and memory_active_mb), "
+                          "or let the owner accept the risk with allow_unconfined_models");
+}
+
+QString explainMemoryFailure(const WorkerOptions& options, const QString& message, bool* capHit)
+{
+    // What libtorch's CPU allocator, glibc and guarded() say when an allocation fails.
+    const bool allocation = message.contains(u"out of memory") || message.contains(u"not enough memory") ||
+                            message.contains(u"can't allocate memory") ||
+                            message.contains(u"Cannot allocate memory") || message.contains(u"bad_alloc");
+    const bool hit = options.memoryCapBytes > 0 && allocation;
+    if (capHit)
+        *capHit = hit;
+    if (!hit)
+        return message;
+    return QStringLiteral("the worker exceeded its memory cap of %1 MB (%2)")
+        .arg(options.memoryCapBytes / (1024 * 1024))
+        .arg(message);
+}
+
+namespace {
+
+int train(const WorkerOptions& options, WorkerControl& control, const std::function<void(const QJsonObject&)>& emit)
 {
     if (!(options.cpuShare > 0.0 && options.cpuShare <= 1.0))
         return failWith(emit, QStringLiteral("--cpu-share must be in (0, 1], got %1").arg(options.cpuShare));
     auto task = TaskFolder::open(options.taskDir);
     if (!task)
         return failWith(emit, task.error());
+    if (task->model.arch == Architecture::TorchScript)
+        if (const QString refusal = unconfinedModelRefusal(options); !refusal.isEmpty())
+            return failWith(emit, refusal);
     auto shardBundle = SafeTensors::load(task->shardPath());
     if (!shardBundle)
         return failWith(emit, shardBundle.error());
@@ -379,6 +410,32 @@ int runWorker(const WorkerOptions& options, WorkerControl& control,
     done.insert(QStringLiteral("train_seconds"), outcome->seconds);
     emit(done);
     return WorkerDone;
+}
+
+} // namespace
+
+int runWorker(const WorkerOptions& options, WorkerControl& control,
+              const std::function<void(const QJsonObject&)>& emitEvent)
+{
+    // A failed allocation under the kernel's cap is said as such, wherever it happened (the shard, the weights,
+    // training), so that the agent reports the cap rather than a bare "out of memory".
+    const std::function<void(const QJsonObject&)> emit = [&options, &emitEvent](const QJsonObject& e) {
+        if (e.value(QStringLiteral("event")).toString() != u"error")
+            return emitEvent(e);
+        bool capHit = false;
+        QJsonObject said = e;
+        said.insert(QStringLiteral("message"),
+                    explainMemoryFailure(options, e.value(QStringLiteral("message")).toString(), &capHit));
+        if (capHit)
+            said.insert(QStringLiteral("memory_cap"), true);
+        emitEvent(said);
+    };
+    try {
+        return train(options, control, emit);
+    } catch (const std::bad_alloc&) {
+        // Outside libtorch's guarded calls: Qt reading a file the cap leaves no room for, a container growing.
+        return failWith(emit, QStringLiteral("out of memory (std::bad_alloc)"));
+    }
 }
 
 } // namespace gleaner::agent

@@ -12,7 +12,7 @@
 //   {"event": "paused", "step"}            {"event": "resumed", "step"}
 //   {"event": "done", "result", "samples", "loss", "train_seconds"}
 //   {"event": "stopped", "step", "checkpoint"}   {"event": "cancelled", "step"}
-//   {"event": "error", "message"}
+//   {"event": "error", "message", "memory_cap": true when an allocation failed under the kernel's memory cap}
 // Commands (one per line on stdin): pause, resume, checkpoint, stop (checkpoint and exit), cancel (exit
 // without a checkpoint), share S (a new CPU-time share, 0 < S <= 1, from the next mini-batch on). End of
 // input counts as stop: the agent is gone, the work is kept for the next one.
@@ -34,7 +34,21 @@ struct WorkerOptions
     double checkpointIntervalSeconds = 60.0; // 0: only on request
     QString device = QStringLiteral("cpu");
     int progressIntervalMs = 500;
+    // What the sandbox put in force (WorkerSandbox): the kernel's memory cap (0: none), so that a failed
+    // allocation is reported as the cap's doing, and whether system calls are filtered.
+    qint64 memoryCapBytes = 0;
+    bool syscallFilter = false;
+    // A TorchScript model runs a program someone else wrote through libtorch's interpreter; without the filter
+    // and without the cap nothing bounds what a bug in it could be made to do, so it is refused unless the
+    // owner allowed it.
+    bool allowUnconfinedModels = false;
 };
+
+// Why a TorchScript model is refused under this sandbox, with the remedy; empty when it may run.
+QString unconfinedModelRefusal(const WorkerOptions& options);
+// The message of an "error" event, said as the memory cap's doing when the cap is in force and `message` is a
+// failed allocation; otherwise `message` itself.
+QString explainMemoryFailure(const WorkerOptions& options, const QString& message, bool* capHit = nullptr);
 
 enum WorkerExit
 {

@@ -1,5 +1,8 @@
 #include "worker/WorkerSandbox.h"
 
+#include "worker/PrivateNetwork.h"
+#include "worker/SyscallFilter.h"
+
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
@@ -9,6 +12,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <utility>
 
 #ifdef __linux__
 #include <dirent.h>
@@ -256,7 +260,7 @@ QString WorkerSandbox::missingReason(int error)
     }
 }
 
-SandboxReport WorkerSandbox::apply(const SandboxRules& rules, int maxOpenFiles)
+SandboxReport WorkerSandbox::apply(const SandboxRules& rules, const SandboxLimits& limits)
 {
     SandboxReport report;
 #ifdef __linux__
@@ -270,6 +274,18 @@ SandboxReport WorkerSandbox::apply(const SandboxRules& rules, int maxOpenFiles)
     if (!report.noNewPrivs)
         report.problems << QStringLiteral("no_new_privs: %1").arg(errnoText(errno));
 
+    // Before the process is undumpable and before Landlock: both would keep it from writing its id maps.
+    if (limits.privateNetwork) {
+        const PrivateNetwork::Outcome network = PrivateNetwork::enter();
+        report.networkNamespace = network.entered;
+        report.userNamespace = network.userNamespace;
+        report.networkReason = network.reason;
+        if (network.entered && !network.reason.isEmpty())
+            report.problems << network.reason;
+    } else {
+        report.networkReason = QStringLiteral("not asked for");
+    }
+
     const rlimit noCore{0, 0};
     const bool coreLimited = ::setrlimit(RLIMIT_CORE, &noCore) == 0;
     if (!coreLimited)
@@ -279,35 +295,87 @@ SandboxReport WorkerSandbox::apply(const SandboxRules& rules, int maxOpenFiles)
         report.problems << QStringLiteral("not dumpable: %1").arg(errnoText(errno));
     report.noCoreDumps = coreLimited && undumpable;
 
-    rlimit files{};
-    if (::getrlimit(RLIMIT_NOFILE, &files) == 0) {
-        // Only ever lowered: a limit the user set lower stays.
-        files.rlim_cur = std::min<rlim_t>(files.rlim_cur, rlim_t(maxOpenFiles));
-        files.rlim_max = std::min<rlim_t>(files.rlim_max, rlim_t(maxOpenFiles));
-        if (::setrlimit(RLIMIT_NOFILE, &files) != 0)
-            report.problems << QStringLiteral("RLIMIT_NOFILE %1: %2").arg(maxOpenFiles).arg(errnoText(errno));
-        if (::getrlimit(RLIMIT_NOFILE, &files) == 0)
-            report.maxOpenFiles = qint64(files.rlim_cur);
+    // Only ever lowered: a limit the user set lower stays.
+    const auto lower = [&report](int resource, const char* name, rlim_t to) -> rlim_t {
+        rlimit limit{};
+        if (::getrlimit(resource, &limit) != 0)
+            return RLIM_INFINITY;
+        limit.rlim_cur = std::min(limit.rlim_cur, to);
+        limit.rlim_max = std::min(limit.rlim_max, to);
+        if (::setrlimit(resource, &limit) != 0)
+            report.problems << QStringLiteral("%1 %2: %3").arg(QLatin1String(name)).arg(to).arg(errnoText(errno));
+        return ::getrlimit(resource, &limit) == 0 ? limit.rlim_cur : RLIM_INFINITY;
+    };
+    const rlim_t files = lower(RLIMIT_NOFILE, "RLIMIT_NOFILE", rlim_t(limits.maxOpenFiles));
+    report.maxOpenFiles = files == RLIM_INFINITY ? -1 : qint64(files);
+    if (limits.maxMemoryBytes > 0) {
+        const rlim_t data = lower(RLIMIT_DATA, "RLIMIT_DATA", rlim_t(limits.maxMemoryBytes));
+        if (data != RLIM_INFINITY && data <= rlim_t(limits.maxMemoryBytes))
+            report.memoryCapBytes = qint64(data);
+        else
+            report.memoryReason = QStringLiteral("the kernel refused RLIMIT_DATA");
+    } else {
+        report.memoryReason = QStringLiteral("the owner set no memory limit");
     }
 
     applyLandlock(rules, report);
+
+    // Last, so that nothing above needed a call it refuses (unshare, the rules' files).
+    report.seccompReason = SyscallFilter::install();
+    report.seccomp = report.seccompReason.isEmpty();
+    if (!report.seccomp)
+        report.problems << QStringLiteral("the system calls are not filtered: %1").arg(report.seccompReason);
 #else
     Q_UNUSED(rules);
-    Q_UNUSED(maxOpenFiles);
+    Q_UNUSED(limits);
     report.landlockReason = QStringLiteral("Landlock exists only on Linux");
+    report.seccompReason = QStringLiteral("seccomp exists only on Linux");
+    report.networkReason = QStringLiteral("network namespaces exist only on Linux");
+    report.memoryReason = QStringLiteral("RLIMIT_DATA is not used on this system");
 #endif
     if (!report.landlock)
         report.problems << QStringLiteral("the file system is not confined: %1").arg(report.landlockReason);
     return report;
 }
 
+QStringList SandboxReport::layers() const
+{
+    const std::pair<bool, const char*> all[] = {
+        {noNewPrivs, "no_new_privs"}, {noCoreDumps, "no_core_dumps"},    {maxOpenFiles > 0, "open_files"},
+        {networkNamespace, "network_namespace"}, {memoryCapBytes > 0, "memory_cap"}, {landlock, "landlock"},
+        {tcpDenied, "landlock_tcp"},  {scoped, "landlock_scoped"},         {seccomp, "seccomp"}};
+    QStringList in;
+    for (const auto& [active, name] : all)
+        if (active)
+            in << QLatin1String(name);
+    return in;
+}
+
+QStringList SandboxReport::missingLayers() const
+{
+    const QStringList in = layers();
+    QStringList out;
+    for (const char* name : {"no_new_privs", "no_core_dumps", "open_files", "network_namespace", "memory_cap",
+                             "landlock", "landlock_tcp", "landlock_scoped", "seccomp"})
+        if (!in.contains(QLatin1String(name)))
+            out << QLatin1String(name);
+    return out;
+}
+
 QJsonObject SandboxReport::toEvent() const
 {
     QJsonObject event{{QStringLiteral("event"), QStringLiteral("sandbox")},
+                      {QStringLiteral("layers"), QJsonArray::fromStringList(layers())},
+                      {QStringLiteral("missing"), QJsonArray::fromStringList(missingLayers())},
                       {QStringLiteral("landlock"), landlock},
                       {QStringLiteral("landlock_abi"), landlockAbi},
                       {QStringLiteral("tcp_denied"), tcpDenied},
                       {QStringLiteral("scoped"), scoped},
+                      {QStringLiteral("seccomp"), seccomp},
+                      {QStringLiteral("network_namespace"), networkNamespace},
+                      {QStringLiteral("user_namespace"), userNamespace},
+                      {QStringLiteral("memory_cap_mb"),
+                       memoryCapBytes > 0 ? QJsonValue(memoryCapBytes / (1024 * 1024)) : QJsonValue(QJsonValue::Null)},
                       {QStringLiteral("no_new_privs"), noNewPrivs},
                       {QStringLiteral("no_core_dumps"), noCoreDumps},
                       {QStringLiteral("max_open_files"), maxOpenFiles},
@@ -317,6 +385,12 @@ QJsonObject SandboxReport::toEvent() const
                       {QStringLiteral("problems"), QJsonArray::fromStringList(problems)}};
     if (!landlock)
         event.insert(QStringLiteral("reason"), landlockReason);
+    if (!seccomp)
+        event.insert(QStringLiteral("seccomp_reason"), seccompReason);
+    if (!networkNamespace)
+        event.insert(QStringLiteral("network_reason"), networkReason);
+    if (memoryCapBytes <= 0)
+        event.insert(QStringLiteral("memory_reason"), memoryReason);
     return event;
 }
 

@@ -6,9 +6,13 @@
 //     other process of the user may ptrace it; /proc/PID/statm and stat, which the agent reads for the memory cap
 //     and the CPU share, stay readable to the agent;
 //   - a bounded number of open files (RLIMIT_NOFILE);
+//   - a private network namespace (PrivateNetwork): no interface but a loopback that is down;
+//   - a memory cap the kernel enforces, the owner's (RLIMIT_DATA: see SandboxLimits);
 //   - Landlock: the file system is the task folder (read-write), the few devices it writes (/dev/null, the GPU's)
 //     and what libtorch opens at run time (read-only); nothing may be executed; no TCP bind or connect (ABI 4);
-//     no abstract unix sockets or signals out of the sandbox (ABI 6).
+//     no abstract unix sockets or signals out of the sandbox (ABI 6);
+//   - a seccomp filter (SyscallFilter), last: no sockets, no execve, no ptrace, no new namespaces, no kernel
+//     modules, bpf, io_uring or mounts, whatever the Landlock ABI.
 // What the kernel lacks or refuses is listed in the report and does not stop the worker: on a kernel without
 // Landlock it trains unconfined and says so, and the agent shows it once in its status.
 // Landlock confines the calling thread and the threads it starts afterwards: apply() runs before any other thread.
@@ -34,6 +38,24 @@ struct SandboxRules
     static SandboxRules forWorker(const QString& taskDir, bool gpu);
 };
 
+// What apply() is asked to bound besides the files.
+struct SandboxLimits
+{
+    // Far more than the worker needs (it holds 6 open files while it trains, with 1 or 16 threads, and 1 or 2
+    // more while it writes a checkpoint), small enough that a runaway model cannot exhaust the user's descriptors.
+    static constexpr int kMaxOpenFiles = 256;
+
+    int maxOpenFiles = kMaxOpenFiles;
+    // The owner's memory cap as RLIMIT_DATA, bytes; 0: none. RLIMIT_DATA counts the private writable memory a
+    // process maps (its heap, libtorch's tensors, its threads' stacks), not the address space it only reserves:
+    // glibc reserves 64 MiB per malloc arena and OpenMP and CUDA reserve more, all inaccessible until used, so
+    // RLIMIT_AS would fail an honest run long before its memory is used (a small CPU run with one thread: 700 MB
+    // of address space, 170 MB resident, 90 MB of data). Thread stacks count, 8 MiB each. An allocation past the
+    // cap fails with ENOMEM, which libtorch and Qt turn into errors the worker reports (WorkerRun).
+    qint64 maxMemoryBytes = 0;
+    bool privateNetwork = true; // try a network namespace of its own
+};
+
 // What apply() did; each step the kernel lacked or refused is false here and named in `problems`.
 struct SandboxReport
 {
@@ -45,11 +67,22 @@ struct SandboxReport
     bool tcpDenied = false;    // Landlock ABI 4 and later
     bool scoped = false;       // Landlock ABI 6 and later: abstract unix sockets and signals
     QString landlockReason;    // why the file system is not confined, when !landlock
+    bool seccomp = false;      // the system-call filter is in force
+    QString seccompReason;     // why not
+    bool networkNamespace = false;
+    bool userNamespace = false; // the network namespace sits in a user namespace of its own
+    QString networkReason;      // why there is no network namespace
+    qint64 memoryCapBytes = 0;  // the RLIMIT_DATA in force; 0: none
+    QString memoryReason;       // why no cap is in force although one was asked
     QStringList readOnly;      // the paths the rules allow, as the kernel resolved them
     QStringList readWrite;
     QStringList devices;
     QStringList problems;
 
+    // The layers in force and those missing, by their names in the event: no_new_privs, no_core_dumps,
+    // open_files, network_namespace, memory_cap, landlock, landlock_tcp, landlock_scoped, seccomp.
+    QStringList layers() const;
+    QStringList missingLayers() const;
     // {"event": "sandbox", ...}: the worker's first event (docs/worker-protocol.md).
     QJsonObject toEvent() const;
 };
@@ -57,12 +90,11 @@ struct SandboxReport
 class WorkerSandbox
 {
 public:
-    // Far more than the worker needs (it holds 6 open files while it trains, with 1 or 16 threads, and 1 or 2
-    // more while it writes a checkpoint), small enough that a runaway model cannot exhaust the user's descriptors.
-    static constexpr int kMaxOpenFiles = 256;
+    static constexpr int kMaxOpenFiles = SandboxLimits::kMaxOpenFiles;
 
-    // Applies every step the kernel supports, in order; never fails. Irreversible for this process.
-    static SandboxReport apply(const SandboxRules& rules, int maxOpenFiles = kMaxOpenFiles);
+    // Applies every step the kernel supports, in order (limits, network namespace, Landlock, seccomp); never
+    // fails. Irreversible for this process.
+    static SandboxReport apply(const SandboxRules& rules, const SandboxLimits& limits = {});
 
     // Landlock's file-system rights that ABI version `abi` knows (1: kernel 5.13; 2: refer; 3: truncate;
     // 5: ioctl on devices). The sandbox handles all of them, so a right the kernel knows is never left open.

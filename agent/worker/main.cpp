@@ -35,6 +35,13 @@ int main(int argc, char** argv)
     parser.addOption({QStringLiteral("checkpoint-interval"), QStringLiteral("Seconds between checkpoints (default 60; 0 only on request)."),
                       QStringLiteral("SECONDS")});
     parser.addOption({QStringLiteral("device"), QStringLiteral("cpu, cuda, cuda:N or auto (default cpu)."), QStringLiteral("DEVICE")});
+    parser.addOption({QStringLiteral("max-memory-mb"),
+                      QStringLiteral("Memory cap in MiB the kernel enforces (RLIMIT_DATA); an allocation past it fails the "
+                                     "subtask (default 0: none)."),
+                      QStringLiteral("MB")});
+    parser.addOption({QStringLiteral("allow-unconfined-models"),
+                      QStringLiteral("Train a TorchScript model even when neither the system-call filter nor the memory "
+                                     "cap could be applied (the owner's allow_unconfined_models).")});
     if (!parser.parse(QCoreApplication::arguments())) {
         QTextStream(stderr) << "gleaner-worker: " << parser.errorText() << "\n";
         return WorkerUsage;
@@ -56,12 +63,18 @@ int main(int argc, char** argv)
         options.cpuShare = parser.value(QStringLiteral("cpu-share")).toDouble(&ok);
     if (ok && parser.isSet(QStringLiteral("checkpoint-interval")))
         options.checkpointIntervalSeconds = parser.value(QStringLiteral("checkpoint-interval")).toDouble(&ok);
-    if (!ok || options.threads < 0 || options.checkpointIntervalSeconds < 0) {
-        QTextStream(stderr) << "gleaner-worker: --threads, --cpu-share and --checkpoint-interval take non-negative numbers\n";
+    qint64 maxMemoryMb = 0;
+    if (ok && parser.isSet(QStringLiteral("max-memory-mb")))
+        maxMemoryMb = parser.value(QStringLiteral("max-memory-mb")).toLongLong(&ok);
+    if (!ok || options.threads < 0 || options.checkpointIntervalSeconds < 0 || maxMemoryMb < 0 ||
+        maxMemoryMb > (qint64(1) << 40)) {
+        QTextStream(stderr) << "gleaner-worker: --threads, --cpu-share, --checkpoint-interval and --max-memory-mb take "
+                               "non-negative numbers\n";
         return WorkerUsage;
     }
     if (parser.isSet(QStringLiteral("device")))
         options.device = parser.value(QStringLiteral("device"));
+    options.allowUnconfinedModels = parser.isSet(QStringLiteral("allow-unconfined-models"));
 
     // The agent reads the events; when it dies, a write to the pipe would raise SIGPIPE and end the worker
     // before it saw the end of its stdin and checkpointed. Ignored, a write just fails, and the work is kept.
@@ -89,8 +102,12 @@ int main(int argc, char** argv)
     // Confined before it reads anything from the task folder and before it starts a thread (Landlock holds for
     // the calling thread and those it starts); the agent learns from the first event how far.
     const bool gpu = options.device.startsWith(u"cuda") || options.device == u"auto";
-    const SandboxReport sandbox = WorkerSandbox::apply(SandboxRules::forWorker(options.taskDir, gpu));
+    SandboxLimits limits;
+    limits.maxMemoryBytes = maxMemoryMb * 1024 * 1024;
+    const SandboxReport sandbox = WorkerSandbox::apply(SandboxRules::forWorker(options.taskDir, gpu), limits);
     emit(sandbox.toEvent());
+    options.memoryCapBytes = sandbox.memoryCapBytes;
+    options.syscallFilter = sandbox.seccomp;
 
     WorkerControl control;
     // Commands arrive on stdin; its end means the agent is gone, and the work is checkpointed for the next one.

@@ -6,6 +6,7 @@
 #include "ml/data/Dataset.h"
 
 #include "TestSupport.h"
+#include "runner/WorkerProcess.h"
 
 #include <QDir>
 #include <QFile>
@@ -14,6 +15,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QSignalSpy>
 #include <QTest>
 
 #include <fcntl.h>
@@ -25,6 +27,8 @@
 #include <unistd.h>
 
 using namespace gleaner;
+
+Q_DECLARE_METATYPE(gleaner::agent::WorkerEnd)
 
 namespace {
 
@@ -161,6 +165,7 @@ private Q_SLOTS:
     void sandboxIsTheFirstEvent();
     void hostileTorchScriptIsRefused();
     void symlinkToTheAgentsTokenIsRefused();
+    void memoryCapEndsTheSubtaskNotTheAgent();
 };
 
 void TestWorker::trainsAndWritesTheResult()
@@ -508,6 +513,71 @@ void TestWorker::symlinkToTheAgentsTokenIsRefused()
     QCOMPARE(w.finish(), 1);
     const QString message = firstNamed(w.events, QStringLiteral("error")).value(QStringLiteral("message")).toString();
     QVERIFY2(message.contains(u"manifest.json") && message.contains(u"Permission denied"), qPrintable(message));
+}
+
+void TestWorker::memoryCapEndsTheSubtaskNotTheAgent()
+{
+    // A model whose weights, gradients and Adam's moments need some 270 MB, under a cap of 128 MB the kernel
+    // enforces (a small run maps about 90 MB of data with one thread): the allocation fails in the kernel,
+    // the worker ends, and the agent's side names the cap; the agent goes on and runs the next subtask.
+    qRegisterMetaType<agent::WorkerEnd>();
+    const auto dir = test::scratchDir();
+    writeTask(dir->path(), 1);
+    ModelSpec big;
+    big.arch = Architecture::Mlp;
+    big.inputShape = {1, 8, 8};
+    big.numClasses = 4;
+    big.hidden = {4096, 4096};
+    auto net = ml::Model::create(big, 1);
+    QVERIFY(net);
+    QVERIFY(SafeTensors::save(dir->filePath(QStringLiteral("weights.safetensors")), net->weights()).ok());
+    QFile file(dir->filePath(QStringLiteral("manifest.json")));
+    QVERIFY(file.open(QIODevice::ReadOnly));
+    QJsonObject manifest = QJsonDocument::fromJson(file.readAll()).object();
+    file.close();
+    manifest.insert(QStringLiteral("model"), big.toJson());
+    QVERIFY(file.open(QIODevice::WriteOnly | QIODevice::Truncate));
+    file.write(QJsonDocument(manifest).toJson(QJsonDocument::Compact));
+    file.close();
+
+    agent::WorkerLaunch launch;
+    launch.program = QStringLiteral(GLEANER_WORKER_BIN);
+    launch.taskDir = dir->path();
+    launch.threads = 1;
+    launch.kernelMemoryCapBytes = 128LL * 1024 * 1024;
+    QJsonObject error;
+    const auto run = [&error](const agent::WorkerLaunch& l, QJsonObject* sandbox) {
+        agent::WorkerProcess worker(l);
+        QSignalSpy ended(&worker, &agent::WorkerProcess::ended);
+        QObject::connect(&worker, &agent::WorkerProcess::event, [sandbox, &error](const QJsonObject& e) {
+            if (e.value(QStringLiteral("event")).toString() == u"sandbox")
+                *sandbox = e;
+            if (e.value(QStringLiteral("event")).toString() == u"error")
+                error = e;
+        });
+        worker.start();
+        return ended.wait(120'000) ? ended.first().first().value<agent::WorkerEnd>() : agent::WorkerEnd{};
+    };
+    QJsonObject sandbox;
+    const agent::WorkerEnd end = run(launch, &sandbox);
+    QCOMPARE(sandbox.value(QStringLiteral("memory_cap_mb")).toInt(), 128);
+    QVERIFY(sandbox.value(QStringLiteral("layers")).toArray().contains(QStringLiteral("memory_cap")));
+    QCOMPARE(int(end.kind), int(agent::WorkerEnd::Kind::OverMemory));
+    QVERIFY2(end.reason.startsWith(u"the worker exceeded its memory cap of 128 MB"), qPrintable(end.reason));
+    // The worker itself said so (not a crash the agent had to read): the allocation failed and it ended cleanly.
+    QCOMPARE(end.exitCode, 1);
+    QVERIFY(error.value(QStringLiteral("memory_cap")).toBool());
+    QVERIFY2(error.value(QStringLiteral("message")).toString().startsWith(u"the worker exceeded its memory cap of 128 MB"),
+             qPrintable(error.value(QStringLiteral("message")).toString()));
+    QVERIFY(!QFile::exists(dir->filePath(QStringLiteral("result.safetensors"))));
+
+    // The same agent, the next subtask, the same cap: a model that fits trains to the end.
+    const auto small = test::scratchDir();
+    writeTask(small->path(), 1);
+    launch.taskDir = small->path();
+    const agent::WorkerEnd done = run(launch, &sandbox);
+    QVERIFY2(done.kind == agent::WorkerEnd::Kind::Done, qPrintable(done.reason));
+    QVERIFY(QFile::exists(small->filePath(QStringLiteral("result.safetensors"))));
 }
 
 QTEST_GUILESS_MAIN(TestWorker)
