@@ -2,6 +2,7 @@
 // the event the agent reads, and the real thing applied to a process (sandbox_probe) that then tries to read a
 // fake agent's token file, write beside its task folder, connect, execute and signal its parent, open a Unix socket,
 // trace, leave its namespaces, call by another architecture's numbers and allocate past its memory cap.
+#include "worker/PrivateNetwork.h"
 #include "worker/WorkerRun.h"
 #include "worker/WorkerSandbox.h"
 
@@ -44,6 +45,8 @@ private Q_SLOTS:
     void torchScriptNeedsTheFilterOrTheCap_data();
     void torchScriptNeedsTheFilterOrTheCap();
     void failedAllocationIsTheCapsDoing();
+    void refusedNamespaceIsExplained_data();
+    void refusedNamespaceIsExplained();
 
 private:
     // Runs sandbox_probe (as `user` through setpriv when not empty) on a fresh task folder; its answers.
@@ -354,6 +357,24 @@ void TestWorkerSandbox::failedAllocationIsTheCapsDoing()
     QCOMPARE(explainMemoryFailure(options, QStringLiteral("shard.safetensors: x has 3 rows"), &hit),
              QStringLiteral("shard.safetensors: x has 3 rows"));
     QVERIFY(!hit);
+}
+
+void TestWorkerSandbox::refusedNamespaceIsExplained_data()
+{
+    QTest::addColumn<int>("error");
+    QTest::addColumn<QString>("remedy");
+    QTest::newRow("Debian's switch, AppArmor") << int(EPERM) << QStringLiteral("kernel.unprivileged_userns_clone=1");
+    QTest::newRow("none left") << int(ENOSPC) << QStringLiteral("user.max_user_namespaces");
+    QTest::newRow("threads") << int(EINVAL) << QStringLiteral("threads");
+    QTest::newRow("no namespaces") << int(ENOSYS) << QStringLiteral("CONFIG_USER_NS");
+}
+
+void TestWorkerSandbox::refusedNamespaceIsExplained()
+{
+    QFETCH(int, error);
+    QFETCH(QString, remedy);
+    const QString reason = PrivateNetwork::refusedReason(error);
+    QVERIFY2(reason.contains(remedy), qPrintable(reason));
 }
 
 QTEST_GUILESS_MAIN(TestWorkerSandbox)
