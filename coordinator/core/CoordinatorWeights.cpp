@@ -67,8 +67,12 @@ void Coordinator::onApplied(qint64 jobId, qint64 seq, qint64 version)
 
 void Coordinator::onFoldRefused(qint64 jobId, qint64 seq, const QString& reason, bool agentsFault)
 {
+    // With the checkpoint its lease resumed, if any: a result trained on from another agent's checkpoint started
+    // from that agent's weights, on a base the server has since left behind, and its fold may be refused for
+    // either. That is not held against the agent that resumed it (the checkpoint is gone by now: nobody is).
     auto row = m_db->exec(QStringLiteral("UPDATE updates SET fold_error = ? WHERE seq = ? AND fold_error = '' "
-                                         "RETURNING agent_id"),
+                                         "RETURNING agent_id, (SELECT checkpoint_sha FROM leases WHERE leases.id = "
+                                         "updates.lease_id)"),
                           {reason, seq});
     if (!row || !row->next()) {
         qCCritical(lcCoordinator) << "cannot record that update" << seq << "was not folded in:"
@@ -76,14 +80,18 @@ void Coordinator::onFoldRefused(qint64 jobId, qint64 seq, const QString& reason,
         return;
     }
     const QString agentId = row->value(0).toString();
+    const bool resumed = !row->value(1).toString().isEmpty();
     row->finish();
     qCCritical(lcCoordinator).nospace() << "job " << jobId << ": update " << seq << " of agent " << agentId
                                         << " was received but not folded in: " << reason;
     if (JobState* job = findJob(jobId))
         job->updatesRefusedAtFold += 1;
     m_metrics.updateNotFolded();
-    if (agentsFault)
+    if (agentsFault && !resumed)
         countRefusal(agentId, reason);
+    else if (agentsFault)
+        qCWarning(lcCoordinator).nospace() << "update " << seq << " trained on from a handed-back checkpoint: its "
+                                           << "refused fold is not counted against agent " << agentId;
 }
 
 void Coordinator::onPublished(qint64 jobId, std::optional<PublishedWeights> report, bool forParked)

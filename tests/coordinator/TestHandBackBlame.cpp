@@ -27,6 +27,7 @@ private Q_SLOTS:
     void senderIsRememberedAcrossARestart();
     void workerFailingOnAHandedBackCheckpointIsNotCounted();
     void resumedResultSaysNothingOfItsAgentsSpeed();
+    void refusedFoldOfAResumedResultIsNotCounted();
 
 private:
     QString enroll(const QString& name)
@@ -236,6 +237,44 @@ void TestHandBackBlame::resumedResultSaysNothingOfItsAgentsSpeed()
     QVERIFY(!own[0].manifest.contains(QStringLiteral("resume")));
     QCOMPARE(uploadTimed(own[0]), 202);
     QVERIFY(speed().isDouble());
+}
+
+// A resumed result trains on the base the checkpoint was written for, which the server may have left far behind;
+// its fold can then be refused for moving the server weights too far (here: twelve folds took the server one way,
+// the resumed result went the other). Not held against the agent that resumed it.
+void TestHandBackBlame::refusedFoldOfAResumedResultIsNotCounted()
+{
+    const QString leaving = enroll(QStringLiteral("leaving"));
+    const QString honest = enroll(QStringLiteral("honest"));
+    const QString busy = enroll(QStringLiteral("busy"));
+    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 14, 3, 0.99, 600));
+    QVERIFY(job > 0);
+    const auto held = f.lease(leaving);
+    QCOMPARE(held.size(), size_t(1));
+    QJsonObject reply;
+    QCOMPARE(f.handBack(leaving, held[0].leaseId, f.checkpointOf(held[0], 1), &reply), 200);
+    QCOMPARE(reply.value(QStringLiteral("checkpoint")).toString(), QStringLiteral("kept"));
+    const auto resumed = f.lease(honest);
+    QCOMPARE(resumed.size(), size_t(1));
+    QVERIFY(resumed[0].manifest.contains(QStringLiteral("resume")));
+    const TensorBundle base = f.leaseBase(resumed[0].leaseId);
+
+    for (int i = 0; i < 12; ++i) {
+        const auto task = f.lease(busy);
+        QCOMPARE(task.size(), size_t(1));
+        QCOMPARE(f.upload(busy, task[0].leaseId, test::shifted(f.leaseBase(task[0].leaseId), 0.01f),
+                          task[0].manifest.value(QStringLiteral("base_version")).toInteger()),
+                 202);
+        f.core->drain();
+        tick(); // published: the next lease trains from the server's latest weights
+    }
+    QCOMPARE(f.upload(honest, resumed[0].leaseId, test::shifted(base, -0.01f), 0), 202);
+    f.core->drain();
+    tick();
+    QCOMPARE(f.call([&] { return f.core->jobStatus(job); }).value(QStringLiteral("updates_not_folded")).toInteger(),
+             1);
+    QCOMPARE(agentRecord(honest).value(QStringLiteral("invalid")).toInteger(), 0);
+    QCOMPARE(agentRecord(busy).value(QStringLiteral("invalid")).toInteger(), 0);
 }
 
 QTEST_GUILESS_MAIN(TestHandBackBlame)
