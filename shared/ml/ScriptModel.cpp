@@ -1,16 +1,23 @@
 #include <torch/torch.h>
 #include <torch/script.h>
 
+#include "ml/AllocationBudget.h"
 #include "ml/ScriptArchive.h"
 #include "ml/TorchInternals.h"
 
 #include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
 
+#include <optional>
 #include <unordered_set>
+#include <vector>
 
 namespace gleaner::ml {
 namespace {
+
+// The memory forward() may hold on the check's batch of two, parameters loaded before it not counted.
+constexpr qint64 kCheckMemory = qint64(4) << 30;
 
 const std::unordered_set<std::string>& allowedOperators()
 {
@@ -41,22 +48,123 @@ QString whereIn(const torch::jit::Node* node)
     return QStringLiteral(" (%1:%2)").arg(QString::fromStdString(file)).arg(line);
 }
 
+// aten::pad stays allowed for the modes whose kernels check their padding; its circular mode reads before the
+// input on negative padding (docs/your-model.md), so the mode must be a constant other than "circular".
+std::optional<QString> refusedPad(const torch::jit::Node* node)
+{
+    if (node->kind() != c10::Symbol::fromQualString("aten::pad") || node->inputs().size() < 3)
+        return std::nullopt;
+    const std::optional<c10::IValue> mode = torch::jit::toIValue(node->input(2));
+    if (mode && mode->isString() && mode->toStringRef() != "circular")
+        return std::nullopt;
+    if (mode && mode->isNone()) // the default, "constant"
+        return std::nullopt;
+    return QStringLiteral("aten::pad with mode %1 (only constant, reflect and replicate padding is allowed)")
+        .arg(mode && mode->isString() ? QString::fromStdString(mode->toStringRef())
+                                      : QStringLiteral("computed at run time"));
+}
+
+// TorchBind classes (torch.classes.*) are C++ code compiled into libtorch, reached through an object's methods
+// (prim::CallMethod, prim::GetAttr), not operators: the allowlist never sees them. Any value, attribute or
+// argument whose type is one, at any depth (Optional, List, Tuple, Dict), is refused.
+bool isTorchBind(const c10::TypePtr& type, int depth = 0)
+{
+    if (!type || depth > 32)
+        return false;
+    if (const auto cls = type->cast<c10::ClassType>()) {
+        // A class's own attributes are not part of its type here: the object walk and each GetAttr see them.
+        if (cls->is_module() || !cls->name())
+            return false;
+        const std::string name = cls->name()->qualifiedName();
+        if (name.rfind("__torch__.torch.classes.", 0) == 0)
+            return true;
+        try {
+            return torch::getCustomClass(name) != nullptr;
+        } catch (const c10::Error&) { // not a custom class: TorchScript's own
+            return false;
+        }
+    }
+    for (const c10::TypePtr& inner : type->containedTypes())
+        if (isTorchBind(inner, depth + 1))
+            return true;
+    return false;
+}
+
+QString typeName(const c10::TypePtr& type)
+{
+    return QString::fromStdString(type->annotation_str());
+}
+
+// The loaded objects themselves, the module and every object its attributes hold: a TorchBind object among them
+// is refused even when no code touches it.
+void findTorchBindAttributes(const c10::IValue& value, const QString& path, QStringList& refused, int depth = 0)
+{
+    if (depth > 64 || refused.size() >= 20)
+        return;
+    if (value.isObject()) {
+        const auto object = value.toObject();
+        const c10::ClassTypePtr type = object->type();
+        if (isTorchBind(type)) {
+            refused << QStringLiteral("attribute %1 holds a %2").arg(path, typeName(type));
+            return;
+        }
+        for (size_t i = 0; i < type->numAttributes() && i < object->slots().size(); ++i) {
+            const QString name = path + u'.' + QString::fromStdString(type->getAttributeName(i));
+            if (isTorchBind(type->getAttribute(i)))
+                refused << QStringLiteral("attribute %1 is declared %2").arg(name, typeName(type->getAttribute(i)));
+            else
+                findTorchBindAttributes(object->getSlot(i), name, refused, depth + 1);
+        }
+    } else if (value.isList()) {
+        for (const c10::IValue& item : value.toListRef())
+            findTorchBindAttributes(item, path + u"[]", refused, depth + 1);
+    } else if (value.isTuple()) {
+        for (const c10::IValue& item : value.toTupleRef().elements())
+            findTorchBindAttributes(item, path + u"[]", refused, depth + 1);
+    } else if (value.isGenericDict()) {
+        for (const auto& entry : value.toGenericDict())
+            findTorchBindAttributes(entry.value(), path + u"[]", refused, depth + 1);
+    }
+}
+
 // Walks every function the archive compiled, every method of every module and class in it: an operator hidden in
-// a method that forward() reaches only through a submodule is seen as well as one in forward() itself.
+// a method that forward() reaches only through a submodule is seen as well as one in forward() itself. Each node's
+// inputs and outputs are checked for TorchBind types as well, and so are the graph's own arguments.
 Status checkOperators(const torch::jit::Module& module, const QString& path)
 {
     QStringList refused;
+    QStringList torchBind;
+    findTorchBindAttributes(module._ivalue(), QStringLiteral("self"), torchBind);
     const auto unit = module._ivalue()->compilation_unit();
     for (torch::jit::Function* function : unit->get_functions()) {
         if (!function->isGraphFunction())
             continue;
         const QString name = QString::fromStdString(function->qualname().qualifiedName());
         const std::shared_ptr<torch::jit::Graph> graph = torch::jit::toGraphFunction(*function).graph();
+        for (const torch::jit::Value* input : graph->inputs())
+            if (isTorchBind(input->type()) && torchBind.size() < 20)
+                torchBind << QStringLiteral("%1 takes a %2").arg(name, typeName(input->type()));
         visitNodes(graph->block(), [&](const torch::jit::Node* node) {
             const std::string kind = node->kind().toQualString();
             if (allowedOperators().count(kind) == 0 && refused.size() < 20)
                 refused << QStringLiteral("%1 in %2%3").arg(QString::fromStdString(kind), name, whereIn(node));
+            else if (const auto pad = refusedPad(node); pad && refused.size() < 20)
+                refused << QStringLiteral("%1 in %2%3").arg(*pad, name, whereIn(node));
+            std::vector<const torch::jit::Value*> values(node->inputs().begin(), node->inputs().end());
+            values.insert(values.end(), node->outputs().begin(), node->outputs().end());
+            for (const torch::jit::Value* value : values)
+                if (isTorchBind(value->type()) && torchBind.size() < 20) {
+                    torchBind << QStringLiteral("%1 in %2%3 uses a %4")
+                                     .arg(QString::fromStdString(kind), name, whereIn(node), typeName(value->type()));
+                    break;
+                }
         });
+    }
+    if (!torchBind.isEmpty()) {
+        torchBind.removeDuplicates();
+        return fail(QStringLiteral("%1 uses TorchBind classes (torch.classes.*: compiled C++ that Gleaner does not "
+                                   "run; only TorchScript's own modules and classes are allowed): %2")
+                        .arg(path, torchBind.join(QStringLiteral("; "))));
     }
     if (refused.isEmpty())
         return {};
@@ -161,9 +269,19 @@ Result<Model::Impl> loadScript(const ModelSpec& spec)
     torch::Tensor logits;
     {
         torch::NoGradGuard noGrad;
+        const torch::Tensor zeros = torch::zeros(shape);
+        // The coordinator runs this on every submitted program: its tensors are bounded, so a program that asks for
+        // terabytes is refused here instead of taking the coordinator's memory (or a worker's).
+        AllocationBudget budget(kCheckMemory);
         try {
-            logits = impl.net->forward(torch::zeros(shape));
+            logits = impl.net->forward(zeros);
         } catch (const std::exception& e) {
+            if (budget.exceeded())
+                return fail(QStringLiteral("%1: its forward() on a batch of two needs more than %2 MB of memory, "
+                                           "the most Gleaner lets a check take; a model that fits a training batch "
+                                           "on a volunteer's machine needs far less on two samples")
+                                .arg(path)
+                                .arg(kCheckMemory >> 20));
             QString why = QString::fromUtf8(e.what());
             if (const auto* error = dynamic_cast<const c10::Error*>(&e))
                 why = QString::fromUtf8(error->what_without_backtrace());

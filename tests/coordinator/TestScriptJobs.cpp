@@ -106,6 +106,18 @@ void TestScriptJobs::hostileArchiveIsRefusedAtSubmit()
 
     f.call([&] { return f.core->submitJob(spec(fixture("wrong-output.pt"))); }, &status);
     QCOMPARE(status, 422);
+
+    // A view 4 TiB past its storage: the coordinator crashed in libtorch running it at submit before the audit.
+    const QJsonObject alias = f.call([&] { return f.core->submitJob(spec(fixture("reshape-alias.pt"))); }, &status);
+    QCOMPARE(status, 422);
+    QVERIFY2(alias.value(QStringLiteral("error")).toString().contains(u"aten::_reshape_alias"),
+             qPrintable(alias.value(QStringLiteral("error")).toString()));
+    // A terabyte asked for on the check's batch of two: refused, and the coordinator still answers.
+    const QJsonObject huge = f.call([&] { return f.core->submitJob(spec(fixture("huge-allocation.pt"))); }, &status);
+    QCOMPARE(status, 422);
+    QVERIFY2(huge.value(QStringLiteral("error")).toString().contains(u"needs more than 4096 MB"),
+             qPrintable(huge.value(QStringLiteral("error")).toString()));
+    QVERIFY(f.call([&] { return f.core->listJobs(); }).value(QStringLiteral("jobs")).toArray().isEmpty());
 }
 
 void TestScriptJobs::archiveIsTheSignedModelFile()

@@ -5,6 +5,7 @@
 
 #include "SyntheticData.h"
 #include "format/ZipArchive.h"
+#include "ml/AllocationBudget.h"
 #include "ml/Evaluator.h"
 #include "ml/Model.h"
 #include "ml/ScriptArchive.h"
@@ -14,6 +15,8 @@
 #include <QJsonArray>
 #include <QJsonObject>
 #include <QTest>
+
+#include <thread>
 
 using namespace gleaner;
 using namespace gleaner::ml;
@@ -29,6 +32,7 @@ private Q_SLOTS:
     void resumeEqualsUninterruptedRun();
     void refusesHostileArchives_data();
     void refusesHostileArchives();
+    void allocationBudgetIsScoped();
     void writesTrainedArchives();
 };
 
@@ -238,6 +242,26 @@ void TestScriptModel::refusesHostileArchives_data()
     QTest::newRow("truncated") << QStringLiteral("truncated") << QStringLiteral("no ZIP directory at its end");
     QTest::newRow("altered source") << QStringLiteral("altered") << QStringLiteral("member residual/code/__torch__.py");
     QTest::newRow("text") << QStringLiteral("text") << QStringLiteral("is not a TorchScript archive");
+    // Memory access through operators that trust sizes, strides or padding (the audit of docs/your-model.md).
+    QTest::newRow("_reshape_alias 4 TiB past its storage")
+        << QStringLiteral("reshape-alias.pt")
+        << QStringLiteral("aten::_reshape_alias in __torch__.ReshapeAlias.forward");
+    QTest::newRow("as_strided") << QStringLiteral("as-strided.pt")
+                                << QStringLiteral("aten::as_strided in __torch__.AsStrided.forward");
+    QTest::newRow("circular padding")
+        << QStringLiteral("circular-pad.pt") << QStringLiteral("aten::pad with mode circular (only constant, reflect");
+    QTest::newRow("TorchBind class") << QStringLiteral("torchbind.pt")
+                                     << QStringLiteral("uses TorchBind classes (torch.classes.*: compiled C++");
+    QTest::newRow("TorchBind attribute")
+        << QStringLiteral("torchbind.pt")
+        << QStringLiteral("attribute self.packed is declared "
+                          "Optional[__torch__.torch.classes.quantized.LinearPackedParamsBase]");
+    QTest::newRow("TorchBind method call")
+        << QStringLiteral("torchbind.pt") << QStringLiteral("prim::CallMethod in __torch__.UsesTorchBind.forward");
+    QTest::newRow("a terabyte of zeros") << QStringLiteral("huge-allocation.pt")
+                                         << QStringLiteral("its forward() on a batch of two needs more than 4096 MB");
+    QTest::newRow("128 GiB by repeat") << QStringLiteral("huge-repeat.pt")
+                                       << QStringLiteral("its forward() on a batch of two needs more than 4096 MB");
 }
 
 void TestScriptModel::refusesHostileArchives()
@@ -269,6 +293,37 @@ void TestScriptModel::refusesHostileArchives()
     QVERIFY(!model);
     QVERIFY2(model.error().contains(spec.torchscript), qPrintable(model.error()));
     QVERIFY2(model.error().contains(message), qPrintable(model.error()));
+}
+
+void TestScriptModel::allocationBudgetIsScoped()
+{
+    // 64 x 4096 weights are 1 MiB of float32: more than a 256 KiB budget lets this thread allocate.
+    ModelSpec wide;
+    wide.arch = Architecture::Mlp;
+    wide.inputShape = {1, 8, 8};
+    wide.hidden = {4096};
+    wide.numClasses = 3;
+    {
+        AllocationBudget budget(256 << 10);
+        auto refused = Model::create(wide, 1);
+        QVERIFY(!refused);
+        QVERIFY2(refused.error().contains(u"would take this check past its limit of 262144 bytes"),
+                 qPrintable(refused.error()));
+        QVERIFY(budget.exceeded());
+        QCOMPARE(budget.live(), 0); // what the failed build had allocated was given back
+
+        // Another thread meanwhile (the coordinator's other work, a training run) allocates as it always did.
+        bool otherThread = false;
+        std::thread([&] { otherThread = Model::create(wide, 1).ok(); }).join();
+        QVERIFY(otherThread);
+    }
+    // And so does this one once the budget ends, even after a refused check.
+    auto accepted = Model::create(wide, 1);
+    QVERIFY2(accepted.ok(), qPrintable(accepted.error()));
+    QVERIFY(!Model::create(scriptSpec(QStringLiteral("huge-allocation.pt")), 1));
+    const TrainRequest r = request(QStringLiteral("residual.pt"));
+    auto trained = Trainer::train(r, Model::create(r.model, 1)->weights(), test::syntheticSet(100, 5, 3));
+    QVERIFY2(trained.ok(), qPrintable(trained.error()));
 }
 
 void TestScriptModel::writesTrainedArchives()

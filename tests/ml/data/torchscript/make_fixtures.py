@@ -10,7 +10,7 @@ Every model takes samples of shape [1, 8, 8] and gives 3 logits. The hostile one
 broken into could send: each must be refused before it runs.
 """
 import pickle
-from typing import Tuple
+from typing import Optional, Tuple
 
 import torch
 import torch.nn as nn
@@ -170,6 +170,79 @@ class Tokens(nn.Module):
         return self.out(self.encoder(self.embed(x.reshape(x.size(0), 8, 8))).mean(1))
 
 
+# Memory access and memory use (docs/your-model.md, the operator audit): each of these passes the operator walk
+# as it was before the audit, and each is refused at load.
+class ReshapeAlias(nn.Module):
+    """Its one unusual call points a view 4 TiB past a 4-element storage."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 3)
+
+    def forward(self, x):
+        far = torch.ops.aten._reshape_alias(torch.zeros(4), [2], [1 << 40])
+        return self.fc(x.flatten(1)) + far.sum() * 0
+
+
+class AsStrided(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 3)
+
+    def forward(self, x):
+        far = torch.as_strided(x, [2], [1 << 40])
+        return self.fc(x.flatten(1)) + far.sum() * 0
+
+
+class CircularPad(nn.Module):
+    """Negative circular padding: libtorch reads before the input."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 3)
+
+    def forward(self, x):
+        return self.fc(F.pad(x.flatten(2), [-70, 6], mode="circular").flatten(1))
+
+
+class UsesTorchBind(nn.Module):
+    """A TorchBind class (compiled C++ of libtorch's) reached through an attribute and a method call; the pickle
+    holds None, so nothing but the program's types shows it, and a zero batch never takes that branch."""
+
+    packed: Optional[torch.classes.quantized.LinearPackedParamsBase]
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 3)
+        self.packed = None
+
+    def forward(self, x):
+        packed = self.packed
+        if packed is not None:
+            return self.fc(x.flatten(1)) * float(packed.unpack()[0].size(0))
+        return self.fc(x.flatten(1))
+
+
+class HugeAllocation(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 3)
+
+    def forward(self, x):
+        return self.fc(x.flatten(1)) + torch.zeros([1 << 40])[0]
+
+
+class HugeRepeat(nn.Module):
+    """128 GiB from a batch of two, tiled."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 3)
+
+    def forward(self, x):
+        return self.fc(x.flatten(1)) + x.repeat(1 << 14, 1 << 14, 1, 1).sum() * 0
+
+
 def save(model, name):
     torch.jit.save(torch.jit.script(model), name)
 
@@ -264,3 +337,9 @@ def case_twins(name, data):
 
 
 altered("residual.pt", "case-twins.pt", case_twins)
+save(ReshapeAlias(), "reshape-alias.pt")
+save(AsStrided(), "as-strided.pt")
+save(CircularPad(), "circular-pad.pt")
+save(UsesTorchBind(), "torchbind.pt")
+save(HugeAllocation(), "huge-allocation.pt")
+save(HugeRepeat(), "huge-repeat.pt")
