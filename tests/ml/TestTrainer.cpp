@@ -78,6 +78,8 @@ private Q_SLOTS:
     void resumeEqualsUninterruptedRun();
     void cancelReturnsWithoutWeights();
     void stepsSizeTheSubtask();
+    void checkpointsHoldTheProgressTrainingCounts_data();
+    void checkpointsHoldTheProgressTrainingCounts();
     void optimizerStateCarriesOver();
     void pauseHookBlocksBetweenBatches();
     void resumeRefuses_data();
@@ -219,6 +221,59 @@ void TestTrainer::stepsSizeTheSubtask()
     b.steps = 60;
     const TensorBundle start = initialWeights(a);
     QVERIFY(a.fingerprint(shard, start) != b.fingerprint(shard, start));
+}
+
+// What the coordinator holds a handed-back checkpoint to (CheckpointInfo::progressMismatch) is what training
+// writes, after every mini-batch: across passes, after a pass's short last mini-batch, in whole local epochs and in
+// subtasks sized in mini-batches. An honest agent's checkpoint refused would count against it.
+void TestTrainer::checkpointsHoldTheProgressTrainingCounts_data()
+{
+    QTest::addColumn<qint64>("steps");
+    QTest::newRow("3 local epochs") << qint64(0);
+    QTest::newRow("30 mini-batches") << qint64(30);
+}
+
+void TestTrainer::checkpointsHoldTheProgressTrainingCounts()
+{
+    QFETCH(qint64, steps);
+    // 200 samples in mini-batches of 16: 13 a pass, the last of 8 samples.
+    const Dataset shard = syntheticSet(200, 4);
+    const auto dir = test::scratchDir();
+    TrainRequest r = request(Architecture::Mlp, OptimizerSpec::Kind::Sgd);
+    r.steps = steps;
+    r.checkpointPath = dir->filePath(QStringLiteral("checkpoint.safetensors"));
+    const qint64 maxSteps = steps > 0 ? steps : 13 * r.localEpochs;
+    qint64 checked = 0;
+    QString wrong;
+    TrainHooks hooks;
+    hooks.betweenBatches = [&](const TrainProgress& p) {
+        // The checkpoint the previous call asked for, written after that mini-batch.
+        if (p.step > 1 && wrong.isEmpty()) {
+            auto bundle = SafeTensors::load(r.checkpointPath);
+            auto info = bundle ? CheckpointInfo::readFrom(*bundle) : Result<CheckpointInfo>(fail(bundle.error()));
+            if (!info)
+                wrong = info.error();
+            else if (info->totalSteps != p.step - 1)
+                wrong = QStringLiteral("step %1 read a checkpoint of step %2").arg(p.step).arg(info->totalSteps);
+            else if (const QString why = info->progressMismatch(shard.size(), r.batchSize, maxSteps); !why.isEmpty())
+                wrong = QStringLiteral("step %1: %2").arg(p.step - 1).arg(why);
+            else
+                ++checked;
+        }
+        return TrainControl::Checkpoint;
+    };
+    auto outcome = Trainer::train(r, initialWeights(r), shard, hooks);
+    QVERIFY2(outcome.ok(), qPrintable(outcome.error()));
+    QVERIFY2(wrong.isEmpty(), qPrintable(wrong));
+    QCOMPARE(checked, maxSteps - 1);
+    // And one sample more is not.
+    auto bundle = SafeTensors::load(r.checkpointPath);
+    QVERIFY(bundle.ok());
+    auto info = CheckpointInfo::readFrom(*bundle);
+    QVERIFY(info.ok());
+    QVERIFY(info->progressMismatch(shard.size(), r.batchSize, maxSteps).isEmpty());
+    info->samples += 1;
+    QVERIFY(info->progressMismatch(shard.size(), r.batchSize, maxSteps).contains(u"samples is"));
 }
 
 void TestTrainer::optimizerStateCarriesOver()
