@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <thread>
 #include <utility>
 
 #ifdef __linux__
@@ -309,11 +310,14 @@ SandboxReport WorkerSandbox::apply(const SandboxRules& rules, const SandboxLimit
     const rlim_t files = lower(RLIMIT_NOFILE, "RLIMIT_NOFILE", rlim_t(limits.maxOpenFiles));
     report.maxOpenFiles = files == RLIM_INFINITY ? -1 : qint64(files);
     if (limits.maxMemoryBytes > 0) {
-        const rlim_t data = lower(RLIMIT_DATA, "RLIMIT_DATA", rlim_t(limits.maxMemoryBytes));
-        if (data != RLIM_INFINITY && data <= rlim_t(limits.maxMemoryBytes))
-            report.memoryCapBytes = qint64(data);
-        else
+        const rlim_t wanted = rlim_t(limits.maxMemoryBytes + std::max<qint64>(0, limits.stackAllowanceBytes));
+        const rlim_t data = lower(RLIMIT_DATA, "RLIMIT_DATA", wanted);
+        if (data != RLIM_INFINITY && data <= wanted) {
+            report.memoryCapBytes = std::min(limits.maxMemoryBytes, qint64(data));
+            report.dataLimitBytes = qint64(data);
+        } else {
             report.memoryReason = QStringLiteral("the kernel refused RLIMIT_DATA");
+        }
     } else {
         report.memoryReason = QStringLiteral("the owner set no memory limit");
     }
@@ -336,6 +340,19 @@ SandboxReport WorkerSandbox::apply(const SandboxRules& rules, const SandboxLimit
     if (!report.landlock)
         report.problems << QStringLiteral("the file system is not confined: %1").arg(report.landlockReason);
     return report;
+}
+
+qint64 SandboxLimits::stackAllowance(int threads)
+{
+    const qint64 compute = threads > 0 ? threads : qint64(std::max(1u, std::thread::hardware_concurrency()));
+    qint64 stack = 8LL << 20; // glibc's default when RLIMIT_STACK is unlimited or absurd
+#ifdef __linux__
+    rlimit limit{};
+    if (::getrlimit(RLIMIT_STACK, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur >= (64 << 10) &&
+        limit.rlim_cur <= (64 << 20))
+        stack = qint64(limit.rlim_cur);
+#endif
+    return (2 * compute + 4) * stack;
 }
 
 QStringList SandboxReport::layers() const
@@ -376,6 +393,8 @@ QJsonObject SandboxReport::toEvent() const
                       {QStringLiteral("user_namespace"), userNamespace},
                       {QStringLiteral("memory_cap_mb"),
                        memoryCapBytes > 0 ? QJsonValue(memoryCapBytes / (1024 * 1024)) : QJsonValue(QJsonValue::Null)},
+                      {QStringLiteral("data_limit_mb"),
+                       dataLimitBytes > 0 ? QJsonValue(dataLimitBytes / (1024 * 1024)) : QJsonValue(QJsonValue::Null)},
                       {QStringLiteral("no_new_privs"), noNewPrivs},
                       {QStringLiteral("no_core_dumps"), noCoreDumps},
                       {QStringLiteral("max_open_files"), maxOpenFiles},

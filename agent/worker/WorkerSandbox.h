@@ -53,6 +53,14 @@ struct SandboxLimits
     // of address space, 170 MB resident, 90 MB of data). Thread stacks count, 8 MiB each. An allocation past the
     // cap fails with ENOMEM, which libtorch and Qt turn into errors the worker reports (WorkerRun).
     qint64 maxMemoryBytes = 0;
+    // Added to the cap for the stacks of the threads the worker will start: RLIMIT_DATA counts each one whole
+    // (8 MiB) though a thread touches a few pages of it, and the agent's check of the resident memory holds
+    // the owner's cap exactly. Without it, a 64-core machine's threads alone would reserve 1 GB.
+    qint64 stackAllowanceBytes = 0;
+
+    // The allowance for a worker computing with `threads` threads (0: one per core): libtorch's intra-op pool
+    // and OpenMP's each, and the few of the worker itself, at the size glibc gives a thread's stack.
+    static qint64 stackAllowance(int threads);
     bool privateNetwork = true; // try a network namespace of its own
 };
 
@@ -72,7 +80,8 @@ struct SandboxReport
     bool networkNamespace = false;
     bool userNamespace = false; // the network namespace sits in a user namespace of its own
     QString networkReason;      // why there is no network namespace
-    qint64 memoryCapBytes = 0;  // the RLIMIT_DATA in force; 0: none
+    qint64 memoryCapBytes = 0;  // the owner's cap, when the kernel enforces it; 0: none
+    qint64 dataLimitBytes = 0;  // the RLIMIT_DATA in force: the cap and the allowance for thread stacks
     QString memoryReason;       // why no cap is in force although one was asked
     QStringList readOnly;      // the paths the rules allow, as the kernel resolved them
     QStringList readWrite;

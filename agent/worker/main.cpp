@@ -104,6 +104,7 @@ int main(int argc, char** argv)
     const bool gpu = options.device.startsWith(u"cuda") || options.device == u"auto";
     SandboxLimits limits;
     limits.maxMemoryBytes = maxMemoryMb * 1024 * 1024;
+    limits.stackAllowanceBytes = SandboxLimits::stackAllowance(options.threads);
     const SandboxReport sandbox = WorkerSandbox::apply(SandboxRules::forWorker(options.taskDir, gpu), limits);
     emit(sandbox.toEvent());
     options.memoryCapBytes = sandbox.memoryCapBytes;

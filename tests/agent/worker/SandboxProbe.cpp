@@ -133,6 +133,7 @@ int main(int argc, char** argv)
     const int heldSocket = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     SandboxLimits limits;
     limits.maxMemoryBytes = maxMemoryMb * 1024 * 1024;
+    limits.stackAllowanceBytes = SandboxLimits::stackAllowance(1);
     const SandboxReport report =
         WorkerSandbox::apply(SandboxRules::forWorker(QString::fromLocal8Bit(task), false), limits);
 
@@ -191,6 +192,7 @@ int main(int argc, char** argv)
     out.insert(QStringLiteral("network_namespace_changed"), namespaceOf("/proc/self/ns/net") != networkBefore);
     if (maxMemoryMb > 0) {
         out.insert(QStringLiteral("allocate_half_cap"), allocateErrno(maxMemoryMb * 1024 * 1024 / 2));
+        // Twice the cap: past the cap and the allowance for one thread's stacks (48 MiB) alike.
         out.insert(QStringLiteral("allocate_over_cap"), allocateErrno(maxMemoryMb * 1024 * 1024 * 2));
     }
     out.insert(QStringLiteral("signal_parent"), ::kill(::getppid(), 0) == 0 ? 0 : errno);

@@ -518,7 +518,8 @@ void TestWorker::symlinkToTheAgentsTokenIsRefused()
 void TestWorker::memoryCapEndsTheSubtaskNotTheAgent()
 {
     // A model whose weights, gradients and Adam's moments need some 270 MB, under a cap of 128 MB the kernel
-    // enforces (a small run maps about 90 MB of data with one thread): the allocation fails in the kernel,
+    // enforces (with one thread's allowance for stacks, 176 MB; a small run maps about 90 MB of data with one
+    // thread): the allocation fails in the kernel,
     // the worker ends, and the agent's side names the cap; the agent goes on and runs the next subtask.
     qRegisterMetaType<agent::WorkerEnd>();
     const auto dir = test::scratchDir();

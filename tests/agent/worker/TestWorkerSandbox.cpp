@@ -20,6 +20,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdint>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <linux/landlock.h>
 #include <sys/syscall.h>
@@ -42,6 +43,7 @@ private Q_SLOTS:
     void probeCannotReachTheNetworkOrLeave();
     void probeUnderAUserNamespaceKeepsTheOwner();
     void eventNamesEveryLayer();
+    void stackAllowanceFollowsTheThreads();
     void torchScriptNeedsTheFilterOrTheCap_data();
     void torchScriptNeedsTheFilterOrTheCap();
     void failedAllocationIsTheCapsDoing();
@@ -249,6 +251,8 @@ void TestWorkerSandbox::probeCannotReachTheNetworkOrLeave()
     QCOMPARE(answer("thread"), 0);
 
     QCOMPARE(report.value(QStringLiteral("memory_cap_mb")).toInt(), 512);
+    QCOMPARE(report.value(QStringLiteral("data_limit_mb")).toInt(),
+             512 + int(SandboxLimits::stackAllowance(1) / (1024 * 1024)));
     QCOMPARE(answer("allocate_half_cap"), 0);
     QCOMPARE(answer("allocate_over_cap"), int(ENOMEM));
 
@@ -310,6 +314,18 @@ void TestWorkerSandbox::eventNamesEveryLayer()
     report.seccompReason = QStringLiteral("seccomp exists only on Linux");
     QCOMPARE(report.toEvent().value(QStringLiteral("seccomp_reason")).toString(), report.seccompReason);
     QVERIFY(report.missingLayers().contains(QStringLiteral("seccomp")));
+}
+
+void TestWorkerSandbox::stackAllowanceFollowsTheThreads()
+{
+    // 8 MiB stacks (the usual RLIMIT_STACK): 6 stacks for one compute thread, 36 for sixteen.
+    rlimit stack{};
+    QCOMPARE(::getrlimit(RLIMIT_STACK, &stack), 0);
+    if (stack.rlim_cur != 8 << 20)
+        QSKIP("RLIMIT_STACK is not 8 MiB here");
+    QCOMPARE(SandboxLimits::stackAllowance(1), 48LL << 20);
+    QCOMPARE(SandboxLimits::stackAllowance(16), 288LL << 20);
+    QVERIFY(SandboxLimits::stackAllowance(0) >= SandboxLimits::stackAllowance(1)); // one per core
 }
 
 void TestWorkerSandbox::torchScriptNeedsTheFilterOrTheCap_data()
