@@ -166,6 +166,7 @@ private Q_SLOTS:
     void hostileTorchScriptIsRefused();
     void symlinkToTheAgentsTokenIsRefused();
     void memoryCapEndsTheSubtaskNotTheAgent();
+    void torchScriptTrainsUnderTheFilter();
 };
 
 void TestWorker::trainsAndWritesTheResult()
@@ -579,6 +580,58 @@ void TestWorker::memoryCapEndsTheSubtaskNotTheAgent()
     const agent::WorkerEnd done = run(launch, &sandbox);
     QVERIFY2(done.kind == agent::WorkerEnd::Kind::Done, qPrintable(done.reason));
     QVERIFY(QFile::exists(small->filePath(QStringLiteral("result.safetensors"))));
+}
+
+void TestWorker::torchScriptTrainsUnderTheFilter()
+{
+    // libtorch's TorchScript interpreter is a larger part of libtorch than the zoo's modules: it must train to
+    // the end under the seccomp filter, the network namespace and a memory cap, as the worker runs it.
+    const auto dir = test::scratchDir();
+    writeTask(dir->path(), 1);
+    // residual.pt takes [1, 8, 8] and has three classes: a shard of three.
+    std::vector<qint64> labels;
+    QByteArray pixels;
+    std::mt19937 rng(5);
+    for (int i = 0; i < 256; ++i) {
+        labels.push_back(qint64(rng() % 3));
+        for (int p = 0; p < 64; ++p)
+            pixels.append(char(quint8(((p / 16) == labels.back() ? 150 : 0) + rng() % 100)));
+    }
+    auto threeClasses = ml::Dataset::fromBytes(pixels, {1, 8, 8}, labels, QStringLiteral("shard"));
+    QVERIFY(SafeTensors::save(dir->filePath(QStringLiteral("shard.safetensors")), threeClasses->bundle()).ok());
+    const QString fixture = QStringLiteral(GLEANER_TORCHSCRIPT_FIXTURES "/residual.pt");
+    QVERIFY(QFile::copy(fixture, dir->filePath(QStringLiteral("model.pt"))));
+    ModelSpec script;
+    script.arch = Architecture::TorchScript;
+    script.torchscript = fixture;
+    script.inputShape = {1, 8, 8};
+    script.numClasses = 3;
+    auto net = ml::Model::create(script, 1);
+    QVERIFY2(net, qPrintable(net.error()));
+    QVERIFY(SafeTensors::save(dir->filePath(QStringLiteral("weights.safetensors")), net->weights()).ok());
+    QFile file(dir->filePath(QStringLiteral("manifest.json")));
+    QVERIFY(file.open(QIODevice::ReadOnly));
+    QJsonObject manifest = QJsonDocument::fromJson(file.readAll()).object();
+    file.close();
+    manifest.insert(QStringLiteral("model"),
+                    QJsonObject{{QStringLiteral("torchscript"), QString(QStringLiteral("sha256:") + QString(64, u'0'))},
+                                {QStringLiteral("input_shape"), QJsonArray{1, 8, 8}},
+                                {QStringLiteral("num_classes"), 3}});
+    QVERIFY(file.open(QIODevice::WriteOnly | QIODevice::Truncate));
+    file.write(QJsonDocument(manifest).toJson(QJsonDocument::Compact));
+    file.close();
+
+    Worker w;
+    w.start(dir->path(), {QStringLiteral("--max-memory-mb"), QStringLiteral("1024")});
+    const int exitCode = w.finish();
+    QVERIFY2(exitCode == 0, qPrintable(QString::fromUtf8(w.process.readAllStandardError()) +
+                                       QJsonDocument(w.events.value(w.events.size() - 1)).toJson()));
+    QCOMPARE(w.events.last().value(QStringLiteral("event")).toString(), QStringLiteral("done"));
+    const QJsonObject sandbox = w.events.first();
+    QVERIFY2(sandbox.value(QStringLiteral("seccomp")).toBool(),
+             qPrintable(sandbox.value(QStringLiteral("seccomp_reason")).toString()));
+    QCOMPARE(sandbox.value(QStringLiteral("memory_cap_mb")).toInt(), 1024);
+    QVERIFY(QFile::exists(dir->filePath(QStringLiteral("result.safetensors"))));
 }
 
 QTEST_GUILESS_MAIN(TestWorker)
