@@ -2,6 +2,7 @@
 #include <torch/script.h>
 
 #include "ml/AllocationBudget.h"
+#include "ml/RnnWeightCheck.h"
 #include "ml/ScriptArchive.h"
 #include "ml/TorchInternals.h"
 
@@ -231,6 +232,7 @@ Result<Model::Impl> loadScript(const ModelSpec& spec)
                         .arg(spec.torchscript));
     if (auto inspected = ScriptArchive::inspect(path); !inspected)
         return fail(inspected.error());
+    installRnnWeightCheck();
     torch::jit::Module module = [&] {
         try {
             return torch::jit::load(path.toStdString(), torch::Device(torch::kCPU));

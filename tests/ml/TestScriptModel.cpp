@@ -152,6 +152,7 @@ void TestScriptModel::trainsThroughTheTrainer_data()
     QTest::addColumn<QString>("file");
     QTest::newRow("LayerNorm, GELU, dropout, residual") << QStringLiteral("residual.pt");
     QTest::newRow("GRU over the rows") << QStringLiteral("sequence.pt");
+    QTest::newRow("LSTM, 2 layers, both directions, projections") << QStringLiteral("lstm.pt");
     QTest::newRow("conv and BatchNorm") << QStringLiteral("batchnorm.pt");
     QTest::newRow("conv and BatchNorm, written by PyTorch 2.11") << QStringLiteral("batchnorm-pytorch2.pt");
     QTest::newRow("TransformerEncoder over the rows") << QStringLiteral("transformer.pt");
@@ -258,6 +259,9 @@ void TestScriptModel::refusesHostileArchives_data()
                           "Optional[__torch__.torch.classes.quantized.LinearPackedParamsBase]");
     QTest::newRow("TorchBind method call")
         << QStringLiteral("torchbind.pt") << QStringLiteral("prim::CallMethod in __torch__.UsesTorchBind.forward");
+    QTest::newRow("GRU with 1-row gate weights")
+        << QStringLiteral("gru-short-weights.pt")
+        << QStringLiteral("aten::gru: weight 0 has shape [1, 8]; a layer of hidden size 5 needs 15 rows");
     QTest::newRow("a terabyte of zeros") << QStringLiteral("huge-allocation.pt")
                                          << QStringLiteral("its forward() on a batch of two needs more than 4096 MB");
     QTest::newRow("128 GiB by repeat") << QStringLiteral("huge-repeat.pt")

@@ -243,6 +243,33 @@ class HugeRepeat(nn.Module):
         return self.fc(x.flatten(1)) + x.repeat(1 << 14, 1 << 14, 1, 1).sum() * 0
 
 
+class StackedLstm(nn.Module):
+    """nn.LSTM with every variant of its flat weights: two layers, both directions, projections."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(8, 12, num_layers=2, bidirectional=True, proj_size=6, batch_first=True)
+        self.out = nn.Linear(12, 3)
+
+    def forward(self, x):
+        steps, _ = self.lstm(x.reshape(x.size(0), 8, 8))
+        return self.out(steps[:, -1])
+
+
+class ShortGateWeights(nn.Module):
+    """nn.GRU's operator called with 1-row gate weights: libtorch splits the gates into 3 chunks and reads all 3."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(5, 3)
+
+    def forward(self, x):
+        rows = x.reshape(x.size(0), 8, 8)
+        weights = [torch.zeros(1, 8), torch.zeros(1, 5), torch.zeros(1), torch.zeros(1)]
+        steps, _ = torch._VF.gru(rows, torch.zeros(1, x.size(0), 5), weights, True, 1, 0.0, False, False, True)
+        return self.fc(steps[:, -1])
+
+
 def save(model, name):
     torch.jit.save(torch.jit.script(model), name)
 
@@ -343,3 +370,5 @@ save(CircularPad(), "circular-pad.pt")
 save(UsesTorchBind(), "torchbind.pt")
 save(HugeAllocation(), "huge-allocation.pt")
 save(HugeRepeat(), "huge-repeat.pt")
+save(StackedLstm(), "lstm.pt")
+save(ShortGateWeights(), "gru-short-weights.pt")
