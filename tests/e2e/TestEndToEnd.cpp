@@ -879,6 +879,12 @@ void TestEndToEnd::pausedAgentKeepsItsLease()
                                     .value(QStringLiteral("sandbox"))
                                     .toObject();
     QCOMPARE(sandbox.value(QStringLiteral("landlock")), QJsonValue(landlockAbi > 0));
+    // The seccomp filter is the build's own (libseccomp), on every Linux kernel; the status says so in one line.
+    QVERIFY2(sandbox.value(QStringLiteral("layers")).toArray().contains(QStringLiteral("seccomp")),
+             qPrintable(QJsonDocument(sandbox).toJson()));
+    QVERIFY(sandbox.value(QStringLiteral("summary")).toString().contains(u"seccomp"));
+    const CliRun human = m_cluster->agentCli(agent, QStringLiteral("status"));
+    QVERIFY2(human.out.contains("Sandbox:"), qPrintable(human.describe()));
 
     const CliRun paused = m_cluster->agentCli(agent, QStringLiteral("pause"));
     QVERIFY2(paused.exitCode == 0, qPrintable(paused.describe()));
