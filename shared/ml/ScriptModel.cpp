@@ -65,6 +65,55 @@ std::optional<QString> refusedPad(const torch::jit::Node* node)
                                       : QStringLiteral("computed at run time"));
 }
 
+// A value libtorch reads by checking its tag at every use: a wrong one gives an error, never a wrong read.
+bool tagChecked(const c10::TypePtr& type, int depth = 0)
+{
+    if (depth > 32)
+        return false;
+    switch (type->kind()) {
+    case c10::TypeKind::TensorType:
+    case c10::TypeKind::IntType:
+    case c10::TypeKind::FloatType:
+    case c10::TypeKind::ComplexType:
+    case c10::TypeKind::BoolType:
+    case c10::TypeKind::NumberType:
+    case c10::TypeKind::StringType:
+    case c10::TypeKind::NoneType:
+    case c10::TypeKind::DeviceObjType:
+        return true;
+    case c10::TypeKind::OptionalType:
+    case c10::TypeKind::ListType:
+    case c10::TypeKind::DictType:
+        for (const c10::TypePtr& inner : type->containedTypes())
+            if (!tagChecked(inner, depth + 1))
+                return false;
+        return true;
+    default: // objects (attributes read by index), tuples (unpacked by count), Any, unions, ...
+        return false;
+    }
+}
+
+// prim::unchecked_cast changes a value's static type without looking at the value: the compiler emits it after
+// a test (x is not None, isinstance), but a program's source can write it anywhere, and an object cast to a
+// class with more attributes has its attributes read and written past its own (libtorch reads them by index).
+// Allowed: Optional[T] to T (the value is a T or None, and None fails every use), and casts to types whose every
+// use checks the value's tag.
+std::optional<QString> refusedCast(const torch::jit::Node* node)
+{
+    static const c10::Symbol cast = c10::Symbol::fromQualString("prim::unchecked_cast");
+    if (node->kind() != cast || node->inputs().size() != 1 || node->outputs().size() != 1)
+        return std::nullopt;
+    const c10::TypePtr from = node->input()->type();
+    const c10::TypePtr to = node->output()->type();
+    if (const auto optional = from->cast<c10::OptionalType>(); optional && *optional->getElementType() == *to)
+        return std::nullopt;
+    if (tagChecked(to))
+        return std::nullopt;
+    return QStringLiteral("prim::unchecked_cast from %1 to %2 (a cast libtorch does not check: only Optional[T] "
+                          "to T and casts to tensors, numbers, strings and lists or dicts of them are allowed)")
+        .arg(QString::fromStdString(from->annotation_str()), QString::fromStdString(to->annotation_str()));
+}
+
 // TorchBind classes (torch.classes.*) are C++ code compiled into libtorch, reached through an object's methods
 // (prim::CallMethod, prim::GetAttr), not operators: the allowlist never sees them. Any value, attribute or
 // argument whose type is one, at any depth (Optional, List, Tuple, Dict), is refused.
@@ -151,6 +200,8 @@ Status checkOperators(const torch::jit::Module& module, const QString& path)
                 refused << QStringLiteral("%1 in %2%3").arg(QString::fromStdString(kind), name, whereIn(node));
             else if (const auto pad = refusedPad(node); pad && refused.size() < 20)
                 refused << QStringLiteral("%1 in %2%3").arg(*pad, name, whereIn(node));
+            else if (const auto cast = refusedCast(node); cast && refused.size() < 20)
+                refused << QStringLiteral("%1 in %2%3").arg(*cast, name, whereIn(node));
             std::vector<const torch::jit::Value*> values(node->inputs().begin(), node->inputs().end());
             values.insert(values.end(), node->outputs().begin(), node->outputs().end());
             for (const torch::jit::Value* value : values)

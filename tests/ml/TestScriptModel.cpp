@@ -262,6 +262,10 @@ void TestScriptModel::refusesHostileArchives_data()
     QTest::newRow("GRU with 1-row gate weights")
         << QStringLiteral("gru-short-weights.pt")
         << QStringLiteral("aten::gru: weight 0 has shape [1, 8]; a layer of hidden size 5 needs 15 rows");
+    QTest::newRow("an object cast to a larger class")
+        << QStringLiteral("unchecked-cast.pt")
+        << QStringLiteral("prim::unchecked_cast from __torch__.CastHolder to __torch__.CastTarget (a cast libtorch "
+                          "does not check");
     QTest::newRow("a terabyte of zeros") << QStringLiteral("huge-allocation.pt")
                                          << QStringLiteral("its forward() on a batch of two needs more than 4096 MB");
     QTest::newRow("128 GiB by repeat") << QStringLiteral("huge-repeat.pt")

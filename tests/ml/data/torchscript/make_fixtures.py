@@ -270,6 +270,48 @@ class ShortGateWeights(nn.Module):
         return self.fc(steps[:, -1])
 
 
+class CastHolder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = 1
+
+
+class CastTarget(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = 1
+        self.e = torch.zeros(3)
+        self.f = torch.zeros(3)
+        self.g = torch.zeros(3)
+
+
+class UncheckedCast(nn.Module):
+    """Saved reading self.target.g; rewrite_code() below makes it read g from self.holder cast to CastTarget with
+    prim::unchecked_cast, which libtorch does not check: the attribute index runs past the holder's one slot."""
+
+    def __init__(self):
+        super().__init__()
+        self.holder = CastHolder()
+        self.target = CastTarget()
+        self.fc = nn.Linear(64, 3)
+
+    def forward(self, x):
+        return self.fc(x.flatten(1)) + self.target.g
+
+
+def rewrite_code(name, old, new):
+    """Rewrites the program's source inside a saved archive, as someone who edits code/ by hand would."""
+    import zipfile
+    with zipfile.ZipFile(name) as archive:
+        members = [(info, archive.read(info.filename)) for info in archive.infolist()]
+    with zipfile.ZipFile(name, "w", zipfile.ZIP_STORED) as archive:
+        for info, data in members:
+            if info.filename.endswith("/code/__torch__.py"):
+                assert old in data
+                data = data.replace(old, new)
+            archive.writestr(info, data)
+
+
 def save(model, name):
     torch.jit.save(torch.jit.script(model), name)
 
@@ -372,3 +414,5 @@ save(HugeAllocation(), "huge-allocation.pt")
 save(HugeRepeat(), "huge-repeat.pt")
 save(StackedLstm(), "lstm.pt")
 save(ShortGateWeights(), "gru-short-weights.pt")
+save(UncheckedCast(), "unchecked-cast.pt")
+rewrite_code("unchecked-cast.pt", b"target = self.target\n", b"target = unchecked_cast(__torch__.CastTarget, self.holder)\n")
