@@ -2,11 +2,9 @@
 // on stdin, and a stopped-then-resumed subtask that ends with exactly the weights of an uninterrupted one.
 #include "codec/UpdateCodec.h"
 #include "format/SafeTensors.h"
-#include "ml/Model.h"
-#include "ml/data/Dataset.h"
 
 #include "TestSupport.h"
-#include "runner/WorkerProcess.h"
+#include "WorkerTask.h"
 
 #include <QDir>
 #include <QFile>
@@ -15,63 +13,18 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
-#include <QSignalSpy>
 #include <QTest>
 
 #include <fcntl.h>
 #include <linux/landlock.h>
-#include <optional>
-#include <random>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 using namespace gleaner;
-
-Q_DECLARE_METATYPE(gleaner::agent::WorkerEnd)
+using gleaner::test::writeTask;
 
 namespace {
-
-void writeTask(const QString& dir, int localEpochs = 30, std::optional<qint64> steps = std::nullopt,
-               const QJsonObject& upload = {})
-{
-    QDir().mkpath(dir);
-    std::mt19937 rng(3);
-    const qint64 count = 512;
-    QByteArray pixels(count * 64, '\0');
-    std::vector<qint64> labels(static_cast<size_t>(count));
-    for (qint64 i = 0; i < count; ++i) {
-        labels[size_t(i)] = qint64(rng() % 4);
-        for (int p = 0; p < 64; ++p)
-            pixels[i * 64 + p] = char(quint8(((p / 16) == labels[size_t(i)] ? 150 : 0) + rng() % 100));
-    }
-    auto shard = ml::Dataset::fromBytes(pixels, {1, 8, 8}, labels, QStringLiteral("shard"));
-    QVERIFY(SafeTensors::save(dir + QStringLiteral("/shard.safetensors"), shard->bundle()).ok());
-    ModelSpec model;
-    model.arch = Architecture::Mlp;
-    model.inputShape = {1, 8, 8};
-    model.numClasses = 4;
-    model.hidden = {32};
-    auto net = ml::Model::create(model, 1);
-    QVERIFY(SafeTensors::save(dir + QStringLiteral("/weights.safetensors"), net->weights()).ok());
-    QJsonObject hyper{{QStringLiteral("local_epochs"), localEpochs},
-                      {QStringLiteral("batch_size"), 16},
-                      {QStringLiteral("optimizer"), QJsonObject{{QStringLiteral("name"), QStringLiteral("adam")},
-                                                                {QStringLiteral("lr"), 0.01}}},
-                      {QStringLiteral("seed"), 99}};
-    if (steps)
-        hyper.insert(QStringLiteral("steps"), *steps);
-    QJsonObject manifest{{QStringLiteral("lease_id"), QStringLiteral("abc")},
-                         {QStringLiteral("nonce"), QStringLiteral("f9e7ba5c922dfa993b0564ddb94c1748")},
-                         {QStringLiteral("base_version"), 7},
-                         {QStringLiteral("model"), model.toJson()},
-                         {QStringLiteral("hyperparameters"), hyper}};
-    if (!upload.isEmpty())
-        manifest.insert(QStringLiteral("upload"), upload);
-    QFile file(dir + QStringLiteral("/manifest.json"));
-    QVERIFY(file.open(QIODevice::WriteOnly));
-    file.write(QJsonDocument(manifest).toJson(QJsonDocument::Compact));
-}
 
 struct Worker
 {
@@ -165,8 +118,6 @@ private Q_SLOTS:
     void sandboxIsTheFirstEvent();
     void hostileTorchScriptIsRefused();
     void symlinkToTheAgentsTokenIsRefused();
-    void memoryCapEndsTheSubtaskNotTheAgent();
-    void torchScriptTrainsUnderTheFilter();
 };
 
 void TestWorker::trainsAndWritesTheResult()
@@ -514,124 +465,6 @@ void TestWorker::symlinkToTheAgentsTokenIsRefused()
     QCOMPARE(w.finish(), 1);
     const QString message = firstNamed(w.events, QStringLiteral("error")).value(QStringLiteral("message")).toString();
     QVERIFY2(message.contains(u"manifest.json") && message.contains(u"Permission denied"), qPrintable(message));
-}
-
-void TestWorker::memoryCapEndsTheSubtaskNotTheAgent()
-{
-    // A model whose weights, gradients and Adam's moments need some 270 MB, under a cap of 128 MB the kernel
-    // enforces (with one thread's allowance for stacks, 176 MB; a small run maps about 90 MB of data with one
-    // thread): the allocation fails in the kernel,
-    // the worker ends, and the agent's side names the cap; the agent goes on and runs the next subtask.
-    qRegisterMetaType<agent::WorkerEnd>();
-    const auto dir = test::scratchDir();
-    writeTask(dir->path(), 1);
-    ModelSpec big;
-    big.arch = Architecture::Mlp;
-    big.inputShape = {1, 8, 8};
-    big.numClasses = 4;
-    big.hidden = {4096, 4096};
-    auto net = ml::Model::create(big, 1);
-    QVERIFY(net);
-    QVERIFY(SafeTensors::save(dir->filePath(QStringLiteral("weights.safetensors")), net->weights()).ok());
-    QFile file(dir->filePath(QStringLiteral("manifest.json")));
-    QVERIFY(file.open(QIODevice::ReadOnly));
-    QJsonObject manifest = QJsonDocument::fromJson(file.readAll()).object();
-    file.close();
-    manifest.insert(QStringLiteral("model"), big.toJson());
-    QVERIFY(file.open(QIODevice::WriteOnly | QIODevice::Truncate));
-    file.write(QJsonDocument(manifest).toJson(QJsonDocument::Compact));
-    file.close();
-
-    agent::WorkerLaunch launch;
-    launch.program = QStringLiteral(GLEANER_WORKER_BIN);
-    launch.taskDir = dir->path();
-    launch.threads = 1;
-    launch.kernelMemoryCapBytes = 128LL * 1024 * 1024;
-    QJsonObject error;
-    const auto run = [&error](const agent::WorkerLaunch& l, QJsonObject* sandbox) {
-        agent::WorkerProcess worker(l);
-        QSignalSpy ended(&worker, &agent::WorkerProcess::ended);
-        QObject::connect(&worker, &agent::WorkerProcess::event, [sandbox, &error](const QJsonObject& e) {
-            if (e.value(QStringLiteral("event")).toString() == u"sandbox")
-                *sandbox = e;
-            if (e.value(QStringLiteral("event")).toString() == u"error")
-                error = e;
-        });
-        worker.start();
-        return ended.wait(120'000) ? ended.first().first().value<agent::WorkerEnd>() : agent::WorkerEnd{};
-    };
-    QJsonObject sandbox;
-    const agent::WorkerEnd end = run(launch, &sandbox);
-    QCOMPARE(sandbox.value(QStringLiteral("memory_cap_mb")).toInt(), 128);
-    QVERIFY(sandbox.value(QStringLiteral("layers")).toArray().contains(QStringLiteral("memory_cap")));
-    QCOMPARE(int(end.kind), int(agent::WorkerEnd::Kind::OverMemory));
-    QVERIFY2(end.reason.startsWith(u"the worker exceeded its memory cap of 128 MB"), qPrintable(end.reason));
-    // The worker itself said so (not a crash the agent had to read): the allocation failed and it ended cleanly.
-    QCOMPARE(end.exitCode, 1);
-    QVERIFY(error.value(QStringLiteral("memory_cap")).toBool());
-    QVERIFY2(error.value(QStringLiteral("message")).toString().startsWith(u"the worker exceeded its memory cap of 128 MB"),
-             qPrintable(error.value(QStringLiteral("message")).toString()));
-    QVERIFY(!QFile::exists(dir->filePath(QStringLiteral("result.safetensors"))));
-
-    // The same agent, the next subtask, the same cap: a model that fits trains to the end.
-    const auto small = test::scratchDir();
-    writeTask(small->path(), 1);
-    launch.taskDir = small->path();
-    const agent::WorkerEnd done = run(launch, &sandbox);
-    QVERIFY2(done.kind == agent::WorkerEnd::Kind::Done, qPrintable(done.reason));
-    QVERIFY(QFile::exists(small->filePath(QStringLiteral("result.safetensors"))));
-}
-
-void TestWorker::torchScriptTrainsUnderTheFilter()
-{
-    // libtorch's TorchScript interpreter is a larger part of libtorch than the zoo's modules: it must train to
-    // the end under the seccomp filter, the network namespace and a memory cap, as the worker runs it.
-    const auto dir = test::scratchDir();
-    writeTask(dir->path(), 1);
-    // residual.pt takes [1, 8, 8] and has three classes: a shard of three.
-    std::vector<qint64> labels;
-    QByteArray pixels;
-    std::mt19937 rng(5);
-    for (int i = 0; i < 256; ++i) {
-        labels.push_back(qint64(rng() % 3));
-        for (int p = 0; p < 64; ++p)
-            pixels.append(char(quint8(((p / 16) == labels.back() ? 150 : 0) + rng() % 100)));
-    }
-    auto threeClasses = ml::Dataset::fromBytes(pixels, {1, 8, 8}, labels, QStringLiteral("shard"));
-    QVERIFY(SafeTensors::save(dir->filePath(QStringLiteral("shard.safetensors")), threeClasses->bundle()).ok());
-    const QString fixture = QStringLiteral(GLEANER_TORCHSCRIPT_FIXTURES "/residual.pt");
-    QVERIFY(QFile::copy(fixture, dir->filePath(QStringLiteral("model.pt"))));
-    ModelSpec script;
-    script.arch = Architecture::TorchScript;
-    script.torchscript = fixture;
-    script.inputShape = {1, 8, 8};
-    script.numClasses = 3;
-    auto net = ml::Model::create(script, 1);
-    QVERIFY2(net, qPrintable(net.error()));
-    QVERIFY(SafeTensors::save(dir->filePath(QStringLiteral("weights.safetensors")), net->weights()).ok());
-    QFile file(dir->filePath(QStringLiteral("manifest.json")));
-    QVERIFY(file.open(QIODevice::ReadOnly));
-    QJsonObject manifest = QJsonDocument::fromJson(file.readAll()).object();
-    file.close();
-    manifest.insert(QStringLiteral("model"),
-                    QJsonObject{{QStringLiteral("torchscript"), QString(QStringLiteral("sha256:") + QString(64, u'0'))},
-                                {QStringLiteral("input_shape"), QJsonArray{1, 8, 8}},
-                                {QStringLiteral("num_classes"), 3}});
-    QVERIFY(file.open(QIODevice::WriteOnly | QIODevice::Truncate));
-    file.write(QJsonDocument(manifest).toJson(QJsonDocument::Compact));
-    file.close();
-
-    Worker w;
-    w.start(dir->path(), {QStringLiteral("--max-memory-mb"), QStringLiteral("1024")});
-    const int exitCode = w.finish();
-    QVERIFY2(exitCode == 0, qPrintable(QString::fromUtf8(w.process.readAllStandardError()) +
-                                       QJsonDocument(w.events.value(w.events.size() - 1)).toJson()));
-    QCOMPARE(w.events.last().value(QStringLiteral("event")).toString(), QStringLiteral("done"));
-    const QJsonObject sandbox = w.events.first();
-    QVERIFY2(sandbox.value(QStringLiteral("seccomp")).toBool(),
-             qPrintable(sandbox.value(QStringLiteral("seccomp_reason")).toString()));
-    QCOMPARE(sandbox.value(QStringLiteral("memory_cap_mb")).toInt(), 1024);
-    QVERIFY(QFile::exists(dir->filePath(QStringLiteral("result.safetensors"))));
 }
 
 QTEST_GUILESS_MAIN(TestWorker)
