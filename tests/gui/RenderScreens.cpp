@@ -120,7 +120,13 @@ void renderIcons()
 void renderMainWindow(const QString& dataDir)
 {
     FakeAgent agent;
-    agent.setStatus(realisticStatus(dataDir));
+    QJsonObject status = realisticStatus(dataDir);
+    // The workers' sandbox as a Debian 12 kernel (Landlock ABI 2) gives it.
+    status.insert(QStringLiteral("sandbox"),
+                  QJsonObject{{QStringLiteral("summary"),
+                               QStringLiteral("landlock (ABI 2), seccomp, network namespace, memory cap 2048 MB; "
+                                              "missing: landlock TCP rules, landlock scopes")}});
+    agent.setStatus(status);
     if (const Status started = agent.start(dataDir); !started) {
         QTextStream(stderr) << "gleaner_render_screens: " << started.error() << "\n";
         ++g_failures;
