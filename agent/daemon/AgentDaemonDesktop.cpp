@@ -16,6 +16,8 @@
 
 #include <algorithm>
 
+#include <unistd.h>
+
 namespace gleaner::agent {
 
 bool AgentDaemon::computeAllowed() const
@@ -39,15 +41,24 @@ QString AgentDaemon::workerDevice() const
 qint64 AgentDaemon::kernelMemoryCap() const
 {
     // The worker's kernel cap holds for its whole life, so it is the largest cap the owner's preferences allow
-    // at any moment (0 in either state: none); the lower cap while the user is active is the agent's to check.
+    // at any moment; the lower cap while the user is active is the agent's to check. Where the owner set none,
+    // the worker is still capped at 90% of the machine's memory: a runaway or hostile model then meets the
+    // kernel's refusal and fails its subtask, rather than pushing the desktop into swap or the OOM killer.
+    const auto orMachine = [](qint64 cap) {
+        if (cap > 0)
+            return cap;
+        const long pages = ::sysconf(_SC_PHYS_PAGES);
+        const long pageSize = ::sysconf(_SC_PAGESIZE);
+        return pages > 0 && pageSize > 0 ? qint64(pages) * pageSize / 10 * 9 : qint64(0);
+    };
     if (m_options.dedicated)
-        return m_options.memoryCapBytes;
+        return orMachine(m_options.memoryCapBytes);
     const Preferences& p = m_desktop->preferences();
     if (p.onlyWhenIdle())
-        return p.memoryIdleBytes();
+        return orMachine(p.memoryIdleBytes());
     const qint64 idle = p.memoryIdleBytes();
     const qint64 active = p.memoryActiveBytes();
-    return idle == 0 || active == 0 ? 0 : std::max(idle, active);
+    return orMachine(idle == 0 || active == 0 ? 0 : std::max(idle, active));
 }
 
 int AgentDaemon::taskSlots() const
