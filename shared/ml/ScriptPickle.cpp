@@ -44,6 +44,9 @@ int itemBytesOf(qint64 scalarType)
 
 // The most dimensions a tensor may have (libtorch's own limit is 64).
 constexpr int kMaxDims = 64;
+// The most values, memo entries and marks held at once: each opcode byte may add one, so a pickle of kMaxBytes
+// could otherwise hold gigabytes of them (libtorch's unpickler as much). A large model's pickle holds thousands.
+constexpr size_t kMaxHeld = size_t(1) << 22;
 
 class Scan
 {
@@ -70,6 +73,10 @@ public:
                                   .arg(at)
                                   .arg(op, 2, 16, QLatin1Char('0'))
                                   .arg(m_problem));
+            if (m_stack.size() + m_memo.size() + m_marks.size() > kMaxHeld)
+                return refuse(QStringLiteral("holds more than %1 values at byte %2; no model's pickle holds so many")
+                                  .arg(kMaxHeld)
+                                  .arg(at));
         }
         if (m_stack.size() != 1 || !m_marks.empty())
             return refuse(QStringLiteral("leaves %1 values instead of one (not what torch.jit.save writes)")

@@ -105,6 +105,8 @@ void TestScriptPickle::refuses_data()
     QTest::newRow("protocol 4") << QByteArray("\x80\x04N.") << QStringLiteral("protocol 2");
     QTest::newRow("unknown opcode") << QByteArray("\x80\x02\x95.") << QStringLiteral("does not read");
     QTest::newRow("empty") << QByteArray() << QStringLiteral("protocol 2");
+    QTest::newRow("millions of marks") << QByteArray("\x80\x02") + QByteArray(4200000, '(') + "N."
+                                       << QStringLiteral("holds more than 4194304 values");
 }
 
 void TestScriptPickle::refuses()
