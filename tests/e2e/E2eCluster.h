@@ -33,6 +33,13 @@
 #include <memory>
 #include <vector>
 
+// A Result's failure as the test's failure message (in a QtTest slot).
+#define E2E_VERIFY(result)                                                                                   \
+    do {                                                                                                     \
+        const auto& e2eResult = (result);                                                                    \
+        QVERIFY2(e2eResult.ok(), qPrintable(e2eResult.error()));                                             \
+    } while (false)
+
 namespace gleaner::e2e {
 
 struct CliRun

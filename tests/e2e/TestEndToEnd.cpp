@@ -33,13 +33,6 @@ using namespace gleaner::e2e;
 
 namespace {
 
-// A Result's failure as the test's failure message.
-#define E2E_VERIFY(result)                                                                                   \
-    do {                                                                                                     \
-        const auto& e2eResult = (result);                                                                    \
-        QVERIFY2(e2eResult.ok(), qPrintable(e2eResult.error()));                                             \
-    } while (false)
-
 // A job whose subtasks keep a worker busy for a while on one core: a CNN, `localEpochs` passes over each
 // shard.
 QJsonObject cnnJob(const QString& name, int shards, int localEpochs, int deadlineSeconds)

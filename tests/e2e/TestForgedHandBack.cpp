@@ -26,12 +26,6 @@ using namespace gleaner::e2e;
 
 namespace {
 
-#define E2E_VERIFY(result)                                                                                   \
-    do {                                                                                                     \
-        const auto& e2eResult = (result);                                                                    \
-        QVERIFY2(e2eResult.ok(), qPrintable(e2eResult.error()));                                             \
-    } while (false)
-
 QJsonObject json(const coordinator::ClientResponse& r)
 {
     return QJsonDocument::fromJson(r.body).object();

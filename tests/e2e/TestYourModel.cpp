@@ -18,7 +18,7 @@
 using namespace gleaner;
 using namespace gleaner::e2e;
 
-#define E2E_VERIFY(result) QVERIFY2((result).ok(), qPrintable((result).error() + u'\n' + m_cluster->logTails()))
+#define E2E_VERIFY_WITH_LOGS(result) QVERIFY2((result).ok(), qPrintable((result).error() + u'\n' + m_cluster->logTails()))
 
 namespace {
 
@@ -119,7 +119,7 @@ void TestYourModel::residualModelMatchesPyTorch()
     // Batches of 128 over 30,000 samples for 3 epochs: late enough that one run's accuracy varies by about half a
     // point with the data order, where after 2 epochs of batches of 32 it varies by two.
     auto done = trainOnOneAgent(scriptJob(QStringLiteral("residual"), archive, 30000, 3, 128));
-    E2E_VERIFY(done);
+    E2E_VERIFY_WITH_LOGS(done);
     QCOMPARE(done->value(QStringLiteral("state")).toString(), QStringLiteral("completed"));
     const double gleaner = done->value(QStringLiteral("accuracy")).toDouble();
     const QString id = QString::number(done->value(QStringLiteral("id")).toInteger());
@@ -169,7 +169,7 @@ void TestYourModel::sequenceModelTrainsAndExports()
     auto made = python({QStringLiteral("make"), QStringLiteral("sequence"), archive});
     QVERIFY2(made.ok(), qPrintable(made.error()));
     auto done = trainOnOneAgent(scriptJob(QStringLiteral("sequence"), archive, 5000, 1));
-    E2E_VERIFY(done);
+    E2E_VERIFY_WITH_LOGS(done);
     QCOMPARE(done->value(QStringLiteral("state")).toString(), QStringLiteral("completed"));
     const double gleaner = done->value(QStringLiteral("accuracy")).toDouble();
     QVERIFY2(gleaner > 0.55, qPrintable(QString::number(gleaner))); // ten classes: chance is 0.10
