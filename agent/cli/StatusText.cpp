@@ -175,6 +175,18 @@ static QString desktopLine(const QJsonObject& policy)
     return parts.join(QStringLiteral(", "));
 }
 
+// "NVIDIA RTX A2000 (2 GPUs)", "none (the NVIDIA driver sees no GPU)" or the note of why nothing is known.
+static QString gpuLine(const QJsonObject& gpu)
+{
+    const double count = number(gpu, "count").value_or(0);
+    if (count >= 1)
+        return QStringLiteral("%1 (%2 GPU%3)").arg(text(gpu, "name"), integer(count),
+                                                  count < 2 ? QString() : QStringLiteral("s"));
+    if (const QString note = text(gpu, "note"); !note.isEmpty())
+        return QStringLiteral("none: ") + note;
+    return QStringLiteral("none (the NVIDIA driver sees no GPU)");
+}
+
 QString formatStatus(const QJsonObject& status, qint64 nowMs)
 {
     QString out;
@@ -202,6 +214,9 @@ QString formatStatus(const QJsonObject& status, qint64 nowMs)
         out += QStringLiteral("Coordinator:  %1\n").arg(coordinatorLine(coordinator.toObject()));
     if (const QJsonValue policy = status.value(QStringLiteral("policy")); policy.isObject())
         out += QStringLiteral("Desktop:      %1\n").arg(desktopLine(policy.toObject()));
+    // The NVIDIA GPUs, or why none is known ("no NVIDIA driver ..." on most machines).
+    if (const QJsonValue gpu = status.value(QStringLiteral("gpu")); gpu.isObject())
+        out += QStringLiteral("GPU:          %1\n").arg(gpuLine(gpu.toObject()));
     // What the workers' sandbox holds, as the agent summed it up once a worker reported.
     if (const QJsonValue sandbox = status.value(QStringLiteral("sandbox")); sandbox.isObject())
         if (const QString summary = text(sandbox.toObject(), "summary"); !summary.isEmpty())

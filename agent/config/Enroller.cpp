@@ -17,10 +17,12 @@
 
 namespace gleaner::agent {
 
-QJsonObject machineHardware()
+MachineHardware machineHardware(const QString& nvmlLibrary)
 {
-    QJsonObject info{{QStringLiteral("cores"), QThread::idealThreadCount()},
-                     {QStringLiteral("arch"), QSysInfo::currentCpuArchitecture()}};
+    MachineHardware hardware;
+    QJsonObject& info = hardware.capabilities;
+    info = QJsonObject{{QStringLiteral("cores"), QThread::idealThreadCount()},
+                       {QStringLiteral("arch"), QSysInfo::currentCpuArchitecture()}};
     QFile meminfo(QStringLiteral("/proc/meminfo"));
     if (meminfo.open(QIODevice::ReadOnly)) {
         const QByteArray first = meminfo.readLine(); // "MemTotal:       24576000 kB"
@@ -28,13 +30,20 @@ QJsonObject machineHardware()
         if (fields.size() >= 2)
             info.insert(QStringLiteral("ram_mb"), fields[1].toLongLong() / 1024);
     }
-    NvmlGpuProbe gpu; // no driver: no GPU fields, never an error
+    NvmlGpuProbe gpu(nvmlLibrary); // no driver: no GPU fields, never an error
     const GpuObservation seen = gpu.sample();
     if (seen.known && seen.count > 0) {
         info.insert(QStringLiteral("gpu"), seen.name);
         info.insert(QStringLiteral("gpus"), seen.count);
     }
-    return info;
+    const int count = seen.known ? seen.count : 0;
+    hardware.gpu = QJsonObject{
+        {QStringLiteral("count"), count},
+        {QStringLiteral("name"), count > 0 ? QJsonValue(seen.name) : QJsonValue(QJsonValue::Null)},
+        {QStringLiteral("note"),
+         seen.known ? QJsonValue(QJsonValue::Null) : QJsonValue(gpu.unavailableReason())}};
+    hardware.gpuDriverMissing = gpu.driverMissing();
+    return hardware;
 }
 
 Result<AgentConfig> enrollAgent(const EnrollOptions& options)
@@ -70,7 +79,7 @@ Result<AgentConfig> enrollAgent(const EnrollOptions& options)
     EnrollRequest request;
     request.name = options.name.isEmpty() ? QSysInfo::machineHostName() : options.name;
     request.platform = QSysInfo::prettyProductName() + QStringLiteral(", Linux ") + QSysInfo::kernelVersion();
-    request.hardware = machineHardware();
+    request.hardware = machineHardware().capabilities;
     request.enrollmentToken = options.token;
     auto enrolled = client.enroll(request);
     if (!enrolled)

@@ -21,9 +21,20 @@ struct EnrollOptions
 
 Result<AgentConfig> enrollAgent(const EnrollOptions& options);
 
-// What the agent declares of its machine at enrollment and with every lease request: "cores", "arch",
-// "ram_mb" and, when an NVIDIA driver answers, "gpu" (the first GPU's name) and "gpus" (their count). The
-// coordinator shows it to the admin and caps an agent's leases by its cores.
-QJsonObject machineHardware();
+// What the agent declares of its machine at enrollment and with every lease request (`capabilities`: "cores",
+// "arch", "ram_mb" and, when an NVIDIA driver answers, "gpu" (the first GPU's name) and "gpus" (their count)),
+// and what its status says of the GPUs (`gpu`). The coordinator shows the capabilities to the admin and caps an
+// agent's leases by its cores.
+struct MachineHardware
+{
+    QJsonObject capabilities;
+    // {"count", "name", "note"}: the NVIDIA GPUs, or with count 0 and a note why none is known (no driver, or
+    // a driver that failed; the probe warned of the latter).
+    QJsonObject gpu;
+    bool gpuDriverMissing = false; // the note is the common "no NVIDIA driver": information, not a fault
+};
+
+// `nvmlLibrary` is for tests; the default is the NVIDIA driver's.
+MachineHardware machineHardware(const QString& nvmlLibrary = QStringLiteral("libnvidia-ml.so.1"));
 
 } // namespace gleaner::agent

@@ -2,6 +2,7 @@
 #include "daemon/AgentDaemonInternal.h"
 
 #include "cache/FileCache.h"
+#include "config/Enroller.h"
 #include "daemon/StopSignal.h"
 #include "idle/SystemIdleProbe.h"
 #include "net/CoordinatorClient.h"
@@ -201,6 +202,14 @@ void AgentDaemon::start()
             QStringLiteral("desktop policy on: computing only as the preferences allow (idle source: %1)")
                 .arg(m_options.idleSource));
     }
+    // The machine as the coordinator should see it (cores, memory, GPU), read once. No NVIDIA driver is how
+    // most machines are: said once here and in the status, never as a warning (the probe warned of a driver
+    // that is there but fails).
+    const MachineHardware hardware = machineHardware();
+    m_hardware = hardware.capabilities;
+    m_gpu = hardware.gpu;
+    if (hardware.gpuDriverMissing)
+        log(QStringLiteral("info"), m_gpu.value(u"note").toString());
     m_desktop->start(); // the first decision, before any worker starts
     watchPolicyFile();
     armRuntimeLimit();

@@ -265,7 +265,8 @@ private:
     QMap<LeaseId, std::shared_ptr<Active>> m_active;
     QTimer m_leaseTimer;
     bool m_leaseInFlight = false;
-    QJsonObject m_hardware; // machineHardware(), read at the first lease request
+    QJsonObject m_hardware; // machineHardware()'s capabilities, read once at start
+    QJsonObject m_gpu;      // machineHardware()'s GPUs (or why none is known), for the status
     int m_leaseFailures = 0;
     int m_failureStreak = 0; // subtasks failed in a row
     QString m_lastFailure;

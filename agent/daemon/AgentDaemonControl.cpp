@@ -192,6 +192,7 @@ QJsonObject AgentDaemon::status() const
         {QStringLiteral("subtasks"), subtasks},
         {QStringLiteral("totals"), totals},
         {QStringLiteral("policy"), policy},
+        {QStringLiteral("gpu"), m_gpu.isEmpty() ? QJsonValue(QJsonValue::Null) : QJsonValue(m_gpu)},
         {QStringLiteral("sandbox"), m_sandbox.toJson()},
         {QStringLiteral("log"), recentLog},
     };

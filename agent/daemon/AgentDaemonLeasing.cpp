@@ -4,7 +4,6 @@
 #include "daemon/AgentDaemonInternal.h"
 
 #include "cache/FileCache.h"
-#include "config/Enroller.h"
 #include "net/CoordinatorClient.h"
 
 #include <QRandomGenerator>
@@ -42,9 +41,7 @@ void AgentDaemon::requestLease()
         return;
     m_leaseInFlight = true;
     const QStringList held = m_cache->heldHashes();
-    // The machine as the coordinator should see it (cores, memory, GPU), read once, and how this agent runs.
-    if (m_hardware.isEmpty())
-        m_hardware = machineHardware();
+    // The machine as the coordinator should see it (read at start), and how this agent runs.
     QJsonObject capabilities = m_hardware;
     capabilities.insert(QStringLiteral("threads"), m_options.threads);
     capabilities.insert(QStringLiteral("device"), workerDevice());

@@ -5,6 +5,9 @@
 
 #include <dlfcn.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include <utility>
 
 namespace gleaner::agent {
@@ -75,11 +78,23 @@ bool NvmlGpuProbe::open()
     auto nvml = std::make_unique<Nvml>();
     nvml->handle = dlopen(QFile::encodeName(m_library).constData(), RTLD_NOW | RTLD_LOCAL);
     if (!nvml->handle) {
-        m_reason =
-            QStringLiteral("%1 could not be loaded (%2): no NVIDIA driver, so no GPU information; install "
-                           "the NVIDIA driver to let Gleaner use an NVIDIA GPU")
-                .arg(m_library, QString::fromUtf8(dlerror()));
-        qCInfo(lcGpu).noquote() << m_reason;
+        const QString error = QString::fromLocal8Bit(dlerror());
+        // dlerror gives "LIBRARY: cannot open shared object file: " and strerror(ENOENT), in the user's
+        // language, when the library itself is absent; a library that is there but cannot be loaded (another
+        // architecture, a damaged file, a dependency of its own missing) is a broken driver.
+        m_driverMissing = error.startsWith(m_library + u':') &&
+                          error.contains(QString::fromLocal8Bit(std::strerror(ENOENT)));
+        if (m_driverMissing) {
+            m_reason =
+                QStringLiteral("no NVIDIA driver (%1 is not installed), so no GPU information; install "
+                               "the NVIDIA driver to let Gleaner use an NVIDIA GPU")
+                    .arg(m_library);
+            return false;
+        }
+        m_reason = QStringLiteral("%1 could not be loaded (%2); reinstall the NVIDIA driver to let Gleaner "
+                                  "use the GPU")
+                       .arg(m_library, error);
+        qCWarning(lcGpu).noquote() << m_reason;
         return false;
     }
     const auto symbol = [&](const char* name) { return dlsym(nvml->handle, name); };

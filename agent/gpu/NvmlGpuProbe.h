@@ -4,6 +4,8 @@
 // machines without the driver, and NVML's headers are not needed to build it. A missing library, a missing
 // symbol or a failing nvmlInit (driver not loaded, version mismatch after an upgrade) is remembered: the
 // probe answers known=false from then on without retrying, as a driver does not appear while the agent runs.
+// No driver at all is the common case (every CPU-only machine), so the probe does not log it: the agent says
+// it once in its log and in its status (driverMissing()). A driver that is there but fails is a warning.
 //
 // Cost of a sample: one utilisation query per GPU (microseconds; the driver keeps the figures); the names are
 // read once.
@@ -25,9 +27,11 @@ public:
     ~NvmlGpuProbe() override;
     GpuObservation sample() override;
 
-    // Why the last sample knew nothing ("libnvidia-ml.so.1 is not installed ..."), for logs; empty when it
-    // knew.
+    // Why the last sample knew nothing ("no NVIDIA driver: libnvidia-ml.so.1 is not installed ..."), for logs
+    // and the status; empty when it knew.
     QString unavailableReason() const { return m_reason; }
+    // The library is not on this machine (no NVIDIA driver): a fact about the machine, not a fault.
+    bool driverMissing() const { return m_driverMissing; }
 
 private:
     struct Nvml;
@@ -36,6 +40,7 @@ private:
     QString m_library;
     std::unique_ptr<Nvml> m_nvml;
     bool m_tried = false;
+    bool m_driverMissing = false;
     QString m_reason;
 };
 

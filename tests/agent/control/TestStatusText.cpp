@@ -37,6 +37,7 @@ void TestStatusText::aBusyAgent()
              "eta_seconds": null, "deadline_ms": 1699999990000}
         ],
         "totals": {"subtasks_done": 41, "subtasks_failed": 2, "samples": 1234000, "train_seconds": 18720},
+        "gpu": {"count": 2, "name": "NVIDIA RTX A2000", "note": null},
         "sandbox": {"landlock": true, "landlock_abi": 2, "summary": "landlock (ABI 2), seccomp, network namespace; missing: landlock TCP rules, landlock scopes, memory cap"}
     })");
     QCOMPARE(formatStatus(status, now),
@@ -45,6 +46,7 @@ void TestStatusText::aBusyAgent()
                  "Agent:        office-pc-12 (agent a-7f3a)\n"
                  "Data:         /var/lib/gleaner\n"
                  "Coordinator:  https://coord.example:8443, reachable\n"
+                 "GPU:          NVIDIA RTX A2000 (2 GPUs)\n"
                  "Sandbox:      landlock (ABI 2), seccomp, network namespace; missing: landlock TCP rules, landlock "
                  "scopes, memory cap\n"
                  "Subtasks:     2 (at most 2 at once)\n"
@@ -67,13 +69,16 @@ void TestStatusText::anOfflineAgentWithGaps()
                       "samples_per_s": 12.24},
                      {"lease_id": "L-10", "state": "downloading", "step": 0, "of": 0, "loss": 0,
                       "samples_per_s": 0, "eta_seconds": 0}],
-        "totals": {"subtasks_done": 0}
+        "totals": {"subtasks_done": 0},
+        "gpu": {"count": 0, "name": null, "note": "no NVIDIA driver (libnvidia-ml.so.1 is not installed), so no GPU information"}
     })");
     QCOMPARE(formatStatus(status),
              QStringLiteral(
                  "State:        offline\n"
                  "Agent:        agent a-1\n"
                  "Coordinator:  https://coord.example, unreachable: connection refused; next try in 30 s\n"
+                 "GPU:          none: no NVIDIA driver (libnvidia-ml.so.1 is not installed), so no GPU "
+                 "information\n"
                  "Subtasks:     2\n"
                  "  lease L-9: uploading, step 10, loss 2.5, 12.2 samples/s\n"
                  "  lease L-10: downloading\n"

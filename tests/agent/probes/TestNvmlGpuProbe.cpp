@@ -1,8 +1,12 @@
-// NvmlGpuProbe: no NVIDIA driver is "no GPU information", never an error (this is the case on the build
-// machine), and with a fake NVML library the probe reads the GPUs through dlopen as it would the driver's.
+// NvmlGpuProbe: no NVIDIA driver is "no GPU information", never an error and never a line on the terminal
+// (this is the case on the build machine); a driver that is there but fails is a warning; with a fake NVML
+// library the probe reads the GPUs through dlopen as it would the driver's.
+#include "config/Enroller.h"
 #include "gpu/GpuProbe.h"
 #include "gpu/NvmlGpuProbe.h"
 
+#include <QFile>
+#include <QTemporaryDir>
 #include <QTest>
 
 #include <dlfcn.h>
@@ -16,6 +20,7 @@ private Q_SLOTS:
     void initTestCase();
     void cleanupTestCase();
     void absentLibraryIsUnknown();
+    void brokenLibraryIsAWarning();
     void theDriversLibraryOnThisMachine();
     void initFailureIsUnknownAndNotRetried();
     void readsTheGpus();
@@ -44,14 +49,66 @@ void TestNvmlGpuProbe::cleanupTestCase()
         dlclose(m_fake);
 }
 
+namespace {
+// Every message logged while one is alive: `gleaner-agent enroll` runs the probe with stderr on the terminal.
+class LoggedMessages
+{
+public:
+    LoggedMessages()
+    {
+        s_lines.clear();
+        m_previous = qInstallMessageHandler(record);
+    }
+    ~LoggedMessages() { qInstallMessageHandler(m_previous); }
+    QStringList lines() const { return s_lines; }
+
+private:
+    static void record(QtMsgType, const QMessageLogContext&, const QString& message) { s_lines << message; }
+    static inline QStringList s_lines;
+    QtMessageHandler m_previous;
+};
+} // namespace
+
 void TestNvmlGpuProbe::absentLibraryIsUnknown()
 {
+    LoggedMessages logged;
     NvmlGpuProbe probe(QStringLiteral("libnvidia-ml-not-here.so.1"));
     QVERIFY(!probe.sample().known);
-    QVERIFY2(probe.unavailableReason().contains(u"libnvidia-ml-not-here.so.1") &&
+    QVERIFY(probe.driverMissing());
+    QVERIFY2(probe.unavailableReason().contains(u"no NVIDIA driver") &&
+                 probe.unavailableReason().contains(u"libnvidia-ml-not-here.so.1") &&
                  probe.unavailableReason().contains(u"install the NVIDIA driver"),
              qPrintable(probe.unavailableReason()));
     QVERIFY(!probe.sample().known); // asked again: the same answer, no crash
+
+    // What enroll declares and the agent's status shows: no GPU fields, a note that says why.
+    const MachineHardware hardware = machineHardware(QStringLiteral("libnvidia-ml-not-here.so.1"));
+    QVERIFY(!hardware.capabilities.contains(u"gpu") && !hardware.capabilities.contains(u"gpus"));
+    QVERIFY(hardware.capabilities.value(u"cores").toInt() >= 1);
+    QVERIFY(hardware.gpuDriverMissing);
+    QCOMPARE(hardware.gpu.value(u"count").toInt(-1), 0);
+    QVERIFY(hardware.gpu.value(u"note").toString().startsWith(u"no NVIDIA driver"));
+    // A fact about the machine, said by the agent once in its log: the probe itself prints nothing.
+    QVERIFY2(logged.lines().isEmpty(), qPrintable(logged.lines().join(u'\n')));
+}
+
+void TestNvmlGpuProbe::brokenLibraryIsAWarning()
+{
+    // A driver's library that is there but cannot be loaded (here: not an ELF file at all).
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const QString path = dir.filePath(QStringLiteral("libnvidia-ml.so.1"));
+    QFile broken(path);
+    QVERIFY(broken.open(QIODevice::WriteOnly));
+    broken.write("not a shared library\n");
+    broken.close();
+    NvmlGpuProbe probe(path);
+    QTest::ignoreMessage(QtWarningMsg,
+                         QRegularExpression(QStringLiteral("libnvidia-ml.so.1 could not be loaded")));
+    QVERIFY(!probe.sample().known);
+    QVERIFY(!probe.driverMissing());
+    QVERIFY2(probe.unavailableReason().contains(u"reinstall the NVIDIA driver"),
+             qPrintable(probe.unavailableReason()));
 }
 
 void TestNvmlGpuProbe::theDriversLibraryOnThisMachine()
@@ -102,6 +159,13 @@ void TestNvmlGpuProbe::readsTheGpus()
         QCOMPARE(fakeCounter("fakeNvmlInits"), initsBefore + 1); // once, at the first sample
     }
     QCOMPARE(fakeCounter("fakeNvmlShutdowns"), 1); // by the destructor
+
+    const MachineHardware hardware = machineHardware(QStringLiteral(FAKE_NVML_PATH));
+    QCOMPARE(hardware.capabilities.value(u"gpus").toInt(), 2);
+    QCOMPARE(hardware.capabilities.value(u"gpu").toString(), QStringLiteral("NVIDIA GeForce RTX 3060"));
+    QCOMPARE(hardware.gpu.value(u"count").toInt(), 2);
+    QVERIFY(hardware.gpu.value(u"note").isNull());
+    QVERIFY(!hardware.gpuDriverMissing);
 }
 
 void TestNvmlGpuProbe::fake()
