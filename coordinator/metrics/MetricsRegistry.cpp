@@ -103,9 +103,10 @@ bool isNameChar(char c, bool first, bool colonAllowed)
 }
 
 // {a="x",b="y"} with `extra` (the histogram's le) last; empty when there is nothing to write.
-QByteArray labelText(const Labels& labels, const std::pair<QByteArray, QByteArray>* extra = nullptr)
+QByteArray labelText(const Labels& labels, const std::pair<QByteArray, QByteArray>* leading,
+                     const std::pair<QByteArray, QByteArray>* extra = nullptr)
 {
-    if (labels.empty() && !extra)
+    if (labels.empty() && !leading && !extra)
         return {};
     QByteArray out = "{";
     bool first = true;
@@ -115,6 +116,8 @@ QByteArray labelText(const Labels& labels, const std::pair<QByteArray, QByteArra
         first = false;
         out += label.first + "=\"" + escapeLabelValue(label.second) + '"';
     };
+    if (leading)
+        append(*leading);
     for (const auto& label : labels)
         append(label);
     if (extra)
@@ -162,6 +165,7 @@ struct MetricsRegistry::Family
     std::vector<double> bounds; // histograms
     std::vector<std::unique_ptr<Series>> series;
     bool replaced = false; // a setGaugeFamily() family: plain samples, no live Gauge objects
+    MetricsRegistry::Scope scope = MetricsRegistry::Scope::Process;
     std::vector<std::pair<Labels, double>> samples;
 };
 
@@ -243,8 +247,16 @@ Histogram& MetricsRegistry::histogram(QByteArrayView name, QByteArrayView help,
     return *std::get<std::unique_ptr<Histogram>>(s.metric);
 }
 
+void MetricsRegistry::setProcessLabel(QByteArray name, QByteArray value)
+{
+    if (!value.isEmpty() && !isValidLabelName(name))
+        qFatal("metrics: \"%s\" is not a valid label name", name.constData());
+    std::lock_guard lock(m_mutex);
+    m_processLabel = {std::move(name), std::move(value)};
+}
+
 void MetricsRegistry::setGaugeFamily(QByteArrayView name, QByteArrayView help,
-                                     std::vector<std::pair<Labels, double>> samples)
+                                     std::vector<std::pair<Labels, double>> samples, Scope scope)
 {
     std::lock_guard lock(m_mutex);
     Family& f = family(name, help, Type::Gauge);
@@ -256,6 +268,7 @@ void MetricsRegistry::setGaugeFamily(QByteArrayView name, QByteArrayView help,
                 qFatal("metrics: \"%s\" is not a valid label name (metric %s)", label.first.constData(),
                        f.name.constData());
     f.replaced = true;
+    f.scope = scope;
     f.samples = std::move(samples);
 }
 
@@ -273,25 +286,27 @@ QByteArray MetricsRegistry::render() const
                 : f->type == Type::Gauge ? "gauge"
                                          : "histogram") +
                '\n';
+        const auto* process =
+            m_processLabel.second.isEmpty() || f->scope == Scope::Deployment ? nullptr : &m_processLabel;
         for (const auto& [labels, value] : f->samples)
-            out += f->name + labelText(labels) + ' ' + formatValue(value) + '\n';
+            out += f->name + labelText(labels, process) + ' ' + formatValue(value) + '\n';
         for (const auto& s : f->series) {
             if (const auto* counter = std::get_if<std::unique_ptr<Counter>>(&s->metric)) {
-                out += f->name + labelText(s->labels) + ' ' + QByteArray::number((*counter)->value()) + '\n';
+                out += f->name + labelText(s->labels, process) + ' ' + QByteArray::number((*counter)->value()) + '\n';
             } else if (const auto* gauge = std::get_if<std::unique_ptr<Gauge>>(&s->metric)) {
-                out += f->name + labelText(s->labels) + ' ' + formatValue((*gauge)->value()) + '\n';
+                out += f->name + labelText(s->labels, process) + ' ' + formatValue((*gauge)->value()) + '\n';
             } else if (const auto* histogram = std::get_if<std::unique_ptr<Histogram>>(&s->metric)) {
                 const Histogram::Snapshot snap = (*histogram)->snapshot();
                 const auto& bounds = (*histogram)->upperBounds();
                 for (size_t i = 0; i <= bounds.size(); ++i) {
                     const std::pair<QByteArray, QByteArray> le{
                         "le", i < bounds.size() ? formatValue(bounds[i]) : QByteArray("+Inf")};
-                    out += f->name + "_bucket" + labelText(s->labels, &le) + ' ' +
+                    out += f->name + "_bucket" + labelText(s->labels, process, &le) + ' ' +
                            QByteArray::number(snap.cumulative[i]) + '\n';
                 }
-                out += f->name + "_sum" + labelText(s->labels) + ' ' + formatValue(snap.sum) + '\n';
+                out += f->name + "_sum" + labelText(s->labels, process) + ' ' + formatValue(snap.sum) + '\n';
                 out +=
-                    f->name + "_count" + labelText(s->labels) + ' ' + QByteArray::number(snap.count) + '\n';
+                    f->name + "_count" + labelText(s->labels, process) + ' ' + QByteArray::number(snap.count) + '\n';
             }
         }
     }

@@ -90,9 +90,20 @@ public:
     Gauge& gauge(QByteArrayView name, QByteArrayView help, const Labels& labels = {});
     Histogram& histogram(QByteArrayView name, QByteArrayView help, const std::vector<double>& upperBounds,
                          const Labels& labels = {});
+    // Whose figure a family is, among several coordinators of one deployment: this process's (what it counted
+    // or holds itself), or the deployment's (read from the shared database: every coordinator answers the same).
+    enum class Scope
+    {
+        Process,
+        Deployment
+    };
     // Replaces every sample of a gauge family (values computed from state when a scrape comes).
-    void setGaugeFamily(QByteArrayView name, QByteArrayView help,
-                        std::vector<std::pair<Labels, double>> samples);
+    void setGaugeFamily(QByteArrayView name, QByteArrayView help, std::vector<std::pair<Labels, double>> samples,
+                        Scope scope = Scope::Process);
+    // Among several coordinators: every series of this process's families (counters, histograms, live gauges and
+    // the gauge families set as Scope::Process) carries the label `name="value"` first, so that scrapes through
+    // one load balancer tell the processes apart. An empty value: no such label (a coordinator alone).
+    void setProcessLabel(QByteArray name, QByteArray value);
 
     // Every family in registration order, each with its # HELP and # TYPE lines.
     QByteArray render() const;
@@ -113,6 +124,7 @@ private:
     Series& series(Family& family, const Labels& labels);
 
     mutable std::mutex m_mutex;
+    std::pair<QByteArray, QByteArray> m_processLabel;
     std::vector<std::unique_ptr<Family>> m_families; // registration order
     std::map<QByteArray, Family*> m_byName;
 };

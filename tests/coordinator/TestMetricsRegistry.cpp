@@ -26,6 +26,7 @@ private Q_SLOTS:
     void names_data();
     void names();
     void gaugeFamilyIsReplacedWholesale();
+    void processLabelMarksOnlyTheProcesssFigures();
     void concurrentUpdatesAreExact();
     void routesAndRefusals_data();
     void routesAndRefusals();
@@ -151,6 +152,25 @@ void TestMetricsRegistry::gaugeFamilyIsReplacedWholesale()
     // An empty family says nothing at all (no dangling HELP line).
     registry.setGaugeFamily("gleaner_validation_accuracy", "Accuracy.", {});
     QVERIFY(!registry.render().contains("gleaner_validation_accuracy"));
+}
+
+void TestMetricsRegistry::processLabelMarksOnlyTheProcesssFigures()
+{
+    MetricsRegistry registry;
+    registry.counter("gleaner_hits_total", "Hits.", {{"route", "lease"}}).inc(3);
+    registry.histogram("gleaner_hit_seconds", "Hit times.", {0.5}).observe(0.25);
+    registry.setGaugeFamily("gleaner_backlog", "Backlog.", {{{}, 2}});
+    registry.setGaugeFamily("gleaner_job_updates_received", "Received.", {{{{"job_id", "1"}}, 7}},
+                            MetricsRegistry::Scope::Deployment);
+    // A coordinator alone: no label of the process.
+    QVERIFY(registry.render().contains("gleaner_hits_total{route=\"lease\"} 3\n"));
+    registry.setProcessLabel("coordinator", "node-a:8443");
+    const QByteArray text = registry.render();
+    QVERIFY2(text.contains("gleaner_hits_total{coordinator=\"node-a:8443\",route=\"lease\"} 3\n"), text.constData());
+    QVERIFY2(text.contains("gleaner_hit_seconds_bucket{coordinator=\"node-a:8443\",le=\"0.5\"} 1\n"), text.constData());
+    QVERIFY2(text.contains("gleaner_hit_seconds_count{coordinator=\"node-a:8443\"} 1\n"), text.constData());
+    QVERIFY2(text.contains("gleaner_backlog{coordinator=\"node-a:8443\"} 2\n"), text.constData());
+    QVERIFY2(text.contains("gleaner_job_updates_received{job_id=\"1\"} 7\n"), text.constData());
 }
 
 void TestMetricsRegistry::concurrentUpdatesAreExact()
