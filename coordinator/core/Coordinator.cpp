@@ -222,6 +222,7 @@ Status Coordinator::start()
             m_weights->shareThrough(std::move(*redis), QStringLiteral("gleaner:") + *deployment);
         }
         m_schedulerTables = std::make_unique<SchedulerTables>(*m_db);
+        m_tallies = std::make_unique<JobTallies>(*m_db);
         m_scheduler = std::make_unique<Scheduler>(m_jobs, *m_schedulerTables, m_clock,
                                                   SchedulerLimits{m_config.leaseLifetimeDeadlines}, &Tokens::randomId);
         m_scheduler->setExpiredObserver([this](const Lease& lease, const JobState* job) { onLeaseExpired(lease, job); });
@@ -276,6 +277,8 @@ void Coordinator::shutdown()
         for (ParkedLease& parked : m_parkedLeases)
             parked.respond(HttpResponse::error(503, QStringLiteral("the coordinator is stopping; ask again later")));
         m_parkedLeases.clear();
+        if (auto s = m_tallies ? m_tallies->flush() : Status(); !s)
+            qCWarning(lcCoordinator) << "cannot store the file bytes sent since the last tick:" << s.error();
         m_intake.reset();
         m_scheduler.reset();
         m_schedulerTables.reset();

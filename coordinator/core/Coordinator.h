@@ -43,6 +43,7 @@ class AgentStanding;
 class Database;
 class Scheduler;
 class SchedulerTables;
+class JobTallies;
 class WeightsKeeper;
 struct ReplayedUpdate;
 class ValidationRunner;
@@ -330,6 +331,9 @@ private:
     // `job status` and the dashboard agree whichever coordinator answers, and a coordinator that takes the
     // housekeeping over does not validate an epoch again.
     void followValidations();
+    // [state] Among several coordinators: every job's counts as the database holds them (JobTallies), after
+    // adding the file bytes this one sent: received, not folded, bytes up and down are the deployment's.
+    void followCounts();
     Status persistJob(const JobState& job);
     // Moves the job's stored state from one of `from` to `to` in one transaction under the job's lock (grants
     // under way end first, and those after see it), with `alongside` written in the same transaction. Answers
@@ -405,6 +409,7 @@ private:
     std::unique_ptr<AgentStanding> m_standing;
     std::map<qint64, JobState> m_jobs;
     std::unique_ptr<SchedulerTables> m_schedulerTables;
+    std::unique_ptr<JobTallies> m_tallies; // each job's counts, the deployment's
     std::unique_ptr<Scheduler> m_scheduler; // workunits, leases and epochs (coordinator/scheduling/)
     std::unique_ptr<ResultIntake> m_intake; // what a received result counts for (coordinator/scheduling/)
     struct ParkedLease

@@ -7,6 +7,7 @@
 #include "store/Database.h"
 
 #include <QJsonDocument>
+#include <QSysInfo>
 
 #include <algorithm>
 
@@ -71,8 +72,8 @@ void Coordinator::noteAccepted(const JobState& job, int epoch, qint64 seq, const
 void Coordinator::noteDownloaded(qint64 jobId, const QByteArray& role, quint64 bytes)
 {
     if (JobState* job = findJob(jobId)) {
-        job->downloadedBytes += qint64(bytes);
-        job->downloadedByRole[role] += qint64(bytes);
+        job->counts.downloadedByRole[role] += qint64(bytes);
+        m_tallies->countDownloaded(jobId, role, qint64(bytes));
     }
 }
 
@@ -385,6 +386,11 @@ HttpResponse Coordinator::agentDetail(const QString& agentId)
 HttpResponse Coordinator::metricsText(const std::function<void(metrics::MetricsRegistry&)>& addGauges)
 {
     metrics::MetricsRegistry& registry = m_metrics.registry();
+    using Scope = metrics::MetricsRegistry::Scope;
+    // Behind one load balancer a scrape reaches any of the coordinators: this process's figures say whose they are.
+    if (m_config.isShared())
+        registry.setProcessLabel("coordinator", QSysInfo::machineHostName().toUtf8() + ':' +
+                                                    QByteArray::number(m_config.listenPort));
     const qint64 onlineSince = m_clock.nowMs() - qint64(m_config.agentOnlineSeconds) * 1000;
     double online = 0, active = 0, revoked = 0;
     auto agents =
@@ -399,27 +405,34 @@ HttpResponse Coordinator::metricsText(const std::function<void(metrics::MetricsR
     }
     registry.setGaugeFamily("gleaner_agents_online",
                             "Agents (not revoked) seen within agent_online_seconds of config.json.",
-                            {{{}, online}});
+                            {{{}, online}}, Scope::Deployment);
     registry.setGaugeFamily("gleaner_agents", "Enrolled agents, by state.",
-                            {{{{"state", "active"}}, active}, {{{"state", "revoked"}}, revoked}});
+                            {{{{"state", "active"}}, active}, {{{"state", "revoked"}}, revoked}},
+                            Scope::Deployment);
 
     double open = 0;
     for (const Lease& lease : m_scheduler->leases())
         open += lease.state == Lease::State::Open;
     registry.setGaugeFamily("gleaner_leases_open", "Leases handed out whose deadline has not passed.",
-                            {{{}, open}});
+                            {{{}, open}}, Scope::Deployment);
 
     std::map<QString, double> byState;
     for (JobStatus status : {JobStatus::Created, JobStatus::Running, JobStatus::Paused, JobStatus::Completed,
                              JobStatus::Failed, JobStatus::Cancelled})
         byState[jobStatusName(status)] = 0;
-    std::vector<std::pair<metrics::Labels, double>> accuracy, loss, epoch;
+    std::vector<std::pair<metrics::Labels, double>> accuracy, loss, epoch, received, folded, notFolded, uploaded,
+        downloaded;
     for (const auto& [id, job] : m_jobs) {
         byState[jobStatusName(job.status)] += 1;
         // "job" is the scrape job's label in Prometheus (it would be renamed exported_job): job_id it is.
         const metrics::Labels labels{{"job_id", QByteArray::number(id)},
                                      {"job_name", job.spec.name.toUtf8()}};
         epoch.push_back({labels, double(job.epoch)});
+        received.push_back({labels, double(job.counts.updatesReceived)});
+        folded.push_back({labels, double(job.updatesApplied)});
+        notFolded.push_back({labels, double(job.counts.updatesNotFolded)});
+        uploaded.push_back({labels, double(job.counts.uploadedBytes)});
+        downloaded.push_back({labels, double(job.counts.downloadedBytes())});
         if (job.history.empty())
             continue;
         accuracy.push_back({labels, job.history.back().accuracy});
@@ -428,16 +441,29 @@ HttpResponse Coordinator::metricsText(const std::function<void(metrics::MetricsR
     std::vector<std::pair<metrics::Labels, double>> jobs;
     for (const auto& [state, count] : byState)
         jobs.push_back({{{"state", state.toUtf8()}}, count});
-    registry.setGaugeFamily("gleaner_jobs", "Jobs, by state.", std::move(jobs));
+    registry.setGaugeFamily("gleaner_jobs", "Jobs, by state.", std::move(jobs), Scope::Deployment);
     registry.setGaugeFamily("gleaner_job_epoch", "The highest epoch whose subtasks exist, per job.",
-                            std::move(epoch));
+                            std::move(epoch), Scope::Deployment);
+    registry.setGaugeFamily("gleaner_job_updates_received", "Updates the job received (answered 202), per job.",
+                            std::move(received), Scope::Deployment);
+    registry.setGaugeFamily("gleaner_job_updates_folded",
+                            "Updates folded into the job's server weights (its version), per job.",
+                            std::move(folded), Scope::Deployment);
+    registry.setGaugeFamily("gleaner_job_updates_not_folded",
+                            "Updates the job received but did not fold in (not finite, too long a step), per job.",
+                            std::move(notFolded), Scope::Deployment);
+    registry.setGaugeFamily("gleaner_job_uploaded_bytes", "Result bodies received for the job, in bytes, per job.",
+                            std::move(uploaded), Scope::Deployment);
+    registry.setGaugeFamily("gleaner_job_downloaded_bytes",
+                            "File bytes sent for the job's leases (model, weights, shards), per job.",
+                            std::move(downloaded), Scope::Deployment);
     registry.setGaugeFamily("gleaner_validation_accuracy",
                             "Test accuracy (0 to 1) of the job's server weights at its latest validation.",
-                            std::move(accuracy));
+                            std::move(accuracy), Scope::Deployment);
     registry.setGaugeFamily("gleaner_validation_loss",
                             "Mean test loss of the job's server weights at its latest "
                             "validation.",
-                            std::move(loss));
+                            std::move(loss), Scope::Deployment);
     registry.setGaugeFamily("gleaner_dashboard_clients", "Dashboard pages connected for live events.",
                             {{{}, double(m_events.subscribers())}});
     if (addGauges)
@@ -456,18 +482,20 @@ QJsonObject Coordinator::transferJson(const JobState& job)
     // Bytes per subtask, the figure a volunteer's uplink cares about: the mean upload beside the full weights
     // it stands for.
     const qint64 full = job.published.size;
-    const double perUpdate = job.uploadsCounted > 0 ? double(job.uploadedBytes) / double(job.uploadsCounted) : 0.0;
+    const JobCounts& counts = job.counts;
+    const double perUpdate =
+        counts.uploadsCounted > 0 ? double(counts.uploadedBytes) / double(counts.uploadsCounted) : 0.0;
     QJsonObject json;
     json.insert(QStringLiteral("upload"), job.spec.upload.toJson());
-    json.insert(QStringLiteral("uploaded_bytes"), job.uploadedBytes);
-    json.insert(QStringLiteral("upload_bytes_per_update"), job.uploadsCounted > 0 ? QJsonValue(qRound64(perUpdate))
-                                                                                  : QJsonValue());
+    json.insert(QStringLiteral("uploaded_bytes"), counts.uploadedBytes);
+    json.insert(QStringLiteral("upload_bytes_per_update"),
+                counts.uploadsCounted > 0 ? QJsonValue(qRound64(perUpdate)) : QJsonValue());
     json.insert(QStringLiteral("weights_bytes"), full);
     json.insert(QStringLiteral("upload_ratio"),
                 perUpdate > 0 && full > 0 ? QJsonValue(double(full) / perUpdate) : QJsonValue());
-    json.insert(QStringLiteral("downloaded_bytes"), job.downloadedBytes);
+    json.insert(QStringLiteral("downloaded_bytes"), counts.downloadedBytes());
     QJsonObject byRole;
-    for (const auto& [role, bytes] : job.downloadedByRole)
+    for (const auto& [role, bytes] : counts.downloadedByRole)
         byRole.insert(QString::fromLatin1(role), bytes);
     json.insert(QStringLiteral("downloaded_bytes_by_role"), byRole);
     json.insert(QStringLiteral("download"), job.spec.download.toJson());
@@ -488,8 +516,8 @@ QJsonObject Coordinator::jobJson(const JobState& job) const
     json.insert(QStringLiteral("accuracy"), job.history.empty() ? QJsonValue() : job.history.back().accuracy);
     json.insert(QStringLiteral("loss"), job.history.empty() ? QJsonValue() : job.history.back().loss);
     json.insert(QStringLiteral("updates"), job.updatesApplied);
-    json.insert(QStringLiteral("updates_received"), job.updatesReceived);
-    json.insert(QStringLiteral("updates_not_folded"), job.updatesRefusedAtFold);
+    json.insert(QStringLiteral("updates_received"), job.counts.updatesReceived);
+    json.insert(QStringLiteral("updates_not_folded"), job.counts.updatesNotFolded);
     json.insert(QStringLiteral("version"), job.updatesApplied);
     json.insert(QStringLiteral("shards"), job.spec.shards);
     json.insert(QStringLiteral("aggregation"), job.spec.aggregation.toJson());

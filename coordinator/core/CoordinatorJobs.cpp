@@ -350,7 +350,7 @@ HttpResponse Coordinator::jobStatus(qint64 jobId)
     if (!job)
         return noSuchJob(jobId);
     QJsonObject json = jobJson(*job);
-    if (job->updatesRefusedAtFold > 0) {
+    if (job->counts.updatesNotFolded > 0) {
         // The admin sees which accepted updates are not in the weights, and why.
         QJsonArray notFolded;
         auto rows = m_db->exec(QStringLiteral("SELECT seq, lease_id, agent_id, fold_error FROM updates WHERE job_id = ? "

@@ -181,6 +181,7 @@ void Coordinator::keepSharedHouse(qint64 nowMs)
     // too).
     followJobs();
     followValidations();
+    followCounts();
     if (auto s = m_standing->load(); !s)
         qCWarning(lcCoordinator) << "cannot read the agents' standing:" << s.error();
     auto revoked = m_db->exec(QStringLiteral("SELECT id, token_hash FROM agents WHERE revoked != 0"));
@@ -273,6 +274,23 @@ void Coordinator::followJobs()
                 m_scheduler->openNextEpochIfReady(*mine);
             qCInfo(lcCoordinator) << "job" << id << jobStatusName(*status) << "at another coordinator";
         }
+    }
+}
+
+void Coordinator::followCounts()
+{
+    // What this coordinator sent first, then every job's counts as all of them took them: a figure another one
+    // changed is at most one look (2 s) old here.
+    if (auto s = m_tallies->flush(); !s)
+        qCWarning(lcCoordinator) << "cannot store the file bytes sent (tried again in a moment):" << s.error();
+    auto all = m_tallies->loadAll();
+    if (!all) {
+        qCWarning(lcCoordinator) << "cannot read the deployment's job counts:" << all.error();
+        return;
+    }
+    for (auto& [id, job] : m_jobs) {
+        const auto stored = all->find(id);
+        job.counts = stored == all->end() ? JobCounts{} : stored->second;
     }
 }
 

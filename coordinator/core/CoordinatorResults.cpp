@@ -124,8 +124,8 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
     }
     (void)findLease(
         leaseId); // another coordinator's lease, perhaps: its job's rows are read before the verdict
-    const ResultIntake::Received received{agentId,         leaseId,     update.baseVersion, update.samples,
-                                          update.trainSeconds, update.step, update.baseNorm};
+    const ResultIntake::Received received{agentId,           leaseId,     update.baseVersion, update.samples,
+                                          update.trainSeconds, update.step, update.baseNorm,  update.uploadBytes};
     ResultIntake::Verdict verdict = m_intake->judge(received);
     switch (verdict.kind) {
     case ResultIntake::Verdict::Kind::Unknown:
@@ -188,6 +188,8 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
         if (!r)
             return fail(r.error());
         seq = *r;
+        if (auto s = m_tallies->countUpdate(job->id, update.uploadBytes); !s)
+            return s;
         return m_intake->record(verdict);
     });
     if (!recorded) {
@@ -214,8 +216,6 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
     recordAgentOutcome(agentId, "done", update.samples, update.trainSeconds);
     m_standing->recordAccepted(agentId);
     touchAgent(agentId);
-    job->uploadedBytes += update.uploadBytes;
-    job->uploadsCounted += 1;
     m_metrics.resultUploaded(update.encoding, update.uploadBytes);
     noteAccepted(*job, epoch, seq, agentId, update.loss, now, update.uploadBytes);
 
@@ -225,9 +225,14 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
         job->basesInFlight.emplace(seq, baseSha);
     m_weights->apply(job->id, seq, std::move(update.weights), verdict.context, baseSha);
     scheduleValidations(*job); // posted after the update: the validation sees it
+    // An intermediate point for the history, each time the job's count of updates (the deployment's) passes
+    // another multiple of validate_every_updates.
     if (m_housekeeper && m_config.validateEveryUpdates > 0 &&
-        job->updatesReceived % m_config.validateEveryUpdates == 0)
-        m_weights->validate(job->id, epoch, /*epochEnd=*/false); // an intermediate point, for the history
+        job->counts.updatesReceived / m_config.validateEveryUpdates >
+            job->intermediateValidatedAt / m_config.validateEveryUpdates) {
+        job->intermediateValidatedAt = job->counts.updatesReceived;
+        m_weights->validate(job->id, epoch, /*epochEnd=*/false);
+    }
     m_scheduler->openNextEpochIfReady(*job);
 
     QJsonObject reply;

@@ -21,14 +21,12 @@ bool Coordinator::prepareJob(JobState& job, bool importHere)
 {
     const qint64 id = job.id;
     loadHistory(job);
-    auto counts = m_db->exec(QStringLiteral("SELECT COUNT(*), COALESCE(SUM(upload_bytes), 0), "
-                                            "COUNT(NULLIF(upload_bytes, 0)) FROM updates WHERE job_id = ?"),
-                             {id});
-    if (counts && counts->next()) {
-        job.updatesReceived = counts->value(0).toLongLong();
-        job.uploadedBytes = qint64(counts->value(1).toDouble());
-        job.uploadsCounted = counts->value(2).toLongLong();
-    }
+    if (auto counts = m_tallies->load(id))
+        job.counts = *counts;
+    else
+        qCWarning(lcCoordinator) << "job" << id << "cannot read its counts (read again in a moment):"
+                                 << counts.error();
+    job.intermediateValidatedAt = job.counts.updatesReceived;
 
     if (job.status == JobStatus::Created) {
         if (importHere)
@@ -330,10 +328,6 @@ void Coordinator::activateJob(JobState& job, const TensorBundle& weights, Tensor
                    {job.id, UpdateBound::kWindow});
     while (steps && steps->next())
         job.updateBound.accept(steps->value(0).toDouble());
-    auto refused = m_db->exec(
-        QStringLiteral("SELECT COUNT(*) FROM updates WHERE job_id = ? AND fold_error != ''"), {job.id});
-    if (refused && refused->next())
-        job.updatesRefusedAtFold = refused->value(0).toLongLong();
 
     // The version moves as the weights thread reports each replayed update applied (onApplied).
     job.updatesApplied = version;

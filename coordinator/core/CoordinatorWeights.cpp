@@ -70,22 +70,32 @@ void Coordinator::onFoldRefused(qint64 jobId, qint64 seq, const QString& reason,
     // With the checkpoint its lease resumed, if any: a result trained on from another agent's checkpoint started
     // from that agent's weights, on a base the server has since left behind, and its fold may be refused for
     // either. That is not held against the agent that resumed it (the checkpoint is gone by now: nobody is).
-    auto row = m_db->exec(QStringLiteral("UPDATE updates SET fold_error = ? WHERE seq = ? AND fold_error = '' "
-                                         "RETURNING agent_id, (SELECT checkpoint_sha FROM leases WHERE leases.id = "
-                                         "updates.lease_id)"),
-                          {reason, seq});
-    if (!row || !row->next()) {
-        qCCritical(lcCoordinator) << "cannot record that update" << seq << "was not folded in:"
-                                  << (row ? QStringLiteral("no such update") : row.error());
+    // The job's count of updates not folded moves with the row, once: a refusal recorded before (a replay's)
+    // changes neither.
+    QString agentId;
+    bool resumed = false;
+    const Status recorded = m_db->transaction([&]() -> Status {
+        auto row = m_db->exec(QStringLiteral("UPDATE updates SET fold_error = ? WHERE seq = ? AND fold_error = '' "
+                                             "RETURNING agent_id, (SELECT checkpoint_sha FROM leases WHERE "
+                                             "leases.id = updates.lease_id)"),
+                              {reason, seq});
+        if (!row)
+            return fail(row.error());
+        if (!row->next())
+            return fail(QStringLiteral("no such update, or its refusal is recorded already"));
+        agentId = row->value(0).toString();
+        resumed = !row->value(1).toString().isEmpty();
+        row->finish();
+        return m_tallies->countNotFolded(jobId);
+    });
+    if (!recorded) {
+        qCCritical(lcCoordinator) << "cannot record that update" << seq << "was not folded in:" << recorded.error();
         return;
     }
-    const QString agentId = row->value(0).toString();
-    const bool resumed = !row->value(1).toString().isEmpty();
-    row->finish();
     qCCritical(lcCoordinator).nospace() << "job " << jobId << ": update " << seq << " of agent " << agentId
                                         << " was received but not folded in: " << reason;
     if (JobState* job = findJob(jobId))
-        job->updatesRefusedAtFold += 1;
+        job->counts.updatesNotFolded += 1;
     m_metrics.updateNotFolded();
     if (agentsFault && !resumed)
         countRefusal(agentId, reason);

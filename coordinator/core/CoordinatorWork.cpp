@@ -537,6 +537,8 @@ void Coordinator::tick()
     } else {
         removeRetiredWeights();
         removeUnusedCheckpoints();
+        if (auto s = m_tallies->flushIfDue(now); !s)
+            qCWarning(lcCoordinator) << "cannot store the file bytes sent (tried again in a moment):" << s.error();
     }
     for (auto& [id, job] : m_jobs) {
         if (job.status != JobStatus::Running && job.status != JobStatus::Paused)

@@ -5,6 +5,7 @@
 #include "aggregation/UpdateBound.h"
 #include "jobs/JobImporter.h"
 #include "spec/JobSpec.h"
+#include "store/JobTallies.h"
 #include "tensor/TensorBundle.h"
 
 #include <QHash>
@@ -142,13 +143,12 @@ struct JobState
     TensorBundle schema;         // initial weights: names, shapes and dtypes every result must match
     qint64 maxUploadBytes = 0;
     std::map<qint64, Workunit> workunits; // by id
-    qint64 updatesReceived = 0;
-    qint64 uploadedBytes = 0;  // result bodies as they came over the wire, of the updates that counted them
-    qint64 uploadsCounted = 0; // updates whose bytes are known (those recorded before version 5 of the database are not)
-    qint64 downloadedBytes = 0; // file bytes the coordinator sent for this job's leases since it started
-    std::map<QByteArray, qint64> downloadedByRole; // the same by the file's role ("weights", "weights-patch", ...)
+    // Updates received and not folded, bytes up and down: the deployment's, as the database holds them
+    // (JobTallies), with what this coordinator took since its last look.
+    JobCounts counts;
     qint64 updatesApplied = 0;   // = server weights version
-    qint64 updatesRefusedAtFold = 0; // received (202) but not folded in: WeightsKeeper refused the result
+    // updates received when the last intermediate validation was asked for (validate_every_updates)
+    qint64 intermediateValidatedAt = 0;
     UpdateBound updateBound;     // how far an upload may move the weights from its base (learnt from accepted ones)
     PublishedWeights published;
     std::vector<PublishedWeights> retired; // earlier weights files, deleted once no open lease needs them

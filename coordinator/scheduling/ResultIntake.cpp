@@ -116,7 +116,7 @@ void ResultIntake::accepted(Verdict& verdict, const Received& received, qint64 s
     if (!resumed)
         m_scheduler.noteSpeed(received.agentId, received.samples, received.trainSeconds);
     job.updateBound.accept(received.step);
-    job.updatesReceived += 1;
+    job.counts.countUpdate(received.uploadBytes);
     job.unpublishedOf[received.agentId] = seq; // until a publication holds it (published())
 }
 

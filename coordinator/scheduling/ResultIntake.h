@@ -38,6 +38,7 @@ public:
         double trainSeconds = 0.0;
         double step = 0.0;     // ||result - base||
         double baseNorm = 0.0; // ||base||
+        qint64 uploadBytes = 0; // the result's body as it came over the wire (0: not known)
     };
 
     struct Verdict

@@ -7,7 +7,7 @@ namespace {
 
 // Bumped with every schema change, with an upgrade step from the previous version (kUpgrades) so that an
 // existing data directory keeps its jobs, agents and leases.
-constexpr int kSchemaVersion = 10;
+constexpr int kSchemaVersion = 11;
 
 // The session advisory lock that marks a PostgreSQL database as used by coordinators ("GLEANERC"): held
 // exclusively by a coordinator alone, shared by the coordinators of one deployment.
@@ -77,6 +77,8 @@ const char* const kSchema[] = {
     "CREATE TABLE validations (job_id INTEGER NOT NULL, epoch INTEGER NOT NULL, epoch_end INTEGER NOT NULL,"
     " version INTEGER NOT NULL, updates INTEGER NOT NULL, accuracy REAL NOT NULL, loss REAL NOT NULL,"
     " at_ms INTEGER NOT NULL)",
+    "CREATE TABLE job_tallies (job_id INTEGER NOT NULL, name TEXT NOT NULL, value INTEGER NOT NULL,"
+    " PRIMARY KEY (job_id, name))",
 };
 
 // Version 2: an agent may report a subtask failed (protocol 6.7): the agent's count, and the stage and reason
@@ -162,10 +164,26 @@ const char* const kUpgradeTo10[] = {
     "ALTER TABLE workunits ADD COLUMN resume_agent TEXT NOT NULL DEFAULT ''",
 };
 
+// Version 11: a job's counts are the deployment's (JobTallies): each coordinator adds what it took to a stored
+// count instead of keeping its own. The counts of updates are those the updates table already holds; file bytes
+// sent were never stored and start at nothing.
+const char* const kUpgradeTo11[] = {
+    "CREATE TABLE job_tallies (job_id INTEGER NOT NULL, name TEXT NOT NULL, value INTEGER NOT NULL,"
+    " PRIMARY KEY (job_id, name))",
+    "INSERT INTO job_tallies (job_id, name, value) SELECT job_id, 'updates_received', COUNT(*) FROM updates"
+    " GROUP BY job_id",
+    "INSERT INTO job_tallies (job_id, name, value) SELECT job_id, 'uploaded_bytes', SUM(upload_bytes) FROM"
+    " updates WHERE upload_bytes > 0 GROUP BY job_id",
+    "INSERT INTO job_tallies (job_id, name, value) SELECT job_id, 'uploads_counted', COUNT(*) FROM updates"
+    " WHERE upload_bytes > 0 GROUP BY job_id",
+    "INSERT INTO job_tallies (job_id, name, value) SELECT job_id, 'updates_not_folded', COUNT(*) FROM updates"
+    " WHERE fold_error != '' GROUP BY job_id",
+};
+
 const SqlUpgrade kUpgrades[] = {
     {1, kUpgradeTo2}, {2, kUpgradeTo3}, {3, kUpgradeTo4}, {4, kUpgradeTo5},
     {5, kUpgradeTo6}, {6, kUpgradeTo7}, {7, kUpgradeTo8}, {8, kUpgradeTo9},
-    {9, kUpgradeTo10},
+    {9, kUpgradeTo10}, {10, kUpgradeTo11},
 };
 
 } // namespace

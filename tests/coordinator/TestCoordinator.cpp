@@ -1120,10 +1120,13 @@ void TestCoordinator::databaseOfSchemaVersion1IsUpgraded()
     if (test::CoordinatorFixture::onPostgres())
         QSKIP("schema version 1 is a gleaner.db of an earlier release; PostgreSQL databases start at this version");
     const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
-    QVERIFY(f.submit(test::tinyJobSpec(m_dataset, 2, 3, 0.99, 600,
-                                       QStringLiteral(R"(, "overlap_epochs": false)"))) > 0);
-    auto held = lease(agent);
-    QCOMPARE(held.size(), size_t(1));
+    const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 3, 3, 0.99, 600,
+                                                  QStringLiteral(R"(, "overlap_epochs": false)")));
+    QVERIFY(job > 0);
+    auto held = lease(agent, 2);
+    QCOMPARE(held.size(), size_t(2));
+    QCOMPARE(f.upload(agent, held[1].leaseId, shifted(f.leaseBase(held[1].leaseId), 0.01f), 0), 202);
+    f.core->drain();
     f.core.reset();
     // Take the file back to the first schema: what a coordinator of the previous version left behind.
     {
@@ -1164,6 +1167,7 @@ void TestCoordinator::databaseOfSchemaVersion1IsUpgraded()
                                 "ALTER TABLE jobs DROP COLUMN sched_version",
                                 "ALTER TABLE workunits DROP COLUMN changed_version",
                                 "ALTER TABLE leases DROP COLUMN changed_version",
+                                "DROP TABLE job_tallies",
                                 "UPDATE meta SET value = '1' WHERE key = 'schema_version'"})
             QVERIFY2(q.exec(QString::fromLatin1(sql)), sql);
         q = QSqlQuery();
@@ -1176,6 +1180,8 @@ void TestCoordinator::databaseOfSchemaVersion1IsUpgraded()
              0);                                      // the agent and its record kept
     QCOMPARE(failLease(agent, held[0].leaseId), 200); // the open lease, too
     QCOMPARE(agentRecord(agent).value(QStringLiteral("failed")).toInteger(), 1);
+    // The job's counts, made from the updates it holds.
+    QCOMPARE(f.call([&] { return f.core->jobStatus(job); }).value(QStringLiteral("updates_received")).toInteger(), 1);
     f.core.reset();
     QVERIFY(f.reopen()); // upgraded once: it opens as the current version from now on
     QCOMPARE(lease(agent, 2).size(), size_t(2));

@@ -359,7 +359,7 @@ void TestScheduler::resultIntakeFoldsFirstResultsAndComparesLaterOnes()
     const Workunit& unit = j.workunits.at(a.workunitId);
     QCOMPARE(unit.state, Workunit::State::Done);
     QVERIFY(unit.first && unit.first->seq == 41 && unit.first->agentId == u"a" && unit.first->step == 1.5);
-    QCOMPARE(j.updatesReceived, 1);
+    QCOMPARE(j.counts.updatesReceived, 1);
     QCOMPARE(*scheduler().speedOf(QStringLiteral("a")), 160.0);
 
     // Its agent's next lease waits until the published weights hold update 41.
@@ -379,7 +379,7 @@ void TestScheduler::resultIntakeFoldsFirstResultsAndComparesLaterOnes()
     QCOMPARE(compared.kind, ResultIntake::Verdict::Kind::Compare);
     QVERIFY(intake.record(compared).ok());
     intake.accepted(compared, replica, -1, {});
-    QCOMPARE(j.updatesReceived, 1); // not counted as an update
+    QCOMPARE(j.counts.updatesReceived, 1); // not counted as an update
     QCOMPARE(j.workunits.at(late.workunitId).first->seq, 40);
     QVERIFY(!intake.waitsForOwnUpdate(QStringLiteral("b")));
 }

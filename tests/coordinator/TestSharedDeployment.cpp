@@ -12,6 +12,9 @@
 //   takes over the housekeeping when the first one stops.
 // - An update that a coordinator recorded (202) but never folded (it was killed) is folded by the
 // housekeeper.
+// - A job's counts (updates received, folded and not, bytes up and down, workunits, agents) are the
+//   deployment's: `job status` at either coordinator agrees on every one, and still counts what a coordinator
+//   that stopped took.
 
 #include "CoordinatorFixture.h"
 #include "TestSupport.h"
@@ -64,6 +67,7 @@ private Q_SLOTS:
     void aJobItCannotReadIsLeftToTheOthers();
     void aResultAfterItsJobEndedElsewhereIsNotTaken();
     void eachDashboardShowsTheOthersEvents();
+    void bothAgreeOnTheJobsCounts();
 
 private:
     // Makes the second coordinator's data directory with init --join from the first's (not opened).
@@ -904,6 +908,81 @@ void TestSharedDeployment::eachDashboardShowsTheOthersEvents()
     tick(g, 250);
     QVERIFY(!watcher->take().contains("event: lease\n"));
     g.core->events().unsubscribe(watcher.get());
+}
+
+void TestSharedDeployment::bothAgreeOnTheJobsCounts()
+{
+    QString agent;
+    qint64 job = 0;
+    QVERIFY(jobAtBoth(&agent, &job));
+    const auto atFirst = f.lease(agent);
+    const auto atSecond = g.lease(agent);
+    QCOMPARE(atFirst.size(), size_t(1));
+    QCOMPARE(atSecond.size(), size_t(1));
+    f.core->catchUpOnLeases();
+    g.core->catchUpOnLeases();
+    // Each takes the result of the lease it issued, and sends files for the job's leases.
+    QCOMPARE(f.upload(agent, atFirst[0].leaseId, shifted(f.leaseBase(atFirst[0].leaseId), 0.01f), 0), 202);
+    QCOMPARE(g.upload(agent, atSecond[0].leaseId, shifted(g.leaseBase(atSecond[0].leaseId), -0.01f), 0), 202);
+    f.core->state().call([&] { f.core->noteDownloaded(job, "weights", 1000); });
+    g.core->state().call([&] { g.core->noteDownloaded(job, "weights", 700); });
+    g.core->state().call([&] { g.core->noteDownloaded(job, "shard", 300); });
+    // A third lease, open at the second: the workunits and agents training are the deployment's as well.
+    const auto third = g.lease(agent);
+    QCOMPARE(third.size(), size_t(1));
+    // Each looks at the deployment every 2 s: the first stores its file bytes, the second stores its own and
+    // reads both, the first reads the second's.
+    tick(f, 2100);
+    tick(g, 0);
+    tick(f, 2100);
+
+    const auto counts = [&](test::CoordinatorFixture& which) {
+        const QJsonObject status = jobAt(which, job);
+        const QJsonObject transfer = status.value(QStringLiteral("transfer")).toObject();
+        return QJsonObject{
+            {QStringLiteral("updates_received"), status.value(QStringLiteral("updates_received"))},
+            {QStringLiteral("updates"), status.value(QStringLiteral("updates"))},
+            {QStringLiteral("updates_not_folded"), status.value(QStringLiteral("updates_not_folded"))},
+            {QStringLiteral("workunits"), status.value(QStringLiteral("workunits"))},
+            {QStringLiteral("agents"), status.value(QStringLiteral("agents"))},
+            {QStringLiteral("uploaded_bytes"), transfer.value(QStringLiteral("uploaded_bytes"))},
+            {QStringLiteral("upload_bytes_per_update"), transfer.value(QStringLiteral("upload_bytes_per_update"))},
+            {QStringLiteral("downloaded_bytes"), transfer.value(QStringLiteral("downloaded_bytes"))},
+            {QStringLiteral("downloaded_bytes_by_role"), transfer.value(QStringLiteral("downloaded_bytes_by_role"))},
+        };
+    };
+    const QJsonObject first = counts(f);
+    QCOMPARE(first.value(QStringLiteral("updates_received")).toInteger(), 2);
+    QCOMPARE(first.value(QStringLiteral("updates")).toInteger(), 2);
+    QCOMPARE(first.value(QStringLiteral("updates_not_folded")).toInteger(), 0);
+    QCOMPARE(first.value(QStringLiteral("workunits")).toObject(),
+             (QJsonObject{{QStringLiteral("pending"), 1}, {QStringLiteral("leased"), 1}, {QStringLiteral("done"), 2}}));
+    QCOMPARE(first.value(QStringLiteral("agents")).toInteger(), 1);
+    QVERIFY(first.value(QStringLiteral("uploaded_bytes")).toInteger() > 0);
+    QCOMPARE(first.value(QStringLiteral("downloaded_bytes")).toInteger(), 2000);
+    QCOMPARE(first.value(QStringLiteral("downloaded_bytes_by_role")).toObject(),
+             (QJsonObject{{QStringLiteral("weights"), 1700}, {QStringLiteral("shard"), 300}}));
+    QCOMPARE(counts(g), first);
+
+    // /metrics: the job's figures are the deployment's (no coordinator label), this process's carry one.
+    const QByteArray metrics = f.core->state().call([&] { return f.core->metricsText({}).body; });
+    const QByteArray receivedAtFirst = "gleaner_job_updates_received{job_id=\"" + QByteArray::number(job) + '"';
+    QVERIFY2(metrics.contains(receivedAtFirst), metrics.constData());
+    QVERIFY2(metrics.contains("\ngleaner_updates_accepted_total{coordinator=\""), metrics.constData());
+    QVERIFY2(!metrics.contains("gleaner_job_updates_received{coordinator="), metrics.constData());
+
+    // The second takes one more result and stops: the first still counts everything it took.
+    QCOMPARE(g.upload(agent, third[0].leaseId, shifted(g.leaseBase(third[0].leaseId), 0.02f), 0), 202);
+    g.core.reset();
+    tick(f, 2100);
+    f.core->drain();
+    const QJsonObject after = counts(f);
+    QCOMPARE(after.value(QStringLiteral("updates_received")).toInteger(), 3);
+    QCOMPARE(after.value(QStringLiteral("updates")).toInteger(), 3);
+    QVERIFY(after.value(QStringLiteral("uploaded_bytes")).toInteger() >
+            first.value(QStringLiteral("uploaded_bytes")).toInteger());
+    QCOMPARE(after.value(QStringLiteral("workunits")).toObject(),
+             (QJsonObject{{QStringLiteral("pending"), 1}, {QStringLiteral("leased"), 0}, {QStringLiteral("done"), 3}}));
 }
 
 QTEST_GUILESS_MAIN(TestSharedDeployment)
