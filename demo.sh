@@ -10,7 +10,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 root=$(pwd)
 
-installers/install-deps.sh
+# What building and the demo need: the [demo] set of installers/debian-packages.txt (./test.sh installs all).
+installers/install-deps.sh --demo
 
 jobs=${GLEANER_JOBS:-2}
 echo "demo: building (the first build takes a few minutes)..."

@@ -3,10 +3,23 @@
 # run again: it does nothing when everything is present.
 #
 #   install-deps.sh            the packages that building and testing Gleaner needs (debian-packages.txt)
+#   install-deps.sh --demo     only its [demo] set: what building Gleaner and running ./demo.sh need
 #   install-deps.sh LIST       those of another list, e.g. installers/fuzz-packages.txt for the fuzz targets
+#   install-deps.sh --demo LIST
+# A list's `[NAME]` lines start its sets (debian-packages.txt says what each holds); without --demo every set is
+# installed, and the lines before the first `[NAME]` belong to every selection.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+only=""
+if [[ "${1:-}" == "--demo" ]]; then
+    only=demo
+    shift
+fi
+if [[ $# -gt 1 || "${1:-}" == -* ]]; then
+    echo "install-deps: usage: install-deps.sh [--demo] [LIST]" >&2
+    exit 2
+fi
 list="${1:-$here/debian-packages.txt}"
 if [[ ! -r "$list" ]]; then
     echo "install-deps: cannot read the package list $list" >&2
@@ -18,7 +31,18 @@ if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>
     exit 1
 fi
 
-mapfile -t wanted < <(sed -e 's/#.*//' -e 's/[[:space:]]*$//' -e '/^[[:space:]]*$/d' "$list")
+# One name per line, comments and blank lines dropped; a `[NAME]` line switches the set the names below it go to.
+names=$(sed -e 's/#.*//' -e 's/^[[:space:]]*//' -e 's/[[:space:]]*$//' -e '/^$/d' "$list" \
+    | awk -v only="$only" '/^\[[a-z0-9-]+\]$/ { set = substr($0, 2, length($0) - 2); seen[set] = 1; next }
+                           only == "" || set == "" || set == only { print }
+                           END { if (only != "" && !(only in seen)) exit 3 }') || {
+    echo "install-deps: $list has no [$only] set; install-deps.sh without --demo installs all of it" >&2
+    exit 1
+}
+wanted=()
+[[ -n "$names" ]] && mapfile -t wanted <<<"$names"
+what=$(basename "$list")
+[[ -n "$only" ]] && what="the [$only] set of $what"
 missing=()
 # A package counts as present when it is installed or an installed package provides it (a nodejs build that
 # bundles npm provides and conflicts with Debian's npm: asking apt for npm would then fail).
@@ -32,7 +56,7 @@ for pkg in "${wanted[@]}"; do
 done
 
 if [[ ${#missing[@]} -eq 0 ]]; then
-    echo "install-deps: all ${#wanted[@]} packages of $(basename "$list") are installed"
+    echo "install-deps: all ${#wanted[@]} packages of $what are installed"
     exit 0
 fi
 
