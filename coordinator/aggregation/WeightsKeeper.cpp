@@ -2,8 +2,9 @@
 
 #include "aggregation/UpdateChecker.h"
 #include "codec/WeightsPatch.h"
-#include "core/Coordinator.h"
+#include "config/DataDirectory.h"
 #include "format/SafeTensors.h"
+#include "metrics/CoordinatorMetrics.h"
 #include "ml/WeightMath.h"
 #include "util/Durability.h"
 #include "validation/ValidationRunner.h"
@@ -20,7 +21,15 @@ Q_LOGGING_CATEGORY(lcWeights, "gleaner.coordinator.weights")
 
 namespace gleaner::coordinator {
 
-WeightsKeeper::WeightsKeeper(Coordinator& coordinator, BlobStore& blobs) : m_coordinator(coordinator), m_blobs(blobs)
+WeightsKeeper::WeightsKeeper(WeightsListener& listener, BlobStore& blobs, const Clock& clock,
+                             const CoordinatorConfig& config, metrics::CoordinatorMetrics& metrics,
+                             ValidationRunner& validation)
+    : m_listener(listener)
+    , m_blobs(blobs)
+    , m_clock(clock)
+    , m_config(config)
+    , m_metrics(metrics)
+    , m_validation(validation)
 {
 }
 
@@ -42,7 +51,7 @@ void WeightsKeeper::load(qint64 jobId, TensorBundle weights, qint64 version, con
         job.publishedFiles.clear();
         job.version = version;
         job.snapshotVersion = version;
-        job.snapshotMs = m_coordinator.clock().nowMs();
+        job.snapshotMs = m_clock.nowMs();
         job.publishedVersion = -1;
         job.rule = AggregationRule::create(rule);
         if (auto s = job.rule->loadState(ruleState, job.weights); !s) {
@@ -79,8 +88,7 @@ void WeightsKeeper::replayNow(qint64 jobId, JobWeights& job, const std::vector<R
                 const qint64 seq = update.seq;
                 const qint64 version = **at;
                 job.lastSeq = std::max(job.lastSeq, seq);
-                m_coordinator.state().post(
-                    [this, jobId, seq, version] { m_coordinator.onApplied(jobId, seq, version); });
+                m_listener.applied(jobId, seq, version);
                 continue;
             }
         }
@@ -161,9 +169,9 @@ void WeightsKeeper::apply(qint64 jobId, qint64 seq, TensorBundle update, UpdateC
         // The count goes with the update: out at the end of applyNow, unless it waits for Redis.
         applyNow(jobId, job, seq, update, context, baseSha, false, recorded, std::move(waiting));
         if (!m_shared) // through Redis, when it is folded (it may wait)
-            m_coordinator.m_metrics.updateAssimilated(
+            m_metrics.updateAssimilated(
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - recorded).count());
-        const auto& config = m_coordinator.config();
+        const auto& config = m_config;
         const bool due = job.version - job.snapshotVersion >= config.snapshotEveryUpdates;
         if (due)
             snapshot(jobId, true);
@@ -178,9 +186,7 @@ void WeightsKeeper::validate(qint64 jobId, int epoch, bool epochEnd)
             syncShared(jobId, it->second);
             validateNow(jobId, it->second, epoch, epochEnd);
         } else {
-            m_coordinator.state().post([this, jobId, epoch, epochEnd] {
-                m_coordinator.onValidationFailed(jobId, epoch, epochEnd, QStringLiteral("no weights in memory"));
-            });
+            m_listener.validationFailed(jobId, epoch, epochEnd, QStringLiteral("no weights in memory"));
         }
     });
 }
@@ -188,14 +194,12 @@ void WeightsKeeper::validate(qint64 jobId, int epoch, bool epochEnd)
 void WeightsKeeper::validateNow(qint64 jobId, const JobWeights& job, int epoch, bool epochEnd)
 {
     const qint64 version = job.version;
-    m_coordinator.m_validation->evaluate(
+    m_validation.evaluate(
         jobId, job.weights, [this, jobId, epoch, epochEnd, version](ValidationRunner::Outcome outcome) {
-            m_coordinator.state().post([this, jobId, epoch, epochEnd, version, outcome] {
-                if (!outcome.ok)
-                    m_coordinator.onValidationFailed(jobId, epoch, epochEnd, outcome.error);
-                else
-                    m_coordinator.onValidated(jobId, epoch, epochEnd, version, outcome.accuracy, outcome.loss);
-            });
+            if (!outcome.ok)
+                m_listener.validationFailed(jobId, epoch, epochEnd, outcome.error);
+            else
+                m_listener.validated(jobId, epoch, epochEnd, version, outcome.accuracy, outcome.loss);
         });
 }
 
@@ -253,7 +257,7 @@ void WeightsKeeper::applyNow(qint64 jobId, JobWeights& job, qint64 seq, const Te
     job.version += 1;
     job.lastSeq = seq;
     const qint64 version = job.version;
-    m_coordinator.state().post([this, jobId, seq, version] { m_coordinator.onApplied(jobId, seq, version); });
+    m_listener.applied(jobId, seq, version);
 }
 
 Status WeightsKeeper::fold(TensorBundle& weights, std::unique_ptr<AggregationRule>& rule, UpdateBound& steps,
@@ -302,8 +306,7 @@ void WeightsKeeper::refused(qint64 jobId, JobWeights& job, qint64 seq, const QSt
     // Counted as handled: a snapshot taken from now on holds everything up to it, and a restart does not try it
     // again (the coordinator marks it).
     job.lastSeq = std::max(job.lastSeq, seq);
-    m_coordinator.state().post(
-        [this, jobId, seq, reason, agentsFault] { m_coordinator.onFoldRefused(jobId, seq, reason, agentsFault); });
+    m_listener.foldRefused(jobId, seq, reason, agentsFault);
 }
 
 void WeightsKeeper::publish(qint64 jobId, bool forParked)
@@ -311,9 +314,7 @@ void WeightsKeeper::publish(qint64 jobId, bool forParked)
     m_thread.post([this, jobId, forParked] {
         // Every outcome reports: the coordinator counts the publication it asked for as done either way.
         const auto report = [this, jobId, forParked](std::optional<PublishedWeights> published) {
-            m_coordinator.state().post([this, jobId, published = std::move(published), forParked] {
-                m_coordinator.onPublished(jobId, published, forParked);
-            });
+            m_listener.published(jobId, std::move(published), forParked);
         };
         auto it = m_jobs.find(jobId);
         if (it == m_jobs.end()) {
@@ -322,7 +323,7 @@ void WeightsKeeper::publish(qint64 jobId, bool forParked)
         }
         JobWeights& job = it->second;
         syncShared(jobId, job);
-        PublishedWeights published{job.version, {}, 0, m_coordinator.clock().nowMs(), job.lastSeq, {}};
+        PublishedWeights published{job.version, {}, 0, m_clock.nowMs(), job.lastSeq, {}};
         if (job.publishedVersion != job.version && job.download.sparse()) {
             auto sparse = publishSparse(jobId, job);
             if (!sparse) {
@@ -359,9 +360,9 @@ void WeightsKeeper::snapshot(qint64 jobId, bool force)
         if (!m_keepsSnapshots)
             return;
         syncShared(jobId, job);
-        const qint64 now = m_coordinator.clock().nowMs();
+        const qint64 now = m_clock.nowMs();
         if (job.version == job.snapshotVersion
-            || (!force && now - job.snapshotMs < qint64(m_coordinator.config().snapshotEverySeconds) * 1000))
+            || (!force && now - job.snapshotMs < qint64(m_config.snapshotEverySeconds) * 1000))
             return;
         auto blob = writeBlob(job);
         if (!blob) {
@@ -383,9 +384,7 @@ void WeightsKeeper::snapshot(qint64 jobId, bool force)
         const qint64 version = job.version;
         const qint64 lastSeq = job.lastSeq;
         const QString sha = blob->sha256;
-        m_coordinator.state().post([this, jobId, version, lastSeq, sha, ruleSha] {
-            m_coordinator.onSnapshot(jobId, version, lastSeq, sha, ruleSha);
-        });
+        m_listener.snapshotWritten(jobId, version, lastSeq, sha, ruleSha);
     };
     if (m_thread.isCurrentThread())
         work();
@@ -478,7 +477,7 @@ Result<PublishedWeights> WeightsKeeper::publishSparse(qint64 jobId, JobWeights& 
     auto blob = m_blobs.put(bytes);
     if (!blob)
         return fail(blob.error());
-    PublishedWeights published{job.version, blob->sha256, blob->size, m_coordinator.clock().nowMs(), job.lastSeq, {}};
+    PublishedWeights published{job.version, blob->sha256, blob->size, m_clock.nowMs(), job.lastSeq, {}};
     // A patch from each of the last few files agents may hold: kept when it is well under the full file.
     for (auto file = job.publishedFiles.crbegin(); file != job.publishedFiles.crend(); ++file) { // newest first
         const auto& [sha, earlier] = *file;

@@ -25,12 +25,14 @@
 
 #include "aggregation/AggregationRule.h"
 #include "aggregation/SharedWeights.h"
+#include "aggregation/PublishedWeights.h"
 #include "aggregation/UpdateBound.h"
-#include "core/JobState.h"
+#include "aggregation/WeightsListener.h"
 #include "spec/DownloadSpec.h"
-#include "core/SerialExecutor.h"
 #include "store/BlobStore.h"
 #include "tensor/TensorBundle.h"
+#include "util/Clock.h"
+#include "util/SerialExecutor.h"
 
 #include <atomic>
 #include <chrono>
@@ -42,7 +44,11 @@
 
 namespace gleaner::coordinator {
 
-class Coordinator;
+struct CoordinatorConfig;
+class ValidationRunner;
+namespace metrics {
+class CoordinatorMetrics;
+}
 
 struct ReplayedUpdate
 {
@@ -60,7 +66,10 @@ public:
     // Published versions an agent may hold and still get a patch from (sparse downloads).
     static constexpr size_t kPatchSources = 8;
 
-    WeightsKeeper(Coordinator& coordinator, BlobStore& blobs);
+    // Reports go to `listener`; `config`'s snapshot intervals are read at each fold; validations run on
+    // `validation`'s thread. Every reference outlives the keeper.
+    WeightsKeeper(WeightsListener& listener, BlobStore& blobs, const Clock& clock, const CoordinatorConfig& config,
+                  metrics::CoordinatorMetrics& metrics, ValidationRunner& validation);
     ~WeightsKeeper();
 
     SerialExecutor& executor() { return m_thread; }
@@ -205,8 +214,12 @@ private:
     // A publication of a sparse download: the published copy, its file and the patches to it from the last few.
     Result<PublishedWeights> publishSparse(qint64 jobId, JobWeights& job);
 
-    Coordinator& m_coordinator;
+    WeightsListener& m_listener;
     BlobStore& m_blobs;
+    const Clock& m_clock;
+    const CoordinatorConfig& m_config;
+    metrics::CoordinatorMetrics& m_metrics;
+    ValidationRunner& m_validation;
     std::atomic<qint64> m_backlogUpdates{0}; // backlog(); before what may hold a Waiting
     std::atomic<qint64> m_backlogBytes{0};
     std::map<qint64, JobWeights> m_jobs;      // weights thread only

@@ -2,8 +2,8 @@
 // (SharedWeights): joining a job's copy there, the folds that wait for Redis, and following the others'
 // folds.
 #include "aggregation/WeightsKeeper.h"
+#include "metrics/CoordinatorMetrics.h"
 
-#include "core/Coordinator.h"
 #include "store/RedisConnection.h"
 
 #include <QLoggingCategory>
@@ -98,7 +98,7 @@ bool WeightsKeeper::foldPending(qint64 jobId, JobWeights& job)
     qsizetype waiting = 0;
     for (const auto& [id, each] : m_jobs)
         waiting += each.pending.size();
-    m_coordinator.m_metrics.updatesWaitingForRedis(waiting);
+    m_metrics.updatesWaitingForRedis(waiting);
     return folded;
 }
 
@@ -122,7 +122,7 @@ bool WeightsKeeper::foldPendingNow(qint64 jobId, JobWeights& job)
         }
         const qint64 redoneBefore = m_shared->conflicts();
         auto folded = m_shared->foldUpdate(jobId, item.seq, job.spec, item.update, context, item.checked);
-        m_coordinator.m_metrics.sharedFoldsRedone(quint64(m_shared->conflicts() - redoneBefore));
+        m_metrics.sharedFoldsRedone(quint64(m_shared->conflicts() - redoneBefore));
         if (!folded) {
             // Joined again before the next try: Redis may have lost the job meanwhile (a restart without
             // persistence), and then this process's copy, the most recent it knows, is put back.
@@ -135,7 +135,7 @@ bool WeightsKeeper::foldPendingNow(qint64 jobId, JobWeights& job)
         job.unreachable = false;
         const qint64 seq = item.seq;
         if (item.received && folded->refused.isEmpty())
-            m_coordinator.m_metrics.updateAssimilated(
+            m_metrics.updateAssimilated(
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - *item.received).count());
         job.pending.pop_front();
         if (!folded->refused.isEmpty()) {
@@ -148,8 +148,7 @@ bool WeightsKeeper::foldPendingNow(qint64 jobId, JobWeights& job)
             adopt(job, *state);
         job.lastSeq = std::max(job.lastSeq, seq);
         const qint64 version = folded->version;
-        m_coordinator.state().post(
-            [this, jobId, seq, version] { m_coordinator.onApplied(jobId, seq, version); });
+        m_listener.applied(jobId, seq, version);
     }
     return true;
 }

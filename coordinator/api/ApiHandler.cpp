@@ -1,8 +1,8 @@
 #include "api/ApiHandler.h"
 
 #include "aggregation/UpdateChecker.h"
-#include "core/EnrollmentTokenTerms.h"
-#include "core/Tokens.h"
+#include "enrollment/EnrollmentTokenTerms.h"
+#include "enrollment/Tokens.h"
 #include "crypto/Sha256.h"
 #include "util/Durability.h"
 

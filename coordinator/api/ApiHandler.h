@@ -7,7 +7,7 @@
 #include "aggregation/UpdateChecker.h"
 #include "api/ClientRateLimit.h"
 #include "core/Coordinator.h"
-#include "core/SerialExecutor.h"
+#include "util/SerialExecutor.h"
 #include "dashboard/DashboardApi.h"
 #include "http/HttpTypes.h"
 

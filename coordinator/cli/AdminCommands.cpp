@@ -2,7 +2,7 @@
 // data directory, over HTTPS verified against the data directory's certificate.
 #include "cli/Cli.h"
 #include "config/DataDirectory.h"
-#include "core/EnrollmentTokenTerms.h"
+#include "enrollment/EnrollmentTokenTerms.h"
 #include "http/HttpsClient.h"
 
 #include <QCommandLineParser>

@@ -1,6 +1,6 @@
 #include "config/Initializer.h"
 
-#include "core/Tokens.h"
+#include "enrollment/Tokens.h"
 #include "crypto/Ed25519.h"
 #include "crypto/SecureFile.h"
 #include "crypto/TlsCertificate.h"

@@ -1,15 +1,15 @@
 #include "core/Coordinator.h"
-#include "dashboard/EventRelay.h"
+#include "events/EventRelay.h"
 
 #include "aggregation/WeightsKeeper.h"
 #include "core/AgentStanding.h"
-#include "core/EnrollmentTokenUse.h"
-#include "core/Tokens.h"
+#include "enrollment/EnrollmentTokenUse.h"
+#include "enrollment/Tokens.h"
 #include "format/SafeTensors.h"
 #include "scheduling/Scheduler.h"
 #include "store/Database.h"
 #include "store/RedisConnection.h"
-#include "store/SchedulerTables.h"
+#include "scheduling/SchedulerTables.h"
 #include "util/LargeBuffers.h"
 #include "validation/ValidationRunner.h"
 
@@ -189,7 +189,7 @@ Status Coordinator::start()
     m_importer = std::make_unique<SerialExecutor>();
     m_programs = std::make_unique<SerialExecutor>();
     m_validation = std::make_unique<ValidationRunner>();
-    m_weights = std::make_unique<WeightsKeeper>(*this, m_blobs);
+    m_weights = std::make_unique<WeightsKeeper>(m_weightsReports, m_blobs, m_clock, m_config, m_metrics, *m_validation);
     m_state = std::make_unique<SerialExecutor>();
     return m_state->call([this]() -> Status {
         auto db = Database::open(m_dir.databaseLocation(m_config));

@@ -13,15 +13,16 @@
 
 #include "Result.h"
 #include "aggregation/UpdateChecker.h"
+#include "aggregation/WeightsListener.h"
 #include "config/DataDirectory.h"
-#include "core/JobState.h"
-#include "core/SerialExecutor.h"
+#include "jobs/JobState.h"
+#include "util/SerialExecutor.h"
 #include "core/SigningKeys.h"
 #include "scheduling/CheckpointChecker.h"
 #include "scheduling/ResultIntake.h"
 #include "util/DirectoryLock.h"
 #include "crypto/Ed25519.h"
-#include "dashboard/EventHub.h"
+#include "events/EventHub.h"
 #include "http/HttpTypes.h"
 #include "metrics/CoordinatorMetrics.h"
 #include "store/BlobStore.h"
@@ -234,7 +235,23 @@ public:
     SerialExecutor& weightsThread();
 
 private:
-    friend class WeightsKeeper;
+    // The weights thread's reports (WeightsListener), each handed to the state thread and its on...() method.
+    class WeightsReports final : public WeightsListener
+    {
+    public:
+        explicit WeightsReports(Coordinator& coordinator) : m_coordinator(coordinator) {}
+        void applied(qint64 jobId, qint64 seq, qint64 version) override;
+        void foldRefused(qint64 jobId, qint64 seq, const QString& reason, bool agentsFault) override;
+        void published(qint64 jobId, std::optional<PublishedWeights> published, bool forParked) override;
+        void snapshotWritten(qint64 jobId, qint64 version, qint64 lastSeq, const QString& sha,
+                             const QString& ruleSha) override;
+        void validated(qint64 jobId, int epoch, bool epochEnd, qint64 version, double accuracy,
+                       double loss) override;
+        void validationFailed(qint64 jobId, int epoch, bool epochEnd, const QString& error) override;
+
+    private:
+        Coordinator& m_coordinator;
+    };
     Coordinator(DataDirectory dir, CoordinatorConfig config, const Clock& clock);
     Status start();
     // [state] One of several coordinators of a deployment (config shared_dir): its signing key and TLS
@@ -393,6 +410,7 @@ private:
     DataDirectory m_dir;
     CoordinatorConfig m_config;
     const Clock& m_clock;
+    WeightsReports m_weightsReports{*this};
     QString m_storage; // where blobs/ and updates/ are (DataDirectory::storageRoot); update rows are relative
                        // to it
     BlobStore m_blobs;

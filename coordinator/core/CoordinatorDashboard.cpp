@@ -2,7 +2,7 @@
 // events as things happen, the job history behind the charts, agents with what they hold now, and the gauges
 // of a scrape. Everything here runs on the state thread.
 #include "core/Coordinator.h"
-#include "dashboard/EventRelay.h"
+#include "events/EventRelay.h"
 #include "scheduling/Scheduler.h"
 #include "store/Database.h"
 

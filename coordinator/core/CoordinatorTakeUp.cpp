@@ -6,7 +6,7 @@
 #include "format/SafeTensors.h"
 #include "scheduling/Scheduler.h"
 #include "store/Database.h"
-#include "store/SchedulerTables.h"
+#include "scheduling/SchedulerTables.h"
 #include "validation/ValidationRunner.h"
 
 #include <QLoggingCategory>

@@ -289,3 +289,48 @@ void Coordinator::exportWeights(qint64 jobId, Responder respond, bool torchscrip
 }
 
 } // namespace gleaner::coordinator
+
+namespace gleaner::coordinator {
+
+// The weights thread's reports reach the state thread in the order it made them.
+void Coordinator::WeightsReports::applied(qint64 jobId, qint64 seq, qint64 version)
+{
+    m_coordinator.state().post([c = &m_coordinator, jobId, seq, version] { c->onApplied(jobId, seq, version); });
+}
+
+void Coordinator::WeightsReports::foldRefused(qint64 jobId, qint64 seq, const QString& reason, bool agentsFault)
+{
+    m_coordinator.state().post(
+        [c = &m_coordinator, jobId, seq, reason, agentsFault] { c->onFoldRefused(jobId, seq, reason, agentsFault); });
+}
+
+void Coordinator::WeightsReports::published(qint64 jobId, std::optional<PublishedWeights> published, bool forParked)
+{
+    m_coordinator.state().post([c = &m_coordinator, jobId, published = std::move(published), forParked] {
+        c->onPublished(jobId, published, forParked);
+    });
+}
+
+void Coordinator::WeightsReports::snapshotWritten(qint64 jobId, qint64 version, qint64 lastSeq, const QString& sha,
+                                                  const QString& ruleSha)
+{
+    m_coordinator.state().post([c = &m_coordinator, jobId, version, lastSeq, sha, ruleSha] {
+        c->onSnapshot(jobId, version, lastSeq, sha, ruleSha);
+    });
+}
+
+void Coordinator::WeightsReports::validated(qint64 jobId, int epoch, bool epochEnd, qint64 version, double accuracy,
+                                            double loss)
+{
+    m_coordinator.state().post([c = &m_coordinator, jobId, epoch, epochEnd, version, accuracy, loss] {
+        c->onValidated(jobId, epoch, epochEnd, version, accuracy, loss);
+    });
+}
+
+void Coordinator::WeightsReports::validationFailed(qint64 jobId, int epoch, bool epochEnd, const QString& error)
+{
+    m_coordinator.state().post(
+        [c = &m_coordinator, jobId, epoch, epochEnd, error] { c->onValidationFailed(jobId, epoch, epochEnd, error); });
+}
+
+} // namespace gleaner::coordinator

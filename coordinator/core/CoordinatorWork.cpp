@@ -2,7 +2,7 @@
 #include "aggregation/WeightsKeeper.h"
 #include "core/AgentStanding.h"
 #include "core/Coordinator.h"
-#include "core/Tokens.h"
+#include "enrollment/Tokens.h"
 #include "crypto/SignedEnvelope.h"
 #include "jobs/JobImporter.h"
 #include "scheduling/Scheduler.h"

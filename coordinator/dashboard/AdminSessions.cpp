@@ -1,6 +1,6 @@
 #include "dashboard/AdminSessions.h"
 
-#include "core/Tokens.h"
+#include "enrollment/Tokens.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>

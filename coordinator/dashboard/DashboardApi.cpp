@@ -1,6 +1,6 @@
 #include "dashboard/DashboardApi.h"
 
-#include "core/Tokens.h"
+#include "enrollment/Tokens.h"
 #include "dashboard/DashboardAssets.h"
 #include "dashboard/EventStream.h"
 

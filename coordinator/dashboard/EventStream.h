@@ -3,7 +3,7 @@
 // connection as Server-Sent Events. It opens with a retry hint and a `hello` event, and ends when the client
 // is dropped for being slow, when the hub closes, or when the connection goes.
 
-#include "dashboard/EventHub.h"
+#include "events/EventHub.h"
 #include "http/HttpTypes.h"
 
 namespace gleaner::coordinator::dashboard {

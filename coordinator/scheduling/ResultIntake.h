@@ -15,7 +15,7 @@
 
 #include "Result.h"
 #include "aggregation/AggregationRule.h"
-#include "core/JobState.h"
+#include "jobs/JobState.h"
 
 #include <map>
 

@@ -19,7 +19,7 @@
 // catches the picture up, opens the next epoch or replicates a straggler.
 
 #include "Result.h"
-#include "core/JobState.h"
+#include "jobs/JobState.h"
 #include "scheduling/SchedulerStore.h"
 #include "util/Clock.h"
 

@@ -4,7 +4,7 @@
 // holds; a failed write fails that transaction, and the caller answers the request with an error.
 
 #include "Result.h"
-#include "core/JobState.h"
+#include "jobs/JobState.h"
 
 #include <functional>
 #include <vector>

@@ -2,7 +2,7 @@
 // Evaluates server weights on a job's held-out test split, on a thread of its own so that neither the API nor
 // aggregation waits for it. The test split is loaded from the blob store once per job.
 
-#include "core/SerialExecutor.h"
+#include "util/SerialExecutor.h"
 #include "ml/Model.h"
 #include "ml/data/Dataset.h"
 #include "spec/ModelSpec.h"

@@ -5,7 +5,7 @@
 #include "TestSupport.h"
 
 #include "api/ApiHandler.h"
-#include "core/EnrollmentTokenTerms.h"
+#include "enrollment/EnrollmentTokenTerms.h"
 #include "http/HttpServer.h"
 #include "http/HttpsClient.h"
 

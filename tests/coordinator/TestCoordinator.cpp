@@ -5,13 +5,13 @@
 #include "TestSupport.h"
 
 #include "aggregation/UpdateChecker.h"
-#include "core/Tokens.h"
+#include "enrollment/Tokens.h"
 #include "crypto/Sha256.h"
 #include "crypto/SignedEnvelope.h"
 #include "format/SafeTensors.h"
 #include "scheduling/Scheduler.h"
 #include "store/Database.h"
-#include "store/SchedulerTables.h"
+#include "scheduling/SchedulerTables.h"
 
 #include <QDateTime>
 #include <QDir>

@@ -1,6 +1,6 @@
 // EnrollmentTokenTerms: the lifetimes and use counts an admin may give an enrollment token, as the CLI parses
 // them (--expires, --uses) and as the admin API reads them, with the error each bad input gets.
-#include "core/EnrollmentTokenTerms.h"
+#include "enrollment/EnrollmentTokenTerms.h"
 
 #include <QJsonDocument>
 #include <QTest>

@@ -7,8 +7,8 @@
 
 #include "PostgresServer.h"
 #include "TestSupport.h"
-#include "core/EnrollmentTokenUse.h"
-#include "core/Tokens.h"
+#include "enrollment/EnrollmentTokenUse.h"
+#include "enrollment/Tokens.h"
 #include "store/Database.h"
 
 #include <QSqlQuery>

@@ -19,7 +19,7 @@
 #include "CoordinatorFixture.h"
 #include "TestSupport.h"
 #include "api/ApiHandler.h"
-#include "core/Tokens.h"
+#include "enrollment/Tokens.h"
 #include "crypto/Ed25519.h"
 #include "crypto/SecureFile.h"
 #include "format/SafeTensors.h"

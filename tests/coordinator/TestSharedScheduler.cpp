@@ -16,7 +16,7 @@
 #include "TestSupport.h"
 #include "scheduling/Scheduler.h"
 #include "store/Database.h"
-#include "store/SchedulerTables.h"
+#include "scheduling/SchedulerTables.h"
 
 #include <QSqlQuery>
 #include <QTest>

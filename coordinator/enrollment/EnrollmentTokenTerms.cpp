@@ -1,4 +1,4 @@
-#include "core/EnrollmentTokenTerms.h"
+#include "enrollment/EnrollmentTokenTerms.h"
 
 #include <QJsonValue>
 

@@ -1,4 +1,4 @@
-#include "core/EnrollmentTokenUse.h"
+#include "enrollment/EnrollmentTokenUse.h"
 
 #include "store/SqlDatabase.h"
 

@@ -1,4 +1,4 @@
-#include "core/JobState.h"
+#include "jobs/JobState.h"
 
 namespace gleaner::coordinator {
 namespace {

@@ -1,4 +1,4 @@
-#include "core/Tokens.h"
+#include "enrollment/Tokens.h"
 
 #include "crypto/Sha256.h"
 

@@ -2,6 +2,7 @@
 // The in-memory picture of a job that the state thread keeps: its spec, where it stands, its workunits and
 // leases. The database mirrors every change, so the picture is rebuilt from it after a restart.
 
+#include "aggregation/PublishedWeights.h"
 #include "aggregation/UpdateBound.h"
 #include "jobs/JobImporter.h"
 #include "spec/JobSpec.h"
@@ -104,25 +105,6 @@ struct ValidationPoint
     double accuracy = 0.0;
     double loss = 0.0;
     qint64 atMs = 0;
-};
-
-// A patch blob that turns an earlier published weights file into this one (WeightsPatch).
-struct WeightsPatchRef
-{
-    QString fromSha256;
-    QString sha256;
-    qint64 size = 0;
-};
-
-struct PublishedWeights
-{
-    qint64 version = -1;
-    QString sha256;
-    qint64 size = 0;
-    qint64 atMs = 0;
-    qint64 throughSeq = 0; // every update received up to this seq was folded in (or refused) before the file was
-                           // written: what the weights thread had handled when it published
-    std::vector<WeightsPatchRef> patches{}; // from recent publications to this one (jobs with a sparse download)
 };
 
 struct JobState

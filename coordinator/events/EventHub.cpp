@@ -1,4 +1,4 @@
-#include "dashboard/EventHub.h"
+#include "events/EventHub.h"
 
 #include <QJsonDocument>
 #include <QLoggingCategory>

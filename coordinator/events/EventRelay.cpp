@@ -1,6 +1,6 @@
-#include "dashboard/EventRelay.h"
+#include "events/EventRelay.h"
 
-#include "dashboard/EventHub.h"
+#include "events/EventHub.h"
 #include "store/RedisConnection.h"
 #include "util/SerialExecutor.h"
 

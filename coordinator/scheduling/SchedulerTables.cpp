@@ -1,4 +1,4 @@
-#include "store/SchedulerTables.h"
+#include "scheduling/SchedulerTables.h"
 
 #include "store/Database.h"
 
