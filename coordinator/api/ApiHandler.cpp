@@ -252,7 +252,7 @@ void ApiHandler::handle(HttpRequest request, Responder respond)
             respond(badJson());
             return;
         }
-        c.state().post([&c, body = *body, respond] { respond(c.enroll(body)); });
+        c.state().post([&c, body = *body, respond] { respond(c.enrollment().enroll(body)); });
         return;
     }
     if (area == "admin") {
@@ -455,7 +455,7 @@ void ApiHandler::handleAdmin(const QList<QByteArray>& parts, HttpRequest request
     if (what == "jobs" && parts.size() == 6 && idOk && method == "POST")
         return (void)c.state().post([&c, id, action = parts[5], respond] { respond(c.setJobStatus(id, action)); });
     if (what == "tokens" && parts.size() == 4 && method == "GET")
-        return (void)c.state().post([&c, respond] { respond(c.listEnrollmentTokens()); });
+        return (void)c.state().post([&c, respond] { respond(c.enrollment().listTokens()); });
     if (what == "tokens" && parts.size() == 4 && method == "POST") {
         auto body = jsonBody(request.body);
         if (!body)
@@ -466,14 +466,16 @@ void ApiHandler::handleAdmin(const QList<QByteArray>& parts, HttpRequest request
         if (!terms)
             return respond(HttpResponse::error(422, terms.error()));
         return (void)c.state().post(
-            [&c, body = terms->toJson(), respond] { respond(c.createEnrollmentToken(body)); });
+            [&c, body = terms->toJson(), respond] { respond(c.enrollment().createToken(body)); });
     }
     if (what == "tokens" && parts.size() == 6 && idOk && parts[5] == "revoke" && method == "POST")
-        return (void)c.state().post([&c, id, respond] { respond(c.revokeEnrollmentToken(id)); });
+        return (void)c.state().post([&c, id, respond] { respond(c.enrollment().revokeToken(id)); });
     if (what == "agents" && parts.size() == 4 && method == "GET")
-        return (void)c.state().post([&c, respond] { respond(c.listAgents()); });
+        return (void)c.state().post([&c, respond] { respond(c.enrollment().listAgents()); });
     if (what == "agents" && parts.size() == 6 && parts[5] == "revoke" && method == "POST")
-        return (void)c.state().post([&c, agent = QString::fromLatin1(parts[4]), respond] { respond(c.revokeAgent(agent)); });
+        return (void)c.state().post([&c, agent = QString::fromLatin1(parts[4]), respond] {
+            respond(c.enrollment().revokeAgent(agent));
+        });
     if (what == "agents" && parts.size() == 6 && parts[5] == "release" && method == "POST")
         return (void)c.state().post([&c, agent = QString::fromLatin1(parts[4]), respond] { respond(c.releaseAgent(agent)); });
     if (what == "signing-key" && parts.size() == 4 && method == "GET")

@@ -12,21 +12,23 @@
 // Methods marked [state] must run on state(); the rest are thread-safe.
 
 #include "Result.h"
+#include "admission/AdmissionCache.h"
 #include "aggregation/UpdateChecker.h"
 #include "aggregation/WeightsListener.h"
 #include "config/DataDirectory.h"
-#include "jobs/JobState.h"
-#include "util/SerialExecutor.h"
 #include "core/SigningKeys.h"
-#include "scheduling/CheckpointChecker.h"
-#include "scheduling/ResultIntake.h"
-#include "util/DirectoryLock.h"
 #include "crypto/Ed25519.h"
+#include "enrollment/Enrollment.h"
 #include "events/EventHub.h"
 #include "http/HttpTypes.h"
+#include "jobs/JobState.h"
 #include "metrics/CoordinatorMetrics.h"
+#include "scheduling/CheckpointChecker.h"
+#include "scheduling/ResultIntake.h"
 #include "store/BlobStore.h"
 #include "util/Clock.h"
+#include "util/DirectoryLock.h"
+#include "util/SerialExecutor.h"
 
 #include <QJsonArray>
 #include <QSqlQuery>
@@ -51,60 +53,6 @@ class ValidationRunner;
 namespace dashboard {
 class EventRelay;
 }
-
-// What the HTTP threads need to decide on a request before its body is read, without asking the state thread.
-class AdmissionCache
-{
-public:
-    struct AgentEntry
-    {
-        QString id;
-        bool revoked = false;
-    };
-    struct LeaseEntry
-    {
-        QString agentId;
-        qint64 maxUploadBytes = 0;
-        QString closedReason; // not empty: no upload is taken any more, and this says why (answered with 409)
-        QStringList files;    // SHA-256 of the files its manifest names: its agent may download them while it is open
-        QList<QByteArray> roles; // each file's role in the manifest ("model", "weights", ...), in the same order
-        qint64 jobId = 0;
-    };
-    // A file some open lease names: what it is, for the accounting of bytes sent.
-    struct FileUse
-    {
-        int leases = 0;
-        QByteArray role;
-        qint64 jobId = 0;
-    };
-
-    std::optional<AgentEntry> agentByTokenHash(const QString& hash) const;
-    bool isAdminTokenHash(const QString& hash) const;
-    std::optional<LeaseEntry> lease(const QString& leaseId) const;
-    // Agents download only the files of their own open leases: knowing a hash is not enough.
-    bool agentMayRead(const QString& agentId, const QString& sha256) const;
-    std::optional<FileUse> fileUse(const QString& sha256) const;
-
-    void setAgent(const QString& tokenHash, AgentEntry entry);
-    void addAdminTokenHash(const QString& hash);
-    void setLease(const QString& leaseId, LeaseEntry entry);
-    // The lease takes no more uploads; later ones are answered 409 with `reason` before their body is read.
-    void closeLease(const QString& leaseId, const QString& reason);
-    // Forgotten here, open or closed (its job left this coordinator's memory): its requests are looked up
-    // again.
-    void removeLease(const QString& leaseId);
-
-private:
-    mutable std::shared_mutex m_mutex;
-    QHash<QString, AgentEntry> m_agents;
-    QSet<QString> m_adminHashes;
-    QHash<QString, LeaseEntry> m_leases;
-    QHash<QString, QHash<QString, int>> m_agentFiles; // agent -> file -> open leases naming it
-    QHash<QString, FileUse> m_fileUses;               // file -> open leases naming it, its role and job
-
-    void addFiles(const LeaseEntry& entry);
-    void removeFiles(const LeaseEntry& entry);
-};
 
 class Coordinator
 {
@@ -141,17 +89,10 @@ public:
     HttpResponse listAgentsDetailed();
     HttpResponse agentDetail(const QString& agentId);
 
-    // [state] Agents and tokens.
-    HttpResponse enroll(const QJsonObject& request);
-    HttpResponse createEnrollmentToken(const QJsonObject& request);
-    HttpResponse listEnrollmentTokens();
-    HttpResponse revokeEnrollmentToken(qint64 id);
-    HttpResponse listAgents();
-    HttpResponse revokeAgent(const QString& agentId);
+    // [state] Agents and tokens (enrollment/Enrollment).
+    Enrollment& enrollment() { return *m_enrollment; }
     // Lifts an agent's quarantine (AgentStanding): it gets leases again.
     HttpResponse releaseAgent(const QString& agentId);
-    // Marks the agent seen now; answers the machine its record holds (`hardware`, empty when unknown).
-    QJsonObject touchAgent(const QString& agentId);
 
     // [state] Jobs.
     HttpResponse submitJob(const QByteArray& specText);
@@ -382,7 +323,6 @@ private:
     static QJsonObject checkedCapabilities(const QJsonObject& declared);
     QByteArray signedManifest(const JobState& job, const Workunit& unit, const Lease& lease, QByteArray* signature);
     QJsonObject leaseReply(const QJsonArray& tasks) const;
-    void recordAgentOutcome(const QString& agentId, const char* column, qint64 samples = 0, double seconds = 0);
     // [state] What the dashboard and the metrics learn as it happens (CoordinatorDashboard.cpp).
     void noteLeased(const JobState& job, const Workunit& unit, const Lease& lease);
     void noteLeaseExpired(const Lease& lease);
@@ -425,6 +365,7 @@ private:
     // State thread only.
     std::unique_ptr<Database> m_db;
     std::unique_ptr<AgentStanding> m_standing;
+    std::unique_ptr<Enrollment> m_enrollment;
     std::map<qint64, JobState> m_jobs;
     std::unique_ptr<SchedulerTables> m_schedulerTables;
     std::unique_ptr<JobTallies> m_tallies; // each job's counts, the deployment's

@@ -309,7 +309,7 @@ HttpResponse Coordinator::listAgentsDetailed()
 {
     // The plain list (13.3), with what only memory knows: online or not, and the subtasks each agent holds
     // now.
-    HttpResponse plain = listAgents();
+    HttpResponse plain = m_enrollment->listAgents();
     if (plain.status != 200)
         return plain;
     QHash<QString, qint64> failed;

@@ -70,7 +70,7 @@ HttpResponse Coordinator::handBack(const QString& agentId, const QString& leaseI
         cleanUp();
         return HttpResponse::error(409, QStringLiteral("lease %1 is closed").arg(leaseId));
     }
-    touchAgent(agentId);
+    m_enrollment->touch(agentId);
     JobState* job = findJob(lease->jobId);
     const bool working = job && (job->status == JobStatus::Running || job->status == JobStatus::Paused);
 

@@ -213,9 +213,9 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
     m_admission.closeLease(
         leaseId,
         QStringLiteral("the result of lease %1 was already received; this copy is a duplicate").arg(leaseId));
-    recordAgentOutcome(agentId, "done", update.samples, update.trainSeconds);
+    m_enrollment->recordOutcome(agentId, "done", update.samples, update.trainSeconds);
     m_standing->recordAccepted(agentId);
-    touchAgent(agentId);
+    m_enrollment->touch(agentId);
     m_metrics.resultUploaded(update.encoding, update.uploadBytes);
     noteAccepted(*job, epoch, seq, agentId, update.loss, now, update.uploadBytes);
 
@@ -282,9 +282,9 @@ HttpResponse Coordinator::resultOfDoneWorkunit(ResultIntake::Verdict& verdict, c
     m_admission.closeLease(
         leaseId,
         QStringLiteral("the result of lease %1 was already received; this copy is a duplicate").arg(leaseId));
-    recordAgentOutcome(agentId, "done", update.samples, update.trainSeconds);
+    m_enrollment->recordOutcome(agentId, "done", update.samples, update.trainSeconds);
     m_standing->recordAccepted(agentId);
-    touchAgent(agentId);
+    m_enrollment->touch(agentId);
     if (agrees == false) {
         qCWarning(lcCoordinator).nospace()
             << "job " << job.id << ": the result of lease " << leaseId << " (agent " << agentId

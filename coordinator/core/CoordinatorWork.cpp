@@ -183,7 +183,7 @@ HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJson
     if (!heldBack && !m_scheduler->grantsInParallel())
         open = m_scheduler->openLeasesOf(agentId); // the picture, which the jobs' locks brought up to date
     // Seen now; the machine its record holds sizes its cap below.
-    const QJsonObject hardware = touchAgent(agentId);
+    const QJsonObject hardware = m_enrollment->touch(agentId);
     if (auto why = m_standing->quarantine(agentId)) {
         // No work, and a reason the agent can log; it asks again rarely, until an admin lifts the quarantine.
         QJsonObject reply = leaseReply(QJsonArray());
@@ -349,7 +349,7 @@ HttpResponse Coordinator::progress(const QString& agentId, const QString& leaseI
         return leaseNotInMemory(agentId, leaseId);
     if (lease->agentId != agentId)
         return HttpResponse::error(409, QStringLiteral("lease %1 belongs to another agent").arg(leaseId));
-    touchAgent(agentId);
+    m_enrollment->touch(agentId);
     QJsonObject reply;
     JobState* job = findJob(lease->jobId);
     if (lease->state == Lease::State::Completed)
@@ -474,7 +474,7 @@ void Coordinator::onLeaseExpired(const Lease& lease, const JobState* job)
     noteLeaseExpired(lease);
     // Work that an ended job no longer wanted is not the agent's failure.
     if (job && (job->status == JobStatus::Running || job->status == JobStatus::Paused))
-        recordAgentOutcome(lease.agentId, "timed_out");
+        m_enrollment->recordOutcome(lease.agentId, "timed_out");
 }
 
 void Coordinator::removeRetiredWeights(const QSet<QString>& alsoNeeded)

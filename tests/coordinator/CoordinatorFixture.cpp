@@ -221,7 +221,7 @@ QJsonObject CoordinatorFixture::call(const std::function<coordinator::HttpRespon
 QJsonObject CoordinatorFixture::enroll(const QString& name)
 {
     QJsonObject request{{QStringLiteral("name"), name}, {QStringLiteral("platform"), QStringLiteral("test")}};
-    return call([&] { return core->enroll(request); });
+    return call([&] { return core->enrollment().enroll(request); });
 }
 
 qint64 CoordinatorFixture::submit(const QByteArray& spec)

@@ -159,7 +159,7 @@ int TestCoordinator::failLease(const QString& agentId, const QString& leaseId, Q
 
 QJsonObject TestCoordinator::agentRecord(const QString& agentId)
 {
-    const QJsonObject agents = f.call([&] { return f.core->listAgents(); });
+    const QJsonObject agents = f.call([&] { return f.core->enrollment().listAgents(); });
     for (const auto& a : agents.value(QStringLiteral("agents")).toArray())
         if (a.toObject().value(QStringLiteral("id")).toString() == agentId)
             return a.toObject();
@@ -171,20 +171,28 @@ void TestCoordinator::enrollmentNeedsAValidToken()
     f.config.openEnrollment = false;
     QVERIFY(f.reopen());
     int status = 0;
-    QJsonObject refused = f.call([&] { return f.core->enroll({{QStringLiteral("name"), QStringLiteral("a")}}); }, &status);
+    QJsonObject refused = f.call(
+        [&] {
+            return f.core->enrollment().enroll({{QStringLiteral("name"), QStringLiteral("a")}});
+        },
+        &status);
     QCOMPARE(status, 401);
     QVERIFY(refused.value(QStringLiteral("error")).toString().contains(u"token create"));
 
-    const QJsonObject token = f.call([&] { return f.core->createEnrollmentToken({{QStringLiteral("uses"), 1}}); }, &status);
+    const QJsonObject token = f.call(
+        [&] {
+            return f.core->enrollment().createToken({{QStringLiteral("uses"), 1}});
+        },
+        &status);
     QCOMPARE(status, 201);
     const QJsonObject request{{QStringLiteral("name"), QStringLiteral("a")},
                               {QStringLiteral("enrollment_token"), token.value(QStringLiteral("token"))}};
-    const QJsonObject enrolled = f.call([&] { return f.core->enroll(request); }, &status);
+    const QJsonObject enrolled = f.call([&] { return f.core->enrollment().enroll(request); }, &status);
     QCOMPARE(status, 200);
     QVERIFY(enrolled.value(QStringLiteral("agent_token")).toString().startsWith(u"gag_"));
     QCOMPARE(enrolled.value(QStringLiteral("signing_public_key")).toString().toLatin1(), f.init.signingPublicKeyPem);
 
-    f.call([&] { return f.core->enroll(request); }, &status);
+    f.call([&] { return f.core->enrollment().enroll(request); }, &status);
     QCOMPARE(status, 401); // used up
 }
 
@@ -335,7 +343,7 @@ void TestCoordinator::missedDeadlineReissuesAndLateResultCountsOnce()
     // The workunit counts once: the second result is compared with the first, not folded in a second time.
     QCOMPARE(f.call([&] { return f.core->jobStatus(job); }).value(QStringLiteral("updates")).toInteger(), 1);
 
-    const QJsonObject agents = f.call([&] { return f.core->listAgents(); });
+    const QJsonObject agents = f.call([&] { return f.core->enrollment().listAgents(); });
     for (const auto& a : agents.value(QStringLiteral("agents")).toArray()) {
         const QJsonObject agent = a.toObject();
         if (agent.value(QStringLiteral("id")).toString() == slow) {
@@ -911,7 +919,7 @@ void TestCoordinator::revokedAgentsWorkGoesBackAtOnce()
     QCOMPARE(lease(gone, 2).size(), size_t(2));
     QVERIFY(lease(other).empty());
     int status = 0;
-    f.call([&] { return f.core->revokeAgent(gone); }, &status);
+    f.call([&] { return f.core->enrollment().revokeAgent(gone); }, &status);
     QCOMPARE(status, 200);
     QCOMPARE(lease(other, 2).size(), size_t(2)); // no waiting for the 10-minute deadline
 }

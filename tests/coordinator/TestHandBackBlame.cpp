@@ -76,7 +76,7 @@ void TestHandBackBlame::cleanup()
 
 QJsonObject TestHandBackBlame::agentRecord(const QString& agentId)
 {
-    const QJsonObject agents = f.call([&] { return f.core->listAgents(); });
+    const QJsonObject agents = f.call([&] { return f.core->enrollment().listAgents(); });
     for (const auto& a : agents.value(QStringLiteral("agents")).toArray())
         if (a.toObject().value(QStringLiteral("id")).toString() == agentId)
             return a.toObject();

@@ -142,7 +142,7 @@ TensorBundle TestHostileUpdates::serverWeights(qint64 jobId)
 
 QJsonObject TestHostileUpdates::agentRecord(const QString& agentId)
 {
-    const QJsonObject agents = f.call([&] { return f.core->listAgents(); });
+    const QJsonObject agents = f.call([&] { return f.core->enrollment().listAgents(); });
     for (const auto& a : agents.value(QStringLiteral("agents")).toArray())
         if (a.toObject().value(QStringLiteral("id")).toString() == agentId)
             return a.toObject();
@@ -560,13 +560,17 @@ void TestHostileUpdates::openLeasesAreCappedPerAgent()
     // An agent that declared one core holds two open leases at most, however often it asks.
     const QJsonObject oneCore{{QStringLiteral("name"), QStringLiteral("small")},
                               {QStringLiteral("hardware"), QJsonObject{{QStringLiteral("cores"), 1}}}};
-    const QString small = f.call([&] { return f.core->enroll(oneCore); }).value(QStringLiteral("agent_id")).toString();
+    const QString small = f.call([&] { return f.core->enrollment().enroll(oneCore); })
+                              .value(QStringLiteral("agent_id"))
+                              .toString();
     QCOMPARE(f.lease(small, 16).size(), size_t(2));
     QVERIFY(f.lease(small, 16).empty());
     // The coordinator-wide cap holds for a large machine too.
     const QJsonObject manyCores{{QStringLiteral("name"), QStringLiteral("big")},
                                 {QStringLiteral("hardware"), QJsonObject{{QStringLiteral("cores"), 64}}}};
-    const QString big = f.call([&] { return f.core->enroll(manyCores); }).value(QStringLiteral("agent_id")).toString();
+    const QString big = f.call([&] { return f.core->enrollment().enroll(manyCores); })
+                            .value(QStringLiteral("agent_id"))
+                            .toString();
     auto held = f.lease(big, 16);
     QCOMPARE(held.size(), size_t(3));
     QVERIFY(f.lease(big, 16).empty());

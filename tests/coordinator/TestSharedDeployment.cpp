@@ -485,7 +485,7 @@ void TestSharedDeployment::twoCoordinatorsServeOneDeployment()
     row->finish();
     QVERIFY(g.core->admission().agentByTokenHash(earlyHash).has_value());
     QVERIFY(!g.core->admission().agentByTokenHash(earlyHash)->revoked);
-    f.call([&] { return f.core->revokeAgent(early); }, &status);
+    f.call([&] { return f.core->enrollment().revokeAgent(early); }, &status);
     QCOMPARE(status, 200);
     tick(g, 3000);
     QVERIFY(g.core->admission().agentByTokenHash(earlyHash)->revoked);

@@ -17,7 +17,7 @@ import tempfile
 # listed in SIDEWAYS. A folder not listed here is an error: a new folder takes a place in the order.
 LAYERS = {
     "coordinator": [
-        ["http", "store"],
+        ["http", "store", "admission"],
         ["metrics", "enrollment", "events"],
         ["config", "validation"],
         ["aggregation"],

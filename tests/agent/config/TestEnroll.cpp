@@ -59,7 +59,8 @@ void TestEnroll::cleanup()
 
 QByteArray TestEnroll::enrollmentToken()
 {
-    const coordinator::HttpResponse r = f.core->state().call([&] { return f.core->createEnrollmentToken({}); });
+    const coordinator::HttpResponse r =
+        f.core->state().call([&] { return f.core->enrollment().createToken({}); });
     return QJsonDocument::fromJson(r.body).object().value(QStringLiteral("token")).toString().toLatin1();
 }
 
@@ -100,7 +101,8 @@ void TestEnroll::enrollsAndPinsTheCoordinator()
     QCOMPARE(ca.readAll(), original.readAll());
 
     // The coordinator knows it by the name it gave.
-    const coordinator::HttpResponse agents = f.core->state().call([&] { return f.core->listAgents(); });
+    const coordinator::HttpResponse agents =
+        f.core->state().call([&] { return f.core->enrollment().listAgents(); });
     QVERIFY(agents.body.contains("lab-42"));
 }
 
