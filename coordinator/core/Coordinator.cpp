@@ -115,11 +115,16 @@ Status Coordinator::start()
         m_enrollment = std::make_unique<Enrollment>(
             *m_db, m_admission, m_clock, m_config.openEnrollment,
             Enrollment::Hooks{
-                [this](const QString& agentId, const char* what) { noteAgentChanged(agentId, what); },
+                [this](const QString& agentId, const char* what) { m_feed->noteAgentChanged(agentId, what); },
                 // Its work in flight will never come back: the workunits go to other agents now, not at the
                 // deadline.
                 [this](const QString& agentId) { m_scheduler->expireAllOf(agentId); },
                 [this] { return signingPublicKeyPem(); }});
+        m_views = std::make_unique<JobViews>(m_jobs, *m_scheduler, *m_db, *m_enrollment, m_config, m_clock,
+                                             m_metrics, m_events,
+                                             [this](qint64 jobId) { return noSuchJob(jobId); });
+        m_feed = std::make_unique<DashboardFeed>(m_jobs, *m_views, *m_db, m_events, m_relay.get(), m_metrics,
+                                                 m_clock);
         if (auto s = m_standing->load(); !s)
             return s;
         return loadState();
@@ -170,6 +175,8 @@ void Coordinator::shutdown()
         if (auto s = m_tallies ? m_tallies->flush() : Status(); !s)
             qCWarning(lcCoordinator) << "cannot store the file bytes sent since the last tick:" << s.error();
         m_intake.reset();
+        m_feed.reset();
+        m_views.reset();
         m_enrollment.reset();
         m_scheduler.reset();
         m_schedulerTables.reset();
@@ -195,7 +202,7 @@ void Coordinator::countRefusal(const QString& agentId, const QString& reason)
         return;
     // Its work in flight is suspect and holds workunits honest agents could train: they go back now.
     m_scheduler->expireAllOf(agentId);
-    noteAgentChanged(agentId, "quarantined");
+    m_feed->noteAgentChanged(agentId, "quarantined");
 }
 
 HttpResponse Coordinator::releaseAgent(const QString& agentId)
@@ -208,7 +215,7 @@ HttpResponse Coordinator::releaseAgent(const QString& agentId)
         return HttpResponse::error(500, lifted.error());
     if (*lifted) {
         qCInfo(lcCoordinator) << "the admin lifted the quarantine of agent" << agentId;
-        noteAgentChanged(agentId, "released");
+        m_feed->noteAgentChanged(agentId, "released");
     }
     QJsonObject reply;
     reply.insert(QStringLiteral("id"), agentId);

@@ -29,6 +29,8 @@
 #include "util/Clock.h"
 #include "util/DirectoryLock.h"
 #include "util/SerialExecutor.h"
+#include "views/DashboardFeed.h"
+#include "views/JobViews.h"
 
 #include <QJsonArray>
 #include <QSqlQuery>
@@ -83,11 +85,8 @@ public:
     metrics::CoordinatorMetrics& metrics() { return m_metrics; }
     dashboard::EventHub& events() { return m_events; }
 
-    // [state] The dashboard's views and /metrics (CoordinatorDashboard.cpp).
-    HttpResponse metricsText(const std::function<void(metrics::MetricsRegistry&)>& addGauges = {});
-    HttpResponse jobHistory(qint64 jobId);
-    HttpResponse listAgentsDetailed();
-    HttpResponse agentDetail(const QString& agentId);
+    // [state] The dashboard's views and /metrics (views/JobViews).
+    JobViews& views() { return *m_views; }
 
     // [state] Agents and tokens (enrollment/Enrollment).
     Enrollment& enrollment() { return *m_enrollment; }
@@ -300,8 +299,6 @@ private:
     Result<std::optional<JobStatus>> switchJobStatus(JobState& job, const std::vector<JobStatus>& from,
                                                      JobStatus to, const QString& reason,
                                                      const std::function<Status()>& alongside = {});
-    QJsonObject jobJson(const JobState& job) const;
-    static QJsonObject transferJson(const JobState& job);
     JobState* findJob(qint64 jobId);
     // [state] The lease, also when another coordinator issued it after this one last looked at its job
     // (catchUpOnLeases); null when the database does not know it as one that may still deliver.
@@ -323,22 +320,6 @@ private:
     static QJsonObject checkedCapabilities(const QJsonObject& declared);
     QByteArray signedManifest(const JobState& job, const Workunit& unit, const Lease& lease, QByteArray* signature);
     QJsonObject leaseReply(const QJsonArray& tasks) const;
-    // [state] What the dashboard and the metrics learn as it happens (CoordinatorDashboard.cpp).
-    void noteLeased(const JobState& job, const Workunit& unit, const Lease& lease);
-    void noteLeaseExpired(const Lease& lease);
-    void noteAccepted(const JobState& job, int epoch, qint64 seq, const QString& agentId, double loss, qint64 atMs,
-                      qint64 uploadBytes);
-    void noteApplied(qint64 jobId, qint64 seq, qint64 version);
-    void noteValidated(qint64 jobId, const ValidationPoint& point);
-    void noteAgentChanged(const QString& agentId, const char* what);
-    // Whether anyone sees live events: this coordinator's dashboard clients, or, among several coordinators,
-    // the others' (m_relay).
-    bool eventsWatched() const;
-    void noteEvent(QByteArrayView type, const QJsonObject& data);
-    // Job summaries that changed since the last call, and the heartbeat; from tick().
-    void publishDashboardState();
-    QJsonObject subtaskCounts(const JobState& job, int epoch) const;
-    QJsonObject dashboardJobJson(const JobState& job) const;
     // The 409 every later request for a lease the agent reported failed gets, also after a restart.
     static QString failedLeaseMessage(const QString& leaseId);
     // What a closed lease's repeats are answered (409), by how it closed.
@@ -360,12 +341,13 @@ private:
     dashboard::EventHub m_events;
     // Among several coordinators, their events (set at start, before any other thread reads it).
     std::unique_ptr<dashboard::EventRelay> m_relay;
-    std::map<qint64, QByteArray> m_publishedJobs; // state thread: the job summaries the dashboard last got
 
     // State thread only.
     std::unique_ptr<Database> m_db;
     std::unique_ptr<AgentStanding> m_standing;
     std::unique_ptr<Enrollment> m_enrollment;
+    std::unique_ptr<JobViews> m_views;     // what the admin sees (views/)
+    std::unique_ptr<DashboardFeed> m_feed; // the dashboard's live events (views/)
     std::map<qint64, JobState> m_jobs;
     std::unique_ptr<SchedulerTables> m_schedulerTables;
     std::unique_ptr<JobTallies> m_tallies; // each job's counts, the deployment's

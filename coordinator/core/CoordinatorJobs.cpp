@@ -230,7 +230,7 @@ void Coordinator::onValidated(qint64 jobId, int epoch, bool epochEnd, qint64 ver
     }
     const ValidationPoint point{epoch, epochEnd, version, job->updatesApplied, accuracy, loss, m_clock.nowMs()};
     job->history.push_back(point);
-    noteValidated(jobId, point);
+    m_feed->noteValidated(jobId, point);
     if (epochEnd)
         m_scheduler->validated(*job, epoch);
     (void)m_db->exec(QStringLiteral("INSERT INTO validations (job_id, epoch, epoch_end, version, updates, accuracy, loss, "
@@ -328,14 +328,14 @@ HttpResponse Coordinator::setJobStatus(qint64 jobId, const QByteArray& action)
         if (to == Running)
             m_scheduler->openNextEpochIfReady(*job);
     }
-    return HttpResponse::json(200, jobJson(*job));
+    return HttpResponse::json(200, m_views->jobJson(*job));
 }
 
 HttpResponse Coordinator::listJobs()
 {
     QJsonArray jobs;
     for (const auto& [id, job] : m_jobs) {
-        QJsonObject brief = jobJson(job);
+        QJsonObject brief = m_views->jobJson(job);
         brief.remove(QStringLiteral("history"));
         jobs.append(brief);
     }
@@ -349,7 +349,7 @@ HttpResponse Coordinator::jobStatus(qint64 jobId)
     const JobState* job = findJob(jobId);
     if (!job)
         return noSuchJob(jobId);
-    QJsonObject json = jobJson(*job);
+    QJsonObject json = m_views->jobJson(*job);
     if (job->counts.updatesNotFolded > 0) {
         // The admin sees which accepted updates are not in the weights, and why.
         QJsonArray notFolded;

@@ -277,6 +277,14 @@ void Coordinator::followJobs()
     }
 }
 
+void Coordinator::noteDownloaded(qint64 jobId, const QByteArray& role, quint64 bytes)
+{
+    if (JobState* job = findJob(jobId)) {
+        job->counts.downloadedByRole[role] += qint64(bytes);
+        m_tallies->countDownloaded(jobId, role, qint64(bytes));
+    }
+}
+
 void Coordinator::followCounts()
 {
     // What this coordinator sent first, then every job's counts as all of them took them: a figure another one

@@ -217,7 +217,7 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
     m_standing->recordAccepted(agentId);
     m_enrollment->touch(agentId);
     m_metrics.resultUploaded(update.encoding, update.uploadBytes);
-    noteAccepted(*job, epoch, seq, agentId, update.loss, now, update.uploadBytes);
+    m_feed->noteAccepted(*job, epoch, seq, agentId, update.loss, now, update.uploadBytes);
 
     // Kept until a snapshot holds the update: a replay folds pseudo-gradients from it, and decodes an encoded
     // update against it.
@@ -291,8 +291,8 @@ HttpResponse Coordinator::resultOfDoneWorkunit(ResultIntake::Verdict& verdict, c
             << ") disagrees with the first result of workunit " << unitId << " (update " << first.seq << ", agent "
             << first.agentId << "): distance " << *update.replicaDistance << ", steps " << update.step << " and "
             << first.step;
-        noteAgentChanged(agentId, "disagreed");
-        noteAgentChanged(first.agentId, "disagreed");
+        m_feed->noteAgentChanged(agentId, "disagreed");
+        m_feed->noteAgentChanged(first.agentId, "disagreed");
     }
 
     QJsonObject reply;

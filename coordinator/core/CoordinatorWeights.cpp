@@ -62,7 +62,7 @@ void Coordinator::onApplied(qint64 jobId, qint64 seq, qint64 version)
     (void)m_db->exec(QStringLiteral("UPDATE updates SET applied_version = ? WHERE seq = ?"), {version, seq});
     if (JobState* job = findJob(jobId))
         job->updatesApplied = std::max(job->updatesApplied, version);
-    noteApplied(jobId, seq, version);
+    m_feed->noteApplied(jobId, seq, version);
 }
 
 void Coordinator::onFoldRefused(qint64 jobId, qint64 seq, const QString& reason, bool agentsFault)

@@ -243,7 +243,7 @@ HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJson
             task.insert(QStringLiteral("manifest"), QString::fromUtf8(manifest));
             task.insert(QStringLiteral("signature"), QString::fromLatin1(signature));
             tasks.append(task);
-            noteLeased(job, *chosen, lease);
+            m_feed->noteLeased(job, *chosen, lease);
         }
         if (tasks.size() >= maxTasks)
             break;
@@ -471,7 +471,7 @@ HttpResponse Coordinator::failLease(const QString& agentId, const QString& lease
 
 void Coordinator::onLeaseExpired(const Lease& lease, const JobState* job)
 {
-    noteLeaseExpired(lease);
+    m_feed->noteLeaseExpired(lease);
     // Work that an ended job no longer wanted is not the agent's failure.
     if (job && (job->status == JobStatus::Running || job->status == JobStatus::Paused))
         m_enrollment->recordOutcome(lease.agentId, "timed_out");
@@ -554,7 +554,7 @@ void Coordinator::tick()
     }
     const WeightsKeeper::Backlog backlog = m_weights->backlog();
     m_metrics.foldBacklog(backlog.updates, backlog.bytes);
-    publishDashboardState();
+    m_feed->publishDashboardState();
 }
 
 } // namespace gleaner::coordinator

@@ -285,7 +285,7 @@ bool DashboardApi::handle(HttpRequest& request, Responder& respond)
     if (!api) {
         if (parts.size() == 1 && parts[0] == "metrics") {
             c.state().post([&c, this, respond] {
-                respond(c.metricsText([this](metrics::MetricsRegistry& registry) {
+                respond(c.views().metricsText([this](metrics::MetricsRegistry& registry) {
                     registry.setGaugeFamily("gleaner_admin_sessions", "Dashboard sessions logged in.",
                                             {{{}, double(m_sessions.count())}});
                 }));
@@ -317,16 +317,16 @@ bool DashboardApi::handle(HttpRequest& request, Responder& respond)
     bool idOk = false;
     const qint64 id = parts.value(4).toLongLong(&idOk);
     if (what == "jobs" && parts.size() == 6 && idOk && parts[5] == "history" && method == "GET") {
-        c.state().post([&c, id, respond] { respond(c.jobHistory(id)); });
+        c.state().post([&c, id, respond] { respond(c.views().jobHistory(id)); });
         return true;
     }
     if (what == "agents" && parts.size() == 4 && method == "GET") {
-        c.state().post([&c, respond] { respond(c.listAgentsDetailed()); });
+        c.state().post([&c, respond] { respond(c.views().listAgentsDetailed()); });
         return true;
     }
     if (what == "agents" && parts.size() == 5 && method == "GET") {
         c.state().post(
-            [&c, agent = QString::fromLatin1(parts[4]), respond] { respond(c.agentDetail(agent)); });
+            [&c, agent = QString::fromLatin1(parts[4]), respond] { respond(c.views().agentDetail(agent)); });
         return true;
     }
     return false;

@@ -215,7 +215,7 @@ void TestHandBackBlame::resumedResultSaysNothingOfItsAgentsSpeed()
     QCOMPARE(f.handBack(leaving, held[0].leaseId, f.checkpointOf(held[0], 2), &reply), 200);
     QCOMPARE(reply.value(QStringLiteral("checkpoint")).toString(), QStringLiteral("kept"));
     const auto speed = [&] {
-        const QJsonObject agents = f.call([&] { return f.core->listAgentsDetailed(); });
+        const QJsonObject agents = f.call([&] { return f.core->views().listAgentsDetailed(); });
         for (const auto& a : agents.value(QStringLiteral("agents")).toArray())
             if (a.toObject().value(QStringLiteral("id")).toString() == honest)
                 return a.toObject().value(QStringLiteral("speed"));

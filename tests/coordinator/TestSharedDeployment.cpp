@@ -965,7 +965,7 @@ void TestSharedDeployment::bothAgreeOnTheJobsCounts()
     QCOMPARE(counts(g), first);
 
     // /metrics: the job's figures are the deployment's (no coordinator label), this process's carry one.
-    const QByteArray metrics = f.core->state().call([&] { return f.core->metricsText({}).body; });
+    const QByteArray metrics = f.core->state().call([&] { return f.core->views().metricsText({}).body; });
     const QByteArray receivedAtFirst = "gleaner_job_updates_received{job_id=\"" + QByteArray::number(job) + '"';
     QVERIFY2(metrics.contains(receivedAtFirst), metrics.constData());
     QVERIFY2(metrics.contains("\ngleaner_updates_accepted_total{coordinator=\""), metrics.constData());

@@ -23,6 +23,7 @@ LAYERS = {
         ["aggregation"],
         ["jobs"],
         ["scheduling"],
+        ["views"],
         ["core"],
         ["dashboard"],
         ["api"],

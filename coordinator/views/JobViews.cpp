@@ -1,15 +1,21 @@
-// Coordinator: what the admin dashboard and /metrics see (docs/dashboard.md, docs/protocol.md 13): live
-// events as things happen, the job history behind the charts, agents with what they hold now, and the gauges
-// of a scrape. Everything here runs on the state thread.
-#include "core/Coordinator.h"
-#include "events/EventRelay.h"
+// The admin's views of jobs and agents (docs/dashboard.md, docs/protocol.md 13).
+#include "views/JobViews.h"
+
+#include "config/DataDirectory.h"
+#include "enrollment/Enrollment.h"
+#include "events/EventHub.h"
+#include "metrics/CoordinatorMetrics.h"
 #include "scheduling/Scheduler.h"
 #include "store/Database.h"
 
+#include <QJsonArray>
 #include <QJsonDocument>
+#include <QSet>
+#include <QSqlQuery>
 #include <QSysInfo>
 
 #include <algorithm>
+#include <array>
 
 namespace gleaner::coordinator {
 
@@ -24,143 +30,27 @@ QJsonValue nullable(const QVariant& value)
 
 } // namespace
 
-// ---- live events
-// --------------------------------------------------------------------------------------------
-
-void Coordinator::noteLeased(const JobState& job, const Workunit& unit, const Lease& lease)
+JobViews::JobViews(const std::map<qint64, JobState>& jobs, const Scheduler& scheduler, Database& db,
+                   Enrollment& enrollment, const CoordinatorConfig& config, const Clock& clock,
+                   metrics::CoordinatorMetrics& metrics, const dashboard::EventHub& events,
+                   std::function<HttpResponse(qint64)> noSuchJob)
+    : m_jobs(jobs), m_scheduler(scheduler), m_db(db), m_enrollment(enrollment), m_config(config),
+      m_clock(clock), m_metrics(metrics), m_events(events), m_noSuchJob(std::move(noSuchJob))
 {
-    m_metrics.leaseIssued();
-    if (!eventsWatched())
-        return;
-    noteEvent("lease", QJsonObject{{QStringLiteral("job"), job.id},
-                                   {QStringLiteral("lease"), lease.id},
-                                   {QStringLiteral("agent"), lease.agentId},
-                                   {QStringLiteral("workunit"), unit.id},
-                                   {QStringLiteral("epoch"), unit.epoch},
-                                   {QStringLiteral("shard"), unit.shard},
-                                   {QStringLiteral("at_ms"), lease.issuedMs},
-                                   {QStringLiteral("deadline_ms"), lease.deadlineMs}});
 }
 
-void Coordinator::noteLeaseExpired(const Lease& lease)
+const JobState* JobViews::findJob(qint64 jobId) const
 {
-    m_metrics.leaseExpired();
-    if (!eventsWatched())
-        return;
-    noteEvent("lease_expired", QJsonObject{{QStringLiteral("job"), lease.jobId},
-                                           {QStringLiteral("lease"), lease.id},
-                                           {QStringLiteral("agent"), lease.agentId},
-                                           {QStringLiteral("workunit"), lease.workunitId},
-                                           {QStringLiteral("at_ms"), m_clock.nowMs()}});
+    const auto it = m_jobs.find(jobId);
+    return it == m_jobs.end() ? nullptr : &it->second;
 }
 
-void Coordinator::noteAccepted(const JobState& job, int epoch, qint64 seq, const QString& agentId,
-                               double loss, qint64 atMs, qint64 uploadBytes)
-{
-    m_metrics.updateAccepted();
-    if (!eventsWatched())
-        return;
-    noteEvent("update", QJsonObject{{QStringLiteral("job"), job.id},
-                                    {QStringLiteral("seq"), seq},
-                                    {QStringLiteral("epoch"), epoch},
-                                    {QStringLiteral("agent"), agentId},
-                                    {QStringLiteral("loss"), loss},
-                                    {QStringLiteral("at_ms"), atMs},
-                                    {QStringLiteral("upload_bytes"), uploadBytes}});
-}
-
-void Coordinator::noteDownloaded(qint64 jobId, const QByteArray& role, quint64 bytes)
-{
-    if (JobState* job = findJob(jobId)) {
-        job->counts.downloadedByRole[role] += qint64(bytes);
-        m_tallies->countDownloaded(jobId, role, qint64(bytes));
-    }
-}
-
-void Coordinator::noteApplied(qint64 jobId, qint64 seq, qint64 version)
-{
-    if (!eventsWatched())
-        return;
-    auto row =
-        m_db->exec(QStringLiteral("SELECT base_version, received_ms FROM updates WHERE seq = ?"), {seq});
-    if (!row || !row->next())
-        return;
-    // Staleness as the aggregation saw it: updates folded in between the agent's weights and this one.
-    const qint64 staleness = version - 1 - row->value(0).toLongLong();
-    noteEvent("applied", QJsonObject{{QStringLiteral("job"), jobId},
-                                     {QStringLiteral("seq"), seq},
-                                     {QStringLiteral("version"), version},
-                                     {QStringLiteral("staleness"), staleness},
-                                     {QStringLiteral("at_ms"), row->value(1).toLongLong()},
-                                     {QStringLiteral("applied_ms"), m_clock.nowMs()}});
-}
-
-void Coordinator::noteValidated(qint64 jobId, const ValidationPoint& point)
-{
-    if (!eventsWatched())
-        return;
-    noteEvent("validation", QJsonObject{{QStringLiteral("job"), jobId},
-                                        {QStringLiteral("epoch"), point.epoch},
-                                        {QStringLiteral("epoch_end"), point.epochEnd},
-                                        {QStringLiteral("version"), point.version},
-                                        {QStringLiteral("updates"), point.updates},
-                                        {QStringLiteral("accuracy"), point.accuracy},
-                                        {QStringLiteral("loss"), point.loss},
-                                        {QStringLiteral("at_ms"), point.atMs}});
-}
-
-void Coordinator::noteAgentChanged(const QString& agentId, const char* what)
-{
-    if (!eventsWatched())
-        return;
-    noteEvent("agent", QJsonObject{{QStringLiteral("id"), agentId},
-                                   {QStringLiteral("change"), QString::fromLatin1(what)},
-                                   {QStringLiteral("at_ms"), m_clock.nowMs()}});
-}
-
-bool Coordinator::eventsWatched() const
-{
-    return m_relay || m_events.hasSubscribers();
-}
-
-void Coordinator::noteEvent(QByteArrayView type, const QJsonObject& data)
-{
-    m_events.publish(type, data);
-    if (m_relay)
-        m_relay->send(type, data);
-}
-
-void Coordinator::publishDashboardState()
-{
-    if (m_relay) // what happened here to the others, and theirs to this one's clients
-        m_relay->exchange(m_events, m_clock.nowMs());
-    m_events.heartbeat(m_clock.nowMs());
-    if (!m_events.hasSubscribers()) {
-        m_publishedJobs.clear(); // the next client starts from the page's own fetch
-        return;
-    }
-    // A summary per job whenever it changed (state, epoch, counts, agents): at most once per tick, however
-    // many leases and updates moved it.
-    for (const auto& [id, job] : m_jobs) {
-        const QJsonObject summary = dashboardJobJson(job);
-        QByteArray text = QJsonDocument(summary).toJson(QJsonDocument::Compact);
-        QByteArray& last = m_publishedJobs[id];
-        if (text == last)
-            continue;
-        last = std::move(text);
-        m_events.publish("job", summary);
-    }
-}
-
-// ---- views
-// --------------------------------------------------------------------------------------------------
-
-QJsonObject Coordinator::subtaskCounts(const JobState& job, int epoch) const
+QJsonObject JobViews::subtaskCounts(const JobState& job, int epoch) const
 {
     // Late: not done, and a lease of it missed its deadline (it may still deliver). Re-issued: handed out
     // more than once. Both overlap pending and leased, which with done add up to the total.
     QSet<qint64> late;
-    for (const Lease& lease : m_scheduler->leases())
+    for (const Lease& lease : m_scheduler.leases())
         if (lease.jobId == job.id && lease.state == Lease::State::Expired)
             late.insert(lease.workunitId);
     int pending = 0, leased = 0, done = 0, lateCount = 0, reissued = 0, total = 0;
@@ -182,7 +72,7 @@ QJsonObject Coordinator::subtaskCounts(const JobState& job, int epoch) const
                        {QStringLiteral("total"), total}};
 }
 
-QJsonObject Coordinator::dashboardJobJson(const JobState& job) const
+QJsonObject JobViews::dashboardJobJson(const JobState& job) const
 {
     QJsonObject json = jobJson(job);
     json.remove(QStringLiteral("history"));
@@ -190,11 +80,11 @@ QJsonObject Coordinator::dashboardJobJson(const JobState& job) const
     return json;
 }
 
-HttpResponse Coordinator::jobHistory(qint64 jobId)
+HttpResponse JobViews::jobHistory(qint64 jobId)
 {
     const JobState* job = findJob(jobId);
     if (!job)
-        return noSuchJob(jobId);
+        return m_noSuchJob(jobId);
 
     QJsonArray atMs, epochs, epochEnds, versions, accuracies, losses;
     std::map<int, const ValidationPoint*> epochValidation;
@@ -222,18 +112,18 @@ HttpResponse Coordinator::jobHistory(qint64 jobId)
                                   {QStringLiteral("updates"), 0},
                                   {QStringLiteral("subtask_loss"), QJsonValue()}};
     auto started =
-        m_db->exec(QStringLiteral("SELECT w.epoch, MIN(l.issued_ms) FROM leases l JOIN workunits w ON "
-                                  "w.id = l.workunit_id WHERE w.job_id = ? GROUP BY w.epoch"),
-                   {jobId});
+        m_db.exec(QStringLiteral("SELECT w.epoch, MIN(l.issued_ms) FROM leases l JOIN workunits w ON "
+                                 "w.id = l.workunit_id WHERE w.job_id = ? GROUP BY w.epoch"),
+                  {jobId});
     if (!started)
         return HttpResponse::error(500, started.error());
     while (started->next())
         perEpoch[started->value(0).toInt()].insert(QStringLiteral("started_ms"),
                                                    started->value(1).toLongLong());
     auto spread =
-        m_db->exec(QStringLiteral("SELECT epoch, COUNT(*), MIN(loss), MAX(loss), AVG(loss), MAX(received_ms) "
-                                  "FROM updates WHERE job_id = ? GROUP BY epoch"),
-                   {jobId});
+        m_db.exec(QStringLiteral("SELECT epoch, COUNT(*), MIN(loss), MAX(loss), AVG(loss), MAX(received_ms) "
+                                 "FROM updates WHERE job_id = ? GROUP BY epoch"),
+                  {jobId});
     if (!spread)
         return HttpResponse::error(500, spread.error());
     while (spread->next()) {
@@ -259,10 +149,10 @@ HttpResponse Coordinator::jobHistory(qint64 jobId)
     }
 
     // The most recent updates, oldest first, with the staleness the aggregation saw (null until folded in).
-    auto rows =
-        m_db->exec(QStringLiteral("SELECT received_ms, epoch, loss, applied_version - 1 - base_version, "
-                                  "NULLIF(upload_bytes, 0) FROM updates WHERE job_id = ? ORDER BY seq DESC LIMIT ?"),
-                   {jobId, kMaxUpdatePoints});
+    auto rows = m_db.exec(
+        QStringLiteral("SELECT received_ms, epoch, loss, applied_version - 1 - base_version, "
+                       "NULLIF(upload_bytes, 0) FROM updates WHERE job_id = ? ORDER BY seq DESC LIMIT ?"),
+        {jobId, kMaxUpdatePoints});
     if (!rows)
         return HttpResponse::error(500, rows.error());
     std::vector<std::array<QJsonValue, 5>> recent;
@@ -279,9 +169,9 @@ HttpResponse Coordinator::jobHistory(qint64 jobId)
         updateBytes.append(r[4]);
     }
     auto minutes =
-        m_db->exec(QStringLiteral("SELECT received_ms / 60000, COUNT(*) FROM updates WHERE job_id = ? "
-                                  "GROUP BY 1 ORDER BY 1"),
-                   {jobId});
+        m_db.exec(QStringLiteral("SELECT received_ms / 60000, COUNT(*) FROM updates WHERE job_id = ? "
+                                 "GROUP BY 1 ORDER BY 1"),
+                  {jobId});
     if (!minutes)
         return HttpResponse::error(500, minutes.error());
     QJsonArray minuteStart, minuteCount;
@@ -305,19 +195,19 @@ HttpResponse Coordinator::jobHistory(qint64 jobId)
     return HttpResponse::json(200, reply);
 }
 
-HttpResponse Coordinator::listAgentsDetailed()
+HttpResponse JobViews::listAgentsDetailed()
 {
     // The plain list (13.3), with what only memory knows: online or not, and the subtasks each agent holds
     // now.
-    HttpResponse plain = m_enrollment->listAgents();
+    HttpResponse plain = m_enrollment.listAgents();
     if (plain.status != 200)
         return plain;
     QHash<QString, qint64> failed;
-    auto counts = m_db->exec(QStringLiteral("SELECT id, failed FROM agents"));
+    auto counts = m_db.exec(QStringLiteral("SELECT id, failed FROM agents"));
     while (counts && counts->next())
         failed.insert(counts->value(0).toString(), counts->value(1).toLongLong());
     QHash<QString, QJsonArray> current;
-    for (const Lease& lease : m_scheduler->leases()) {
+    for (const Lease& lease : m_scheduler.leases()) {
         if (lease.state != Lease::State::Open && lease.state != Lease::State::Expired)
             continue;
         const JobState* job = findJob(lease.jobId);
@@ -352,12 +242,13 @@ HttpResponse Coordinator::listAgentsDetailed()
         agent.insert(QStringLiteral("gpu"), hardware.value(QStringLiteral("gpu")));
         agent.insert(QStringLiteral("ram_mb"), hardware.value(QStringLiteral("ram_mb")));
         // desktop, dedicated, batch or cloud, as the agent declared it (agents from before it say nothing).
-        agent.insert(QStringLiteral("kind"), hardware.value(QStringLiteral("kind")).toString(
-                                                 hardware.value(QStringLiteral("dedicated")).toBool()
-                                                     ? QStringLiteral("dedicated")
-                                                     : QStringLiteral("desktop")));
+        agent.insert(QStringLiteral("kind"),
+                     hardware.value(QStringLiteral("kind"))
+                         .toString(hardware.value(QStringLiteral("dedicated")).toBool()
+                                       ? QStringLiteral("dedicated")
+                                       : QStringLiteral("desktop")));
         // The speed the scheduler sizes its subtasks by (smoothed over recent results), when known.
-        if (const auto speed = m_scheduler->speedOf(id))
+        if (const auto speed = m_scheduler.speedOf(id))
             agent.insert(QStringLiteral("speed"), *speed);
         if (!agent.contains(QStringLiteral("failed")))
             agent.insert(QStringLiteral("failed"), failed.value(id));
@@ -371,7 +262,7 @@ HttpResponse Coordinator::listAgentsDetailed()
     return HttpResponse::json(200, reply);
 }
 
-HttpResponse Coordinator::agentDetail(const QString& agentId)
+HttpResponse JobViews::agentDetail(const QString& agentId)
 {
     HttpResponse all = listAgentsDetailed();
     if (all.status != 200)
@@ -383,21 +274,22 @@ HttpResponse Coordinator::agentDetail(const QString& agentId)
     return HttpResponse::error(404, QStringLiteral("no agent has id %1").arg(agentId));
 }
 
-HttpResponse Coordinator::metricsText(const std::function<void(metrics::MetricsRegistry&)>& addGauges)
+HttpResponse JobViews::metricsText(const std::function<void(metrics::MetricsRegistry&)>& addGauges)
 {
     metrics::MetricsRegistry& registry = m_metrics.registry();
     using Scope = metrics::MetricsRegistry::Scope;
-    // Behind one load balancer a scrape reaches any of the coordinators: this process's figures say whose they are.
+    // Behind one load balancer a scrape reaches any of the coordinators: this process's figures say whose
+    // they are.
     if (m_config.isShared())
         registry.setProcessLabel("coordinator", QSysInfo::machineHostName().toUtf8() + ':' +
                                                     QByteArray::number(m_config.listenPort));
     const qint64 onlineSince = m_clock.nowMs() - qint64(m_config.agentOnlineSeconds) * 1000;
     double online = 0, active = 0, revoked = 0;
     auto agents =
-        m_db->exec(QStringLiteral("SELECT SUM(CASE WHEN revoked = 0 AND last_seen_ms >= ? THEN 1 ELSE 0 END), "
-                                  "SUM(CASE WHEN revoked = 0 THEN 1 ELSE 0 END), "
-                                  "SUM(CASE WHEN revoked != 0 THEN 1 ELSE 0 END) FROM agents"),
-                   {onlineSince});
+        m_db.exec(QStringLiteral("SELECT SUM(CASE WHEN revoked = 0 AND last_seen_ms >= ? THEN 1 ELSE 0 END), "
+                                 "SUM(CASE WHEN revoked = 0 THEN 1 ELSE 0 END), "
+                                 "SUM(CASE WHEN revoked != 0 THEN 1 ELSE 0 END) FROM agents"),
+                  {onlineSince});
     if (agents && agents->next()) {
         online = agents->value(0).toDouble();
         active = agents->value(1).toDouble();
@@ -411,7 +303,7 @@ HttpResponse Coordinator::metricsText(const std::function<void(metrics::MetricsR
                             Scope::Deployment);
 
     double open = 0;
-    for (const Lease& lease : m_scheduler->leases())
+    for (const Lease& lease : m_scheduler.leases())
         open += lease.state == Lease::State::Open;
     registry.setGaugeFamily("gleaner_leases_open", "Leases handed out whose deadline has not passed.",
                             {{{}, open}}, Scope::Deployment);
@@ -420,8 +312,8 @@ HttpResponse Coordinator::metricsText(const std::function<void(metrics::MetricsR
     for (JobStatus status : {JobStatus::Created, JobStatus::Running, JobStatus::Paused, JobStatus::Completed,
                              JobStatus::Failed, JobStatus::Cancelled})
         byState[jobStatusName(status)] = 0;
-    std::vector<std::pair<metrics::Labels, double>> accuracy, loss, epoch, received, folded, notFolded, uploaded,
-        downloaded;
+    std::vector<std::pair<metrics::Labels, double>> accuracy, loss, epoch, received, folded, notFolded,
+        uploaded, downloaded;
     for (const auto& [id, job] : m_jobs) {
         byState[jobStatusName(job.status)] += 1;
         // "job" is the scrape job's label in Prometheus (it would be renamed exported_job): job_id it is.
@@ -444,16 +336,19 @@ HttpResponse Coordinator::metricsText(const std::function<void(metrics::MetricsR
     registry.setGaugeFamily("gleaner_jobs", "Jobs, by state.", std::move(jobs), Scope::Deployment);
     registry.setGaugeFamily("gleaner_job_epoch", "The highest epoch whose subtasks exist, per job.",
                             std::move(epoch), Scope::Deployment);
-    registry.setGaugeFamily("gleaner_job_updates_received", "Updates the job received (answered 202), per job.",
-                            std::move(received), Scope::Deployment);
+    registry.setGaugeFamily("gleaner_job_updates_received",
+                            "Updates the job received (answered 202), per job.", std::move(received),
+                            Scope::Deployment);
     registry.setGaugeFamily("gleaner_job_updates_folded",
                             "Updates folded into the job's server weights (its version), per job.",
                             std::move(folded), Scope::Deployment);
-    registry.setGaugeFamily("gleaner_job_updates_not_folded",
-                            "Updates the job received but did not fold in (not finite, too long a step), per job.",
-                            std::move(notFolded), Scope::Deployment);
-    registry.setGaugeFamily("gleaner_job_uploaded_bytes", "Result bodies received for the job, in bytes, per job.",
-                            std::move(uploaded), Scope::Deployment);
+    registry.setGaugeFamily(
+        "gleaner_job_updates_not_folded",
+        "Updates the job received but did not fold in (not finite, too long a step), per job.",
+        std::move(notFolded), Scope::Deployment);
+    registry.setGaugeFamily("gleaner_job_uploaded_bytes",
+                            "Result bodies received for the job, in bytes, per job.", std::move(uploaded),
+                            Scope::Deployment);
     registry.setGaugeFamily("gleaner_job_downloaded_bytes",
                             "File bytes sent for the job's leases (model, weights, shards), per job.",
                             std::move(downloaded), Scope::Deployment);
@@ -477,7 +372,7 @@ HttpResponse Coordinator::metricsText(const std::function<void(metrics::MetricsR
     return response;
 }
 
-QJsonObject Coordinator::transferJson(const JobState& job)
+QJsonObject JobViews::transferJson(const JobState& job)
 {
     // Bytes per subtask, the figure a volunteer's uplink cares about: the mean upload beside the full weights
     // it stands for.
@@ -502,7 +397,7 @@ QJsonObject Coordinator::transferJson(const JobState& job)
     return json;
 }
 
-QJsonObject Coordinator::jobJson(const JobState& job) const
+QJsonObject JobViews::jobJson(const JobState& job) const
 {
     QJsonObject json;
     json.insert(QStringLiteral("id"), job.id);
@@ -533,7 +428,7 @@ QJsonObject Coordinator::jobJson(const JobState& job) const
         leased += unit.state == Workunit::State::Leased;
         done += unit.state == Workunit::State::Done;
     }
-    for (const Lease& lease : m_scheduler->leases())
+    for (const Lease& lease : m_scheduler.leases())
         if (lease.jobId == job.id && lease.state == Lease::State::Open)
             agents.insert(lease.agentId);
     QJsonObject units;
