@@ -307,6 +307,11 @@ private:
     Status lockLiveJobs();
     // `granted`: the leases it granted (the reply's tasks).
     HttpResponse leaseInTransaction(const QString& agentId, const QJsonObject& request, int& granted);
+    // [state] After the transaction that recorded an accepted result committed, both for one folded in
+    // (`seq`, `file`) and for one compared with its workunit's first: the intake's memory, the admission
+    // cache, the agent's record.
+    void takeAccepted(ResultIntake::Verdict& verdict, const ResultIntake::Received& received, qint64 seq,
+                      const QString& file);
     // A result for a workunit that already has its first result: compared with it, recorded, not folded in.
     HttpResponse resultOfDoneWorkunit(ResultIntake::Verdict& verdict, const ResultIntake::Received& received,
                                       const QString& file, const ReceivedUpdate& update);

@@ -206,16 +206,8 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
             500, QStringLiteral("the coordinator cannot record the result; try again later"));
     }
     Durability::faultPoint("result.recorded"); // recorded, and the agent never heard: it sends it again
-    // Memory follows the database only once it committed. A closed lease lives on in the database and, for the
-    // 409 its repeats get, in the admission cache; the scheduler keeps only the leases that may still deliver.
     const QString baseSha = verdict.lease->weightsSha;
-    m_intake->accepted(verdict, received, seq, relative);
-    m_admission.closeLease(
-        leaseId,
-        QStringLiteral("the result of lease %1 was already received; this copy is a duplicate").arg(leaseId));
-    m_enrollment->recordOutcome(agentId, "done", update.samples, update.trainSeconds);
-    m_standing->recordAccepted(agentId);
-    m_enrollment->touch(agentId);
+    takeAccepted(verdict, received, seq, relative);
     m_metrics.resultUploaded(update.encoding, update.uploadBytes);
     m_feed->noteAccepted(*job, epoch, seq, agentId, update.loss, now, update.uploadBytes);
 
@@ -240,6 +232,22 @@ HttpResponse Coordinator::result(const QString& agentId, const QString& leaseId,
     reply.insert(QStringLiteral("seq"), seq);
     reply.insert(QStringLiteral("staleness"), verdict.staleness);
     return HttpResponse::json(202, reply);
+}
+
+void Coordinator::takeAccepted(ResultIntake::Verdict& verdict, const ResultIntake::Received& received,
+                               qint64 seq, const QString& file)
+{
+    // Memory follows the database only once it committed. A closed lease lives on in the database and, for
+    // the 409 its repeats get, in the admission cache; the scheduler keeps only the leases that may still
+    // deliver.
+    m_intake->accepted(verdict, received, seq, file);
+    m_admission.closeLease(
+        received.leaseId,
+        QStringLiteral("the result of lease %1 was already received; this copy is a duplicate")
+            .arg(received.leaseId));
+    m_enrollment->recordOutcome(received.agentId, "done", received.samples, received.trainSeconds);
+    m_standing->recordAccepted(received.agentId);
+    m_enrollment->touch(received.agentId);
 }
 
 HttpResponse Coordinator::resultOfDoneWorkunit(ResultIntake::Verdict& verdict, const ResultIntake::Received& received,
@@ -278,13 +286,7 @@ HttpResponse Coordinator::resultOfDoneWorkunit(ResultIntake::Verdict& verdict, c
         qCCritical(lcCoordinator) << "cannot record the result of lease" << leaseId << ":" << recorded.error();
         return HttpResponse::error(500, QStringLiteral("the coordinator cannot record the result; try again later"));
     }
-    m_intake->accepted(verdict, received, -1, {}); // the lease is gone from here on
-    m_admission.closeLease(
-        leaseId,
-        QStringLiteral("the result of lease %1 was already received; this copy is a duplicate").arg(leaseId));
-    m_enrollment->recordOutcome(agentId, "done", update.samples, update.trainSeconds);
-    m_standing->recordAccepted(agentId);
-    m_enrollment->touch(agentId);
+    takeAccepted(verdict, received, -1, {}); // the lease is gone from here on
     if (agrees == false) {
         qCWarning(lcCoordinator).nospace()
             << "job " << job.id << ": the result of lease " << leaseId << " (agent " << agentId
