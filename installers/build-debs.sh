@@ -94,6 +94,10 @@ else
         -DCMAKE_INSTALL_PREFIX=/usr >/dev/null \
         || die "cmake could not configure $build; installers/install-deps.sh installs what building needs"
 fi
+# The tray app (gleaner-desktop) is configured only where Qt SVG is installed: say so before building.
+targets=$(cmake --build "$build" --target help 2>/dev/null || true)
+grep -q '^gleaner: ' <<<"$targets" \
+    || die "$build has no tray app to package: Qt SVG is missing (installers/install-deps.sh installs it, with qt6-svg-dev), then run again"
 echo "build-debs: building what the packages hold in $build (nothing, when it is up to date)"
 cmake --build "$build" --parallel "$jobs" --target gleaner-agent gleaner-worker gleaner gleaner-coordinator \
     || die "the build in $build failed"
