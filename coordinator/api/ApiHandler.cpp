@@ -288,7 +288,8 @@ void ApiHandler::handle(HttpRequest request, Responder respond)
             respond(badJson());
             return;
         }
-        c.state().post([&c, agentId, body = *body, respond] { c.leaseWhenCurrent(agentId, body, respond); });
+        c.state().post(
+            [&c, agentId, body = *body, respond] { c.pacer().whenCurrent(agentId, body, respond); });
         return;
     }
     const QString leaseId = QString::fromLatin1(parts[3]);

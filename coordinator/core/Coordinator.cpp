@@ -111,6 +111,9 @@ Status Coordinator::start()
         m_scheduler->setLearntObserver(
             [this](const Lease& lease, const JobState& job) { onLeaseLearnt(lease, job); });
         m_intake = std::make_unique<ResultIntake>(m_jobs, *m_scheduler);
+        m_pacer = std::make_unique<LeasePacer>(
+            m_jobs, *m_intake, *m_weights, m_config, m_clock, m_metrics,
+            [this](const QString& agentId, const QJsonObject& request) { return lease(agentId, request); });
         m_standing = std::make_unique<AgentStanding>(*m_db);
         m_enrollment = std::make_unique<Enrollment>(
             *m_db, m_admission, m_clock, m_config.openEnrollment,
@@ -169,11 +172,11 @@ void Coordinator::shutdown()
     m_validation->executor().stop();
     m_weights->executor().stop();
     m_state->call([this] {
-        for (ParkedLease& parked : m_parkedLeases)
-            parked.respond(HttpResponse::error(503, QStringLiteral("the coordinator is stopping; ask again later")));
-        m_parkedLeases.clear();
+        if (m_pacer)
+            m_pacer->stop();
         if (auto s = m_tallies ? m_tallies->flush() : Status(); !s)
             qCWarning(lcCoordinator) << "cannot store the file bytes sent since the last tick:" << s.error();
+        m_pacer.reset();
         m_intake.reset();
         m_feed.reset();
         m_views.reset();

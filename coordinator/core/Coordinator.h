@@ -24,6 +24,7 @@
 #include "jobs/JobState.h"
 #include "metrics/CoordinatorMetrics.h"
 #include "scheduling/CheckpointChecker.h"
+#include "scheduling/LeasePacer.h"
 #include "scheduling/ResultIntake.h"
 #include "store/BlobStore.h"
 #include "util/Clock.h"
@@ -108,11 +109,9 @@ public:
 
     // [state] Work.
     HttpResponse lease(const QString& agentId, const QJsonObject& request);
-    // The lease request as agents make it: when the agent's own latest result is accepted but not yet in the
-    // published weights (it asks again right after uploading), the coordinator publishes at once and answers
-    // when that file is out, or after config lease_wait_for_own_update_ms at most; otherwise at once. Without
-    // this an agent would train its next subtask from weights that lack its previous one.
-    void leaseWhenCurrent(const QString& agentId, const QJsonObject& request, Responder respond);
+    // The lease request as agents make it, answered when the agent's own last update is published
+    // (scheduling/LeasePacer).
+    LeasePacer& pacer() { return *m_pacer; }
     HttpResponse progress(const QString& agentId, const QString& leaseId, const QJsonObject& report);
     // The upload at `file` has passed UpdateChecker; records it durably and queues it for aggregation.
     // [state] File bytes sent for one of the job's leases (counted when the response has gone out).
@@ -240,20 +239,9 @@ private:
     // A refused result counts against its agent; a run of them quarantines it and gives its work to others.
     void countRefusal(const QString& agentId, const QString& reason);
     // What a publication of the job's weights gave: nullopt when it failed, or the weights thread no longer
-    // holds the job. `forParked`: parked leases asked for it (askPublicationFor), as against the tick or a
+    // holds the job. `forParked`: parked lease requests asked for it (LeasePacer), as against the tick or a
     // take-over.
     void onPublished(qint64 jobId, std::optional<PublishedWeights> published, bool forParked);
-    // Answers the parked lease requests whose wait is over (their publication is out, or their time is up).
-    void answerParkedLeases();
-    // Asks the weights thread for a publication of each running job that holds an unpublished update of the
-    // agent's, unless one asked for by parked leases is on its way already: one publication (a file of the
-    // whole weights) per job at a time, not one per accepted update while many agents upload at once.
-    void askPublicationFor(const QString& agentId);
-    // Why no lease goes out now (nullopt: they do): the updates received here and not folded yet hold more
-    // than config fold_backlog_mb of memory. Logs when leases stop and when they go out again.
-    std::optional<QString> leasesHeldBack();
-    // The answer while leases are held back (`why`): no task, a spread retry_after, the reason.
-    HttpResponse heldBackReply(const QString& why);
     void onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const QString& sha, const QString& ruleSha);
     void onValidated(qint64 jobId, int epoch, bool epochEnd, qint64 version, double accuracy, double loss);
     void onValidationFailed(qint64 jobId, int epoch, bool epochEnd, const QString& error);
@@ -358,14 +346,7 @@ private:
     std::unique_ptr<JobTallies> m_tallies; // each job's counts, the deployment's
     std::unique_ptr<Scheduler> m_scheduler; // workunits, leases and epochs (coordinator/scheduling/)
     std::unique_ptr<ResultIntake> m_intake; // what a received result counts for (coordinator/scheduling/)
-    struct ParkedLease
-    {
-        QString agentId;
-        QJsonObject request;
-        Responder respond;
-        qint64 untilMs = 0;
-    };
-    std::vector<ParkedLease> m_parkedLeases; // lease requests waiting for their agent's update (leaseWhenCurrent)
+    std::unique_ptr<LeasePacer> m_pacer;    // when lease requests are answered (parked, held back)
     QHash<QString, qint64> m_checkpoints;    // handed-back checkpoint blobs kept, and their sizes (handback_cap_mb)
 
     std::unique_ptr<SerialExecutor> m_importer;
@@ -379,7 +360,6 @@ private:
     bool m_housekeeper =
         true; // state thread: does the deployment's housekeeping (Database::holdsHousekeeping)
     qint64 m_sharedHouseMs = 0;          // state thread: when keepSharedHouse last ran
-    bool m_holdingLeases = false;        // state thread: leasesHeldBack() held the last request back
     std::set<qint64> m_importing;        // state thread: jobs this coordinator imports now
     struct LeftToOthers
     {

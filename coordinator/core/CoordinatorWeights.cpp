@@ -112,7 +112,7 @@ void Coordinator::onPublished(qint64 jobId, std::optional<PublishedWeights> repo
     // The publication parked leases asked for is done, whatever it gave.
     const qint64 asked = forParked ? std::exchange(job->publicationAskedThrough, 0) : 0;
     if (!report) {
-        answerParkedLeases();
+        m_pacer->answerParked();
         return;
     }
     const PublishedWeights& published = *report;
@@ -129,14 +129,7 @@ void Coordinator::onPublished(qint64 jobId, std::optional<PublishedWeights> repo
         job->published = published;
     }
     ResultIntake::published(*job);
-    answerParkedLeases();
-    // When the weights leases get now hold what it was asked for, those still parked wait for updates
-    // accepted since: one more for them all. When they do not (it failed, folds wait for Redis, or Redis
-    // handed back an older copy), they wait for the tick's publications or their deadline, so that a fault
-    // does not turn into a loop of publications.
-    if (forParked && job->published.throughSeq >= asked)
-        for (const ParkedLease& parked : m_parkedLeases)
-            askPublicationFor(parked.agentId);
+    m_pacer->published(*job, forParked, asked);
 }
 
 void Coordinator::onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const QString& sha,

@@ -174,7 +174,7 @@ HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJson
     int open = *held;
     // Held back while the folds catch up: saying so takes no job's lock, so the requests of agents that wait
     // cost the coordinator little while it is behind.
-    const std::optional<QString> heldBack = leasesHeldBack();
+    const std::optional<QString> heldBack = m_pacer->heldBack();
     if (!heldBack)
         for (auto& [jobId, job] : m_jobs)
             if (job.status == JobStatus::Running)
@@ -195,7 +195,7 @@ HttpResponse Coordinator::leaseInTransaction(const QString& agentId, const QJson
         return HttpResponse::json(200, reply);
     }
     if (heldBack)
-        return heldBackReply(*heldBack);
+        return m_pacer->heldBackReply(*heldBack, leaseReply(QJsonArray()));
     const int asked =
         int(std::clamp(request.value(QStringLiteral("max_tasks")).toInteger(1), qint64(1), qint64(kMaxTasksPerLease)));
     QSet<QString> cached;
@@ -514,7 +514,8 @@ void Coordinator::removeRetiredWeights(const QSet<QString>& alsoNeeded)
 
 void Coordinator::tick()
 {
-    answerParkedLeases(); // those whose publication did not come in time (a weights thread busy with a backlog)
+    m_pacer->answerParked(); // those whose publication did not come in time (a weights thread busy with a
+                             // backlog)
     for (auto& [id, job] : m_jobs) // what a job's lock showed since the last tick (Scheduler::lockJob)
         if (job.endedElsewhere) {
             const auto [status, reason] = *job.endedElsewhere; // a copy: finishJob clears it

@@ -140,12 +140,12 @@ struct JobState
     // disk until a snapshot holds the update (a replay after a restart needs them).
     std::map<qint64, QString> basesInFlight;
     // An agent's latest accepted update that the published weights do not hold yet, by agent (memory only):
-    // its next lease waits for the publication that holds it (Coordinator::leaseWhenCurrent).
+    // its next lease waits for the publication that holds it (LeasePacer::whenCurrent).
     std::map<QString, qint64> unpublishedOf;
     // While a publication that parked leases asked for is on its way: the last update it will hold (memory
     // only; 0: none on its way). The leases parked meanwhile whose updates it holds wait for it rather than
     // each asking for one of their own; the others ask for the next one together when it reports
-    // (Coordinator::askPublicationFor).
+    // (LeasePacer).
     qint64 publicationAskedThrough = 0;
     std::vector<ValidationPoint> history;
     std::set<int> validatedEpochs;  // epochs whose end-of-epoch validation is recorded

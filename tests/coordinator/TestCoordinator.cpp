@@ -538,8 +538,8 @@ void TestCoordinator::nextLeaseHoldsTheAgentsOwnResult()
     const auto leaseNow = [&](const QString& who) {
         std::promise<HttpResponse> answered;
         f.core->state().post([&] {
-            f.core->leaseWhenCurrent(who, QJsonObject{{QStringLiteral("max_tasks"), 1}},
-                                     [&](HttpResponse r) { answered.set_value(std::move(r)); });
+            f.core->pacer().whenCurrent(who, QJsonObject{{QStringLiteral("max_tasks"), 1}},
+                                        [&](HttpResponse r) { answered.set_value(std::move(r)); });
         });
         return baseOf(answered.get_future().get());
     };
@@ -557,11 +557,12 @@ void TestCoordinator::nextLeaseHoldsTheAgentsOwnResult()
     std::promise<void> both;
     f.core->state().post([&] {
         for (int i = 0; i < 2; ++i)
-            f.core->leaseWhenCurrent(other, QJsonObject{{QStringLiteral("max_tasks"), 1}}, [&, i](HttpResponse r) {
-                answers.emplace_back(i, baseOf(r));
-                if (answers.size() == 2)
-                    both.set_value();
-            });
+            f.core->pacer().whenCurrent(other, QJsonObject{{QStringLiteral("max_tasks"), 1}},
+                                        [&, i](HttpResponse r) {
+                                            answers.emplace_back(i, baseOf(r));
+                                            if (answers.size() == 2)
+                                                both.set_value();
+                                        });
     });
     both.get_future().wait();
     QCOMPARE(answers, (std::vector<std::pair<int, qint64>>{{1, 1}, {0, 2}}));
@@ -611,12 +612,12 @@ void TestCoordinator::onePublicationServesTheAgentsParkedMeanwhile()
         for (int i = 0; i < 3; ++i) {
             statuses[size_t(i)] =
                 f.resultOfUpload(agents[size_t(i)], leases[size_t(i)], files[size_t(i)]).status;
-            f.core->leaseWhenCurrent(agents[size_t(i)], QJsonObject{{QStringLiteral("max_tasks"), 1}},
-                                     [&, i](HttpResponse r) {
-                                         bases[size_t(i)] = baseOf(r);
-                                         if (++answered == 3)
-                                             all.set_value();
-                                     });
+            f.core->pacer().whenCurrent(agents[size_t(i)], QJsonObject{{QStringLiteral("max_tasks"), 1}},
+                                        [&, i](HttpResponse r) {
+                                            bases[size_t(i)] = baseOf(r);
+                                            if (++answered == 3)
+                                                all.set_value();
+                                        });
         }
     });
     QVERIFY(all.get_future().wait_for(std::chrono::seconds(30)) == std::future_status::ready);
@@ -667,11 +668,11 @@ void TestCoordinator::theTickAnswersAParkedLeaseAtItsDeadline()
                 QFile in(blobs);
                 broken = QDir().rename(blobs, away) && in.open(QIODevice::WriteOnly);
             }
-            f.core->leaseWhenCurrent(agent, QJsonObject{{QStringLiteral("max_tasks"), 1}},
-                                     [&](HttpResponse r) {
-                                         bases.push_back(baseOf(r));
-                                         answered.set_value();
-                                     });
+            f.core->pacer().whenCurrent(agent, QJsonObject{{QStringLiteral("max_tasks"), 1}},
+                                        [&](HttpResponse r) {
+                                            bases.push_back(baseOf(r));
+                                            answered.set_value();
+                                        });
             early = bases.size() > before;
             if (then != Then::Report) {
                 f.clock.advance(f.config.leaseWaitForOwnUpdateMs + 1);
