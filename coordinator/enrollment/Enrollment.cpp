@@ -9,7 +9,7 @@
 #include <QLoggingCategory>
 #include <QSqlQuery>
 
-Q_LOGGING_CATEGORY(lcEnrollment, "gleaner.coordinator")
+Q_LOGGING_CATEGORY(lcEnrollment, "gleaner.coordinator.enrollment")
 
 namespace gleaner::coordinator {
 

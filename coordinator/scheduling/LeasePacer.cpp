@@ -10,7 +10,7 @@
 
 #include <algorithm>
 
-Q_DECLARE_LOGGING_CATEGORY(lcCoordinator)
+Q_LOGGING_CATEGORY(lcLeases, "gleaner.coordinator.leases")
 
 namespace gleaner::coordinator {
 namespace {
@@ -96,7 +96,7 @@ std::optional<QString> LeasePacer::heldBack()
     const bool hold = bound > 0 && backlog.bytes > bound;
     const auto mib = [](qint64 bytes) { return QString::number(double(bytes) / double(1 << 20), 'f', 1); };
     if (hold && !m_holding)
-        qCWarning(lcCoordinator).noquote()
+        qCWarning(lcLeases).noquote()
             << QStringLiteral(
                    "new leases wait: %1 update(s) received here, %2 MiB of weights, are not folded in "
                    "yet (config fold_backlog_mb: %3); leases go out again once the folds catch up")
@@ -104,7 +104,7 @@ std::optional<QString> LeasePacer::heldBack()
                    .arg(mib(backlog.bytes))
                    .arg(m_config.foldBacklogMb);
     else if (!hold && m_holding)
-        qCInfo(lcCoordinator) << "new leases go out again: the folds caught up";
+        qCInfo(lcLeases) << "new leases go out again: the folds caught up";
     m_holding = hold;
     if (!hold)
         return std::nullopt;

@@ -19,6 +19,8 @@
 #include <QByteArrayView>
 
 #include <map>
+#include <utility>
+#include <vector>
 
 namespace gleaner::coordinator {
 
@@ -38,7 +40,6 @@ struct JobCounts
     qint64 downloadedBytes() const;
     // This process took an update (after the transaction that recorded it committed).
     void countUpdate(qint64 uploadBytes);
-    bool operator==(const JobCounts&) const = default;
 };
 
 class JobTallies
@@ -64,7 +65,8 @@ public:
     Result<std::map<qint64, JobCounts>> loadAll();
 
 private:
-    Status add(qint64 jobId, const QString& name, qint64 delta);
+    // Adds each (name, delta) to the job's stored counts, in one statement.
+    Status add(qint64 jobId, const std::vector<std::pair<QString, qint64>>& deltas);
     void addUnflushed(qint64 jobId, JobCounts& counts) const;
 
     Database& m_db;
