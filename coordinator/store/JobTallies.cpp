@@ -60,10 +60,11 @@ Status JobTallies::add(qint64 jobId, const std::vector<std::pair<QString, qint64
         rows << QStringLiteral("(?, ?, ?)");
         values << jobId << name << delta;
     }
-    auto r = m_db.exec(QStringLiteral("INSERT INTO job_tallies (job_id, name, value) VALUES %1 ON CONFLICT "
-                                      "(job_id, name) DO UPDATE SET value = job_tallies.value + excluded.value")
-                           .arg(rows.join(QStringLiteral(", "))),
-                       values);
+    auto r =
+        m_db.exec(QStringLiteral("INSERT INTO job_tallies (job_id, name, value) VALUES %1 ON CONFLICT "
+                                 "(job_id, name) DO UPDATE SET value = job_tallies.value + excluded.value")
+                      .arg(rows.join(QStringLiteral(", "))),
+                  values);
     return r ? Status() : fail(r.error());
 }
 
