@@ -1,9 +1,10 @@
 #include "api/ApiHandler.h"
 
 #include "aggregation/UpdateChecker.h"
+#include "crypto/Sha256.h"
 #include "enrollment/EnrollmentTokenTerms.h"
 #include "enrollment/Tokens.h"
-#include "crypto/Sha256.h"
+#include "intake/AgentStanding.h"
 #include "util/Durability.h"
 
 #include <QFile>
@@ -308,8 +309,9 @@ void ApiHandler::handle(HttpRequest request, Responder respond)
             respond(badJson());
             return;
         }
-        c.state().post(
-            [&c, agentId, leaseId, body = *body, respond] { respond(c.failLease(agentId, leaseId, body)); });
+        c.state().post([&c, agentId, leaseId, body = *body, respond] {
+            respond(c.handBacks().failed(agentId, leaseId, body));
+        });
         return;
     }
     if (parts.value(4) == "handback") {
@@ -327,16 +329,16 @@ void ApiHandler::handleHandBack(const QString& agentId, const QString& leaseId, 
         if (!file.isEmpty())
             QFile::remove(file);
         c.state().post([&c, agentId, leaseId, respond] {
-            respond(c.handBack(agentId, leaseId, std::nullopt, std::nullopt, {}));
+            respond(c.handBacks().handBack(agentId, leaseId, std::nullopt, std::nullopt, {}));
         });
         return;
     }
     // state: what the checkpoint must match -> checker: check it, keep it as a blob -> state: record the hand-back.
     c.state().post([this, &c, agentId, leaseId, file, respond] {
-        auto expected = c.checkpointExpectationsFor(leaseId);
+        auto expected = c.handBacks().checkpointExpectationsFor(leaseId);
         if (!expected) { // not open, or its job takes no work: the lease is handed back all the same
             QFile::remove(file);
-            respond(c.handBack(agentId, leaseId, std::nullopt, std::nullopt, {}));
+            respond(c.handBacks().handBack(agentId, leaseId, std::nullopt, std::nullopt, {}));
             return;
         }
         m_checker.post([this, &c, agentId, leaseId, file, expected = std::move(*expected), respond] {
@@ -363,7 +365,7 @@ void ApiHandler::handleHandBack(const QString& agentId, const QString& leaseId, 
                 qCWarning(lcCoordinator).nospace() << "the checkpoint agent " << agentId << " handed back with lease "
                                                    << leaseId << " was refused: " << refusal;
             c.state().post([&c, agentId, leaseId, blob, checked, refusal, refusedByCheck, respond] {
-                respond(c.handBack(agentId, leaseId, blob, checked, refusal, refusedByCheck));
+                respond(c.handBacks().handBack(agentId, leaseId, blob, checked, refusal, refusedByCheck));
             });
         });
     });
@@ -395,7 +397,7 @@ void ApiHandler::handleResult(const QString& agentId, const QString& leaseId, Ht
     const QString file = request.bodyFile;
     // state: which model must the upload match -> checker: parse and check it, make it durable -> state: record it.
     c.state().post([this, &c, agentId, leaseId, file, respond] {
-        auto expected = c.expectationsForLease(leaseId);
+        auto expected = c.results().expectationsFor(leaseId);
         if (!expected) {
             QFile::remove(file);
             respond(c.leaseNotInMemory(agentId, leaseId));
@@ -415,7 +417,7 @@ void ApiHandler::handleResult(const QString& agentId, const QString& leaseId, Ht
             if (!update) {
                 QFile::remove(file);
                 c.state().post([&c, agentId, leaseId, reason = update.error(), respond] {
-                    respond(c.refuseResult(agentId, leaseId, reason));
+                    respond(c.results().refuse(agentId, leaseId, reason));
                 });
                 return;
             }
@@ -429,7 +431,7 @@ void ApiHandler::handleResult(const QString& agentId, const QString& leaseId, Ht
                 return;
             }
             c.state().post([&c, agentId, leaseId, file, update = std::move(*update), respond]() mutable {
-                respond(c.result(agentId, leaseId, file, std::move(update)));
+                respond(c.results().receive(agentId, leaseId, file, std::move(update)));
             });
         });
     });
@@ -478,7 +480,8 @@ void ApiHandler::handleAdmin(const QList<QByteArray>& parts, HttpRequest request
             respond(c.enrollment().revokeAgent(agent));
         });
     if (what == "agents" && parts.size() == 6 && parts[5] == "release" && method == "POST")
-        return (void)c.state().post([&c, agent = QString::fromLatin1(parts[4]), respond] { respond(c.releaseAgent(agent)); });
+        return (void)c.state().post(
+            [&c, agent = QString::fromLatin1(parts[4]), respond] { respond(c.standing().release(agent)); });
     if (what == "signing-key" && parts.size() == 4 && method == "GET")
         return respond(HttpResponse::json(200, c.signingKeys()));
     if (what == "signing-key" && parts.size() == 5 && parts[4] == "rotate" && method == "POST")

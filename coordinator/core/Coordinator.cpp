@@ -2,14 +2,14 @@
 #include "events/EventRelay.h"
 
 #include "aggregation/WeightsKeeper.h"
-#include "core/AgentStanding.h"
 #include "enrollment/EnrollmentTokenUse.h"
 #include "enrollment/Tokens.h"
 #include "format/SafeTensors.h"
+#include "intake/AgentStanding.h"
 #include "scheduling/Scheduler.h"
+#include "scheduling/SchedulerTables.h"
 #include "store/Database.h"
 #include "store/RedisConnection.h"
-#include "scheduling/SchedulerTables.h"
 #include "util/LargeBuffers.h"
 #include "validation/ValidationRunner.h"
 
@@ -114,7 +114,6 @@ Status Coordinator::start()
         m_pacer = std::make_unique<LeasePacer>(
             m_jobs, *m_intake, *m_weights, m_config, m_clock, m_metrics,
             [this](const QString& agentId, const QJsonObject& request) { return lease(agentId, request); });
-        m_standing = std::make_unique<AgentStanding>(*m_db);
         m_enrollment = std::make_unique<Enrollment>(
             *m_db, m_admission, m_clock, m_config.openEnrollment,
             Enrollment::Hooks{
@@ -128,6 +127,20 @@ Status Coordinator::start()
                                              [this](qint64 jobId) { return noSuchJob(jobId); });
         m_feed = std::make_unique<DashboardFeed>(m_jobs, *m_views, *m_db, m_events, m_relay.get(), m_metrics,
                                                  m_clock);
+        m_standing = std::make_unique<AgentStanding>(*m_db, *m_enrollment, *m_scheduler, *m_feed, m_clock);
+        const auto findLeaseHook = [this](const QString& leaseId) { return findLease(leaseId); };
+        const auto notInMemoryHook = [this](const QString& agentId, const QString& leaseId) {
+            return leaseNotInMemory(agentId, leaseId);
+        };
+        m_results = std::make_unique<ResultDesk>(
+            ResultDesk::Parts{m_jobs, *m_db, *m_scheduler, *m_intake, m_admission, *m_enrollment, *m_standing,
+                              *m_tallies, *m_weights, *m_feed, m_metrics, m_blobs},
+            m_config, m_clock, m_storage,
+            ResultDesk::Hooks{findLeaseHook, notInMemoryHook,
+                              [this](JobState& job, int epoch) { validationsAfterUpdate(job, epoch); }});
+        m_handBacks = std::make_unique<HandBacks>(
+            HandBacks::Parts{m_jobs, *m_db, *m_scheduler, m_admission, *m_enrollment, *m_standing, m_blobs},
+            m_config, m_clock, HandBacks::Hooks{findLeaseHook, notInMemoryHook});
         if (auto s = m_standing->load(); !s)
             return s;
         return loadState();
@@ -177,6 +190,9 @@ void Coordinator::shutdown()
         if (auto s = m_tallies ? m_tallies->flush() : Status(); !s)
             qCWarning(lcCoordinator) << "cannot store the file bytes sent since the last tick:" << s.error();
         m_pacer.reset();
+        m_handBacks.reset();
+        m_results.reset();
+        m_standing.reset();
         m_intake.reset();
         m_feed.reset();
         m_views.reset();
@@ -196,36 +212,8 @@ void Coordinator::setListeningPort(quint16 port)
         m_config.listenPort = port;
 }
 
-// ---- agents and tokens --------------------------------------------------------------------------------------
-
-void Coordinator::countRefusal(const QString& agentId, const QString& reason)
-{
-    m_enrollment->recordOutcome(agentId, "invalid");
-    if (!m_standing->recordRefusal(agentId, reason, m_clock.nowMs()))
-        return;
-    // Its work in flight is suspect and holds workunits honest agents could train: they go back now.
-    m_scheduler->expireAllOf(agentId);
-    m_feed->noteAgentChanged(agentId, "quarantined");
-}
-
-HttpResponse Coordinator::releaseAgent(const QString& agentId)
-{
-    auto row = m_db->exec(QStringLiteral("SELECT 1 FROM agents WHERE id = ?"), {agentId});
-    if (!row || !row->next())
-        return HttpResponse::error(404, QStringLiteral("no agent has id %1").arg(agentId));
-    auto lifted = m_standing->lift(agentId);
-    if (!lifted)
-        return HttpResponse::error(500, lifted.error());
-    if (*lifted) {
-        qCInfo(lcCoordinator) << "the admin lifted the quarantine of agent" << agentId;
-        m_feed->noteAgentChanged(agentId, "released");
-    }
-    QJsonObject reply;
-    reply.insert(QStringLiteral("id"), agentId);
-    reply.insert(QStringLiteral("quarantined"), false);
-    reply.insert(QStringLiteral("was_quarantined"), *lifted);
-    return HttpResponse::json(200, reply);
-}
+// ---- signing key
+// ---------------------------------------------------------------------------------------------
 
 HttpResponse Coordinator::rotateSigningKey()
 {

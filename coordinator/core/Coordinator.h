@@ -21,6 +21,8 @@
 #include "enrollment/Enrollment.h"
 #include "events/EventHub.h"
 #include "http/HttpTypes.h"
+#include "intake/HandBacks.h"
+#include "intake/ResultDesk.h"
 #include "jobs/JobState.h"
 #include "metrics/CoordinatorMetrics.h"
 #include "scheduling/CheckpointChecker.h"
@@ -89,10 +91,10 @@ public:
     // [state] The dashboard's views and /metrics (views/JobViews).
     JobViews& views() { return *m_views; }
 
-    // [state] Agents and tokens (enrollment/Enrollment).
+    // [state] Agents and tokens (enrollment/Enrollment), and whether an agent may have work
+    // (intake/AgentStanding).
     Enrollment& enrollment() { return *m_enrollment; }
-    // Lifts an agent's quarantine (AgentStanding): it gets leases again.
-    HttpResponse releaseAgent(const QString& agentId);
+    AgentStanding& standing() { return *m_standing; }
 
     // [state] Jobs.
     HttpResponse submitJob(const QByteArray& specText);
@@ -113,38 +115,13 @@ public:
     // (scheduling/LeasePacer).
     LeasePacer& pacer() { return *m_pacer; }
     HttpResponse progress(const QString& agentId, const QString& leaseId, const QJsonObject& report);
-    // The upload at `file` has passed UpdateChecker; records it durably and queues it for aggregation.
     // [state] File bytes sent for one of the job's leases (counted when the response has gone out).
     void noteDownloaded(qint64 jobId, const QByteArray& role, quint64 bytes);
-    HttpResponse result(const QString& agentId, const QString& leaseId, const QString& file, ReceivedUpdate update);
-    // An upload for this lease failed the checks (UpdateChecker, the job's bound): the lease is closed, its workunit
-    // goes back to the queue and the agent's record counts an invalid result. When the lease resumed a handed-back
-    // checkpoint, whatever was refused may be the checkpoint's doing: the checkpoint is discarded (the next lease
-    // starts the workunit afresh) and the refusal counts against the agent that handed it back, not this one.
-    HttpResponse refuseResult(const QString& agentId, const QString& leaseId, const QString& reason);
-    // The agent gives the lease back because it cannot run the subtask (protocol 6.7); `report` is the
-    // request body, {"reason", "stage"}. Committed before the answer: the lease is closed as failed, its
-    // workunit goes back to the queue at once (unless done or held by another lease) and the agent's record
-    // counts a failed subtask; unless the lease resumed a handed-back checkpoint, which may be what failed: that
-    // checkpoint is discarded and nothing is counted.
-    HttpResponse failLease(const QString& agentId, const QString& leaseId, const QJsonObject& report);
-    // The agent is leaving and hands the lease back (protocol 6.8, CoordinatorHandBack.cpp). `checkpoint`, when the
-    // agent sent one and it passed CheckpointChecker, is the blob it was stored as (`refusal` says why one sent was
-    // not taken). Committed before the answer: the lease closes as handed back, its workunit goes back to the queue
-    // at once (unless done or held by another lease), resuming from the checkpoint when it is kept (it must also
-    // stay within the job's update bound and the coordinator's handback_cap_mb). Not counted against the agent.
-    // A checkpoint that CheckpointChecker refused (`refusedByCheck`: malformed, another workunit's, hostile) counts
-    // against the agent like a refused result.
-    HttpResponse handBack(const QString& agentId, const QString& leaseId, std::optional<BlobInfo> checkpoint,
-                          std::optional<CheckedCheckpoint> checked, const QString& refusal,
-                          bool refusedByCheck = false);
-    // What a checkpoint handed back with the lease must match (CheckpointChecker); nullopt when the lease is not
-    // open, or its job takes no work.
-    std::optional<CheckpointExpectations> checkpointExpectationsFor(const QString& leaseId) const;
+    // [state] Results (intake/ResultDesk) and leases given or handed back (intake/HandBacks).
+    ResultDesk& results() { return *m_results; }
+    HandBacks& handBacks() { return *m_handBacks; }
     // The answer for a lease that is not (or no longer) in memory: 409 with the reason it was closed, else 404.
     HttpResponse leaseNotInMemory(const QString& agentId, const QString& leaseId) const;
-    // What a lease's upload must match and may claim (UpdateChecker); nullopt when the lease is unknown.
-    std::optional<UpdateExpectations> expectationsForLease(const QString& leaseId) const;
 
     // Thread-safe (asks the state thread and waits): what the database says of an agent whose token hash the
     // admission cache does not know, as when another coordinator of the deployment enrolled it. Found, it is
@@ -222,8 +199,6 @@ private:
     void onLeaseExpired(const Lease& lease, const JobState* job);
     // `alsoNeeded`: blobs other coordinators of the deployment still need (keepSharedHouse).
     void removeRetiredWeights(const QSet<QString>& alsoNeeded = {});
-    // Deletes the handed-back checkpoints that no workunit resumes from and no lease names any more.
-    void removeUnusedCheckpoints(const QSet<QString>& alsoNeeded = {});
     // [state] Among several coordinators (CoordinatorPeers.cpp), every few seconds: follows the jobs,
     // quarantines and revocations the others changed; deletes this one's retired blobs under every live job's
     // lock, where no other coordinator can hand them out meanwhile, keeping those the database says are still
@@ -236,8 +211,6 @@ private:
     // weights too far, or its file was lost): the server copy kept its version; the update is marked and shown
     // to the admin (job status, metrics, log) and, when it was the agent's fault, counted against the agent.
     void onFoldRefused(qint64 jobId, qint64 seq, const QString& reason, bool agentsFault);
-    // A refused result counts against its agent; a run of them quarantines it and gives its work to others.
-    void countRefusal(const QString& agentId, const QString& reason);
     // What a publication of the job's weights gave: nullopt when it failed, or the weights thread no longer
     // holds the job. `forParked`: parked lease requests asked for it (LeasePacer), as against the tick or a
     // take-over.
@@ -247,6 +220,9 @@ private:
     void onValidationFailed(qint64 jobId, int epoch, bool epochEnd, const QString& error);
     // Starts the end-of-epoch validation of every complete epoch that has none recorded or in flight.
     void scheduleValidations(JobState& job);
+    // An update of the job's `epoch` was queued for its fold (ResultDesk): the end-of-epoch and intermediate
+    // validations it makes due, and the next epoch when this one is complete.
+    void validationsAfterUpdate(JobState& job, int epoch);
     // `persist` false: another coordinator of the deployment ended it, and the database says so already.
     void finishJob(JobState& job, JobStatus status, const QString& reason, bool persist = true);
     // A job as its row in `jobs` holds it: the columns jobColumns() names, in that order.
@@ -295,14 +271,6 @@ private:
     Status lockLiveJobs();
     // `granted`: the leases it granted (the reply's tasks).
     HttpResponse leaseInTransaction(const QString& agentId, const QJsonObject& request, int& granted);
-    // [state] After the transaction that recorded an accepted result committed, both for one folded in
-    // (`seq`, `file`) and for one compared with its workunit's first: the intake's memory, the admission
-    // cache, the agent's record.
-    void takeAccepted(ResultIntake::Verdict& verdict, const ResultIntake::Received& received, qint64 seq,
-                      const QString& file);
-    // A result for a workunit that already has its first result: compared with it, recorded, not folded in.
-    HttpResponse resultOfDoneWorkunit(ResultIntake::Verdict& verdict, const ResultIntake::Received& received,
-                                      const QString& file, const ReceivedUpdate& update);
     // The files a lease's manifest names, which its agent may download.
     // What the HTTP threads need to know of an open lease: its agent, its upload limit, the files it names.
     AdmissionCache::LeaseEntry admissionEntry(const JobState& job, const Workunit* unit, const Lease& lease) const;
@@ -313,13 +281,8 @@ private:
     static QJsonObject checkedCapabilities(const QJsonObject& declared);
     QByteArray signedManifest(const JobState& job, const Workunit& unit, const Lease& lease, QByteArray* signature);
     QJsonObject leaseReply(const QJsonArray& tasks) const;
-    // The 409 every later request for a lease the agent reported failed gets, also after a restart.
-    static QString failedLeaseMessage(const QString& leaseId);
-    // What a closed lease's repeats are answered (409), by how it closed.
-    static QString closedLeaseMessage(const QString& leaseId, Lease::State state);
     // [state] The scheduler learnt of a lease another coordinator wrote (Scheduler::LearntObserver).
     void onLeaseLearnt(const Lease& lease, const JobState& job);
-    static QString handedBackLeaseMessage(const QString& leaseId);
 
     DataDirectory m_dir;
     CoordinatorConfig m_config;
@@ -347,7 +310,8 @@ private:
     std::unique_ptr<Scheduler> m_scheduler; // workunits, leases and epochs (coordinator/scheduling/)
     std::unique_ptr<ResultIntake> m_intake; // what a received result counts for (coordinator/scheduling/)
     std::unique_ptr<LeasePacer> m_pacer;    // when lease requests are answered (parked, held back)
-    QHash<QString, qint64> m_checkpoints;    // handed-back checkpoint blobs kept, and their sizes (handback_cap_mb)
+    std::unique_ptr<ResultDesk> m_results;  // results stored, recorded and queued for the fold (intake/)
+    std::unique_ptr<HandBacks> m_handBacks; // leases given back, handed-back checkpoints (intake/)
 
     std::unique_ptr<SerialExecutor> m_importer;
     // TorchScript programs loaded off the state thread, and apart from imports, which may take minutes: checked at

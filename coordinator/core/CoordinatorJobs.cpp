@@ -207,6 +207,20 @@ void Coordinator::scheduleValidations(JobState& job)
     }
 }
 
+void Coordinator::validationsAfterUpdate(JobState& job, int epoch)
+{
+    scheduleValidations(job);
+    // An intermediate point for the history, each time the job's count of updates (the deployment's) passes
+    // another multiple of validate_every_updates.
+    if (m_housekeeper && m_config.validateEveryUpdates > 0 &&
+        job.counts.updatesReceived / m_config.validateEveryUpdates >
+            job.intermediateValidatedAt / m_config.validateEveryUpdates) {
+        job.intermediateValidatedAt = job.counts.updatesReceived;
+        m_weights->validate(job.id, epoch, /*epochEnd=*/false);
+    }
+    m_scheduler->openNextEpochIfReady(job);
+}
+
 void Coordinator::onValidationFailed(qint64 jobId, int epoch, bool epochEnd, const QString& error)
 {
     qCWarning(lcCoordinator) << "job" << jobId << "epoch" << epoch << "validation failed:" << error

@@ -3,9 +3,9 @@
 // not know them (docs/scale-out.md).
 
 #include "aggregation/WeightsKeeper.h"
-#include "core/AgentStanding.h"
 #include "core/Coordinator.h"
 #include "crypto/TlsCertificate.h"
+#include "intake/AgentStanding.h"
 #include "scheduling/Scheduler.h"
 #include "store/Database.h"
 #include "util/Durability.h"
@@ -127,24 +127,6 @@ std::optional<AdmissionCache::AgentEntry> Coordinator::lookUpAgent(const QString
     });
 }
 
-QString Coordinator::closedLeaseMessage(const QString& leaseId, Lease::State state)
-{
-    switch (state) {
-    case Lease::State::Completed:
-        return QStringLiteral("the result of lease %1 was already received; this copy is a duplicate")
-            .arg(leaseId);
-    case Lease::State::Failed:
-        return failedLeaseMessage(leaseId);
-    case Lease::State::HandedBack:
-        return handedBackLeaseMessage(leaseId);
-    case Lease::State::Open:
-    case Lease::State::Expired:
-    case Lease::State::Refused:
-        break;
-    }
-    return QStringLiteral("lease %1 was closed after an invalid result").arg(leaseId);
-}
-
 void Coordinator::onLeaseLearnt(const Lease& lease, const JobState& job)
 {
     // Another coordinator leased, extended or closed it: this one takes its uploads and downloads alike, and
@@ -206,7 +188,7 @@ void Coordinator::keepSharedHouse(qint64 nowMs)
         while (bases->next())
             needed.insert(bases->value(0).toString());
         removeRetiredWeights(needed);
-        removeUnusedCheckpoints(needed);
+        m_handBacks->removeUnused(needed);
         return {};
     });
     if (!removed)

@@ -129,10 +129,10 @@ bool Coordinator::prepareJob(JobState& job, bool importHere)
     m_scheduler->adopt(job, *stored);
     for (const auto& [unitId, unit] : job.workunits)
         if (unit.resume)
-            m_checkpoints.insert(unit.resume->sha256, unit.resume->size);
+            m_handBacks->keep(unit.resume->sha256, unit.resume->size);
     for (const Lease& lease : stored->leases)
         if (!lease.checkpointSha.isEmpty())
-            m_checkpoints.insert(lease.checkpointSha, std::max<qint64>(0, m_blobs.size(lease.checkpointSha)));
+            m_handBacks->keep(lease.checkpointSha, std::max<qint64>(0, m_blobs.size(lease.checkpointSha)));
     activateJob(job, *weights, std::move(*schema), version, std::move(*replay), std::move(ruleState));
     return true;
 }

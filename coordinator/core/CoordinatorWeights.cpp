@@ -3,6 +3,7 @@
 #include "aggregation/WeightsKeeper.h"
 #include "core/Coordinator.h"
 #include "format/SafeTensors.h"
+#include "intake/AgentStanding.h"
 #include "ml/Model.h"
 #include "store/Database.h"
 #include "util/Durability.h"
@@ -20,7 +21,7 @@ namespace gleaner::coordinator {
 namespace {
 
 // How old a file in a job's updates/ folder that no update names must be before a snapshot's clean-up removes
-// it. Such a file was left by a crash between its move and its row's commit (CoordinatorResults.cpp), or by
+// it. Such a file was left by a crash between its move and its row's commit (intake/ResultDesk), or by
 // an attempt refused at the commit that could not remove its copy. A younger one may be the copy of a commit
 // still under way at another coordinator.
 constexpr qint64 kUnnamedUpdateAgeMs = 60 * 60 * 1000;
@@ -98,7 +99,7 @@ void Coordinator::onFoldRefused(qint64 jobId, qint64 seq, const QString& reason,
         job->counts.updatesNotFolded += 1;
     m_metrics.updateNotFolded();
     if (agentsFault && !resumed)
-        countRefusal(agentId, reason);
+        m_standing->refused(agentId, reason);
     else if (agentsFault)
         qCWarning(lcCoordinator).nospace() << "update " << seq << " trained on from a handed-back checkpoint: its "
                                            << "refused fold is not counted against agent " << agentId;

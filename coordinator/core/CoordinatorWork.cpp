@@ -1,9 +1,9 @@
 // Coordinator: the agents' work cycle (lease, progress, result) and the housekeeping tick.
 #include "aggregation/WeightsKeeper.h"
-#include "core/AgentStanding.h"
 #include "core/Coordinator.h"
-#include "enrollment/Tokens.h"
 #include "crypto/SignedEnvelope.h"
+#include "enrollment/Tokens.h"
+#include "intake/AgentStanding.h"
 #include "jobs/JobImporter.h"
 #include "scheduling/Scheduler.h"
 #include "store/Database.h"
@@ -29,15 +29,6 @@ constexpr int kRetryWhenNoJobsSeconds = 30;
 // now come back soon instead of after the no-job wait, which is longer than a small job takes.
 constexpr int kRetryWhenStartingSeconds = 2;
 constexpr int kRetryWhenQuarantinedSeconds = 600;
-constexpr int kMaxFailureReasonLength = 2000;
-const char* const kFailureStages[] = {"verify", "download", "worker", "upload", "other"};
-
-bool isFailureStage(const QString& stage)
-{
-    return std::any_of(std::begin(kFailureStages), std::end(kFailureStages),
-                       [&](const char* name) { return stage == QLatin1String(name); });
-}
-
 QJsonObject fileEntry(const char* role, const QString& sha, qint64 size)
 {
     QJsonObject file;
@@ -394,81 +385,6 @@ HttpResponse Coordinator::progress(const QString& agentId, const QString& leaseI
     return HttpResponse::json(200, reply);
 }
 
-QString Coordinator::failedLeaseMessage(const QString& leaseId)
-{
-    return QStringLiteral("lease %1 is closed: the agent reported it failed").arg(leaseId);
-}
-
-HttpResponse Coordinator::failLease(const QString& agentId, const QString& leaseId, const QJsonObject& report)
-{
-    const QJsonValue reasonValue = report.value(QStringLiteral("reason"));
-    const QString reason = reasonValue.toString().trimmed();
-    if (!reasonValue.isString() || reason.isEmpty() || reason.size() > kMaxFailureReasonLength)
-        return HttpResponse::error(400, QStringLiteral("reason: expected a string of 1 to %1 characters "
-                                                       "saying why the subtask failed")
-                                            .arg(kMaxFailureReasonLength));
-    const QString stage = report.value(QStringLiteral("stage")).toString();
-    if (!report.value(QStringLiteral("stage")).isString() || !isFailureStage(stage))
-        return HttpResponse::error(
-            400, QStringLiteral("stage: expected one of verify, download, worker, upload, other"));
-
-    Lease* lease = findLease(leaseId);
-    if (!lease)
-        return leaseNotInMemory(agentId, leaseId);
-    if (lease->agentId != agentId)
-        return HttpResponse::error(409, QStringLiteral("lease %1 belongs to another agent").arg(leaseId));
-    if (lease->state == Lease::State::Completed)
-        return HttpResponse::error(
-            409, QStringLiteral("lease %1 is closed: its result was already received").arg(leaseId));
-    if (lease->state == Lease::State::Refused)
-        return HttpResponse::error(
-            409, QStringLiteral("lease %1 is closed: its result was refused as invalid").arg(leaseId));
-
-    JobState* job = findJob(lease->jobId);
-    // Work that an ended job no longer wanted is not the agent's failure (as with a missed deadline). Nor is a
-    // worker that failed on a checkpoint another agent handed back (training from it diverged, say): the
-    // checkpoint is discarded below, so the next agent starts afresh instead of failing the same way.
-    const QString resumedFrom = stage == u"worker" ? lease->checkpointSha : QString();
-    const bool counts = job && (job->status == JobStatus::Running || job->status == JobStatus::Paused) &&
-                        resumedFrom.isEmpty();
-    const Status recorded = m_db->transaction([&]() -> Status {
-        auto closed = m_db->exec(
-            QStringLiteral("UPDATE leases SET state = ?, fail_stage = ?, fail_reason = ? WHERE id = ?"),
-            {leaseStateName(Lease::State::Failed), stage, reason, leaseId});
-        if (!closed)
-            return fail(closed.error());
-        auto agent =
-            m_db->exec(QStringLiteral("UPDATE agents SET failed = failed + ?, last_seen_ms = ? WHERE id = ?"),
-                       {counts ? 1 : 0, m_clock.nowMs(), agentId});
-        if (!agent)
-            return fail(agent.error());
-        return {};
-    });
-    if (!recorded) {
-        qCCritical(lcCoordinator) << "cannot record the failure of lease" << leaseId << ":"
-                                  << recorded.error();
-        return HttpResponse::error(
-            500, QStringLiteral("the coordinator cannot record the failure; try again later"));
-    }
-    // Memory follows the database only once it committed; the workunit goes back to the queue unless it is done
-    // or another agent's lease still holds it.
-    m_admission.closeLease(leaseId, failedLeaseMessage(leaseId));
-    const qint64 workunitId = lease->workunitId;
-    lease = nullptr;
-    const bool requeue = m_scheduler->released(job, leaseId, Lease::State::Failed);
-    if (!resumedFrom.isEmpty())
-        (void)m_scheduler->discardResume(job, workunitId, resumedFrom);
-    // QDebug quotes and escapes the reason: one line, whatever the agent sent.
-    qCWarning(lcCoordinator).nospace()
-        << "agent " << agentId << " reported lease " << leaseId << " failed at stage " << stage << ": "
-        << reason << "; workunit " << workunitId
-        << (requeue ? " goes back to the queue" : " is done or held by another lease");
-
-    QJsonObject reply;
-    reply.insert(QStringLiteral("released"), true);
-    return HttpResponse::json(200, reply);
-}
-
 void Coordinator::onLeaseExpired(const Lease& lease, const JobState* job)
 {
     m_feed->noteLeaseExpired(lease);
@@ -537,7 +453,7 @@ void Coordinator::tick()
         keepSharedHouse(now);
     } else {
         removeRetiredWeights();
-        removeUnusedCheckpoints();
+        m_handBacks->removeUnused();
         if (auto s = m_tallies->flushIfDue(now); !s)
             qCWarning(lcCoordinator) << "cannot store the file bytes sent (tried again in a moment):" << s.error();
     }

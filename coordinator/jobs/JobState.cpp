@@ -46,6 +46,24 @@ std::optional<Lease::State> leaseStateFromName(QStringView name)
     return std::nullopt;
 }
 
+QString closedLeaseMessage(const QString& leaseId, Lease::State state)
+{
+    switch (state) {
+    case Lease::State::Completed:
+        return QStringLiteral("the result of lease %1 was already received; this copy is a duplicate")
+            .arg(leaseId);
+    case Lease::State::Failed:
+        return QStringLiteral("lease %1 is closed: the agent reported it failed").arg(leaseId);
+    case Lease::State::HandedBack:
+        return QStringLiteral("lease %1 is closed: the agent handed it back").arg(leaseId);
+    case Lease::State::Open:
+    case Lease::State::Expired:
+    case Lease::State::Refused:
+        break;
+    }
+    return QStringLiteral("lease %1 was closed after an invalid result").arg(leaseId);
+}
+
 bool JobState::epochComplete(int e) const
 {
     bool any = false;

@@ -88,6 +88,9 @@ struct Lease
 };
 QString leaseStateName(Lease::State state);
 std::optional<Lease::State> leaseStateFromName(QStringView name);
+// What every later request for a lease closed this way is answered (409), also after a restart and at another
+// coordinator of the deployment.
+QString closedLeaseMessage(const QString& leaseId, Lease::State state);
 
 // The data-order seed of a workunit's training, as its manifest says: each workunit trains in its own order,
 // reproducibly.

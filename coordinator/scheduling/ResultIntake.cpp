@@ -28,10 +28,8 @@ ResultIntake::Verdict ResultIntake::judge(const Received& received)
     const QString& id = received.leaseId;
     if (lease->agentId != received.agentId)
         return refuse(409, QStringLiteral("lease %1 belongs to another agent").arg(id));
-    if (lease->state == Lease::State::Completed)
-        return refuse(409, QStringLiteral("the result of lease %1 was already received; this copy is a duplicate").arg(id));
-    if (lease->state == Lease::State::Refused)
-        return refuse(409, QStringLiteral("lease %1 was closed after an invalid result").arg(id));
+    if (lease->state == Lease::State::Completed || lease->state == Lease::State::Refused)
+        return refuse(409, closedLeaseMessage(id, lease->state));
     auto job = m_jobs.find(lease->jobId);
     if (job == m_jobs.end())
         return refuse(409, QStringLiteral("the job no longer exists"));

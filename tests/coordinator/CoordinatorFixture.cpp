@@ -265,13 +265,13 @@ std::vector<LeasedTask> CoordinatorFixture::lease(const QString& agentId, int ma
 
 QString CoordinatorFixture::leaseNonce(const QString& leaseId)
 {
-    auto expected = core->state().call([&] { return core->expectationsForLease(leaseId); });
+    auto expected = core->state().call([&] { return core->results().expectationsFor(leaseId); });
     return expected ? expected->nonce : QString();
 }
 
 TensorBundle CoordinatorFixture::leaseBase(const QString& leaseId)
 {
-    auto expected = core->state().call([&] { return core->expectationsForLease(leaseId); });
+    auto expected = core->state().call([&] { return core->results().expectationsFor(leaseId); });
     if (!expected)
         return {};
     auto weights = SafeTensors::load(expected->baseWeightsPath);
@@ -321,7 +321,7 @@ QString CoordinatorFixture::writeUpload(const QByteArray& body)
 coordinator::HttpResponse CoordinatorFixture::resultOfUpload(const QString& agentId, const QString& leaseId,
                                                              const QString& file)
 {
-    auto expected = core->expectationsForLease(leaseId);
+    auto expected = core->results().expectationsFor(leaseId);
     if (!expected)
         return core->leaseNotInMemory(agentId, leaseId);
     // The checker thread's steps, run here on the state thread: nothing else runs meanwhile.
@@ -330,10 +330,10 @@ coordinator::HttpResponse CoordinatorFixture::resultOfUpload(const QString& agen
         return coordinator::HttpResponse::error(503, base.error());
     auto update = coordinator::UpdateChecker::check(file, *expected, **base);
     if (!update)
-        return core->refuseResult(agentId, leaseId, update.error());
+        return core->results().refuse(agentId, leaseId, update.error());
     if (auto kept = Durability::syncFile(file); !kept)
         return coordinator::HttpResponse::error(500, kept.error());
-    return core->result(agentId, leaseId, file, std::move(*update));
+    return core->results().receive(agentId, leaseId, file, std::move(*update));
 }
 
 int CoordinatorFixture::uploadBytes(const QString& agentId, const QString& leaseId, const QByteArray& body,
@@ -364,21 +364,22 @@ int CoordinatorFixture::handBack(const QString& agentId, const QString& leaseId,
     const QJsonObject answer = call(
         [&] {
             if (checkpoint.isEmpty())
-                return core->handBack(agentId, leaseId, std::nullopt, std::nullopt, {});
-            auto expected = core->checkpointExpectationsFor(leaseId);
+                return core->handBacks().handBack(agentId, leaseId, std::nullopt, std::nullopt, {});
+            auto expected = core->handBacks().checkpointExpectationsFor(leaseId);
             if (!expected)
-                return core->handBack(agentId, leaseId, std::nullopt, std::nullopt, {});
+                return core->handBacks().handBack(agentId, leaseId, std::nullopt, std::nullopt, {});
             // The checker thread's steps, run here on the state thread: nothing else runs meanwhile.
             auto base = m_bases.get(expected->baseWeightsSha, expected->baseWeightsPath);
             if (!base)
                 return coordinator::HttpResponse::error(503, base.error());
             auto checked = coordinator::CheckpointChecker::check(file, *expected, **base, m_shardHashes);
             if (!checked)
-                return core->handBack(agentId, leaseId, std::nullopt, std::nullopt, checked.error(), true);
+                return core->handBacks().handBack(agentId, leaseId, std::nullopt, std::nullopt,
+                                                  checked.error(), true);
             auto blob = core->blobs().adoptFile(file);
             if (!blob)
                 return coordinator::HttpResponse::error(500, blob.error());
-            return core->handBack(agentId, leaseId, *blob, *checked, {});
+            return core->handBacks().handBack(agentId, leaseId, *blob, *checked, {});
         },
         &status);
     QFile::remove(file);

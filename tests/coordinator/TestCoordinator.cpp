@@ -148,7 +148,8 @@ int TestCoordinator::failLease(const QString& agentId, const QString& leaseId, Q
                                const QJsonObject& report)
 {
     int status = 0;
-    const QJsonObject reply = f.call([&] { return f.core->failLease(agentId, leaseId, report); }, &status);
+    const QJsonObject reply =
+        f.call([&] { return f.core->handBacks().failed(agentId, leaseId, report); }, &status);
     if (error)
         *error = reply.value(QStringLiteral("error")).toString();
     // A 200 is {"released": true} and nothing else; any other body makes the caller's status check fail.

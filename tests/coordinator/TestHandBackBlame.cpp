@@ -194,7 +194,7 @@ void TestHandBackBlame::workerFailingOnAHandedBackCheckpointIsNotCounted()
     const QJsonObject report{{QStringLiteral("stage"), QStringLiteral("worker")},
                              {QStringLiteral("reason"), QStringLiteral("training diverged: the loss is nan")}};
     int status = 0;
-    f.call([&] { return f.core->failLease(honest, resumed[0].leaseId, report); }, &status);
+    f.call([&] { return f.core->handBacks().failed(honest, resumed[0].leaseId, report); }, &status);
     QCOMPARE(status, 200);
     QCOMPARE(agentRecord(honest).value(QStringLiteral("failed")).toInteger(), 0);
     const auto again = f.lease(honest);

@@ -11,9 +11,10 @@
 #include "codec/UpdateCodec.h"
 #include "crypto/Sha256.h"
 #include "format/SafeTensors.h"
-#include "store/Database.h"
+#include "intake/AgentStanding.h"
 #include "ml/Checkpoint.h"
 #include "ml/WeightMath.h"
+#include "store/Database.h"
 
 #include <QDir>
 #include <QFile>
@@ -543,11 +544,11 @@ void TestHostileUpdates::repeatedRefusalsQuarantineTheAgentUntilReleased()
     QVERIFY(f.reopen());
     QVERIFY(f.lease(bad).empty());
     int status = 0;
-    const QJsonObject released = f.call([&] { return f.core->releaseAgent(bad); }, &status);
+    const QJsonObject released = f.call([&] { return f.core->standing().release(bad); }, &status);
     QCOMPARE(status, 200);
     QVERIFY(released.value(QStringLiteral("was_quarantined")).toBool());
     QVERIFY(!agentRecord(bad).value(QStringLiteral("quarantined")).toBool());
-    f.call([&] { return f.core->releaseAgent(QStringLiteral("nobody")); }, &status);
+    f.call([&] { return f.core->standing().release(QStringLiteral("nobody")); }, &status);
     QCOMPARE(status, 404);
 }
 

@@ -24,6 +24,7 @@ LAYERS = {
         ["jobs"],
         ["scheduling"],
         ["views"],
+        ["intake"],
         ["core"],
         ["dashboard"],
         ["api"],
