@@ -3,11 +3,11 @@
 
 #include "cache/FileCache.h"
 #include "config/Enroller.h"
+#include "daemon/LeaseDesk.h"
 #include "daemon/StopSignal.h"
 #include "idle/SystemIdleProbe.h"
 #include "net/CoordinatorClient.h"
 #include "net/CurlTransport.h"
-#include "util/SerialExecutor.h"
 
 #include <QCoreApplication>
 #include <QDir>
@@ -107,10 +107,11 @@ Result<std::unique_ptr<AgentDaemon>> AgentDaemon::create(DaemonOptions options)
 AgentDaemon::AgentDaemon(DaemonOptions options, AgentConfig config, PinnedKeys keys, DirectoryLock lock,
                          std::unique_ptr<SubtaskStore> store, std::unique_ptr<FileCache> cache,
                          PreferenceStore preferences, DesktopProbes probes)
-    : m_options(std::move(options)), m_config(std::move(config)), m_keys(std::move(keys)),
+    : m_options(std::move(options)), m_config(std::move(config)), m_keys(std::move(keys)), m_feed(m_clock),
       m_lock(std::move(lock)), m_store(std::move(store)), m_cache(std::move(cache)),
       m_stop(std::make_unique<StopSignal>())
 {
+    connect(&m_feed, &EventFeed::published, this, &AgentDaemon::controlEvent);
     m_desktop = std::make_unique<DesktopPolicy>(std::move(preferences), std::move(probes), m_clock,
                                                 m_options.dedicated);
     connect(m_desktop.get(), &DesktopPolicy::decisionChanged, this, &AgentDaemon::applyDecision);
@@ -131,10 +132,9 @@ AgentDaemon::AgentDaemon(DaemonOptions options, AgentConfig config, PinnedKeys k
     if (token.open(QIODevice::ReadOnly))
         m_client->setAgentToken(token.readAll().trimmed());
     m_client->setRateLimits(m_options.uploadBytesPerSecond, m_options.downloadBytesPerSecond);
-    m_network = std::make_unique<SerialExecutor>();
-
-    m_leaseTimer.setSingleShot(true);
-    connect(&m_leaseTimer, &QTimer::timeout, this, &AgentDaemon::requestLease);
+    m_files = std::make_unique<TaskFiles>(m_options.dataDir, *m_cache, *m_client, *m_stop);
+    m_network = std::make_unique<NetworkHop>(this);
+    wireLeasing();
     m_keepAlive.setInterval(int(std::max<qint64>(m_options.progressReportMs / 2, 500)));
     connect(&m_keepAlive, &QTimer::timeout, this, &AgentDaemon::keepLeasesAlive);
     m_shutdownTimer.setSingleShot(true);
@@ -143,10 +143,10 @@ AgentDaemon::AgentDaemon(DaemonOptions options, AgentConfig config, PinnedKeys k
             return graceEnded();
         for (const auto& active : std::as_const(m_active))
             if (active->worker && active->worker->running()) {
-                log(QStringLiteral("warning"),
-                    QStringLiteral("the worker of lease %1 did not stop in time; killed (its last "
-                                   "checkpoint is kept)")
-                        .arg(active->record.leaseId.toString()));
+                m_feed.log(QStringLiteral("warning"),
+                           QStringLiteral("the worker of lease %1 did not stop in time; killed (its last "
+                                          "checkpoint is kept)")
+                               .arg(active->record.leaseId.toString()));
                 active->worker->kill();
             }
         checkFinished();
@@ -162,43 +162,69 @@ AgentDaemon::~AgentDaemon()
         delete active->worker;
 }
 
-void AgentDaemon::log(const QString& level, const QString& message)
+void AgentDaemon::wireLeasing()
 {
-    if (level == u"error")
-        qCCritical(lcDaemon).noquote() << message;
-    else if (level == u"warning")
-        qCWarning(lcDaemon).noquote() << message;
-    else
-        qCInfo(lcDaemon).noquote() << message;
-    QJsonObject event{{QStringLiteral("event"), QStringLiteral("log")},
-                      {QStringLiteral("level"), level},
-                      {QStringLiteral("message"), message},
-                      {QStringLiteral("time_ms"), nowMs()}};
-    m_recentLog.append(event);
-    if (m_recentLog.size() > kRecentLogLines)
-        m_recentLog.removeFirst();
-    Q_EMIT controlEvent(event);
+    LeaseDesk::Hooks hooks;
+    hooks.closed = [this] { return m_stopping || m_finishing || !m_fatal.isEmpty(); };
+    hooks.stopping = [this] { return m_stopping; };
+    hooks.freeSlots = [this] { return computeAllowed() ? taskSlots() - int(m_active.size()) : 0; };
+    hooks.capabilities = [this] {
+        // The machine as the coordinator should see it (read at start), and how this agent runs.
+        QJsonObject capabilities = m_hardware;
+        capabilities.insert(QStringLiteral("threads"), m_options.threads);
+        capabilities.insert(QStringLiteral("device"), workerDevice());
+        capabilities.insert(QStringLiteral("dedicated"), m_options.dedicated);
+        capabilities.insert(QStringLiteral("kind"), !m_options.kind.isEmpty() ? m_options.kind
+                                                    : m_options.dedicated     ? QStringLiteral("dedicated")
+                                                                              : QStringLiteral("desktop"));
+        return capabilities;
+    };
+    hooks.credentialsRefused = [this](const QString& error) { refuseCredentials(error); };
+    hooks.reached = [this] { coordinatorReached(); };
+    hooks.unreachable = [this](const QString& error) { coordinatorUnreachable(error); };
+    hooks.stateChanged = [this] { updateState(); };
+    hooks.answered = [this](bool noWork) {
+        // Held back, the job is not done: a batch agent (--until-empty) does not count it as time without
+        // work.
+        if (noWork)
+            noteNoWork();
+        else
+            m_noWorkSinceMs = -1;
+    };
+    hooks.failSubtask = [this](const LeaseId& leaseId, const QString& stage, const QString& reason) {
+        failSubtask(leaseId, stage, reason);
+    };
+    hooks.taken = [this](const LeaseId& leaseId) {
+        if (auto active = m_active.value(leaseId))
+            publishSubtask(*active);
+        continueSubtask(leaseId);
+    };
+    m_leasing = std::make_unique<LeaseDesk>(
+        m_config, m_keys, *m_client, *m_network, *m_cache, *m_store, m_active, m_feed, m_failures, m_clock,
+        LeaseDesk::Settings{m_options.maxBackoffMs, m_options.untilEmpty, m_options.idleExitSeconds},
+        std::move(hooks));
 }
 
 void AgentDaemon::start()
 {
     const auto& report = m_cache->startupReport();
     if (report.deletedStrays || report.droppedRows || report.removedPartials)
-        log(QStringLiteral("info"),
-            QStringLiteral("cache checked: %1 altered or odd files deleted, %2 missing files "
-                           "forgotten, %3 stale partial downloads removed")
-                .arg(report.deletedStrays)
-                .arg(report.droppedRows)
-                .arg(report.removedPartials));
-    log(QStringLiteral("info"),
-        QStringLiteral("agent \"%1\" (%2) working for %3; up to %4 subtask(s) at once, %5 "
-                       "thread(s) each%6")
-            .arg(m_config.name, m_config.agentId, m_config.coordinatorUrl)
-            .arg(m_options.maxTasks)
-            .arg(m_options.threads)
-            .arg(m_options.dedicated ? QStringLiteral(", dedicated") : QString()));
+        m_feed.log(QStringLiteral("info"),
+                   QStringLiteral("cache checked: %1 altered or odd files deleted, %2 missing files "
+                                  "forgotten, %3 stale partial downloads removed")
+                       .arg(report.deletedStrays)
+                       .arg(report.droppedRows)
+                       .arg(report.removedPartials));
+    m_feed.log(QStringLiteral("info"),
+               QStringLiteral("agent \"%1\" (%2) working for %3; up to %4 subtask(s) at once, %5 "
+                              "thread(s) each%6")
+                   .arg(m_config.name, m_config.agentId, m_config.coordinatorUrl)
+                   .arg(m_options.maxTasks)
+                   .arg(m_options.threads)
+                   .arg(m_options.dedicated ? QStringLiteral(", dedicated") : QString()));
     if (!m_options.dedicated) {
-        log(QStringLiteral("info"),
+        m_feed.log(
+            QStringLiteral("info"),
             QStringLiteral("desktop policy on: computing only as the preferences allow (idle source: %1)")
                 .arg(m_options.idleSource));
     }
@@ -209,13 +235,13 @@ void AgentDaemon::start()
     m_hardware = hardware.capabilities;
     m_gpu = hardware.gpu;
     if (hardware.gpuDriverMissing)
-        log(QStringLiteral("info"), m_gpu.value(u"note").toString());
+        m_feed.log(QStringLiteral("info"), m_gpu.value(u"note").toString());
     m_desktop->start(); // the first decision, before any worker starts
     watchPolicyFile();
     armRuntimeLimit();
     resumeUnfinished();
     updateState();
-    scheduleLease(0);
+    m_leasing->schedule(0);
     m_keepAlive.start();
 }
 
@@ -242,19 +268,19 @@ void AgentDaemon::resumeUnfinished()
 {
     auto unfinished = m_store->unfinished();
     if (!unfinished) {
-        log(QStringLiteral("error"), unfinished.error());
+        m_feed.log(QStringLiteral("error"), unfinished.error());
         return;
     }
     QSet<QString> keep;
     for (const Subtask& subtask : *unfinished) {
-        m_active.insert(subtask.leaseId, std::make_shared<Active>(subtask));
+        m_active.insert(subtask.leaseId, std::make_shared<ActiveSubtask>(subtask));
         keep.insert(subtask.leaseId.toString());
     }
     for (const QString& owner : m_cache->pinOwners())
         if (!keep.contains(owner))
             (void)m_cache->releaseOwner(owner);
     for (const Subtask& subtask : *unfinished) {
-        auto manifest = checkStoredManifest(subtask);
+        auto manifest = m_leasing->checkStoredManifest(subtask);
         if (!manifest) {
             failSubtask(subtask.leaseId, QStringLiteral("verify"), manifest.error());
             continue;
@@ -265,27 +291,22 @@ void AgentDaemon::resumeUnfinished()
             (void)m_cache->pin(file.sha256, subtask.leaseId.toString());
         // An upload asks the coordinator anyway; the other steps check the lease is still open first.
         active.needsLeaseCheck = subtask.state != SubtaskState::Uploading;
-        log(QStringLiteral("info"),
-            QStringLiteral("resuming lease %1 (job \"%2\", epoch %3, shard %4) from state %5")
-                .arg(subtask.leaseId.toString(), manifest->jobName)
-                .arg(manifest->epoch)
-                .arg(manifest->shard)
-                .arg(subtaskStateName(subtask.state)));
+        m_feed.log(QStringLiteral("info"),
+                   QStringLiteral("resuming lease %1 (job \"%2\", epoch %3, shard %4) from state %5")
+                       .arg(subtask.leaseId.toString(), manifest->jobName)
+                       .arg(manifest->epoch)
+                       .arg(manifest->shard)
+                       .arg(subtaskStateName(subtask.state)));
         continueSubtask(subtask.leaseId);
     }
-}
-
-QString AgentDaemon::taskFolder(const LeaseId& leaseId) const
-{
-    // 32 hex digits by its type: always one folder directly under tasks/.
-    return m_options.dataDir + QStringLiteral("/tasks/") + leaseId.toString();
 }
 
 // ---- outcomes ---------------------------------------------------------------------------------------------
 
 void AgentDaemon::failSubtask(const LeaseId& leaseId, const QString& stage, const QString& reason)
 {
-    log(QStringLiteral("error"), QStringLiteral("lease %1 failed: %2").arg(leaseId.toString(), reason));
+    m_feed.log(QStringLiteral("error"),
+               QStringLiteral("lease %1 failed: %2").arg(leaseId.toString(), reason));
     const Status s = m_store->transaction([&]() -> Status {
         if (auto st = m_store->setState(leaseId, SubtaskState::Failed, reason); !st)
             return st;
@@ -294,7 +315,7 @@ void AgentDaemon::failSubtask(const LeaseId& leaseId, const QString& stage, cons
         return m_store->addTotals(add);
     });
     if (!s)
-        log(QStringLiteral("error"), s.error());
+        m_feed.log(QStringLiteral("error"), s.error());
     if (auto active = m_active.value(leaseId)) {
         active->record.state = SubtaskState::Failed;
         active->record.error = reason;
@@ -303,24 +324,26 @@ void AgentDaemon::failSubtask(const LeaseId& leaseId, const QString& stage, cons
     // Tell the coordinator, so that the workunit goes to another agent now rather than at the lease's
     // deadline. A refused result closed the lease already (stage empty): nothing to report.
     if (!stage.isEmpty() && !m_stopping)
-        onNetwork([this, leaseId, stage, reason] { return m_client->reportFailure(leaseId, stage, reason); },
-                  [this, leaseId](Result<bool> reported) {
-                      if (!reported)
-                          log(QStringLiteral("warning"),
-                              QStringLiteral("could not report the failure of lease %1 to the "
-                                             "coordinator (%2); the lease will expire there")
-                                  .arg(leaseId.toString(), reported.error()));
-                  });
+        m_network->run(
+            [this, leaseId, stage, reason] { return m_client->reportFailure(leaseId, stage, reason); },
+            [this, leaseId](Result<bool> reported) {
+                if (!reported)
+                    m_feed.log(QStringLiteral("warning"),
+                               QStringLiteral("could not report the failure of lease %1 to the "
+                                              "coordinator (%2); the lease will expire there")
+                                   .arg(leaseId.toString(), reported.error()));
+            });
     // A coordinator that keeps handing out work this agent refuses is not asked again at once.
-    m_lastFailure = reason;
-    release(leaseId, backoffMs(++m_failureStreak));
+    m_failures.failed(reason);
+    release(leaseId, backoffMs(m_failures.count, m_options.maxBackoffMs));
 }
 
 void AgentDaemon::dropSubtask(const LeaseId& leaseId, const QString& reason)
 {
-    log(QStringLiteral("info"), QStringLiteral("lease %1 dropped: %2").arg(leaseId.toString(), reason));
+    m_feed.log(QStringLiteral("info"),
+               QStringLiteral("lease %1 dropped: %2").arg(leaseId.toString(), reason));
     if (auto s = m_store->setState(leaseId, SubtaskState::Dropped, reason); !s)
-        log(QStringLiteral("error"), s.error());
+        m_feed.log(QStringLiteral("error"), s.error());
     if (auto active = m_active.value(leaseId)) {
         active->record.state = SubtaskState::Dropped;
         publishSubtask(*active, reason);
@@ -330,7 +353,7 @@ void AgentDaemon::dropSubtask(const LeaseId& leaseId, const QString& reason)
 
 void AgentDaemon::finishSubtask(const LeaseId& leaseId)
 {
-    m_failureStreak = 0;
+    m_failures.count = 0;
     if (auto active = m_active.value(leaseId))
         publishSubtask(*active);
     release(leaseId);
@@ -345,19 +368,17 @@ void AgentDaemon::release(const LeaseId& leaseId, qint64 leaseDelayMs)
         active->worker->deleteLater();
     }
     (void)m_cache->releaseOwner(leaseId.toString());
-    const QString dir = taskFolder(leaseId);
-    if (QFileInfo::exists(dir))
-        QDir(dir).removeRecursively();
+    m_files->removeTaskFolder(leaseId);
     updateState();
     checkFinished();
-    scheduleLease(leaseDelayMs);
+    m_leasing->schedule(leaseDelayMs);
 }
 
 bool AgentDaemon::setState(const LeaseId& leaseId, SubtaskState state, const QString& error)
 {
     auto active = m_active.value(leaseId);
     if (auto s = m_store->setState(leaseId, state, error); !s) {
-        log(QStringLiteral("error"), s.error());
+        m_feed.log(QStringLiteral("error"), s.error());
         return false;
     }
     if (active)
@@ -373,11 +394,11 @@ void AgentDaemon::coordinatorReached()
         return;
     m_reachable = true;
     m_lastNetworkError.clear();
-    log(QStringLiteral("info"),
-        QStringLiteral("the coordinator %1 answers again").arg(m_config.coordinatorUrl));
-    Q_EMIT controlEvent(QJsonObject{{QStringLiteral("event"), QStringLiteral("coordinator")},
-                                    {QStringLiteral("reachable"), true},
-                                    {QStringLiteral("last_error"), QJsonValue::Null}});
+    m_feed.log(QStringLiteral("info"),
+               QStringLiteral("the coordinator %1 answers again").arg(m_config.coordinatorUrl));
+    m_feed.publish(QJsonObject{{QStringLiteral("event"), QStringLiteral("coordinator")},
+                               {QStringLiteral("reachable"), true},
+                               {QStringLiteral("last_error"), QJsonValue::Null}});
     // Steps that were waiting for it go on now rather than at their backoff's end.
     for (const auto& active : std::as_const(m_active))
         if (!active->busy && !active->worker)
@@ -390,17 +411,17 @@ void AgentDaemon::coordinatorUnreachable(const QString& error)
     m_reachable = false;
     m_lastNetworkError = error;
     if (changed)
-        Q_EMIT controlEvent(QJsonObject{{QStringLiteral("event"), QStringLiteral("coordinator")},
-                                        {QStringLiteral("reachable"), false},
-                                        {QStringLiteral("last_error"), error}});
+        m_feed.publish(QJsonObject{{QStringLiteral("event"), QStringLiteral("coordinator")},
+                                   {QStringLiteral("reachable"), false},
+                                   {QStringLiteral("last_error"), error}});
 }
 
 void AgentDaemon::refuseCredentials(const QString& error)
 {
     if (m_fatal.isEmpty())
-        log(QStringLiteral("error"), error);
+        m_feed.log(QStringLiteral("error"), error);
     m_fatal = error;
-    m_leaseTimer.stop();
+    m_leasing->hold();
     for (const auto& active : std::as_const(m_active))
         if (active->worker && active->worker->running())
             active->worker->send("stop"); // keep the work: an operator may restore the agent

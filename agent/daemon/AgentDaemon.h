@@ -27,7 +27,11 @@
 #include "config/PinnedKeys.h"
 #include "control/ControlHandler.h"
 #include "crypto/Ed25519.h"
+#include "daemon/ActiveSubtask.h"
+#include "daemon/Backoff.h"
 #include "daemon/DesktopPolicy.h"
+#include "daemon/EventFeed.h"
+#include "daemon/SubtaskTable.h"
 #include "net/CoordinatorMessages.h"
 #include "runner/SandboxStatus.h"
 #include "runner/SubtaskStore.h"
@@ -43,14 +47,9 @@
 #include <QObject>
 #include <QTimer>
 
-#include <atomic>
 #include <memory>
 #include <optional>
 #include <tuple>
-
-namespace gleaner {
-class SerialExecutor;
-}
 
 namespace gleaner::agent {
 
@@ -59,7 +58,10 @@ class SessionReports;
 class CoordinatorClient;
 class CurlTransport;
 class FileCache;
+class LeaseDesk;
+class NetworkHop;
 class StopSignal;
+class TaskFiles;
 struct LeasedTask;
 
 struct DaemonOptions
@@ -139,37 +141,19 @@ Q_SIGNALS:
     void stopped(int exitCode);
 
 private:
-    struct Active;
+    using Active = ActiveSubtask;
     void watchPolicyFile();
 
     AgentDaemon(DaemonOptions options, AgentConfig config, PinnedKeys keys, DirectoryLock lock,
                 std::unique_ptr<SubtaskStore> store, std::unique_ptr<FileCache> cache,
                 PreferenceStore preferences, DesktopProbes probes);
 
-    // Runs `work` on the network thread and `then` with its result back on the loop.
-    template <typename Work, typename Then> void onNetwork(Work work, Then then);
-
+    void wireLeasing();
     void resumeUnfinished();
-    void scheduleLease(qint64 delayMs);
-    void requestLease();
-    void takeLeaseReply(const LeaseReply& reply);
-    // A lease reply named a signing key other than the pinned one: follow the coordinator's signed rotations
-    // to it (or log why not), then take the reply.
-    void followSigningKey(const LeaseReply& reply);
-    // A stored manifest, leased before any rotation since: any key this agent trusted may have signed it.
-    Result<TaskManifest> checkStoredManifest(const Subtask& record) const;
-    // Takes a leased task on: an error when it was refused before anything of it was recorded (a lease the
-    // agent has had before); a task recorded and then refused (its manifest) is failed and reported instead.
-    Status accept(const LeasedTask& task);
-    // DATA_DIR/tasks/<id>: the only place a subtask's files go, named by nothing but a checked id.
-    QString taskFolder(const LeaseId& leaseId) const;
     void checkLeaseStillOpen(const LeaseId& leaseId);
     void continueSubtask(const LeaseId& leaseId);
     void download(const LeaseId& leaseId);
     void prepareTaskFolder(const LeaseId& leaseId);
-    // Moves a finished worker's optimizer state to the job's file, which the job's next subtask starts from.
-    void keepJobState(qint64 jobId, const QString& taskDir);
-    QString jobStateFile(const char* folder, qint64 jobId) const;
     void startWorker(const LeaseId& leaseId);
     void onWorkerEvent(const LeaseId& leaseId, const QJsonObject& event);
     void onWorkerEnded(const LeaseId& leaseId, const WorkerEnd& end);
@@ -183,7 +167,7 @@ private:
     std::shared_ptr<Active> stepReturned(const LeaseId& leaseId, bool whileLeaving = false);
     // A step could not reach the coordinator: stop on refused credentials, otherwise try it again later.
     void stepFailed(const LeaseId& leaseId, const QString& what, const QString& error);
-    void recordFetchedBytes(); // moves m_fetchedBytes into the totals
+    void recordFetchedBytes(); // what the network thread fetched, into the totals
 
     // Leaving (AgentDaemonLeave.cpp): every subtask is finished, or handed back with or without its checkpoint
     // (ExitPlan), within the grace budget; then stopped() is emitted. What could not be handed back in time stays,
@@ -211,7 +195,6 @@ private:
     void refuseCredentials(const QString& error);
     void updateState();
     void publishSubtask(const Active& active, const QString& error = {});
-    void log(const QString& level, const QString& message);
     void checkFinished();
 
     // The desktop (AgentDaemonDesktop.cpp).
@@ -237,39 +220,27 @@ private:
     void armSnoozeTimer();
     // The state's reason when the policy holds the workers: {state, reason, reason_code}, or empty.
     std::optional<std::tuple<QString, QString, QString>> policyState() const;
-    qint64 backoffMs(int failures) const;
     qint64 nowMs() const { return m_clock.nowMs(); }
 
     DaemonOptions m_options;
     AgentConfig m_config;
     PinnedKeys m_keys;
-    QString m_quarantined; // the coordinator's reason, while it gives this agent no work
-    QString m_heldBack; // the coordinator's reason, while it holds new work back (folding what it received)
-    // A signing key the agent could not follow to, and until when it does not try again.
-    static constexpr qint64 kRetryUntrustedKeyMs = 10 * 60 * 1000;
-    QString m_untrustedKey;
-    qint64 m_untrustedUntilMs = 0;
     SystemClock m_clock;
+    EventFeed m_feed;
+    FailureStreak m_failures;
     DirectoryLock m_lock; // one daemon per data directory
     std::unique_ptr<SubtaskStore> m_store;
     std::unique_ptr<FileCache> m_cache;
     std::unique_ptr<StopSignal> m_stop;
     std::unique_ptr<CurlTransport> m_transport;  // used on the network thread only
     std::unique_ptr<CoordinatorClient> m_client; // likewise
-    // Bytes the network thread fetched into the cache and the totals do not hold yet: a fetch cut short by a stop
-    // never reports back, but what it fetched was downloaded all the same (the coordinator counted it).
-    std::atomic<qint64> m_fetchedBytes{0};
-    std::atomic<bool> m_abortFetches{false}; // leaving: downloads end, their subtasks are handed back
-    std::unique_ptr<SerialExecutor> m_network;   // destroyed first (declared last)
+    std::unique_ptr<TaskFiles> m_files;
+    std::unique_ptr<LeaseDesk> m_leasing;
+    std::unique_ptr<NetworkHop> m_network; // stopped first (in the destructor)
 
-    QMap<LeaseId, std::shared_ptr<Active>> m_active;
-    QTimer m_leaseTimer;
-    bool m_leaseInFlight = false;
+    SubtaskTable m_active;
     QJsonObject m_hardware; // machineHardware()'s capabilities, read once at start
     QJsonObject m_gpu;      // machineHardware()'s GPUs (or why none is known), for the status
-    int m_leaseFailures = 0;
-    int m_failureStreak = 0; // subtasks failed in a row
-    QString m_lastFailure;
     bool m_paused = false;
     bool m_finishing = false;
     bool m_stopping = false;
@@ -277,12 +248,10 @@ private:
     QString m_fatal; // credentials refused: nothing more can be done until an operator acts
     bool m_reachable = true;
     QString m_lastNetworkError;
-    qint64 m_nextTryMs = 0;
     QString m_state;
     QString m_reason;
     QString m_reasonCode;
-    QString m_loggedReason;         // what the log last said of the reason (updateState)
-    QList<QJsonObject> m_recentLog; // the last kRecentLogLines log events, for a client that connects later
+    QString m_loggedReason;  // what the log last said of the reason (updateState)
     SandboxStatus m_sandbox; // what the workers' "sandbox" events said, shown once in the status
     std::unique_ptr<DesktopPolicy> m_desktop;
     qint64 m_snoozeUntilMs = 0;

@@ -35,13 +35,13 @@ void AgentDaemon::updateState()
         state = QStringLiteral("error");
         code = QStringLiteral("error");
         reason = QStringLiteral("Stopped: %1").arg(m_fatal);
-    } else if (m_failureStreak >= kFailuresBeforeError && !m_lastFailure.isEmpty()) {
+    } else if (m_failures.count >= kFailuresBeforeError && !m_failures.last.isEmpty()) {
         // Still leasing (with backoff): the cause may be fixed on the coordinator's side.
         state = QStringLiteral("error");
         code = QStringLiteral("error");
         reason = QStringLiteral("The last %1 subtasks failed; the last one: %2")
-                     .arg(m_failureStreak)
-                     .arg(m_lastFailure);
+                     .arg(m_failures.count)
+                     .arg(m_failures.last);
     } else if (m_paused) {
         state = QStringLiteral("paused");
         code = QStringLiteral("paused_by_user");
@@ -73,16 +73,16 @@ void AgentDaemon::updateState()
         code = QStringLiteral("offline");
         reason = QStringLiteral("Cannot reach the coordinator %1: %2; next try in %3")
                      .arg(m_config.coordinatorUrl, m_lastNetworkError,
-                          seconds(std::max<qint64>(0, m_nextTryMs - nowMs())));
+                          seconds(std::max<qint64>(0, m_leasing->nextTryMs() - nowMs())));
     } else if (!m_active.isEmpty()) {
         state = QStringLiteral("waiting");
         code = QStringLiteral("preparing");
         reason = QStringLiteral("Preparing %1 subtask(s)").arg(m_active.size());
-    } else if (!m_quarantined.isEmpty()) {
+    } else if (!m_leasing->quarantined().isEmpty()) {
         // The coordinator's admin must act; the agent keeps asking, rarely, and says why it has nothing.
         state = QStringLiteral("waiting");
         code = QStringLiteral("quarantined");
-        reason = QStringLiteral("The coordinator gives this agent no work: %1").arg(m_quarantined);
+        reason = QStringLiteral("The coordinator gives this agent no work: %1").arg(m_leasing->quarantined());
     } else {
         state = QStringLiteral("waiting");
         code = QStringLiteral("no_work");
@@ -105,13 +105,13 @@ void AgentDaemon::updateState()
     m_reasonCode = code;
     if (worthLogging) {
         m_loggedReason = logKey;
-        log(QStringLiteral("info"), reason);
+        m_feed.log(QStringLiteral("info"), reason);
     }
     if (changed)
-        Q_EMIT controlEvent(QJsonObject{{QStringLiteral("event"), QStringLiteral("state")},
-                                        {QStringLiteral("state"), state},
-                                        {QStringLiteral("reason"), reason},
-                                        {QStringLiteral("reason_code"), code}});
+        m_feed.publish(QJsonObject{{QStringLiteral("event"), QStringLiteral("state")},
+                                   {QStringLiteral("state"), state},
+                                   {QStringLiteral("reason"), reason},
+                                   {QStringLiteral("reason_code"), code}});
 }
 
 void AgentDaemon::publishSubtask(const Active& active, const QString& error)
@@ -127,7 +127,7 @@ void AgentDaemon::publishSubtask(const Active& active, const QString& error)
     }
     if (!error.isEmpty())
         event.insert(QStringLiteral("error"), error);
-    Q_EMIT controlEvent(event);
+    m_feed.publish(event);
 }
 
 QJsonObject AgentDaemon::status() const
@@ -153,7 +153,7 @@ QJsonObject AgentDaemon::status() const
         subtasks.append(s);
     }
     QJsonArray recentLog;
-    for (const QJsonObject& line : m_recentLog)
+    for (const QJsonObject& line : m_feed.recentLog())
         recentLog.append(line);
     QJsonObject policy = m_desktop->statusObject();
     policy.insert(QStringLiteral("threads"), m_options.threads);
@@ -183,10 +183,11 @@ QJsonObject AgentDaemon::status() const
                                                         ? QJsonValue(QJsonValue::Null)
                                                         : QJsonValue(m_lastNetworkError)},
                      {QStringLiteral("next_try_ms"),
-                      m_leaseTimer.isActive() ? QJsonValue(m_nextTryMs) : QJsonValue(QJsonValue::Null)},
+                      m_leasing->due() ? QJsonValue(m_leasing->nextTryMs()) : QJsonValue(QJsonValue::Null)},
                      {QStringLiteral("signing_key"), m_keys.current().fingerprint()},
-                     {QStringLiteral("quarantined"),
-                      m_quarantined.isEmpty() ? QJsonValue(QJsonValue::Null) : QJsonValue(m_quarantined)}}},
+                     {QStringLiteral("quarantined"), m_leasing->quarantined().isEmpty()
+                                                         ? QJsonValue(QJsonValue::Null)
+                                                         : QJsonValue(m_leasing->quarantined())}}},
         {QStringLiteral("max_tasks"), m_options.maxTasks},
         {QStringLiteral("threads"), m_options.threads},
         {QStringLiteral("subtasks"), subtasks},
@@ -216,9 +217,9 @@ Result<QJsonObject> AgentDaemon::handle(const QString& command, const QJsonObjec
     if (command == u"pause") {
         if (!m_paused) {
             m_paused = true;
-            m_leaseTimer.stop();
+            m_leasing->hold();
             syncWorkers();
-            log(QStringLiteral("info"), QStringLiteral("paused on request"));
+            m_feed.log(QStringLiteral("info"), QStringLiteral("paused on request"));
         }
         updateState();
         return QJsonObject{{QStringLiteral("state"), m_state}};
@@ -229,8 +230,8 @@ Result<QJsonObject> AgentDaemon::handle(const QString& command, const QJsonObjec
             m_snoozeUntilMs = 0;
             m_snoozeTimer.stop();
             syncWorkers();
-            log(QStringLiteral("info"), QStringLiteral("resumed on request"));
-            scheduleLease(0);
+            m_feed.log(QStringLiteral("info"), QStringLiteral("resumed on request"));
+            m_leasing->schedule(0);
         }
         updateState();
         return QJsonObject{{QStringLiteral("state"), m_state}};
@@ -241,13 +242,13 @@ Result<QJsonObject> AgentDaemon::handle(const QString& command, const QJsonObjec
     }
     if (command == u"finish") {
         m_finishing = true;
-        m_leaseTimer.stop();
+        m_leasing->hold();
         // Finishing means computing what is held: the owner's pause ends; the desktop policy still holds.
         m_paused = false;
         m_snoozeUntilMs = 0;
         m_snoozeTimer.stop();
         syncWorkers();
-        log(QStringLiteral("info"), QStringLiteral("finishing the current subtasks, then stopping"));
+        m_feed.log(QStringLiteral("info"), QStringLiteral("finishing the current subtasks, then stopping"));
         updateState();
         QTimer::singleShot(0, this, &AgentDaemon::checkFinished);
         return QJsonObject{{QStringLiteral("state"), m_state}};
@@ -270,7 +271,7 @@ void AgentDaemon::shutdown()
     if (m_stopping)
         return;
     m_stopping = true;
-    m_leaseTimer.stop();
+    m_leasing->hold();
     m_stop->stop(); // ends waits and transfers on the network thread; their steps are tried again at the next
                     // start
     int running = 0;
@@ -279,9 +280,9 @@ void AgentDaemon::shutdown()
             active->worker->send("stop");
             ++running;
         }
-    log(QStringLiteral("info"), running
-                                    ? QStringLiteral("stopping: %1 worker(s) write a checkpoint").arg(running)
-                                    : QStringLiteral("stopping"));
+    m_feed.log(QStringLiteral("info"),
+               running ? QStringLiteral("stopping: %1 worker(s) write a checkpoint").arg(running)
+                       : QStringLiteral("stopping"));
     updateState();
     m_shutdownTimer.start(int(kShutdownGraceMs));
     checkFinished();
@@ -306,7 +307,7 @@ void AgentDaemon::checkFinished()
     }
     if (m_finishing && m_active.isEmpty()) {
         m_stoppedEmitted = true;
-        log(QStringLiteral("info"), QStringLiteral("finished the current subtasks; stopping"));
+        m_feed.log(QStringLiteral("info"), QStringLiteral("finished the current subtasks; stopping"));
         m_stopping = true;
         updateState();
         Q_EMIT stopped(0);

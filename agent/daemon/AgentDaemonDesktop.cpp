@@ -86,7 +86,8 @@ std::pair<int, QString> AgentDaemon::launchSettings(const Active& active)
                                             {QStringLiteral("device"), settings.second}})
                       .toJson(QJsonDocument::Compact)) < 0 ||
         !out.commit())
-        log(QStringLiteral("warning"),
+        m_feed.log(
+            QStringLiteral("warning"),
             QStringLiteral("cannot write %1: a restart of this subtask may use other settings").arg(path));
     return settings;
 }
@@ -140,9 +141,9 @@ void AgentDaemon::applyDecision(const Decision& decision)
     syncWorkers();
     const bool allowed = computeAllowed();
     if (allowed && !m_computeWasAllowed)
-        scheduleLease(0); // the machine became ours to use: ask for work now
+        m_leasing->schedule(0); // the machine became ours to use: ask for work now
     else if (!allowed)
-        m_leaseTimer.stop(); // no new work while the owner's machine is not ours to use
+        m_leasing->hold(); // no new work while the owner's machine is not ours to use
     m_computeWasAllowed = allowed;
     updateState();
 }
@@ -182,25 +183,28 @@ void AgentDaemon::reloadPolicy(const QString& why)
         return;
     auto changed = m_desktop->reloadPolicy();
     if (!changed) {
-        log(QStringLiteral("error"),
+        m_feed.log(
+            QStringLiteral("error"),
             QStringLiteral("policy file re-read (%1) and refused; the last good policy stays in force: %2")
                 .arg(why, changed.error()));
         return;
     }
     if (*changed)
-        log(QStringLiteral("info"), QStringLiteral("policy file %1 re-read (%2): in force now; locked: %3")
-                                        .arg(file, why,
-                                             m_desktop->store().locked().isEmpty()
-                                                 ? QStringLiteral("nothing")
-                                                 : m_desktop->store().locked().join(QStringLiteral(", "))));
+        m_feed.log(QStringLiteral("info"),
+                   QStringLiteral("policy file %1 re-read (%2): in force now; locked: %3")
+                       .arg(file, why,
+                            m_desktop->store().locked().isEmpty()
+                                ? QStringLiteral("nothing")
+                                : m_desktop->store().locked().join(QStringLiteral(", "))));
     else if (why.startsWith(u"SIGHUP"))
-        log(QStringLiteral("info"), QStringLiteral("policy file %1 re-read (%2): nothing changed").arg(file, why));
+        m_feed.log(QStringLiteral("info"),
+                   QStringLiteral("policy file %1 re-read (%2): nothing changed").arg(file, why));
 }
 
 void AgentDaemon::applyPreferences()
 {
     const Preferences& p = m_desktop->preferences();
-    Q_EMIT controlEvent(
+    m_feed.publish(
         QJsonObject{{QStringLiteral("event"), QStringLiteral("preferences")},
                     {QStringLiteral("values"), p.toJson()},
                     {QStringLiteral("locked"), QJsonArray::fromStringList(m_desktop->store().locked())}});
@@ -210,13 +214,13 @@ void AgentDaemon::applyPreferences()
     if (p.cacheBytes() != m_options.cacheCapBytes) {
         m_options.cacheCapBytes = p.cacheBytes();
         const auto report = m_cache->setCap(m_options.cacheCapBytes);
-        log(QStringLiteral("info"),
-            QStringLiteral("cache cap now %1 MB: %2 cached file(s) removed%3")
-                .arg(m_options.cacheCapBytes >> 20)
-                .arg(report.evicted.size())
-                .arg(report.overCap() ? QStringLiteral("; the files of the subtasks in hand "
-                                                       "exceed it until they finish")
-                                      : QString()));
+        m_feed.log(QStringLiteral("info"),
+                   QStringLiteral("cache cap now %1 MB: %2 cached file(s) removed%3")
+                       .arg(m_options.cacheCapBytes >> 20)
+                       .arg(report.evicted.size())
+                       .arg(report.overCap() ? QStringLiteral("; the files of the subtasks in hand "
+                                                              "exceed it until they finish")
+                                             : QString()));
     }
     if (p.uploadBytesPerSecond() != m_options.uploadBytesPerSecond ||
         p.downloadBytesPerSecond() != m_options.downloadBytesPerSecond) {
@@ -241,9 +245,9 @@ Result<QJsonObject> AgentDaemon::handleDesktop(const QString& command, const QJs
         if (!changed)
             return fail(changed.error());
         if (*changed)
-            log(QStringLiteral("info"),
-                QStringLiteral("preferences changed: %1")
-                    .arg(QStringList(values.toObject().keys()).join(QStringLiteral(", "))));
+            m_feed.log(QStringLiteral("info"),
+                       QStringLiteral("preferences changed: %1")
+                           .arg(QStringList(values.toObject().keys()).join(QStringLiteral(", "))));
         return m_desktop->store().describe();
     }
     // snooze
@@ -253,9 +257,10 @@ Result<QJsonObject> AgentDaemon::handleDesktop(const QString& command, const QJs
         return fail(QStringLiteral("snooze needs {\"seconds\": N} with N from 1 to 86400 (a day)"));
     m_snoozeUntilMs = nowMs() + qint64(seconds * 1000);
     armSnoozeTimer();
-    m_leaseTimer.stop();
+    m_leasing->hold();
     syncWorkers();
-    log(QStringLiteral("info"),
+    m_feed.log(
+        QStringLiteral("info"),
         QStringLiteral("snoozed until %1")
             .arg(QDateTime::fromMSecsSinceEpoch(m_snoozeUntilMs).toString(QStringLiteral("HH:mm:ss"))));
     updateState();
@@ -276,10 +281,10 @@ void AgentDaemon::endSnooze()
     if (nowMs() < m_snoozeUntilMs)
         return armSnoozeTimer();
     m_snoozeUntilMs = 0;
-    log(QStringLiteral("info"), QStringLiteral("snooze over"));
+    m_feed.log(QStringLiteral("info"), QStringLiteral("snooze over"));
     syncWorkers();
     if (computeAllowed())
-        scheduleLease(0);
+        m_leasing->schedule(0);
     updateState();
 }
 

@@ -38,18 +38,18 @@ void AgentDaemon::leave(const QString& why)
     m_leaving = true;
     m_stopping = true;
     m_leaveReason = why;
-    m_leaseTimer.stop();
+    m_leasing->hold();
     m_runtimeTimer.stop();
-    m_abortFetches = true; // a download in flight ends; its subtask is handed back bare
+    m_files->abortFetches(); // a download in flight ends; its subtask is handed back bare
     const qint64 budgetMs = std::max<qint64>(kLeaveMarginMs + 500, qint64(m_options.graceSeconds * 1000.0));
     m_leaveByMs = nowMs() + budgetMs - kLeaveMarginMs;
-    log(QStringLiteral("info"),
-        m_active.isEmpty()
-            ? QStringLiteral("leaving (%1)").arg(why)
-            : QStringLiteral("leaving (%1): handing %2 subtask(s) back to the coordinator within %3")
-                  .arg(why)
-                  .arg(m_active.size())
-                  .arg(seconds(budgetMs)));
+    m_feed.log(QStringLiteral("info"),
+               m_active.isEmpty()
+                   ? QStringLiteral("leaving (%1)").arg(why)
+                   : QStringLiteral("leaving (%1): handing %2 subtask(s) back to the coordinator within %3")
+                         .arg(why)
+                         .arg(m_active.size())
+                         .arg(seconds(budgetMs)));
     m_shutdownTimer.start(int(budgetMs - kLeaveMarginMs));
     m_leaveReview.setInterval(int(kLeaveReviewMs));
     connect(&m_leaveReview, &QTimer::timeout, this, &AgentDaemon::reviewFinishingWorkers, Qt::UniqueConnection);
@@ -86,9 +86,11 @@ void AgentDaemon::graceEnded()
                 active->worker->send("stop");
         }
     if (kept)
-        log(QStringLiteral("warning"),
-            QStringLiteral("the grace period (--grace %1 s) ended before %2 subtask(s) were handed back; they stay "
-                           "with this agent")
+        m_feed.log(
+            QStringLiteral("warning"),
+            QStringLiteral(
+                "the grace period (--grace %1 s) ended before %2 subtask(s) were handed back; they stay "
+                "with this agent")
                 .arg(m_options.graceSeconds)
                 .arg(kept));
     // For the workers to write their checkpoints, within what is left of the budget; then the plain stop's end.
@@ -103,7 +105,7 @@ void AgentDaemon::leaveSubtask(const LeaseId& leaseId)
     auto active = m_active.value(leaseId);
     if (!active || active->kept || active->busy)
         return checkFinished(); // a step in flight comes back here when it ends
-    const QString dir = taskFolder(leaseId);
+    const QString dir = m_files->taskFolder(leaseId);
     const qint64 weightsBytes = QFileInfo(dir + QStringLiteral("/weights.safetensors")).size();
     switch (active->record.state) {
     case SubtaskState::Done:
@@ -135,9 +137,9 @@ void AgentDaemon::leaveSubtask(const LeaseId& leaseId)
         estimate.uploadBytesPerSecond = m_uploadBytesPerSecond;
         if (ExitPlan::choose(estimate) == ExitStep::Finish) {
             active->finishing = true;
-            log(QStringLiteral("info"),
-                QStringLiteral("lease %1: finishing it before leaving (about %2 of training left)")
-                    .arg(leaseId.toString(), seconds(qint64(estimate.trainSecondsLeft * 1000))));
+            m_feed.log(QStringLiteral("info"),
+                       QStringLiteral("lease %1: finishing it before leaving (about %2 of training left)")
+                           .arg(leaseId.toString(), seconds(qint64(estimate.trainSecondsLeft * 1000))));
             return;
         }
         active->stopSent = true;
@@ -161,7 +163,7 @@ void AgentDaemon::reviewFinishingWorkers()
     for (const auto& active : std::as_const(m_active)) {
         if (!active->finishing || !active->worker || !active->worker->running() || active->stopSent)
             continue;
-        const QString dir = taskFolder(active->record.leaseId);
+        const QString dir = m_files->taskFolder(active->record.leaseId);
         const qint64 weightsBytes = std::max<qint64>(1, QFileInfo(dir + QStringLiteral("/weights.safetensors")).size());
         const double left = secondsLeftToLeave();
         const double eta = double(active->etaSeconds(nowMs()));
@@ -173,9 +175,10 @@ void AgentDaemon::reviewFinishingWorkers()
         const bool computing = !active->workerPaused && !active->pauseSent;
         if (computing && eta >= 0 && ExitPlan::kSafety * (finish + fallback) <= left)
             continue;
-        log(QStringLiteral("info"), QStringLiteral("lease %1: its training would not end in the time left; handing "
-                                                   "it back instead")
-                                        .arg(active->record.leaseId.toString()));
+        m_feed.log(QStringLiteral("info"),
+                   QStringLiteral("lease %1: its training would not end in the time left; handing "
+                                  "it back instead")
+                       .arg(active->record.leaseId.toString()));
         active->finishing = false;
         active->stopSent = true;
         active->worker->send("stop");
@@ -188,15 +191,17 @@ void AgentDaemon::handBack(const LeaseId& leaseId, bool withCheckpoint)
     if (!active)
         return;
     active->busy = true;
-    const QString dir = taskFolder(leaseId);
+    const QString dir = m_files->taskFolder(leaseId);
     const QString checkpoint = withCheckpoint ? checkpointIn(dir) : QString();
-    log(QStringLiteral("info"),
-        withCheckpoint ? QStringLiteral("lease %1: handing it back with its checkpoint (%2 bytes)")
-                             .arg(leaseId.toString())
-                             .arg(QFileInfo(checkpoint).size())
-                       : QStringLiteral("lease %1: handing it back without a checkpoint").arg(leaseId.toString()));
+    m_feed.log(
+        QStringLiteral("info"),
+        withCheckpoint
+            ? QStringLiteral("lease %1: handing it back with its checkpoint (%2 bytes)")
+                  .arg(leaseId.toString())
+                  .arg(QFileInfo(checkpoint).size())
+            : QStringLiteral("lease %1: handing it back without a checkpoint").arg(leaseId.toString()));
     StopSignal* stop = m_stop.get();
-    onNetwork(
+    m_network->run(
         [this, leaseId, checkpoint, stop] {
             return m_client->handBack(leaseId, checkpoint, [stop](const TransferProgress&) { return !stop->stopped(); });
         },
@@ -207,9 +212,9 @@ void AgentDaemon::handBack(const LeaseId& leaseId, bool withCheckpoint)
             active->busy = false;
             if (!reply) {
                 // Kept as after a plain stop: the next start asks the coordinator whether the lease is still open.
-                log(QStringLiteral("warning"),
-                    QStringLiteral("lease %1 could not be handed back (%2); it stays with this agent")
-                        .arg(leaseId.toString(), reply.error()));
+                m_feed.log(QStringLiteral("warning"),
+                           QStringLiteral("lease %1 could not be handed back (%2); it stays with this agent")
+                               .arg(leaseId.toString(), reply.error()));
                 active->kept = true;
                 return checkFinished();
             }
@@ -223,14 +228,11 @@ void AgentDaemon::handBack(const LeaseId& leaseId, bool withCheckpoint)
                               .arg(reply->reason);
             else
                 outcome = QStringLiteral("the next agent starts it afresh");
-            log(QStringLiteral("info"), QStringLiteral("lease %1 handed back: %2").arg(leaseId.toString(), outcome));
+            m_feed.log(QStringLiteral("info"),
+                       QStringLiteral("lease %1 handed back: %2").arg(leaseId.toString(), outcome));
             // What the job's earlier uploads left out went into this task folder; it goes with the next upload.
-            if (active->manifest) {
-                const QString residualIn = dir + QStringLiteral("/residual-in.safetensors");
-                const QString kept = jobStateFile("residual", active->manifest->jobId);
-                if (QFileInfo::exists(residualIn) && !QFileInfo::exists(kept))
-                    (void)QFile::rename(residualIn, kept);
-            }
+            if (active->manifest)
+                m_files->keepHandedBackResidual(active->manifest->jobId, dir);
             dropSubtask(leaseId, QStringLiteral("handed back to the coordinator"));
         });
 }
@@ -248,11 +250,12 @@ void AgentDaemon::noteNoWork()
         m_noWorkSinceMs = now;
     if (double(now - m_noWorkSinceMs) / 1000.0 < m_options.idleExitSeconds)
         return;
-    log(QStringLiteral("info"), QStringLiteral("the coordinator has had no work for this agent for %1; stopping "
-                                               "(--until-empty)")
-                                    .arg(seconds(now - m_noWorkSinceMs)));
+    m_feed.log(QStringLiteral("info"),
+               QStringLiteral("the coordinator has had no work for this agent for %1; stopping "
+                              "(--until-empty)")
+                   .arg(seconds(now - m_noWorkSinceMs)));
     m_finishing = true;
-    m_leaseTimer.stop();
+    m_leasing->hold();
     checkFinished();
 }
 

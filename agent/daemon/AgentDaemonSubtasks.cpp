@@ -58,7 +58,8 @@ void AgentDaemon::checkLeaseStillOpen(const LeaseId& leaseId)
     auto active = m_active.value(leaseId);
     active->busy = true;
     ProgressReport report;
-    onNetwork([this, leaseId, report] { return m_client->progress(leaseId, report); },
+    m_network
+        ->run([this, leaseId, report] { return m_client->progress(leaseId, report); },
               [this, leaseId](Result<ProgressReply> reply) {
                   auto active = stepReturned(leaseId);
                   if (!active)
@@ -82,7 +83,7 @@ void AgentDaemon::checkLeaseStillOpen(const LeaseId& leaseId)
               });
 }
 
-std::shared_ptr<AgentDaemon::Active> AgentDaemon::stepReturned(const LeaseId& leaseId, bool whileLeaving)
+std::shared_ptr<ActiveSubtask> AgentDaemon::stepReturned(const LeaseId& leaseId, bool whileLeaving)
 {
     auto active = m_active.value(leaseId);
     if (!active || (m_stopping && !m_leaving))
@@ -108,9 +109,9 @@ void AgentDaemon::retryLater(const LeaseId& leaseId, const QString& what, const 
     if (!active)
         return;
     coordinatorUnreachable(error);
-    const qint64 wait = backoffMs(++active->tries);
-    log(QStringLiteral("warning"),
-        QStringLiteral("%1 failed: %2; trying again in %3").arg(what, error, seconds(wait)));
+    const qint64 wait = backoffMs(++active->tries, m_options.maxBackoffMs);
+    m_feed.log(QStringLiteral("warning"),
+               QStringLiteral("%1 failed: %2; trying again in %3").arg(what, error, seconds(wait)));
     QTimer::singleShot(int(wait), this, [this, leaseId] { continueSubtask(leaseId); });
     updateState();
 }
@@ -136,7 +137,7 @@ void AgentDaemon::startWorker(const LeaseId& leaseId)
 {
     auto active = m_active.value(leaseId);
     // The stored manifest is checked again right before anything runs.
-    auto manifest = checkStoredManifest(active->record);
+    auto manifest = m_leasing->checkStoredManifest(active->record);
     if (!manifest)
         return failSubtask(leaseId, QStringLiteral("verify"), manifest.error());
     if (active->record.state != SubtaskState::Training && !setState(leaseId, SubtaskState::Training))
@@ -187,7 +188,7 @@ void AgentDaemon::onWorkerEvent(const LeaseId& leaseId, const QJsonObject& event
     if (event.value(QStringLiteral("event")).toString() == u"sandbox") {
         // The same for every worker of this machine: logged when it changes, not per subtask.
         if (const QString line = m_sandbox.observe(event); !line.isEmpty())
-            log(m_sandbox.unconfined() ? QStringLiteral("warning") : QStringLiteral("info"), line);
+            m_feed.log(m_sandbox.unconfined() ? QStringLiteral("warning") : QStringLiteral("info"), line);
         return;
     }
     auto found = m_active.value(leaseId);
@@ -202,18 +203,20 @@ void AgentDaemon::onWorkerEvent(const LeaseId& leaseId, const QJsonObject& event
         active.of = event.value(QStringLiteral("of")).toInteger(active.of);
         if (name == u"started") {
             if (event.value(QStringLiteral("handed_back")).toBool())
-                log(QStringLiteral("info"),
-                    QStringLiteral("lease %1: worker resumed from the checkpoint lease %4 handed back, at step %2 of %3")
+                m_feed.log(
+                    QStringLiteral("info"),
+                    QStringLiteral(
+                        "lease %1: worker resumed from the checkpoint lease %4 handed back, at step %2 of %3")
                         .arg(leaseId.toString())
                         .arg(active.step)
                         .arg(active.of)
                         .arg(active.manifest ? active.manifest->resumeFromLease : QString()));
             else if (event.value(QStringLiteral("resumed")).toBool())
-                log(QStringLiteral("info"),
-                    QStringLiteral("lease %1: worker resumed from its checkpoint at step %2 of %3")
-                        .arg(leaseId.toString())
-                        .arg(active.step)
-                        .arg(active.of));
+                m_feed.log(QStringLiteral("info"),
+                           QStringLiteral("lease %1: worker resumed from its checkpoint at step %2 of %3")
+                               .arg(leaseId.toString())
+                               .arg(active.step)
+                               .arg(active.of));
         } else {
             active.loss = event.value(QStringLiteral("loss")).toDouble(active.loss);
             active.samplesPerSecond =
@@ -225,13 +228,13 @@ void AgentDaemon::onWorkerEvent(const LeaseId& leaseId, const QJsonObject& event
         }
         if (now - active.lastPublishMs >= kPublishProgressEveryMs || active.step >= active.of) {
             active.lastPublishMs = now;
-            Q_EMIT controlEvent(QJsonObject{{QStringLiteral("event"), QStringLiteral("progress")},
-                                            {QStringLiteral("lease_id"), leaseId.toString()},
-                                            {QStringLiteral("step"), active.step},
-                                            {QStringLiteral("of"), active.of},
-                                            {QStringLiteral("loss"), active.loss},
-                                            {QStringLiteral("samples_per_s"), active.samplesPerSecond},
-                                            {QStringLiteral("eta_seconds"), active.etaSeconds(now)}});
+            m_feed.publish(QJsonObject{{QStringLiteral("event"), QStringLiteral("progress")},
+                                       {QStringLiteral("lease_id"), leaseId.toString()},
+                                       {QStringLiteral("step"), active.step},
+                                       {QStringLiteral("of"), active.of},
+                                       {QStringLiteral("loss"), active.loss},
+                                       {QStringLiteral("samples_per_s"), active.samplesPerSecond},
+                                       {QStringLiteral("eta_seconds"), active.etaSeconds(now)}});
         }
         if (now - active.lastReportMs >= m_options.progressReportMs)
             reportProgress(leaseId);
@@ -246,9 +249,10 @@ void AgentDaemon::onWorkerEvent(const LeaseId& leaseId, const QJsonObject& event
         active.failure = event.value(QStringLiteral("message")).toString();
     } else if (name == u"warning") {
         // A worker's line may be a megabyte long; the log keeps a readable line of it.
-        log(QStringLiteral("warning"),
-            QStringLiteral("lease %1: %2")
-                .arg(leaseId.toString(), event.value(QStringLiteral("message")).toString().left(kMaxWarningChars)));
+        m_feed.log(QStringLiteral("warning"),
+                   QStringLiteral("lease %1: %2")
+                       .arg(leaseId.toString(),
+                            event.value(QStringLiteral("message")).toString().left(kMaxWarningChars)));
     }
 }
 
@@ -264,7 +268,8 @@ void AgentDaemon::reportProgress(const LeaseId& leaseId)
     report.of = active->of;
     report.loss = active->loss;
     report.samplesPerSecond = active->samplesPerSecond;
-    onNetwork([this, leaseId, report] { return m_client->progress(leaseId, report); },
+    m_network
+        ->run([this, leaseId, report] { return m_client->progress(leaseId, report); },
               [this, leaseId](Result<ProgressReply> reply) {
                   auto active = m_active.value(leaseId);
                   if (!active)
@@ -285,8 +290,8 @@ void AgentDaemon::reportProgress(const LeaseId& leaseId)
                               ? QStringLiteral("the coordinator no longer holds lease %1 open")
                                     .arg(leaseId.toString())
                               : reply->reason;
-                      log(QStringLiteral("info"), QStringLiteral("lease %1: stopping its worker: %2")
-                                                      .arg(leaseId.toString(), active->cancelReason));
+                      m_feed.log(QStringLiteral("info"), QStringLiteral("lease %1: stopping its worker: %2")
+                                                             .arg(leaseId.toString(), active->cancelReason));
                       if (active->worker && active->worker->running())
                           active->worker->send("cancel");
                       else
@@ -309,7 +314,8 @@ void AgentDaemon::onWorkerEnded(const LeaseId& leaseId, const WorkerEnd& end)
         active.worker = nullptr;
     }
     if (end.kind == WorkerEnd::Kind::Done && active.manifest)
-        keepJobState(active.manifest->jobId, active.record.taskDir);
+        for (const QString& warning : m_files->keepJobState(active.manifest->jobId, active.record.taskDir))
+            m_feed.log(QStringLiteral("warning"), warning);
     if (m_stopping) {
         if (end.kind == WorkerEnd::Kind::Done) {
             if (!setState(leaseId, SubtaskState::Uploading)) // uploaded by the next start, or now when leaving
@@ -343,9 +349,9 @@ void AgentDaemon::onWorkerEnded(const LeaseId& leaseId, const WorkerEnd& end)
         const QString reason =
             end.kind == WorkerEnd::Kind::Stopped ? QStringLiteral("the worker stopped unasked") : end.reason;
         if (++active.workerFailures < 2) {
-            log(QStringLiteral("warning"),
-                QStringLiteral("lease %1: %2; starting it once more from its checkpoint")
-                    .arg(leaseId.toString(), reason));
+            m_feed.log(QStringLiteral("warning"),
+                       QStringLiteral("lease %1: %2; starting it once more from its checkpoint")
+                           .arg(leaseId.toString(), reason));
             return startWorker(leaseId);
         }
         return failSubtask(leaseId, QStringLiteral("worker"),
@@ -358,14 +364,14 @@ void AgentDaemon::upload(const LeaseId& leaseId)
 {
     auto active = m_active.value(leaseId);
     active->busy = true;
-    const QString result = taskFolder(leaseId) + QStringLiteral("/result.safetensors");
+    const QString result = m_files->taskFolder(leaseId) + QStringLiteral("/result.safetensors");
     if (!QFileInfo::exists(result)) {
         active->busy = false;
         return failSubtask(leaseId, QStringLiteral("upload"),
                            QStringLiteral("%1 is missing; the result was lost").arg(result));
     }
     StopSignal* stop = m_stop.get();
-    onNetwork(
+    m_network->run(
         [this, leaseId, result, stop] {
             QElapsedTimer took;
             took.start();
@@ -381,9 +387,10 @@ void AgentDaemon::upload(const LeaseId& leaseId)
             if (reply && sent.second > 0) // the uplink's pace, for the exit plan's estimates
                 m_uploadBytesPerSecond = double(QFileInfo(result).size()) / (double(sent.second) / 1000.0);
             if (!reply && m_leaving) {
-                log(QStringLiteral("warning"), QStringLiteral("uploading the result of lease %1 failed (%2); it is "
-                                                              "uploaded at the next start")
-                                                   .arg(leaseId.toString(), reply.error()));
+                m_feed.log(QStringLiteral("warning"),
+                           QStringLiteral("uploading the result of lease %1 failed (%2); it is "
+                                          "uploaded at the next start")
+                               .arg(leaseId.toString(), reply.error()));
                 active->kept = true;
                 return checkFinished();
             }
@@ -409,13 +416,13 @@ void AgentDaemon::upload(const LeaseId& leaseId)
                     return m_store->addTotals(add);
                 });
                 if (!s)
-                    log(QStringLiteral("error"), s.error());
+                    m_feed.log(QStringLiteral("error"), s.error());
                 active->record.state = SubtaskState::Done;
-                log(QStringLiteral("info"),
-                    QStringLiteral("lease %1: result accepted (update %2, staleness %3)")
-                        .arg(leaseId.toString())
-                        .arg(reply->seq)
-                        .arg(reply->staleness));
+                m_feed.log(QStringLiteral("info"),
+                           QStringLiteral("lease %1: result accepted (update %2, staleness %3)")
+                               .arg(leaseId.toString())
+                               .arg(reply->seq)
+                               .arg(reply->staleness));
                 return finishSubtask(leaseId);
             }
             case UploadOutcome::Closed:
