@@ -3,6 +3,7 @@
 
 #include "cache/FileCache.h"
 #include "config/Enroller.h"
+#include "daemon/Departure.h"
 #include "daemon/LeaseDesk.h"
 #include "daemon/StopSignal.h"
 #include "idle/SystemIdleProbe.h"
@@ -135,22 +136,9 @@ AgentDaemon::AgentDaemon(DaemonOptions options, AgentConfig config, PinnedKeys k
     m_files = std::make_unique<TaskFiles>(m_options.dataDir, *m_cache, *m_client, *m_stop);
     m_network = std::make_unique<NetworkHop>(this);
     wireLeasing();
+    wireDeparture();
     m_keepAlive.setInterval(int(std::max<qint64>(m_options.progressReportMs / 2, 500)));
     connect(&m_keepAlive, &QTimer::timeout, this, &AgentDaemon::keepLeasesAlive);
-    m_shutdownTimer.setSingleShot(true);
-    connect(&m_shutdownTimer, &QTimer::timeout, this, [this] {
-        if (m_leaving)
-            return graceEnded();
-        for (const auto& active : std::as_const(m_active))
-            if (active->worker && active->worker->running()) {
-                m_feed.log(QStringLiteral("warning"),
-                           QStringLiteral("the worker of lease %1 did not stop in time; killed (its last "
-                                          "checkpoint is kept)")
-                               .arg(active->record.leaseId.toString()));
-                active->worker->kill();
-            }
-        checkFinished();
-    });
 }
 
 AgentDaemon::~AgentDaemon()
@@ -165,8 +153,10 @@ AgentDaemon::~AgentDaemon()
 void AgentDaemon::wireLeasing()
 {
     LeaseDesk::Hooks hooks;
-    hooks.closed = [this] { return m_stopping || m_finishing || !m_fatal.isEmpty(); };
-    hooks.stopping = [this] { return m_stopping; };
+    hooks.closed = [this] {
+        return m_lifecycle.stopping || m_lifecycle.finishing || !m_lifecycle.fatal.isEmpty();
+    };
+    hooks.stopping = [this] { return m_lifecycle.stopping; };
     hooks.freeSlots = [this] { return computeAllowed() ? taskSlots() - int(m_active.size()) : 0; };
     hooks.capabilities = [this] {
         // The machine as the coordinator should see it (read at start), and how this agent runs.
@@ -183,14 +173,8 @@ void AgentDaemon::wireLeasing()
     hooks.reached = [this] { coordinatorReached(); };
     hooks.unreachable = [this](const QString& error) { coordinatorUnreachable(error); };
     hooks.stateChanged = [this] { updateState(); };
-    hooks.answered = [this](bool noWork) {
-        // Held back, the job is not done: a batch agent (--until-empty) does not count it as time without
-        // work.
-        if (noWork)
-            noteNoWork();
-        else
-            m_noWorkSinceMs = -1;
-    };
+    // Held back, the job is not done: a batch agent (--until-empty) does not count it as time without work.
+    hooks.answered = [this](bool noWork) { m_departure->answered(noWork); };
     hooks.failSubtask = [this](const LeaseId& leaseId, const QString& stage, const QString& reason) {
         failSubtask(leaseId, stage, reason);
     };
@@ -202,6 +186,21 @@ void AgentDaemon::wireLeasing()
     m_leasing = std::make_unique<LeaseDesk>(
         m_config, m_keys, *m_client, *m_network, *m_cache, *m_store, m_active, m_feed, m_failures, m_clock,
         LeaseDesk::Settings{m_options.maxBackoffMs, m_options.untilEmpty, m_options.idleExitSeconds},
+        std::move(hooks));
+}
+
+void AgentDaemon::wireDeparture()
+{
+    Departure::Hooks hooks;
+    hooks.upload = [this](const LeaseId& leaseId) { upload(leaseId); };
+    hooks.drop = [this](const LeaseId& leaseId, const QString& reason) { dropSubtask(leaseId, reason); };
+    hooks.computeAllowed = [this] { return computeAllowed(); };
+    hooks.stateChanged = [this] { updateState(); };
+    hooks.stopped = [this](int exitCode) { Q_EMIT stopped(exitCode); };
+    m_departure = std::make_unique<Departure>(
+        m_lifecycle, m_active, m_feed, m_clock, *m_files, *m_client, *m_network, *m_stop, *m_leasing,
+        Departure::Settings{m_options.handBackOnStop, m_options.graceSeconds, m_options.untilEmpty,
+                            m_options.idleExitSeconds, m_options.maxRuntimeSeconds},
         std::move(hooks));
 }
 
@@ -238,7 +237,7 @@ void AgentDaemon::start()
         m_feed.log(QStringLiteral("info"), m_gpu.value(u"note").toString());
     m_desktop->start(); // the first decision, before any worker starts
     watchPolicyFile();
-    armRuntimeLimit();
+    m_departure->armRuntimeLimit();
     resumeUnfinished();
     updateState();
     m_leasing->schedule(0);
@@ -323,7 +322,7 @@ void AgentDaemon::failSubtask(const LeaseId& leaseId, const QString& stage, cons
     }
     // Tell the coordinator, so that the workunit goes to another agent now rather than at the lease's
     // deadline. A refused result closed the lease already (stage empty): nothing to report.
-    if (!stage.isEmpty() && !m_stopping)
+    if (!stage.isEmpty() && !m_lifecycle.stopping)
         m_network->run(
             [this, leaseId, stage, reason] { return m_client->reportFailure(leaseId, stage, reason); },
             [this, leaseId](Result<bool> reported) {
@@ -370,7 +369,7 @@ void AgentDaemon::release(const LeaseId& leaseId, qint64 leaseDelayMs)
     (void)m_cache->releaseOwner(leaseId.toString());
     m_files->removeTaskFolder(leaseId);
     updateState();
-    checkFinished();
+    m_departure->checkFinished();
     m_leasing->schedule(leaseDelayMs);
 }
 
@@ -418,9 +417,9 @@ void AgentDaemon::coordinatorUnreachable(const QString& error)
 
 void AgentDaemon::refuseCredentials(const QString& error)
 {
-    if (m_fatal.isEmpty())
+    if (m_lifecycle.fatal.isEmpty())
         m_feed.log(QStringLiteral("error"), error);
-    m_fatal = error;
+    m_lifecycle.fatal = error;
     m_leasing->hold();
     for (const auto& active : std::as_const(m_active))
         if (active->worker && active->worker->running())

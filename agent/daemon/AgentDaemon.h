@@ -31,6 +31,7 @@
 #include "daemon/Backoff.h"
 #include "daemon/DesktopPolicy.h"
 #include "daemon/EventFeed.h"
+#include "daemon/Lifecycle.h"
 #include "daemon/SubtaskTable.h"
 #include "net/CoordinatorMessages.h"
 #include "runner/SandboxStatus.h"
@@ -57,6 +58,7 @@ class SessionReports;
 
 class CoordinatorClient;
 class CurlTransport;
+class Departure;
 class FileCache;
 class LeaseDesk;
 class NetworkHop;
@@ -149,6 +151,7 @@ private:
                 PreferenceStore preferences, DesktopProbes probes);
 
     void wireLeasing();
+    void wireDeparture();
     void resumeUnfinished();
     void checkLeaseStillOpen(const LeaseId& leaseId);
     void continueSubtask(const LeaseId& leaseId);
@@ -169,19 +172,6 @@ private:
     void stepFailed(const LeaseId& leaseId, const QString& what, const QString& error);
     void recordFetchedBytes(); // what the network thread fetched, into the totals
 
-    // Leaving (AgentDaemonLeave.cpp): every subtask is finished, or handed back with or without its checkpoint
-    // (ExitPlan), within the grace budget; then stopped() is emitted. What could not be handed back in time stays,
-    // as after a plain stop, for the next start.
-    void leave(const QString& why);
-    void leaveSubtask(const LeaseId& leaseId);
-    void handBack(const LeaseId& leaseId, bool withCheckpoint);
-    void reviewFinishingWorkers(); // stops a finishing worker whose end no longer fits in the time left
-    void graceEnded();             // the budget is spent: what is left stays, as after a plain stop
-    void armRuntimeLimit();        // --max-runtime: leave in time
-    double secondsLeftToLeave() const;
-    // Batch mode: the coordinator had no work for this agent; stops once that lasted --idle-exit.
-    void noteNoWork();
-
     // Final outcomes: each persists, releases the subtask's pinned files and folder, and tells the control
     // socket.
     void failSubtask(const LeaseId& leaseId, const QString& stage, const QString& reason);
@@ -195,7 +185,6 @@ private:
     void refuseCredentials(const QString& error);
     void updateState();
     void publishSubtask(const Active& active, const QString& error = {});
-    void checkFinished();
 
     // The desktop (AgentDaemonDesktop.cpp).
     // Workers may compute: not paused by the owner, not snoozed, and the policy allows it.
@@ -228,6 +217,7 @@ private:
     SystemClock m_clock;
     EventFeed m_feed;
     FailureStreak m_failures;
+    Lifecycle m_lifecycle;
     DirectoryLock m_lock; // one daemon per data directory
     std::unique_ptr<SubtaskStore> m_store;
     std::unique_ptr<FileCache> m_cache;
@@ -236,16 +226,13 @@ private:
     std::unique_ptr<CoordinatorClient> m_client; // likewise
     std::unique_ptr<TaskFiles> m_files;
     std::unique_ptr<LeaseDesk> m_leasing;
+    std::unique_ptr<Departure> m_departure;
     std::unique_ptr<NetworkHop> m_network; // stopped first (in the destructor)
 
     SubtaskTable m_active;
     QJsonObject m_hardware; // machineHardware()'s capabilities, read once at start
     QJsonObject m_gpu;      // machineHardware()'s GPUs (or why none is known), for the status
     bool m_paused = false;
-    bool m_finishing = false;
-    bool m_stopping = false;
-    bool m_stoppedEmitted = false;
-    QString m_fatal; // credentials refused: nothing more can be done until an operator acts
     bool m_reachable = true;
     QString m_lastNetworkError;
     QString m_state;
@@ -257,15 +244,7 @@ private:
     qint64 m_snoozeUntilMs = 0;
     QTimer m_snoozeTimer;
     bool m_computeWasAllowed = false; // at the last decision, to lease again only when that changes
-    QTimer m_shutdownTimer;
     QTimer m_keepAlive; // progress reports for workers that report nothing themselves (paused, starved)
-    bool m_leaving = false;
-    qint64 m_leaveByMs = 0;
-    QString m_leaveReason;
-    QTimer m_leaveReview;              // while leaving: reviewFinishingWorkers() every second
-    double m_uploadBytesPerSecond = 0; // measured on result uploads, for the exit plan
-    qint64 m_noWorkSinceMs = -1;       // batch mode: since when the coordinator has had no work for this agent
-    QTimer m_runtimeTimer;             // --max-runtime
     QFileSystemWatcher m_policyWatcher; // the policy file and its folder (editors replace the file)
     QTimer m_policySettle;              // one reload for the burst of events a save makes
 };

@@ -24,17 +24,18 @@ void AgentDaemon::updateState()
             pausedWorkers += active->workerPaused ? 1 : 0;
         }
     QString state, reason, code;
-    if (m_stopping) {
+    if (m_lifecycle.stopping) {
         state = QStringLiteral("stopped");
         code = QStringLiteral("stopping");
-        reason = m_leaving ? QStringLiteral("Leaving (%1): handing the subtasks back to the coordinator")
-                                 .arg(m_leaveReason)
+        reason = m_lifecycle.leaving
+                     ? QStringLiteral("Leaving (%1): handing the subtasks back to the coordinator")
+                           .arg(m_departure->leaveReason())
                  : m_active.isEmpty() ? QStringLiteral("Stopping")
                                       : QStringLiteral("Stopping: the subtasks are kept for the next start");
-    } else if (!m_fatal.isEmpty()) {
+    } else if (!m_lifecycle.fatal.isEmpty()) {
         state = QStringLiteral("error");
         code = QStringLiteral("error");
-        reason = QStringLiteral("Stopped: %1").arg(m_fatal);
+        reason = QStringLiteral("Stopped: %1").arg(m_lifecycle.fatal);
     } else if (m_failures.count >= kFailuresBeforeError && !m_failures.last.isEmpty()) {
         // Still leasing (with backoff): the cause may be fixed on the coordinator's side.
         state = QStringLiteral("error");
@@ -53,7 +54,7 @@ void AgentDaemon::updateState()
         code = QStringLiteral("snoozed");
         reason = QStringLiteral("Snoozed until %1; resuming by itself then")
                      .arg(QDateTime::fromMSecsSinceEpoch(m_snoozeUntilMs).toString(QStringLiteral("HH:mm")));
-    } else if (m_finishing) {
+    } else if (m_lifecycle.finishing) {
         state = QStringLiteral("finishing");
         code = QStringLiteral("finishing");
         reason = QStringLiteral("Finishing %1 subtask(s), then stopping").arg(m_active.size());
@@ -73,7 +74,7 @@ void AgentDaemon::updateState()
         code = QStringLiteral("offline");
         reason = QStringLiteral("Cannot reach the coordinator %1: %2; next try in %3")
                      .arg(m_config.coordinatorUrl, m_lastNetworkError,
-                          seconds(std::max<qint64>(0, m_leasing->nextTryMs() - nowMs())));
+                          spokenDuration(std::max<qint64>(0, m_leasing->nextTryMs() - nowMs())));
     } else if (!m_active.isEmpty()) {
         state = QStringLiteral("waiting");
         code = QStringLiteral("preparing");
@@ -212,7 +213,7 @@ Result<QJsonObject> AgentDaemon::handle(const QString& command, const QJsonObjec
         return status();
     if (command == u"preferences" || command == u"set_preferences")
         return handleDesktop(command, args); // the preferences can be read and changed while stopping too
-    if (m_stopping)
+    if (m_lifecycle.stopping)
         return fail(QStringLiteral("the agent is stopping"));
     if (command == u"pause") {
         if (!m_paused) {
@@ -237,11 +238,11 @@ Result<QJsonObject> AgentDaemon::handle(const QString& command, const QJsonObjec
         return QJsonObject{{QStringLiteral("state"), m_state}};
     }
     if (command == u"finish" && args.value(QStringLiteral("now")).toBool()) {
-        leave(QStringLiteral("finish --now"));
+        m_departure->leave(QStringLiteral("finish --now"));
         return QJsonObject{{QStringLiteral("state"), m_state}, {QStringLiteral("leaving"), true}};
     }
     if (command == u"finish") {
-        m_finishing = true;
+        m_lifecycle.finishing = true;
         m_leasing->hold();
         // Finishing means computing what is held: the owner's pause ends; the desktop policy still holds.
         m_paused = false;
@@ -250,7 +251,7 @@ Result<QJsonObject> AgentDaemon::handle(const QString& command, const QJsonObjec
         syncWorkers();
         m_feed.log(QStringLiteral("info"), QStringLiteral("finishing the current subtasks, then stopping"));
         updateState();
-        QTimer::singleShot(0, this, &AgentDaemon::checkFinished);
+        QTimer::singleShot(0, this, [this] { m_departure->checkFinished(); });
         return QJsonObject{{QStringLiteral("state"), m_state}};
     }
     if (command == u"snooze")
@@ -260,58 +261,7 @@ Result<QJsonObject> AgentDaemon::handle(const QString& command, const QJsonObjec
 
 void AgentDaemon::shutdown()
 {
-    if (m_stopping && !m_finishing)
-        return;
-    // Work held goes back to the coordinator now rather than waiting for its deadline (and for this machine to
-    // come back), unless the operator asked to keep it for the next start (--keep-on-stop).
-    if (m_options.handBackOnStop && m_fatal.isEmpty() && !m_active.isEmpty() && !m_leaving) {
-        leave(QStringLiteral("asked to stop"));
-        return;
-    }
-    if (m_stopping)
-        return;
-    m_stopping = true;
-    m_leasing->hold();
-    m_stop->stop(); // ends waits and transfers on the network thread; their steps are tried again at the next
-                    // start
-    int running = 0;
-    for (const auto& active : std::as_const(m_active))
-        if (active->worker && active->worker->running()) {
-            active->worker->send("stop");
-            ++running;
-        }
-    m_feed.log(QStringLiteral("info"),
-               running ? QStringLiteral("stopping: %1 worker(s) write a checkpoint").arg(running)
-                       : QStringLiteral("stopping"));
-    updateState();
-    m_shutdownTimer.start(int(kShutdownGraceMs));
-    checkFinished();
-}
-
-void AgentDaemon::checkFinished()
-{
-    if (m_stoppedEmitted)
-        return;
-    if (m_stopping) {
-        for (const auto& active : std::as_const(m_active)) {
-            if (active->worker && active->worker->running())
-                return;
-            if (m_leaving && !active->kept) // still finishing, uploading or being handed back
-                return;
-        }
-        m_leaveReview.stop();
-        m_stoppedEmitted = true;
-        m_shutdownTimer.stop();
-        Q_EMIT stopped(0);
-        return;
-    }
-    if (m_finishing && m_active.isEmpty()) {
-        m_stoppedEmitted = true;
-        m_feed.log(QStringLiteral("info"), QStringLiteral("finished the current subtasks; stopping"));
-        m_stopping = true;
-        updateState();
-        Q_EMIT stopped(0);
-    }
+    m_departure->shutdown();
 }
 
 } // namespace gleaner::agent

@@ -26,7 +26,7 @@ void AgentDaemon::continueSubtask(const LeaseId& leaseId)
     auto found = m_active.value(leaseId);
     // A retry timer and "the coordinator answers again" may both ask: the step runs once, and never while the
     // subtask's worker runs.
-    if (!found || found->busy || found->worker || m_stopping || !m_fatal.isEmpty())
+    if (!found || found->busy || found->worker || m_lifecycle.stopping || !m_lifecycle.fatal.isEmpty())
         return;
     Active& active = *found;
     if (active.needsLeaseCheck)
@@ -86,11 +86,11 @@ void AgentDaemon::checkLeaseStillOpen(const LeaseId& leaseId)
 std::shared_ptr<ActiveSubtask> AgentDaemon::stepReturned(const LeaseId& leaseId, bool whileLeaving)
 {
     auto active = m_active.value(leaseId);
-    if (!active || (m_stopping && !m_leaving))
+    if (!active || (m_lifecycle.stopping && !m_lifecycle.leaving))
         return {};
     active->busy = false;
-    if (m_leaving && !whileLeaving) {
-        QTimer::singleShot(0, this, [this, leaseId] { leaveSubtask(leaseId); });
+    if (m_lifecycle.leaving && !whileLeaving) {
+        QTimer::singleShot(0, this, [this, leaseId] { m_departure->leaveSubtask(leaseId); });
         return {};
     }
     return active;
@@ -111,7 +111,7 @@ void AgentDaemon::retryLater(const LeaseId& leaseId, const QString& what, const 
     coordinatorUnreachable(error);
     const qint64 wait = backoffMs(++active->tries, m_options.maxBackoffMs);
     m_feed.log(QStringLiteral("warning"),
-               QStringLiteral("%1 failed: %2; trying again in %3").arg(what, error, seconds(wait)));
+               QStringLiteral("%1 failed: %2; trying again in %3").arg(what, error, spokenDuration(wait)));
     QTimer::singleShot(int(wait), this, [this, leaseId] { continueSubtask(leaseId); });
     updateState();
 }
@@ -316,20 +316,20 @@ void AgentDaemon::onWorkerEnded(const LeaseId& leaseId, const WorkerEnd& end)
     if (end.kind == WorkerEnd::Kind::Done && active.manifest)
         for (const QString& warning : m_files->keepJobState(active.manifest->jobId, active.record.taskDir))
             m_feed.log(QStringLiteral("warning"), warning);
-    if (m_stopping) {
+    if (m_lifecycle.stopping) {
         if (end.kind == WorkerEnd::Kind::Done) {
             if (!setState(leaseId, SubtaskState::Uploading)) // uploaded by the next start, or now when leaving
-                return checkFinished();
-            if (m_leaving && !active.kept)
+                return m_departure->checkFinished();
+            if (m_lifecycle.leaving && !active.kept)
                 return upload(leaseId);
-        } else if (m_leaving && !active.kept) {
-            return leaveSubtask(leaseId); // stopped with its checkpoint written: handed back
+        } else if (m_lifecycle.leaving && !active.kept) {
+            return m_departure->leaveSubtask(leaseId); // stopped with its checkpoint written: handed back
         }
-        return checkFinished();
+        return m_departure->checkFinished();
     }
     if (!active.cancelReason.isEmpty())
         return dropSubtask(leaseId, active.cancelReason);
-    if (!m_fatal.isEmpty() && end.kind == WorkerEnd::Kind::Stopped)
+    if (!m_lifecycle.fatal.isEmpty() && end.kind == WorkerEnd::Kind::Stopped)
         return updateState(); // stopped for the refused credentials; kept for an operator to restore the
                               // agent
     switch (end.kind) {
@@ -383,16 +383,16 @@ void AgentDaemon::upload(const LeaseId& leaseId)
             Result<UploadReply>& reply = sent.first;
             auto active = stepReturned(leaseId, true);
             if (!active)
-                return checkFinished();
-            if (reply && sent.second > 0) // the uplink's pace, for the exit plan's estimates
-                m_uploadBytesPerSecond = double(QFileInfo(result).size()) / (double(sent.second) / 1000.0);
-            if (!reply && m_leaving) {
+                return m_departure->checkFinished();
+            if (reply)
+                m_departure->noteUpload(QFileInfo(result).size(), sent.second);
+            if (!reply && m_lifecycle.leaving) {
                 m_feed.log(QStringLiteral("warning"),
                            QStringLiteral("uploading the result of lease %1 failed (%2); it is "
                                           "uploaded at the next start")
                                .arg(leaseId.toString(), reply.error()));
                 active->kept = true;
-                return checkFinished();
+                return m_departure->checkFinished();
             }
             if (!reply) {
                 return stepFailed(leaseId,

@@ -12,6 +12,13 @@
 
 namespace gleaner::agent {
 
+// A duration as a log line says it: "40 s", "3 min".
+inline QString spokenDuration(qint64 ms)
+{
+    return ms >= 120'000 ? QStringLiteral("%1 min").arg((ms + 30'000) / 60'000)
+                         : QStringLiteral("%1 s").arg((ms + 999) / 1000);
+}
+
 class EventFeed final : public QObject
 {
     Q_OBJECT
