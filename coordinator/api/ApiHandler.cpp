@@ -300,7 +300,9 @@ void ApiHandler::handle(HttpRequest request, Responder respond)
             respond(badJson());
             return;
         }
-        c.state().post([&c, agentId, leaseId, body = *body, respond] { respond(c.progress(agentId, leaseId, body)); });
+        c.state().post([&c, agentId, leaseId, body = *body, respond] {
+            respond(c.leases().progress(agentId, leaseId, body));
+        });
         return;
     }
     if (parts.value(4) == "fail") {

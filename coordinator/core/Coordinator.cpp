@@ -111,9 +111,10 @@ Status Coordinator::start()
         m_scheduler->setLearntObserver(
             [this](const Lease& lease, const JobState& job) { onLeaseLearnt(lease, job); });
         m_intake = std::make_unique<ResultIntake>(m_jobs, *m_scheduler);
-        m_pacer = std::make_unique<LeasePacer>(
-            m_jobs, *m_intake, *m_weights, m_config, m_clock, m_metrics,
-            [this](const QString& agentId, const QJsonObject& request) { return lease(agentId, request); });
+        m_pacer = std::make_unique<LeasePacer>(m_jobs, *m_intake, *m_weights, m_config, m_clock, m_metrics,
+                                               [this](const QString& agentId, const QJsonObject& request) {
+                                                   return m_leaseDesk->lease(agentId, request);
+                                               });
         m_enrollment = std::make_unique<Enrollment>(
             *m_db, m_admission, m_clock, m_config.openEnrollment,
             Enrollment::Hooks{
@@ -138,6 +139,10 @@ Status Coordinator::start()
             m_config, m_clock, m_storage,
             ResultDesk::Hooks{findLeaseHook, notInMemoryHook,
                               [this](JobState& job, int epoch) { validationsAfterUpdate(job, epoch); }});
+        m_leaseDesk = std::make_unique<LeaseDesk>(LeaseDesk::Parts{m_jobs, *m_db, *m_scheduler, *m_pacer,
+                                                                   m_admission, *m_enrollment, *m_standing,
+                                                                   *m_feed, *m_keys, m_blobs},
+                                                  m_config, LeaseDesk::Hooks{findLeaseHook, notInMemoryHook});
         m_handBacks = std::make_unique<HandBacks>(
             HandBacks::Parts{m_jobs, *m_db, *m_scheduler, m_admission, *m_enrollment, *m_standing, m_blobs},
             m_config, m_clock, HandBacks::Hooks{findLeaseHook, notInMemoryHook});
@@ -192,6 +197,7 @@ void Coordinator::shutdown()
         m_pacer.reset();
         m_handBacks.reset();
         m_results.reset();
+        m_leaseDesk.reset();
         m_standing.reset();
         m_intake.reset();
         m_feed.reset();

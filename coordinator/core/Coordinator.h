@@ -16,7 +16,7 @@
 #include "aggregation/UpdateChecker.h"
 #include "aggregation/WeightsListener.h"
 #include "config/DataDirectory.h"
-#include "core/SigningKeys.h"
+#include "config/SigningKeys.h"
 #include "crypto/Ed25519.h"
 #include "enrollment/Enrollment.h"
 #include "events/EventHub.h"
@@ -24,6 +24,7 @@
 #include "intake/HandBacks.h"
 #include "intake/ResultDesk.h"
 #include "jobs/JobState.h"
+#include "leasing/LeaseDesk.h"
 #include "metrics/CoordinatorMetrics.h"
 #include "scheduling/CheckpointChecker.h"
 #include "scheduling/LeasePacer.h"
@@ -109,12 +110,11 @@ public:
     // written on the import thread.
     void exportWeights(qint64 jobId, Responder respond, bool torchscript = false);
 
-    // [state] Work.
-    HttpResponse lease(const QString& agentId, const QJsonObject& request);
+    // [state] Work: leases granted and kept (leasing/LeaseDesk).
+    LeaseDesk& leases() { return *m_leaseDesk; }
     // The lease request as agents make it, answered when the agent's own last update is published
     // (scheduling/LeasePacer).
     LeasePacer& pacer() { return *m_pacer; }
-    HttpResponse progress(const QString& agentId, const QString& leaseId, const QJsonObject& report);
     // [state] File bytes sent for one of the job's leases (counted when the response has gone out).
     void noteDownloaded(qint64 jobId, const QByteArray& role, quint64 bytes);
     // [state] Results (intake/ResultDesk) and leases given or handed back (intake/HandBacks).
@@ -269,18 +269,6 @@ private:
     Lease* findLease(const QString& leaseId);
     // [state] Takes every running or paused job's lock, which applies what other coordinators changed.
     Status lockLiveJobs();
-    // `granted`: the leases it granted (the reply's tasks).
-    HttpResponse leaseInTransaction(const QString& agentId, const QJsonObject& request, int& granted);
-    // The files a lease's manifest names, which its agent may download.
-    // What the HTTP threads need to know of an open lease: its agent, its upload limit, the files it names.
-    AdmissionCache::LeaseEntry admissionEntry(const JobState& job, const Workunit* unit, const Lease& lease) const;
-    // How many open leases the agent may hold (config max_leases_per_agent, and twice its declared cores);
-    // records what the lease request declared of the machine (`capabilities`, checked) on the agent, whose
-    // record held `hardware`.
-    int leaseCapFor(const QString& agentId, const QJsonObject& hardware, const QJsonObject& declared);
-    static QJsonObject checkedCapabilities(const QJsonObject& declared);
-    QByteArray signedManifest(const JobState& job, const Workunit& unit, const Lease& lease, QByteArray* signature);
-    QJsonObject leaseReply(const QJsonArray& tasks) const;
     // [state] The scheduler learnt of a lease another coordinator wrote (Scheduler::LearntObserver).
     void onLeaseLearnt(const Lease& lease, const JobState& job);
 
@@ -310,6 +298,7 @@ private:
     std::unique_ptr<Scheduler> m_scheduler; // workunits, leases and epochs (coordinator/scheduling/)
     std::unique_ptr<ResultIntake> m_intake; // what a received result counts for (coordinator/scheduling/)
     std::unique_ptr<LeasePacer> m_pacer;    // when lease requests are answered (parked, held back)
+    std::unique_ptr<LeaseDesk> m_leaseDesk; // leases granted and kept (leasing/)
     std::unique_ptr<ResultDesk> m_results;  // results stored, recorded and queued for the fold (intake/)
     std::unique_ptr<HandBacks> m_handBacks; // leases given back, handed-back checkpoints (intake/)
 

@@ -6,6 +6,7 @@
 #include "core/Coordinator.h"
 #include "crypto/TlsCertificate.h"
 #include "intake/AgentStanding.h"
+#include "leasing/LeaseManifest.h"
 #include "scheduling/Scheduler.h"
 #include "store/Database.h"
 #include "util/Durability.h"
@@ -136,7 +137,8 @@ void Coordinator::onLeaseLearnt(const Lease& lease, const JobState& job)
             return;
         auto unit = job.workunits.find(lease.workunitId);
         m_admission.setLease(
-            lease.id, admissionEntry(job, unit == job.workunits.end() ? nullptr : &unit->second, lease));
+            lease.id,
+            LeaseManifest::admissionEntry(job, unit == job.workunits.end() ? nullptr : &unit->second, lease));
         return;
     }
     const QString reason = closedLeaseMessage(lease.id, lease.state);

@@ -4,9 +4,10 @@
 #include "aggregation/WeightsKeeper.h"
 #include "core/Coordinator.h"
 #include "format/SafeTensors.h"
+#include "leasing/LeaseManifest.h"
 #include "scheduling/Scheduler.h"
-#include "store/Database.h"
 #include "scheduling/SchedulerTables.h"
+#include "store/Database.h"
 #include "validation/ValidationRunner.h"
 
 #include <QLoggingCategory>
@@ -317,7 +318,8 @@ void Coordinator::activateJob(JobState& job, const TensorBundle& weights, Tensor
             continue;
         auto unit = job.workunits.find(lease.workunitId);
         m_admission.setLease(
-            lease.id, admissionEntry(job, unit == job.workunits.end() ? nullptr : &unit->second, lease));
+            lease.id,
+            LeaseManifest::admissionEntry(job, unit == job.workunits.end() ? nullptr : &unit->second, lease));
     }
 
     // The bound on uploads is learnt again from the job's last accepted updates.

@@ -246,8 +246,9 @@ qint64 CoordinatorFixture::submit(const QByteArray& spec)
 std::vector<LeasedTask> CoordinatorFixture::lease(const QString& agentId, int maxTasks, QJsonObject* reply)
 {
     core->drain();
-    const QJsonObject answer =
-        call([&] { return core->lease(agentId, QJsonObject{{QStringLiteral("max_tasks"), maxTasks}}); });
+    const QJsonObject answer = call([&] {
+        return core->leases().lease(agentId, QJsonObject{{QStringLiteral("max_tasks"), maxTasks}});
+    });
     if (reply)
         *reply = answer;
     std::vector<LeasedTask> tasks;

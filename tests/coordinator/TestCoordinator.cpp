@@ -223,7 +223,7 @@ void TestCoordinator::leaseCarriesASignedManifestWithContentAddressedFiles()
     QCOMPARE(shards.size(), 3);
     QCOMPARE(lease(agent, 3).size(), size_t(1)); // 4 shards in all
     // No work left: an empty list and a hint when to ask again.
-    const QJsonObject empty = f.call([&] { return f.core->lease(agent, {}); });
+    const QJsonObject empty = f.call([&] { return f.core->leases().lease(agent, {}); });
     QVERIFY(empty.value(QStringLiteral("tasks")).toArray().isEmpty());
     QCOMPARE(empty.value(QStringLiteral("retry_after")).toInt(), 10); // a job runs: ask again soon
 }
@@ -505,7 +505,7 @@ void TestCoordinator::declaredCapabilitiesAreCheckedAndKept()
                      {QStringLiteral("gpu"), QStringLiteral("NVIDIA RTX 4090")}, {QStringLiteral("gpus"), 1},
                      {QStringLiteral("threads"), -4}, {QStringLiteral("device"), QString(500, u'x')},
                      {QStringLiteral("arch"), QJsonObject{}}}}};
-    const QJsonObject reply = f.call([&] { return f.core->lease(agent, request); });
+    const QJsonObject reply = f.call([&] { return f.core->leases().lease(agent, request); });
     QCOMPARE(reply.value(QStringLiteral("tasks")).toArray().size(), 4);
     const QJsonObject hardware = agentRecord(agent).value(QStringLiteral("hardware")).toObject();
     QCOMPARE(hardware.value(QStringLiteral("gpu")).toString(), QStringLiteral("NVIDIA RTX 4090"));
@@ -729,7 +729,7 @@ void TestCoordinator::leasesWaitWhileTheFoldsAreBehind()
     };
     const auto ask = [&] {
         return f.core->state().call([&] {
-            return f.core->lease(other, QJsonObject{{QStringLiteral("max_tasks"), 1}});
+            return f.core->leases().lease(other, QJsonObject{{QStringLiteral("max_tasks"), 1}});
         });
     };
 
@@ -936,7 +936,8 @@ void TestCoordinator::pausedJobHandsOutNothingButKeepsWorkInFlight()
     f.call([&] { return f.core->setJobStatus(job, "pause"); }, &status);
     QCOMPARE(status, 200);
     QVERIFY(lease(agent).empty());
-    const QJsonObject progress = f.call([&] { return f.core->progress(agent, held[0].leaseId, {}); });
+    const QJsonObject progress =
+        f.call([&] { return f.core->leases().progress(agent, held[0].leaseId, {}); });
     QCOMPARE(progress.value(QStringLiteral("abort")).toBool(), false);
     QCOMPARE(upload(agent, held[0].leaseId, serverWeights(job), 0), 202);
     f.call([&] { return f.core->setJobStatus(job, "pause"); }, &status);
@@ -974,7 +975,7 @@ void TestCoordinator::failedLeaseGoesToAnotherAgentAtOnce()
     QCOMPARE(error, closed);
     int status = 0;
     const QJsonObject progress =
-        f.call([&] { return f.core->progress(sick, first[0].leaseId, {}); }, &status);
+        f.call([&] { return f.core->leases().progress(sick, first[0].leaseId, {}); }, &status);
     QCOMPARE(status, 409);
     QCOMPARE(progress.value(QStringLiteral("error")).toString(), closed);
     QCOMPARE(upload(sick, first[0].leaseId, serverWeights(job), 0, &error), 409);
@@ -1023,7 +1024,7 @@ void TestCoordinator::failureReportIsCheckedByField()
     QCOMPARE(status, 400);
     QVERIFY2(error.contains(message), qPrintable(error));
     // Nothing happened to the lease: it is still open and the report can be sent again, right.
-    QCOMPARE(f.call([&] { return f.core->progress(agent, tasks[0].leaseId, {}); })
+    QCOMPARE(f.call([&] { return f.core->leases().progress(agent, tasks[0].leaseId, {}); })
                  .value(QStringLiteral("abort"))
                  .toBool(),
              false);
@@ -1074,10 +1075,10 @@ void TestCoordinator::failedLeaseStaysClosedAcrossARestart()
     QCOMPARE(failLease(sick, held[0].leaseId, &error), 409); // the restart does not revive it
     QVERIFY2(error.contains(u"the agent reported it failed"), qPrintable(error));
     int status = 0;
-    f.call([&] { return f.core->progress(sick, held[0].leaseId, {}); }, &status);
+    f.call([&] { return f.core->leases().progress(sick, held[0].leaseId, {}); }, &status);
     QCOMPARE(status, 409);
     QCOMPARE(f.core->admission().lease(held[0].leaseId)->closedReason, error);
-    f.call([&] { return f.core->progress(sick, held[1].leaseId, {}); }, &status);
+    f.call([&] { return f.core->leases().progress(sick, held[1].leaseId, {}); }, &status);
     QCOMPARE(status, 200); // the other lease is still open
     auto again = lease(other, 2);
     QCOMPARE(again.size(), size_t(1)); // only the released workunit
@@ -1254,7 +1255,8 @@ void TestCoordinator::agentsAndLeasesOfAnotherCoordinatorAreServed()
     int status = 0;
     const QJsonObject progressed = f.call(
         [&] {
-            return f.core->progress(agent, QStringLiteral("lease-elsewhere"), {{QStringLiteral("step"), 1}});
+            return f.core->leases().progress(agent, QStringLiteral("lease-elsewhere"),
+                                             {{QStringLiteral("step"), 1}});
         },
         &status);
     QCOMPARE(status, 200);

@@ -270,7 +270,7 @@ void TestCoordinatorOnRedis::leasesWaitWhileRedisIsDown()
     QCOMPARE(tasks.size(), size_t(1));
     const auto heldBack = [&] {
         const HttpResponse r = f.core->state().call([&] {
-            return f.core->lease(other, QJsonObject{{QStringLiteral("max_tasks"), 1}});
+            return f.core->leases().lease(other, QJsonObject{{QStringLiteral("max_tasks"), 1}});
         });
         return QJsonDocument::fromJson(r.body).object().value(QStringLiteral("held_back")).toString();
     };

@@ -590,7 +590,10 @@ void TestHostileUpdates::onlyProgressExtendsALeaseAndExpiredOnesStayExpired()
     QCOMPARE(held.size(), size_t(2));
     const qint64 issued = f.clock.nowMs();
     const auto report = [&](const QString& leaseId, qint64 step) {
-        return f.call([&] { return f.core->progress(agent, leaseId, {{QStringLiteral("step"), step}}); })
+        return f
+            .call([&] {
+                return f.core->leases().progress(agent, leaseId, {{QStringLiteral("step"), step}});
+            })
             .value(QStringLiteral("deadline_ms"))
             .toInteger();
     };
@@ -606,7 +609,9 @@ void TestHostileUpdates::onlyProgressExtendsALeaseAndExpiredOnesStayExpired()
     QCOMPARE(report(stalled, 1), issued + 100'000 + 60'000);
     f.clock.advance(50'000);
     QCOMPARE(report(stalled, 1), issued + 50'000 + 2 * 60'000);
-    QCOMPARE(f.call([&] { return f.core->progress(agent, stalled, {}); }).value(QStringLiteral("deadline_ms")).toInteger(),
+    QCOMPARE(f.call([&] { return f.core->leases().progress(agent, stalled, {}); })
+                 .value(QStringLiteral("deadline_ms"))
+                 .toInteger(),
              issued + 50'000 + 2 * 60'000);
     // Steps that move extend the other, but never past 6 deadlines after it was issued.
     qint64 step = 2;
@@ -618,8 +623,9 @@ void TestHostileUpdates::onlyProgressExtendsALeaseAndExpiredOnesStayExpired()
 
     // The stalled lease expired long ago and its workunit went to another agent; a report does not revive it.
     f.core->state().call([&] { f.core->tick(); });
-    const QJsonObject late =
-        f.call([&] { return f.core->progress(agent, stalled, {{QStringLiteral("step"), 99}}); });
+    const QJsonObject late = f.call([&] {
+        return f.core->leases().progress(agent, stalled, {{QStringLiteral("step"), 99}});
+    });
     QCOMPARE(late.value(QStringLiteral("expired")).toBool(), true);
     QCOMPARE(late.value(QStringLiteral("abort")).toBool(), false);
     QCOMPARE(late.value(QStringLiteral("deadline_ms")).toInteger(), issued + 50'000 + 2 * 60'000);

@@ -1,6 +1,6 @@
-// The coordinator's signing-key rotation (core/SigningKeys): new manifests are signed with the new key, every
-// lease reply names it, the chain lets a pinned agent follow it, work leased before still counts, and a stop at
-// any step of the rotation leaves one key in force that the chain announces.
+// The coordinator's signing-key rotation (config/SigningKeys): new manifests are signed with the new key,
+// every lease reply names it, the chain lets a pinned agent follow it, work leased before still counts, and a
+// stop at any step of the rotation leaves one key in force that the chain announces.
 
 #include "CoordinatorFixture.h"
 #include "TestSupport.h"
@@ -51,7 +51,9 @@ void TestSigningKeys::cleanup()
 QJsonObject TestSigningKeys::leaseReply(const QString& agentId)
 {
     f.core->drain();
-    return f.call([&] { return f.core->lease(agentId, QJsonObject{{QStringLiteral("max_tasks"), 1}}); });
+    return f.call([&] {
+        return f.core->leases().lease(agentId, QJsonObject{{QStringLiteral("max_tasks"), 1}});
+    });
 }
 
 QJsonObject TestSigningKeys::rotate()

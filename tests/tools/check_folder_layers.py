@@ -25,6 +25,7 @@ LAYERS = {
         ["scheduling"],
         ["views"],
         ["intake"],
+        ["leasing"],
         ["core"],
         ["dashboard"],
         ["api"],

@@ -1,4 +1,4 @@
-#include "core/SigningKeys.h"
+#include "config/SigningKeys.h"
 
 #include "crypto/SecureFile.h"
 #include "util/Durability.h"
@@ -28,7 +28,8 @@ Result<QList<KeyRotation>> readChain(const QString& path)
     QJsonParseError error;
     const QJsonDocument doc = QJsonDocument::fromJson(*bytes, &error);
     if (error.error != QJsonParseError::NoError)
-        return fail(QStringLiteral("%1: not valid JSON (%2); restore it from a backup").arg(path, error.errorString()));
+        return fail(QStringLiteral("%1: not valid JSON (%2); restore it from a backup")
+                        .arg(path, error.errorString()));
     auto chain = KeyRotation::listFromJson(doc.object().value(QStringLiteral("rotations")), kMaxChainFile);
     if (!chain)
         return fail(QStringLiteral("%1: %2; restore it from a backup").arg(path, chain.error()));
@@ -53,7 +54,8 @@ SigningKeys::SigningKeys(const DataDirectory& dir, SigningKey key, QList<KeyRota
 }
 
 SigningKeys::SigningKeys(SigningKeys&& other) noexcept
-    : m_dir(other.m_dir), m_key(std::move(other.m_key)), m_public(other.m_public), m_chain(std::move(other.m_chain))
+    : m_dir(other.m_dir), m_key(std::move(other.m_key)), m_public(other.m_public),
+      m_chain(std::move(other.m_chain))
 {
 }
 
@@ -70,8 +72,10 @@ Result<SigningKeys> SigningKeys::load(const DataDirectory& dir)
             SigningKeys keys(dir, std::move(*next), *chain);
             if (auto s = keys.install(keys.m_public); !s)
                 return fail(s.error());
-            std::fprintf(stderr, "gleaner-coordinator: finished the signing key rotation a stop interrupted; "
-                                 "the key in force is %s\n", qPrintable(keys.m_public.fingerprint()));
+            std::fprintf(stderr,
+                         "gleaner-coordinator: finished the signing key rotation a stop interrupted; "
+                         "the key in force is %s\n",
+                         qPrintable(keys.m_public.fingerprint()));
             return keys;
         }
         // Interrupted before the chain named it: no agent was told of it, so it is dropped.
@@ -82,15 +86,17 @@ Result<SigningKeys> SigningKeys::load(const DataDirectory& dir)
     if (!key)
         return fail(key.error());
     if (!last.isNull() && !(key->publicKey() == last))
-        return fail(QStringLiteral("%1 holds key %2, but %3 says the key in force is %4: restore both files from "
-                                   "the same backup")
-                        .arg(dir.signingKeyPath(), key->publicKey().fingerprint(), dir.signingKeyRotationsPath(),
-                             last.fingerprint()));
+        return fail(
+            QStringLiteral("%1 holds key %2, but %3 says the key in force is %4: restore both files from "
+                           "the same backup")
+                .arg(dir.signingKeyPath(), key->publicKey().fingerprint(), dir.signingKeyRotationsPath(),
+                     last.fingerprint()));
     // The public half is written last in a rotation: a stop just before it leaves the old one there.
     const QByteArray publicPem = key->publicKey().toPem();
     QFile publicFile(dir.signingPublicKeyPath());
     if (!publicFile.open(QIODevice::ReadOnly) || publicFile.read(64 * 1024) != publicPem)
-        if (auto s = SecureFile::write(dir.signingPublicKeyPath(), publicPem, 0644, QStringLiteral("signing public key"));
+        if (auto s = SecureFile::write(dir.signingPublicKeyPath(), publicPem, 0644,
+                                       QStringLiteral("signing public key"));
             !s)
             return fail(s.error());
     return SigningKeys(dir, std::move(*key), std::move(*chain));
@@ -106,7 +112,8 @@ QJsonObject SigningKeys::toJson() const
 {
     QMutexLocker lock(&m_mutex);
     // The newest statements an agent reads: one that pinned a key from before them must enroll again.
-    const QList<KeyRotation> newest = m_chain.mid(std::max<qsizetype>(0, m_chain.size() - KeyRotation::kMaxChain));
+    const QList<KeyRotation> newest =
+        m_chain.mid(std::max<qsizetype>(0, m_chain.size() - KeyRotation::kMaxChain));
     return {{QStringLiteral("key"), QString::fromLatin1(m_public.toPem())},
             {QStringLiteral("fingerprint"), m_public.fingerprint()},
             {QStringLiteral("rotations"), KeyRotation::toJson(newest)}};
@@ -131,7 +138,8 @@ Status SigningKeys::install(const VerifyKey& key) const
     if (auto s = Durability::syncFolder(m_dir.root()); !s)
         return s;
     Durability::faultPoint("key.installed");
-    return SecureFile::write(m_dir.signingPublicKeyPath(), key.toPem(), 0644, QStringLiteral("signing public key"));
+    return SecureFile::write(m_dir.signingPublicKeyPath(), key.toPem(), 0644,
+                             QStringLiteral("signing public key"));
 }
 
 Result<QJsonObject> SigningKeys::rotate(qint64 nowMs)
@@ -156,7 +164,8 @@ Result<QJsonObject> SigningKeys::rotate(qint64 nowMs)
     // From here on the new key is the one in force, on disk at the next start if not now.
     const QString previous = m_public.fingerprint();
     if (auto s = install(nextPublic); !s)
-        return fail(QStringLiteral("%1; the rotation completes when the coordinator next starts").arg(s.error()));
+        return fail(
+            QStringLiteral("%1; the rotation completes when the coordinator next starts").arg(s.error()));
     m_key = std::move(*next);
     {
         QMutexLocker lock(&m_mutex);

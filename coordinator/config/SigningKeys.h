@@ -12,8 +12,8 @@
 // A crash before 2 leaves the old key in force and the next key is discarded at the next start; a crash after
 // 2 is completed at the next start (the chain already announces the new key, so it must be the one in force).
 //
-// Threads: sign() and rotate() run on the coordinator's state thread; publicKey() and toJson() answer from any
-// thread.
+// Threads: sign() and rotate() run on the coordinator's state thread; publicKey() and toJson() answer from
+// any thread.
 
 #include "Result.h"
 #include "config/DataDirectory.h"
