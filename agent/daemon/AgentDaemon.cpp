@@ -5,6 +5,7 @@
 #include "config/Enroller.h"
 #include "daemon/Departure.h"
 #include "daemon/LeaseDesk.h"
+#include "daemon/MachineGate.h"
 #include "daemon/StopSignal.h"
 #include "idle/SystemIdleProbe.h"
 #include "net/CoordinatorClient.h"
@@ -113,12 +114,6 @@ AgentDaemon::AgentDaemon(DaemonOptions options, AgentConfig config, PinnedKeys k
       m_stop(std::make_unique<StopSignal>())
 {
     connect(&m_feed, &EventFeed::published, this, &AgentDaemon::controlEvent);
-    m_desktop = std::make_unique<DesktopPolicy>(std::move(preferences), std::move(probes), m_clock,
-                                                m_options.dedicated);
-    connect(m_desktop.get(), &DesktopPolicy::decisionChanged, this, &AgentDaemon::applyDecision);
-    connect(m_desktop.get(), &DesktopPolicy::preferencesChanged, this, &AgentDaemon::applyPreferences);
-    m_snoozeTimer.setSingleShot(true);
-    connect(&m_snoozeTimer, &QTimer::timeout, this, &AgentDaemon::endSnooze);
     const QString ca = AgentConfig::caPath(m_options.dataDir);
     m_transport = std::make_unique<CurlTransport>(QFileInfo::exists(ca) ? ca : QString());
     RetryOptions retry;
@@ -137,6 +132,7 @@ AgentDaemon::AgentDaemon(DaemonOptions options, AgentConfig config, PinnedKeys k
     m_network = std::make_unique<NetworkHop>(this);
     wireLeasing();
     wireDeparture();
+    wireGate(std::move(preferences), std::move(probes));
     m_keepAlive.setInterval(int(std::max<qint64>(m_options.progressReportMs / 2, 500)));
     connect(&m_keepAlive, &QTimer::timeout, this, &AgentDaemon::keepLeasesAlive);
 }
@@ -157,12 +153,14 @@ void AgentDaemon::wireLeasing()
         return m_lifecycle.stopping || m_lifecycle.finishing || !m_lifecycle.fatal.isEmpty();
     };
     hooks.stopping = [this] { return m_lifecycle.stopping; };
-    hooks.freeSlots = [this] { return computeAllowed() ? taskSlots() - int(m_active.size()) : 0; };
+    hooks.freeSlots = [this] {
+        return m_gate->computeAllowed() ? m_gate->taskSlots() - int(m_active.size()) : 0;
+    };
     hooks.capabilities = [this] {
         // The machine as the coordinator should see it (read at start), and how this agent runs.
         QJsonObject capabilities = m_hardware;
-        capabilities.insert(QStringLiteral("threads"), m_options.threads);
-        capabilities.insert(QStringLiteral("device"), workerDevice());
+        capabilities.insert(QStringLiteral("threads"), m_gate->limits().threads);
+        capabilities.insert(QStringLiteral("device"), m_gate->workerDevice());
         capabilities.insert(QStringLiteral("dedicated"), m_options.dedicated);
         capabilities.insert(QStringLiteral("kind"), !m_options.kind.isEmpty() ? m_options.kind
                                                     : m_options.dedicated     ? QStringLiteral("dedicated")
@@ -194,7 +192,7 @@ void AgentDaemon::wireDeparture()
     Departure::Hooks hooks;
     hooks.upload = [this](const LeaseId& leaseId) { upload(leaseId); };
     hooks.drop = [this](const LeaseId& leaseId, const QString& reason) { dropSubtask(leaseId, reason); };
-    hooks.computeAllowed = [this] { return computeAllowed(); };
+    hooks.computeAllowed = [this] { return m_gate->computeAllowed(); };
     hooks.stateChanged = [this] { updateState(); };
     hooks.stopped = [this](int exitCode) { Q_EMIT stopped(exitCode); };
     m_departure = std::make_unique<Departure>(
@@ -202,6 +200,31 @@ void AgentDaemon::wireDeparture()
         Departure::Settings{m_options.handBackOnStop, m_options.graceSeconds, m_options.untilEmpty,
                             m_options.idleExitSeconds, m_options.maxRuntimeSeconds},
         std::move(hooks));
+}
+
+void AgentDaemon::wireGate(PreferenceStore preferences, DesktopProbes probes)
+{
+    MachineGate::Hooks hooks;
+    hooks.startWorker = [this](const LeaseId& leaseId) { startWorker(leaseId); };
+    hooks.leaseNow = [this] { m_leasing->schedule(0); };
+    hooks.holdLeasing = [this] { m_leasing->hold(); };
+    hooks.stateChanged = [this] { updateState(); };
+    hooks.rateLimitsChanged = [this](qint64 up, qint64 down) {
+        // The client belongs to the network thread: the new caps take effect from its next transfer.
+        m_network->post([this, up, down] { m_client->setRateLimits(up, down); });
+    };
+    const MachineLimits limits{m_options.threads,
+                               m_options.cpuShare,
+                               m_options.checkpointIntervalSeconds,
+                               m_options.memoryCapBytes,
+                               m_options.cacheCapBytes,
+                               m_options.uploadBytesPerSecond,
+                               m_options.downloadBytesPerSecond};
+    m_gate = std::make_unique<MachineGate>(
+        std::make_unique<DesktopPolicy>(std::move(preferences), std::move(probes), m_clock,
+                                        m_options.dedicated),
+        limits, MachineGate::Settings{m_options.dedicated, m_options.maxTasks, m_options.device}, m_active,
+        *m_cache, m_feed, m_clock, std::move(hooks));
 }
 
 void AgentDaemon::start()
@@ -219,7 +242,7 @@ void AgentDaemon::start()
                               "thread(s) each%6")
                    .arg(m_config.name, m_config.agentId, m_config.coordinatorUrl)
                    .arg(m_options.maxTasks)
-                   .arg(m_options.threads)
+                   .arg(m_gate->limits().threads)
                    .arg(m_options.dedicated ? QStringLiteral(", dedicated") : QString()));
     if (!m_options.dedicated) {
         m_feed.log(
@@ -235,8 +258,7 @@ void AgentDaemon::start()
     m_gpu = hardware.gpu;
     if (hardware.gpuDriverMissing)
         m_feed.log(QStringLiteral("info"), m_gpu.value(u"note").toString());
-    m_desktop->start(); // the first decision, before any worker starts
-    watchPolicyFile();
+    m_gate->start(); // the first decision, before any worker starts
     m_departure->armRuntimeLimit();
     resumeUnfinished();
     updateState();

@@ -32,6 +32,7 @@
 #include "daemon/DesktopPolicy.h"
 #include "daemon/EventFeed.h"
 #include "daemon/Lifecycle.h"
+#include "daemon/MachineGate.h"
 #include "daemon/SubtaskTable.h"
 #include "net/CoordinatorMessages.h"
 #include "runner/SandboxStatus.h"
@@ -42,7 +43,6 @@
 #include "util/DirectoryLock.h"
 
 #include <QElapsedTimer>
-#include <QFileSystemWatcher>
 #include <QJsonObject>
 #include <QMap>
 #include <QObject>
@@ -132,7 +132,6 @@ public:
     // The status's "state" alone, without building the whole object.
     const QString& state() const { return m_state; }
 
-    const DaemonOptions& options() const { return m_options; }
     // The organisation's policy file in force (empty: none).
     QString policyFile() const;
 
@@ -144,7 +143,6 @@ Q_SIGNALS:
 
 private:
     using Active = ActiveSubtask;
-    void watchPolicyFile();
 
     AgentDaemon(DaemonOptions options, AgentConfig config, PinnedKeys keys, DirectoryLock lock,
                 std::unique_ptr<SubtaskStore> store, std::unique_ptr<FileCache> cache,
@@ -152,6 +150,7 @@ private:
 
     void wireLeasing();
     void wireDeparture();
+    void wireGate(PreferenceStore preferences, DesktopProbes probes);
     void resumeUnfinished();
     void checkLeaseStillOpen(const LeaseId& leaseId);
     void continueSubtask(const LeaseId& leaseId);
@@ -186,29 +185,9 @@ private:
     void updateState();
     void publishSubtask(const Active& active, const QString& error = {});
 
-    // The desktop (AgentDaemonDesktop.cpp).
-    // Workers may compute: not paused by the owner, not snoozed, and the policy allows it.
-    bool computeAllowed() const;
-    bool snoozed() const { return m_snoozeUntilMs > nowMs(); }
-    // Sends pause or resume to each worker whose wanted state differs from what it was last told.
-    void syncWorkers();
-    void applyDecision(const Decision& decision);
-    void applyPreferences();
-    // The device a new worker gets: --device, or with --device auto the GPU when NVML sees one and the
-    // preference allows it now.
-    QString workerDevice() const;
-    // Subtasks held at once: --max-tasks, and on a desktop no more than the cores the owner allows.
-    int taskSlots() const;
-    // The memory cap the kernel enforces in a worker started now (WorkerLaunch::kernelMemoryCapBytes); 0: none.
-    qint64 kernelMemoryCap() const;
     // The thread count and device a subtask's workers use: those of its first worker (its checkpoint is tied
     // to them), kept in its task folder; for a new subtask, the current ones.
     std::pair<int, QString> launchSettings(const Active& active);
-    Result<QJsonObject> handleDesktop(const QString& command, const QJsonObject& args);
-    void endSnooze();
-    void armSnoozeTimer();
-    // The state's reason when the policy holds the workers: {state, reason, reason_code}, or empty.
-    std::optional<std::tuple<QString, QString, QString>> policyState() const;
     qint64 nowMs() const { return m_clock.nowMs(); }
 
     DaemonOptions m_options;
@@ -227,12 +206,12 @@ private:
     std::unique_ptr<TaskFiles> m_files;
     std::unique_ptr<LeaseDesk> m_leasing;
     std::unique_ptr<Departure> m_departure;
+    std::unique_ptr<MachineGate> m_gate;
     std::unique_ptr<NetworkHop> m_network; // stopped first (in the destructor)
 
     SubtaskTable m_active;
     QJsonObject m_hardware; // machineHardware()'s capabilities, read once at start
     QJsonObject m_gpu;      // machineHardware()'s GPUs (or why none is known), for the status
-    bool m_paused = false;
     bool m_reachable = true;
     QString m_lastNetworkError;
     QString m_state;
@@ -240,13 +219,7 @@ private:
     QString m_reasonCode;
     QString m_loggedReason;  // what the log last said of the reason (updateState)
     SandboxStatus m_sandbox; // what the workers' "sandbox" events said, shown once in the status
-    std::unique_ptr<DesktopPolicy> m_desktop;
-    qint64 m_snoozeUntilMs = 0;
-    QTimer m_snoozeTimer;
-    bool m_computeWasAllowed = false; // at the last decision, to lease again only when that changes
-    QTimer m_keepAlive; // progress reports for workers that report nothing themselves (paused, starved)
-    QFileSystemWatcher m_policyWatcher; // the policy file and its folder (editors replace the file)
-    QTimer m_policySettle;              // one reload for the burst of events a save makes
+    QTimer m_keepAlive;      // progress reports for workers that report nothing themselves (paused, starved)
 };
 
 } // namespace gleaner::agent

@@ -43,30 +43,31 @@ void AgentDaemon::updateState()
         reason = QStringLiteral("The last %1 subtasks failed; the last one: %2")
                      .arg(m_failures.count)
                      .arg(m_failures.last);
-    } else if (m_paused) {
+    } else if (m_gate->paused()) {
         state = QStringLiteral("paused");
         code = QStringLiteral("paused_by_user");
         reason = pausedWorkers < training
                      ? QStringLiteral("Pausing %1 subtask(s)").arg(training - pausedWorkers)
                      : QStringLiteral("Paused by you");
-    } else if (snoozed()) {
+    } else if (m_gate->snoozed()) {
         state = QStringLiteral("paused");
         code = QStringLiteral("snoozed");
         reason = QStringLiteral("Snoozed until %1; resuming by itself then")
-                     .arg(QDateTime::fromMSecsSinceEpoch(m_snoozeUntilMs).toString(QStringLiteral("HH:mm")));
+                     .arg(QDateTime::fromMSecsSinceEpoch(m_gate->snoozeUntilMs())
+                              .toString(QStringLiteral("HH:mm")));
     } else if (m_lifecycle.finishing) {
         state = QStringLiteral("finishing");
         code = QStringLiteral("finishing");
         reason = QStringLiteral("Finishing %1 subtask(s), then stopping").arg(m_active.size());
-        if (auto held = policyState())
+        if (auto held = m_gate->policyState())
             reason += QStringLiteral("; on hold now: ") + std::get<1>(*held);
-    } else if (auto held = policyState()) {
+    } else if (auto held = m_gate->policyState()) {
         std::tie(state, reason, code) = *held;
     } else if (training > 0) {
         state = QStringLiteral("training");
         code = QStringLiteral("computing");
         reason = QStringLiteral("Training %1 subtask(s)").arg(training);
-        const QString why = m_desktop->decision().reason;
+        const QString why = m_gate->decisionReason();
         if (!m_options.dedicated && why.startsWith(u"Computing: "))
             reason += QStringLiteral(": ") + why.mid(11);
     } else if (!m_reachable) {
@@ -156,10 +157,7 @@ QJsonObject AgentDaemon::status() const
     QJsonArray recentLog;
     for (const QJsonObject& line : m_feed.recentLog())
         recentLog.append(line);
-    QJsonObject policy = m_desktop->statusObject();
-    policy.insert(QStringLiteral("threads"), m_options.threads);
-    policy.insert(QStringLiteral("snoozed_until_ms"),
-                  snoozed() ? QJsonValue(m_snoozeUntilMs) : QJsonValue(QJsonValue::Null));
+    const QJsonObject policy = m_gate->statusObject();
     QJsonObject totals;
     if (auto t = m_store->totals()) {
         totals = QJsonObject{{QStringLiteral("subtasks_done"), t->subtasksDone},
@@ -190,7 +188,7 @@ QJsonObject AgentDaemon::status() const
                                                          ? QJsonValue(QJsonValue::Null)
                                                          : QJsonValue(m_leasing->quarantined())}}},
         {QStringLiteral("max_tasks"), m_options.maxTasks},
-        {QStringLiteral("threads"), m_options.threads},
+        {QStringLiteral("threads"), m_gate->limits().threads},
         {QStringLiteral("subtasks"), subtasks},
         {QStringLiteral("totals"), totals},
         {QStringLiteral("policy"), policy},
@@ -212,28 +210,15 @@ Result<QJsonObject> AgentDaemon::handle(const QString& command, const QJsonObjec
     if (command == u"status")
         return status();
     if (command == u"preferences" || command == u"set_preferences")
-        return handleDesktop(command, args); // the preferences can be read and changed while stopping too
+        return m_gate->preferences(command,
+                                   args); // the preferences can be read and changed while stopping too
     if (m_lifecycle.stopping)
         return fail(QStringLiteral("the agent is stopping"));
-    if (command == u"pause") {
-        if (!m_paused) {
-            m_paused = true;
-            m_leasing->hold();
-            syncWorkers();
-            m_feed.log(QStringLiteral("info"), QStringLiteral("paused on request"));
-        }
-        updateState();
-        return QJsonObject{{QStringLiteral("state"), m_state}};
-    }
-    if (command == u"resume") {
-        if (m_paused || m_snoozeUntilMs) {
-            m_paused = false;
-            m_snoozeUntilMs = 0;
-            m_snoozeTimer.stop();
-            syncWorkers();
-            m_feed.log(QStringLiteral("info"), QStringLiteral("resumed on request"));
-            m_leasing->schedule(0);
-        }
+    if (command == u"pause" || command == u"resume") {
+        if (command == u"pause")
+            m_gate->pause();
+        else
+            m_gate->resume();
         updateState();
         return QJsonObject{{QStringLiteral("state"), m_state}};
     }
@@ -245,23 +230,35 @@ Result<QJsonObject> AgentDaemon::handle(const QString& command, const QJsonObjec
         m_lifecycle.finishing = true;
         m_leasing->hold();
         // Finishing means computing what is held: the owner's pause ends; the desktop policy still holds.
-        m_paused = false;
-        m_snoozeUntilMs = 0;
-        m_snoozeTimer.stop();
-        syncWorkers();
+        m_gate->endOwnerHold();
         m_feed.log(QStringLiteral("info"), QStringLiteral("finishing the current subtasks, then stopping"));
         updateState();
         QTimer::singleShot(0, this, [this] { m_departure->checkFinished(); });
         return QJsonObject{{QStringLiteral("state"), m_state}};
     }
-    if (command == u"snooze")
-        return handleDesktop(command, args);
+    if (command == u"snooze") {
+        auto until = m_gate->snooze(args);
+        if (!until)
+            return fail(until.error());
+        updateState();
+        return QJsonObject{{QStringLiteral("state"), m_state}, {QStringLiteral("until_ms"), *until}};
+    }
     return fail(QStringLiteral("unknown command \"%1\"").arg(command));
 }
 
 void AgentDaemon::shutdown()
 {
     m_departure->shutdown();
+}
+
+void AgentDaemon::reloadPolicy(const QString& why)
+{
+    m_gate->reloadPolicy(why);
+}
+
+QString AgentDaemon::policyFile() const
+{
+    return m_gate->policyFile();
 }
 
 } // namespace gleaner::agent

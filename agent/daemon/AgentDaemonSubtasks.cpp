@@ -13,6 +13,7 @@
 #include <QDateTime>
 #include <QDir>
 #include <QFileInfo>
+#include <QJsonDocument>
 #include <QSaveFile>
 
 namespace gleaner::agent {
@@ -142,7 +143,7 @@ void AgentDaemon::startWorker(const LeaseId& leaseId)
         return failSubtask(leaseId, QStringLiteral("verify"), manifest.error());
     if (active->record.state != SubtaskState::Training && !setState(leaseId, SubtaskState::Training))
         return;
-    if (!computeAllowed()) {
+    if (!m_gate->computeAllowed()) {
         // Nothing starts while the computer is not ours to use (not even the model loading): syncWorkers()
         // starts it when that changes. The lease is kept alive meanwhile, as for a paused worker.
         if (!active->startWhenAllowed) {
@@ -162,12 +163,12 @@ void AgentDaemon::startWorker(const LeaseId& leaseId)
     launch.program = m_options.workerProgram;
     launch.taskDir = active->record.taskDir;
     launch.threads = threads;
-    launch.cpuShare = m_options.cpuShare;
-    launch.checkpointIntervalSeconds = m_options.checkpointIntervalSeconds;
+    launch.cpuShare = m_gate->limits().cpuShare;
+    launch.checkpointIntervalSeconds = m_gate->limits().checkpointIntervalSeconds;
     launch.device = device;
-    launch.memoryCapBytes = m_options.memoryCapBytes;
-    launch.kernelMemoryCapBytes = kernelMemoryCap();
-    launch.allowUnconfinedModels = m_desktop->preferences().allowUnconfinedModels();
+    launch.memoryCapBytes = m_gate->limits().memoryCapBytes;
+    launch.kernelMemoryCapBytes = m_gate->kernelMemoryCap();
+    launch.allowUnconfinedModels = m_gate->allowUnconfinedModels();
     auto* worker = new WorkerProcess(launch, this);
     active->worker = worker;
     active->firstStep = -1;
@@ -178,9 +179,33 @@ void AgentDaemon::startWorker(const LeaseId& leaseId)
     connect(worker, &WorkerProcess::ended, this,
             [this, leaseId](const WorkerEnd& end) { onWorkerEnded(leaseId, end); });
     worker->start();
-    syncWorkers(); // a worker started while the owner or the policy holds the others waits with them
+    m_gate->syncWorkers(); // a worker started while the owner or the policy holds the others waits with them
     publishSubtask(*active);
     updateState();
+}
+
+std::pair<int, QString> AgentDaemon::launchSettings(const Active& active)
+{
+    const QString path = active.record.taskDir + QStringLiteral("/launch.json");
+    QFile file(path);
+    if (file.open(QIODevice::ReadOnly)) {
+        const QJsonObject kept = QJsonDocument::fromJson(file.readAll()).object();
+        const int threads = kept.value(QStringLiteral("threads")).toInt();
+        const QString device = kept.value(QStringLiteral("device")).toString();
+        if (threads > 0 && !device.isEmpty())
+            return {threads, device};
+    }
+    const std::pair<int, QString> settings{m_gate->limits().threads, m_gate->workerDevice()};
+    QSaveFile out(path);
+    if (!out.open(QIODevice::WriteOnly) ||
+        out.write(QJsonDocument(QJsonObject{{QStringLiteral("threads"), settings.first},
+                                            {QStringLiteral("device"), settings.second}})
+                      .toJson(QJsonDocument::Compact)) < 0 ||
+        !out.commit())
+        m_feed.log(
+            QStringLiteral("warning"),
+            QStringLiteral("cannot write %1: a restart of this subtask may use other settings").arg(path));
+    return settings;
 }
 
 void AgentDaemon::onWorkerEvent(const LeaseId& leaseId, const QJsonObject& event)

@@ -1,18 +1,12 @@
-// The daemon's side of the desktop policy (docs/desktop.md): what a Decision does to the workers, the leasing
-// and the resource limits; the owner's snooze; the preferences on the control socket.
-
-#include "daemon/AgentDaemon.h"
-#include "daemon/AgentDaemonInternal.h"
+#include "daemon/MachineGate.h"
 
 #include "cache/FileCache.h"
-#include "net/CoordinatorClient.h"
+#include "daemon/EventFeed.h"
+#include "daemon/SubtaskTable.h"
 
 #include <QDateTime>
-#include <QFile>
 #include <QFileInfo>
 #include <QJsonArray>
-#include <QJsonDocument>
-#include <QSaveFile>
 
 #include <algorithm>
 
@@ -20,30 +14,65 @@
 
 namespace gleaner::agent {
 
-bool AgentDaemon::computeAllowed() const
+MachineGate::MachineGate(std::unique_ptr<DesktopPolicy> desktop, MachineLimits limits, Settings settings,
+                         SubtaskTable& subtasks, FileCache& cache, EventFeed& feed, const Clock& clock,
+                         Hooks hooks)
+    : m_desktop(std::move(desktop)), m_limits(limits), m_settings(std::move(settings)), m_subtasks(subtasks),
+      m_cache(cache), m_feed(feed), m_clock(clock), m_hooks(std::move(hooks))
+{
+    QObject::connect(m_desktop.get(), &DesktopPolicy::decisionChanged, m_desktop.get(),
+                     [this](const Decision& decision) { applyDecision(decision); });
+    QObject::connect(m_desktop.get(), &DesktopPolicy::preferencesChanged, m_desktop.get(),
+                     [this] { applyPreferences(); });
+    m_snoozeTimer.setSingleShot(true);
+    QObject::connect(&m_snoozeTimer, &QTimer::timeout, &m_snoozeTimer, [this] { endSnooze(); });
+}
+
+void MachineGate::start()
+{
+    m_desktop->start(); // the first decision, before any worker starts
+    watchPolicyFile();
+}
+
+bool MachineGate::allowUnconfinedModels() const
+{
+    return m_desktop->preferences().allowUnconfinedModels();
+}
+
+QJsonObject MachineGate::statusObject() const
+{
+    QJsonObject policy = m_desktop->statusObject();
+    policy.insert(QStringLiteral("threads"), m_limits.threads);
+    policy.insert(QStringLiteral("snoozed_until_ms"),
+                  snoozed() ? QJsonValue(m_snoozeUntilMs) : QJsonValue(QJsonValue::Null));
+    return policy;
+}
+
+bool MachineGate::computeAllowed() const
 {
     if (m_paused || snoozed())
         return false;
-    return m_options.dedicated || m_desktop->decision().mode == Decision::Mode::Compute;
+    return m_settings.dedicated || m_desktop->decision().mode == Decision::Mode::Compute;
 }
 
-QString AgentDaemon::workerDevice() const
+QString MachineGate::workerDevice() const
 {
     // The GPU preference decides for new subtasks: "never" keeps them on the CPU whatever --device says;
     // otherwise --device (auto: a GPU when libtorch can use one) stands, and "idle" holds GPU workers while
     // the user is active (syncWorkers).
-    if (m_options.dedicated || m_options.device == u"cpu")
-        return m_options.device;
+    if (m_settings.dedicated || m_settings.device == u"cpu")
+        return m_settings.device;
     return m_desktop->preferences().gpu() == Preferences::Gpu::Never ? QStringLiteral("cpu")
-                                                                     : m_options.device;
+                                                                     : m_settings.device;
 }
 
-qint64 AgentDaemon::kernelMemoryCap() const
+qint64 MachineGate::kernelMemoryCap() const
 {
-    // The worker's kernel cap holds for its whole life, so it is the largest cap the owner's preferences allow
-    // at any moment; the lower cap while the user is active is the agent's to check. Where the owner set none,
-    // the worker is still capped at 90% of the machine's memory: a runaway or hostile model then meets the
-    // kernel's refusal and fails its subtask, rather than pushing the desktop into swap or the OOM killer.
+    // The worker's kernel cap holds for its whole life, so it is the largest cap the owner's preferences
+    // allow at any moment; the lower cap while the user is active is the agent's to check. Where the owner
+    // set none, the worker is still capped at 90% of the machine's memory: a runaway or hostile model then
+    // meets the kernel's refusal and fails its subtask, rather than pushing the desktop into swap or the OOM
+    // killer.
     const auto orMachine = [](qint64 cap) {
         if (cap > 0)
             return cap;
@@ -51,8 +80,8 @@ qint64 AgentDaemon::kernelMemoryCap() const
         const long pageSize = ::sysconf(_SC_PAGESIZE);
         return pages > 0 && pageSize > 0 ? qint64(pages) * pageSize / 10 * 9 : qint64(0);
     };
-    if (m_options.dedicated)
-        return orMachine(m_options.memoryCapBytes);
+    if (m_settings.dedicated)
+        return orMachine(m_limits.memoryCapBytes);
     const Preferences& p = m_desktop->preferences();
     if (p.onlyWhenIdle())
         return orMachine(p.memoryIdleBytes());
@@ -61,44 +90,20 @@ qint64 AgentDaemon::kernelMemoryCap() const
     return orMachine(idle == 0 || active == 0 ? 0 : std::max(idle, active));
 }
 
-int AgentDaemon::taskSlots() const
+int MachineGate::taskSlots() const
 {
-    if (m_options.dedicated)
-        return m_options.maxTasks;
-    return std::clamp(m_desktop->decision().threads, 1, m_options.maxTasks);
+    if (m_settings.dedicated)
+        return m_settings.maxTasks;
+    return std::clamp(m_desktop->decision().threads, 1, m_settings.maxTasks);
 }
 
-std::pair<int, QString> AgentDaemon::launchSettings(const Active& active)
-{
-    const QString path = active.record.taskDir + QStringLiteral("/launch.json");
-    QFile file(path);
-    if (file.open(QIODevice::ReadOnly)) {
-        const QJsonObject kept = QJsonDocument::fromJson(file.readAll()).object();
-        const int threads = kept.value(QStringLiteral("threads")).toInt();
-        const QString device = kept.value(QStringLiteral("device")).toString();
-        if (threads > 0 && !device.isEmpty())
-            return {threads, device};
-    }
-    const std::pair<int, QString> settings{m_options.threads, workerDevice()};
-    QSaveFile out(path);
-    if (!out.open(QIODevice::WriteOnly) ||
-        out.write(QJsonDocument(QJsonObject{{QStringLiteral("threads"), settings.first},
-                                            {QStringLiteral("device"), settings.second}})
-                      .toJson(QJsonDocument::Compact)) < 0 ||
-        !out.commit())
-        m_feed.log(
-            QStringLiteral("warning"),
-            QStringLiteral("cannot write %1: a restart of this subtask may use other settings").arg(path));
-    return settings;
-}
-
-void AgentDaemon::syncWorkers()
+void MachineGate::syncWorkers()
 {
     const bool allowed = computeAllowed();
-    const bool gpuHeld = !m_options.dedicated && m_desktop->preferences().gpu() == Preferences::Gpu::Idle &&
+    const bool gpuHeld = !m_settings.dedicated && m_desktop->preferences().gpu() == Preferences::Gpu::Idle &&
                          !m_desktop->decision().gpuAllowed;
     QList<LeaseId> toStart;
-    for (const auto& active : std::as_const(m_active)) {
+    for (const auto& active : std::as_const(m_subtasks)) {
         WorkerProcess* worker = active->worker;
         if (!worker) {
             if (allowed && active->startWhenAllowed)
@@ -112,63 +117,63 @@ void AgentDaemon::syncWorkers()
         // The memory cap follows the owner's preference only while the worker computes: lowering it under a
         // paused worker would kill work that costs nothing while it waits.
         if (!wantPaused)
-            worker->setMemoryCap(m_options.memoryCapBytes);
+            worker->setMemoryCap(m_limits.memoryCapBytes);
         if (wantPaused == active->pauseSent)
             continue;
         active->pauseSent = wantPaused;
         worker->send(wantPaused ? "pause" : "resume");
     }
     for (const LeaseId& leaseId : std::as_const(toStart))
-        if (m_active.contains(leaseId))
-            startWorker(leaseId);
+        if (m_subtasks.contains(leaseId))
+            m_hooks.startWorker(leaseId);
 }
 
-void AgentDaemon::applyDecision(const Decision& decision)
+void MachineGate::applyDecision(const Decision& decision)
 {
-    if (m_options.dedicated)
+    if (m_settings.dedicated)
         return;
     // The cores the owner lets Gleaner use are shared among the subtasks held at once. A running worker keeps
     // its thread count (its checkpoint is tied to it); the next subtask gets the new one.
-    m_options.threads = std::max(1, decision.threads / taskSlots());
-    if (decision.cpuShare != m_options.cpuShare) {
-        m_options.cpuShare = decision.cpuShare;
+    m_limits.threads = std::max(1, decision.threads / taskSlots());
+    if (decision.cpuShare != m_limits.cpuShare) {
+        m_limits.cpuShare = decision.cpuShare;
         const QByteArray command = "share " + QByteArray::number(decision.cpuShare, 'g', 4);
-        for (const auto& active : std::as_const(m_active))
+        for (const auto& active : std::as_const(m_subtasks))
             if (active->worker)
                 active->worker->send(command);
     }
-    m_options.memoryCapBytes = decision.memoryCapBytes;
+    m_limits.memoryCapBytes = decision.memoryCapBytes;
     syncWorkers();
     const bool allowed = computeAllowed();
     if (allowed && !m_computeWasAllowed)
-        m_leasing->schedule(0); // the machine became ours to use: ask for work now
+        m_hooks.leaseNow(); // the machine became ours to use: ask for work now
     else if (!allowed)
-        m_leasing->hold(); // no new work while the owner's machine is not ours to use
+        m_hooks.holdLeasing(); // no new work while the owner's machine is not ours to use
     m_computeWasAllowed = allowed;
-    updateState();
+    m_hooks.stateChanged();
 }
 
-QString AgentDaemon::policyFile() const
+QString MachineGate::policyFile() const
 {
     return m_desktop->store().policyFile();
 }
 
-void AgentDaemon::watchPolicyFile()
+void MachineGate::watchPolicyFile()
 {
     const QString file = m_desktop->store().policyFile();
     if (file.isEmpty())
         return;
     m_policySettle.setSingleShot(true);
     m_policySettle.setInterval(500);
-    connect(&m_policySettle, &QTimer::timeout, this, [this] {
+    QObject::connect(&m_policySettle, &QTimer::timeout, &m_policySettle, [this] {
         const QString path = m_desktop->store().policyFile();
         if (QFileInfo::exists(path) && !m_policyWatcher.files().contains(path))
             m_policyWatcher.addPath(path); // a save that replaced the file dropped the old watch
         reloadPolicy(QStringLiteral("the file changed"));
     });
     const auto changed = [this](const QString&) { m_policySettle.start(); };
-    connect(&m_policyWatcher, &QFileSystemWatcher::fileChanged, this, changed);
-    connect(&m_policyWatcher, &QFileSystemWatcher::directoryChanged, this, changed);
+    QObject::connect(&m_policyWatcher, &QFileSystemWatcher::fileChanged, &m_policyWatcher, changed);
+    QObject::connect(&m_policyWatcher, &QFileSystemWatcher::directoryChanged, &m_policyWatcher, changed);
     const QString folder = QFileInfo(file).absolutePath();
     if (QFileInfo::exists(folder))
         m_policyWatcher.addPath(folder);
@@ -176,7 +181,7 @@ void AgentDaemon::watchPolicyFile()
         m_policyWatcher.addPath(file);
 }
 
-void AgentDaemon::reloadPolicy(const QString& why)
+void MachineGate::reloadPolicy(const QString& why)
 {
     const QString file = m_desktop->store().policyFile();
     if (file.isEmpty())
@@ -201,42 +206,71 @@ void AgentDaemon::reloadPolicy(const QString& why)
                    QStringLiteral("policy file %1 re-read (%2): nothing changed").arg(file, why));
 }
 
-void AgentDaemon::applyPreferences()
+void MachineGate::applyPreferences()
 {
     const Preferences& p = m_desktop->preferences();
     m_feed.publish(
         QJsonObject{{QStringLiteral("event"), QStringLiteral("preferences")},
                     {QStringLiteral("values"), p.toJson()},
                     {QStringLiteral("locked"), QJsonArray::fromStringList(m_desktop->store().locked())}});
-    if (m_options.dedicated)
+    if (m_settings.dedicated)
         return; // a dedicated agent's resources come from its command line
-    m_options.checkpointIntervalSeconds = p.checkpointSeconds(); // from the next worker on
-    if (p.cacheBytes() != m_options.cacheCapBytes) {
-        m_options.cacheCapBytes = p.cacheBytes();
-        const auto report = m_cache->setCap(m_options.cacheCapBytes);
+    m_limits.checkpointIntervalSeconds = p.checkpointSeconds(); // from the next worker on
+    if (p.cacheBytes() != m_limits.cacheCapBytes) {
+        m_limits.cacheCapBytes = p.cacheBytes();
+        const auto report = m_cache.setCap(m_limits.cacheCapBytes);
         m_feed.log(QStringLiteral("info"),
                    QStringLiteral("cache cap now %1 MB: %2 cached file(s) removed%3")
-                       .arg(m_options.cacheCapBytes >> 20)
+                       .arg(m_limits.cacheCapBytes >> 20)
                        .arg(report.evicted.size())
                        .arg(report.overCap() ? QStringLiteral("; the files of the subtasks in hand "
                                                               "exceed it until they finish")
                                              : QString()));
     }
-    if (p.uploadBytesPerSecond() != m_options.uploadBytesPerSecond ||
-        p.downloadBytesPerSecond() != m_options.downloadBytesPerSecond) {
-        m_options.uploadBytesPerSecond = p.uploadBytesPerSecond();
-        m_options.downloadBytesPerSecond = p.downloadBytesPerSecond();
-        const qint64 up = m_options.uploadBytesPerSecond, down = m_options.downloadBytesPerSecond;
-        // The client belongs to the network thread: the new caps take effect from its next transfer.
-        m_network->post([this, up, down] { m_client->setRateLimits(up, down); });
+    if (p.uploadBytesPerSecond() != m_limits.uploadBytesPerSecond ||
+        p.downloadBytesPerSecond() != m_limits.downloadBytesPerSecond) {
+        m_limits.uploadBytesPerSecond = p.uploadBytesPerSecond();
+        m_limits.downloadBytesPerSecond = p.downloadBytesPerSecond();
+        const qint64 up = m_limits.uploadBytesPerSecond, down = m_limits.downloadBytesPerSecond;
+        m_hooks.rateLimitsChanged(up, down);
     }
 }
 
-Result<QJsonObject> AgentDaemon::handleDesktop(const QString& command, const QJsonObject& args)
+void MachineGate::pause()
+{
+    if (m_paused)
+        return;
+    m_paused = true;
+    m_hooks.holdLeasing();
+    syncWorkers();
+    m_feed.log(QStringLiteral("info"), QStringLiteral("paused on request"));
+}
+
+void MachineGate::resume()
+{
+    if (!m_paused && !m_snoozeUntilMs)
+        return;
+    m_paused = false;
+    m_snoozeUntilMs = 0;
+    m_snoozeTimer.stop();
+    syncWorkers();
+    m_feed.log(QStringLiteral("info"), QStringLiteral("resumed on request"));
+    m_hooks.leaseNow();
+}
+
+void MachineGate::endOwnerHold()
+{
+    m_paused = false;
+    m_snoozeUntilMs = 0;
+    m_snoozeTimer.stop();
+    syncWorkers();
+}
+
+Result<QJsonObject> MachineGate::preferences(const QString& command, const QJsonObject& args)
 {
     if (command == u"preferences")
         return m_desktop->store().describe();
-    if (command == u"set_preferences") {
+    {
         const QJsonValue values = args.value(QStringLiteral("values"));
         if (!values.isObject())
             return fail(QStringLiteral(
@@ -250,47 +284,49 @@ Result<QJsonObject> AgentDaemon::handleDesktop(const QString& command, const QJs
                            .arg(QStringList(values.toObject().keys()).join(QStringLiteral(", "))));
         return m_desktop->store().describe();
     }
-    // snooze
+}
+
+Result<qint64> MachineGate::snooze(const QJsonObject& args)
+{
     const QJsonValue secondsValue = args.value(QStringLiteral("seconds"));
     const double seconds = secondsValue.toDouble(-1);
     if (!secondsValue.isDouble() || seconds < 1 || seconds > 86400)
         return fail(QStringLiteral("snooze needs {\"seconds\": N} with N from 1 to 86400 (a day)"));
-    m_snoozeUntilMs = nowMs() + qint64(seconds * 1000);
+    m_snoozeUntilMs = m_clock.nowMs() + qint64(seconds * 1000);
     armSnoozeTimer();
-    m_leasing->hold();
+    m_hooks.holdLeasing();
     syncWorkers();
     m_feed.log(
         QStringLiteral("info"),
         QStringLiteral("snoozed until %1")
             .arg(QDateTime::fromMSecsSinceEpoch(m_snoozeUntilMs).toString(QStringLiteral("HH:mm:ss"))));
-    updateState();
-    return QJsonObject{{QStringLiteral("state"), m_state}, {QStringLiteral("until_ms"), m_snoozeUntilMs}};
+    return m_snoozeUntilMs;
 }
 
-void AgentDaemon::armSnoozeTimer()
+void MachineGate::armSnoozeTimer()
 {
     // At most a minute at a time: the timer's clock stops while the machine sleeps, the snooze's end (wall
     // time) does not.
-    m_snoozeTimer.start(int(std::clamp<qint64>(m_snoozeUntilMs - nowMs(), 1, 60'000)));
+    m_snoozeTimer.start(int(std::clamp<qint64>(m_snoozeUntilMs - m_clock.nowMs(), 1, 60'000)));
 }
 
-void AgentDaemon::endSnooze()
+void MachineGate::endSnooze()
 {
     if (!m_snoozeUntilMs)
         return;
-    if (nowMs() < m_snoozeUntilMs)
+    if (m_clock.nowMs() < m_snoozeUntilMs)
         return armSnoozeTimer();
     m_snoozeUntilMs = 0;
     m_feed.log(QStringLiteral("info"), QStringLiteral("snooze over"));
     syncWorkers();
     if (computeAllowed())
-        m_leasing->schedule(0);
-    updateState();
+        m_hooks.leaseNow();
+    m_hooks.stateChanged();
 }
 
-std::optional<std::tuple<QString, QString, QString>> AgentDaemon::policyState() const
+std::optional<std::tuple<QString, QString, QString>> MachineGate::policyState() const
 {
-    if (m_options.dedicated)
+    if (m_settings.dedicated)
         return std::nullopt;
     const Decision& d = m_desktop->decision();
     if (d.mode == Decision::Mode::Compute)
