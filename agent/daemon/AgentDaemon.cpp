@@ -110,8 +110,8 @@ AgentDaemon::AgentDaemon(DaemonOptions options, AgentConfig config, PinnedKeys k
                          std::unique_ptr<SubtaskStore> store, std::unique_ptr<FileCache> cache,
                          PreferenceStore preferences, DesktopProbes probes)
     : m_options(std::move(options)), m_config(std::move(config)), m_keys(std::move(keys)), m_feed(m_clock),
-      m_lock(std::move(lock)), m_store(std::move(store)), m_cache(std::move(cache)),
-      m_stop(std::make_unique<StopSignal>())
+      m_reach(m_config.coordinatorUrl, m_feed), m_lock(std::move(lock)), m_store(std::move(store)),
+      m_cache(std::move(cache)), m_stop(std::make_unique<StopSignal>())
 {
     connect(&m_feed, &EventFeed::published, this, &AgentDaemon::controlEvent);
     const QString ca = AgentConfig::caPath(m_options.dataDir);
@@ -133,6 +133,7 @@ AgentDaemon::AgentDaemon(DaemonOptions options, AgentConfig config, PinnedKeys k
     wireLeasing();
     wireDeparture();
     wireGate(std::move(preferences), std::move(probes));
+    wireStatus();
     m_keepAlive.setInterval(int(std::max<qint64>(m_options.progressReportMs / 2, 500)));
     connect(&m_keepAlive, &QTimer::timeout, this, &AgentDaemon::keepLeasesAlive);
 }
@@ -169,8 +170,8 @@ void AgentDaemon::wireLeasing()
     };
     hooks.credentialsRefused = [this](const QString& error) { refuseCredentials(error); };
     hooks.reached = [this] { coordinatorReached(); };
-    hooks.unreachable = [this](const QString& error) { coordinatorUnreachable(error); };
-    hooks.stateChanged = [this] { updateState(); };
+    hooks.unreachable = [this](const QString& error) { m_reach.unreachable(error); };
+    hooks.stateChanged = [this] { m_status->update(); };
     // Held back, the job is not done: a batch agent (--until-empty) does not count it as time without work.
     hooks.answered = [this](bool noWork) { m_departure->answered(noWork); };
     hooks.failSubtask = [this](const LeaseId& leaseId, const QString& stage, const QString& reason) {
@@ -178,7 +179,7 @@ void AgentDaemon::wireLeasing()
     };
     hooks.taken = [this](const LeaseId& leaseId) {
         if (auto active = m_active.value(leaseId))
-            publishSubtask(*active);
+            m_status->publish(*active);
         continueSubtask(leaseId);
     };
     m_leasing = std::make_unique<LeaseDesk>(
@@ -193,7 +194,7 @@ void AgentDaemon::wireDeparture()
     hooks.upload = [this](const LeaseId& leaseId) { upload(leaseId); };
     hooks.drop = [this](const LeaseId& leaseId, const QString& reason) { dropSubtask(leaseId, reason); };
     hooks.computeAllowed = [this] { return m_gate->computeAllowed(); };
-    hooks.stateChanged = [this] { updateState(); };
+    hooks.stateChanged = [this] { m_status->update(); };
     hooks.stopped = [this](int exitCode) { Q_EMIT stopped(exitCode); };
     m_departure = std::make_unique<Departure>(
         m_lifecycle, m_active, m_feed, m_clock, *m_files, *m_client, *m_network, *m_stop, *m_leasing,
@@ -208,7 +209,7 @@ void AgentDaemon::wireGate(PreferenceStore preferences, DesktopProbes probes)
     hooks.startWorker = [this](const LeaseId& leaseId) { startWorker(leaseId); };
     hooks.leaseNow = [this] { m_leasing->schedule(0); };
     hooks.holdLeasing = [this] { m_leasing->hold(); };
-    hooks.stateChanged = [this] { updateState(); };
+    hooks.stateChanged = [this] { m_status->update(); };
     hooks.rateLimitsChanged = [this](qint64 up, qint64 down) {
         // The client belongs to the network thread: the new caps take effect from its next transfer.
         m_network->post([this, up, down] { m_client->setRateLimits(up, down); });
@@ -225,6 +226,13 @@ void AgentDaemon::wireGate(PreferenceStore preferences, DesktopProbes probes)
                                         m_options.dedicated),
         limits, MachineGate::Settings{m_options.dedicated, m_options.maxTasks, m_options.device}, m_active,
         *m_cache, m_feed, m_clock, std::move(hooks));
+}
+
+void AgentDaemon::wireStatus()
+{
+    m_status = std::make_unique<AgentStatus>(AgentStatus::Sources{
+        m_options.dataDir, m_options.dedicated, m_options.maxTasks, m_config, m_keys, m_lifecycle, m_failures,
+        m_active, *m_store, m_reach, *m_leasing, *m_gate, *m_departure, m_feed, m_clock});
 }
 
 void AgentDaemon::start()
@@ -255,13 +263,13 @@ void AgentDaemon::start()
     // that is there but fails).
     const MachineHardware hardware = machineHardware();
     m_hardware = hardware.capabilities;
-    m_gpu = hardware.gpu;
+    m_status->setGpu(hardware.gpu);
     if (hardware.gpuDriverMissing)
-        m_feed.log(QStringLiteral("info"), m_gpu.value(u"note").toString());
+        m_feed.log(QStringLiteral("info"), hardware.gpu.value(u"note").toString());
     m_gate->start(); // the first decision, before any worker starts
     m_departure->armRuntimeLimit();
     resumeUnfinished();
-    updateState();
+    m_status->update();
     m_leasing->schedule(0);
     m_keepAlive.start();
 }
@@ -340,7 +348,7 @@ void AgentDaemon::failSubtask(const LeaseId& leaseId, const QString& stage, cons
     if (auto active = m_active.value(leaseId)) {
         active->record.state = SubtaskState::Failed;
         active->record.error = reason;
-        publishSubtask(*active, reason);
+        m_status->publish(*active, reason);
     }
     // Tell the coordinator, so that the workunit goes to another agent now rather than at the lease's
     // deadline. A refused result closed the lease already (stage empty): nothing to report.
@@ -367,7 +375,7 @@ void AgentDaemon::dropSubtask(const LeaseId& leaseId, const QString& reason)
         m_feed.log(QStringLiteral("error"), s.error());
     if (auto active = m_active.value(leaseId)) {
         active->record.state = SubtaskState::Dropped;
-        publishSubtask(*active, reason);
+        m_status->publish(*active, reason);
     }
     release(leaseId);
 }
@@ -376,7 +384,7 @@ void AgentDaemon::finishSubtask(const LeaseId& leaseId)
 {
     m_failures.count = 0;
     if (auto active = m_active.value(leaseId))
-        publishSubtask(*active);
+        m_status->publish(*active);
     release(leaseId);
 }
 
@@ -390,7 +398,7 @@ void AgentDaemon::release(const LeaseId& leaseId, qint64 leaseDelayMs)
     }
     (void)m_cache->releaseOwner(leaseId.toString());
     m_files->removeTaskFolder(leaseId);
-    updateState();
+    m_status->update();
     m_departure->checkFinished();
     m_leasing->schedule(leaseDelayMs);
 }
@@ -411,30 +419,12 @@ bool AgentDaemon::setState(const LeaseId& leaseId, SubtaskState state, const QSt
 
 void AgentDaemon::coordinatorReached()
 {
-    if (m_reachable)
+    if (!m_reach.reached())
         return;
-    m_reachable = true;
-    m_lastNetworkError.clear();
-    m_feed.log(QStringLiteral("info"),
-               QStringLiteral("the coordinator %1 answers again").arg(m_config.coordinatorUrl));
-    m_feed.publish(QJsonObject{{QStringLiteral("event"), QStringLiteral("coordinator")},
-                               {QStringLiteral("reachable"), true},
-                               {QStringLiteral("last_error"), QJsonValue::Null}});
     // Steps that were waiting for it go on now rather than at their backoff's end.
     for (const auto& active : std::as_const(m_active))
         if (!active->busy && !active->worker)
             QTimer::singleShot(0, this, [this, lease = active->record.leaseId] { continueSubtask(lease); });
-}
-
-void AgentDaemon::coordinatorUnreachable(const QString& error)
-{
-    const bool changed = m_reachable || m_lastNetworkError != error;
-    m_reachable = false;
-    m_lastNetworkError = error;
-    if (changed)
-        m_feed.publish(QJsonObject{{QStringLiteral("event"), QStringLiteral("coordinator")},
-                                   {QStringLiteral("reachable"), false},
-                                   {QStringLiteral("last_error"), error}});
 }
 
 void AgentDaemon::refuseCredentials(const QString& error)
@@ -446,7 +436,7 @@ void AgentDaemon::refuseCredentials(const QString& error)
     for (const auto& active : std::as_const(m_active))
         if (active->worker && active->worker->running())
             active->worker->send("stop"); // keep the work: an operator may restore the agent
-    updateState();
+    m_status->update();
 }
 
 } // namespace gleaner::agent

@@ -28,14 +28,15 @@
 #include "control/ControlHandler.h"
 #include "crypto/Ed25519.h"
 #include "daemon/ActiveSubtask.h"
+#include "daemon/AgentStatus.h"
 #include "daemon/Backoff.h"
 #include "daemon/DesktopPolicy.h"
 #include "daemon/EventFeed.h"
 #include "daemon/Lifecycle.h"
 #include "daemon/MachineGate.h"
+#include "daemon/Reachability.h"
 #include "daemon/SubtaskTable.h"
 #include "net/CoordinatorMessages.h"
-#include "runner/SandboxStatus.h"
 #include "runner/SubtaskStore.h"
 #include "runner/TaskManifest.h"
 #include "runner/WorkerProcess.h"
@@ -130,7 +131,7 @@ public:
     Result<QJsonObject> handle(const QString& command, const QJsonObject& args) override;
     QJsonObject status() const;
     // The status's "state" alone, without building the whole object.
-    const QString& state() const { return m_state; }
+    const QString& state() const;
 
     // The organisation's policy file in force (empty: none).
     QString policyFile() const;
@@ -151,6 +152,7 @@ private:
     void wireLeasing();
     void wireDeparture();
     void wireGate(PreferenceStore preferences, DesktopProbes probes);
+    void wireStatus();
     void resumeUnfinished();
     void checkLeaseStillOpen(const LeaseId& leaseId);
     void continueSubtask(const LeaseId& leaseId);
@@ -180,10 +182,7 @@ private:
 
     bool setState(const LeaseId& leaseId, SubtaskState state, const QString& error = {});
     void coordinatorReached();
-    void coordinatorUnreachable(const QString& error);
     void refuseCredentials(const QString& error);
-    void updateState();
-    void publishSubtask(const Active& active, const QString& error = {});
 
     // The thread count and device a subtask's workers use: those of its first worker (its checkpoint is tied
     // to them), kept in its task folder; for a new subtask, the current ones.
@@ -197,6 +196,7 @@ private:
     EventFeed m_feed;
     FailureStreak m_failures;
     Lifecycle m_lifecycle;
+    Reachability m_reach;
     DirectoryLock m_lock; // one daemon per data directory
     std::unique_ptr<SubtaskStore> m_store;
     std::unique_ptr<FileCache> m_cache;
@@ -207,18 +207,11 @@ private:
     std::unique_ptr<LeaseDesk> m_leasing;
     std::unique_ptr<Departure> m_departure;
     std::unique_ptr<MachineGate> m_gate;
+    std::unique_ptr<AgentStatus> m_status;
     std::unique_ptr<NetworkHop> m_network; // stopped first (in the destructor)
 
     SubtaskTable m_active;
-    QJsonObject m_hardware; // machineHardware()'s capabilities, read once at start
-    QJsonObject m_gpu;      // machineHardware()'s GPUs (or why none is known), for the status
-    bool m_reachable = true;
-    QString m_lastNetworkError;
-    QString m_state;
-    QString m_reason;
-    QString m_reasonCode;
-    QString m_loggedReason;  // what the log last said of the reason (updateState)
-    SandboxStatus m_sandbox; // what the workers' "sandbox" events said, shown once in the status
+    QJsonObject m_hardware;  // machineHardware()'s capabilities, read once at start
     QTimer m_keepAlive;      // progress reports for workers that report nothing themselves (paused, starved)
 };
 

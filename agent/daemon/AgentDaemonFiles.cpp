@@ -26,7 +26,7 @@ void AgentDaemon::download(const LeaseId& leaseId)
                        if (outcome.contentRefused)
                            return failSubtask(leaseId, QStringLiteral("download"), outcome.error);
                        if (!outcome.ok) {
-                           if (active->tries + 1 >= kDownloadTriesBeforeFailing && m_reachable)
+                           if (active->tries + 1 >= kDownloadTriesBeforeFailing && m_reach.reachable())
                                return failSubtask(leaseId, QStringLiteral("download"), outcome.error);
                            return stepFailed(
                                leaseId,
@@ -37,7 +37,7 @@ void AgentDaemon::download(const LeaseId& leaseId)
                        active->tries = 0;
                        if (!setState(leaseId, SubtaskState::Verified))
                            return;
-                       publishSubtask(*active);
+                       m_status->publish(*active);
                        prepareTaskFolder(leaseId);
                    });
 }

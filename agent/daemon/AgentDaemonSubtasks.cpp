@@ -109,12 +109,12 @@ void AgentDaemon::retryLater(const LeaseId& leaseId, const QString& what, const 
     auto active = m_active.value(leaseId);
     if (!active)
         return;
-    coordinatorUnreachable(error);
+    m_reach.unreachable(error);
     const qint64 wait = backoffMs(++active->tries, m_options.maxBackoffMs);
     m_feed.log(QStringLiteral("warning"),
                QStringLiteral("%1 failed: %2; trying again in %3").arg(what, error, spokenDuration(wait)));
     QTimer::singleShot(int(wait), this, [this, leaseId] { continueSubtask(leaseId); });
-    updateState();
+    m_status->update();
 }
 
 namespace {
@@ -149,9 +149,9 @@ void AgentDaemon::startWorker(const LeaseId& leaseId)
         if (!active->startWhenAllowed) {
             active->startWhenAllowed = true;
             active->pausedSinceMs = nowMs();
-            publishSubtask(*active);
+            m_status->publish(*active);
         }
-        return updateState();
+        return m_status->update();
     }
     active->startWhenAllowed = false;
     auto starts = m_store->countWorkerStart(leaseId);
@@ -180,8 +180,8 @@ void AgentDaemon::startWorker(const LeaseId& leaseId)
             [this, leaseId](const WorkerEnd& end) { onWorkerEnded(leaseId, end); });
     worker->start();
     m_gate->syncWorkers(); // a worker started while the owner or the policy holds the others waits with them
-    publishSubtask(*active);
-    updateState();
+    m_status->publish(*active);
+    m_status->update();
 }
 
 std::pair<int, QString> AgentDaemon::launchSettings(const Active& active)
@@ -212,8 +212,9 @@ void AgentDaemon::onWorkerEvent(const LeaseId& leaseId, const QJsonObject& event
 {
     if (event.value(QStringLiteral("event")).toString() == u"sandbox") {
         // The same for every worker of this machine: logged when it changes, not per subtask.
-        if (const QString line = m_sandbox.observe(event); !line.isEmpty())
-            m_feed.log(m_sandbox.unconfined() ? QStringLiteral("warning") : QStringLiteral("info"), line);
+        if (const QString line = m_status->sandbox().observe(event); !line.isEmpty())
+            m_feed.log(m_status->sandbox().unconfined() ? QStringLiteral("warning") : QStringLiteral("info"),
+                       line);
         return;
     }
     auto found = m_active.value(leaseId);
@@ -266,8 +267,8 @@ void AgentDaemon::onWorkerEvent(const LeaseId& leaseId, const QJsonObject& event
     } else if (name == u"paused" || name == u"resumed") {
         active.workerPaused = name == u"paused";
         active.pausedSinceMs = now;
-        publishSubtask(active);
-        updateState();
+        m_status->publish(active);
+        m_status->update();
     } else if (name == u"done") {
         // The totals are read from the result file at upload, so that they survive a restart in between.
     } else if (name == u"error") {
@@ -304,8 +305,8 @@ void AgentDaemon::reportProgress(const LeaseId& leaseId)
                       if (CoordinatorClient::isCredentialRefusal(reply.error()))
                           return refuseCredentials(reply.error());
                       // The worker keeps training: the result may still be accepted late, once.
-                      coordinatorUnreachable(reply.error());
-                      updateState();
+                      m_reach.unreachable(reply.error());
+                      m_status->update();
                       return;
                   }
                   coordinatorReached();
@@ -355,13 +356,13 @@ void AgentDaemon::onWorkerEnded(const LeaseId& leaseId, const WorkerEnd& end)
     if (!active.cancelReason.isEmpty())
         return dropSubtask(leaseId, active.cancelReason);
     if (!m_lifecycle.fatal.isEmpty() && end.kind == WorkerEnd::Kind::Stopped)
-        return updateState(); // stopped for the refused credentials; kept for an operator to restore the
-                              // agent
+        return m_status->update(); // stopped for the refused credentials; kept for an operator to restore the
+                                   // agent
     switch (end.kind) {
     case WorkerEnd::Kind::Done:
         if (!setState(leaseId, SubtaskState::Uploading))
             return;
-        publishSubtask(active);
+        m_status->publish(active);
         return upload(leaseId);
     case WorkerEnd::Kind::Cancelled:
         return dropSubtask(leaseId, QStringLiteral("its worker was cancelled"));
