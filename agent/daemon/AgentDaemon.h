@@ -21,12 +21,19 @@
 //
 // After a restart each unfinished subtask first asks the coordinator (a progress report) whether its lease is
 // still open; open ones resume from where they were (a worker from its checkpoint), the others are dropped.
+//
+// The daemon itself only builds its parts, wires them (AgentDaemonWiring.cpp) and hands each control request
+// to the part it concerns. Per project (one today): the coordinator's client and keys, LeaseDesk (asking for
+// work, following the signing key, taking tasks on), TaskFiles (a subtask's files), SubtaskSteps (a subtask's
+// steps up to its upload) and Reachability. Per machine: MachineGate (the owner's pause and snooze, the
+// desktop policy, the workers' limits and slots), WorkerRuns (the gleaner-worker children), Departure (how
+// the agent stops and leaves), AgentStatus (the state and the status object) and EventFeed (the log and the
+// control events). They share the subtask table (SubtaskTable) and the Lifecycle flags by reference.
 
 #include "Result.h"
 #include "config/AgentConfig.h"
 #include "config/PinnedKeys.h"
 #include "control/ControlHandler.h"
-#include "crypto/Ed25519.h"
 #include "daemon/ActiveSubtask.h"
 #include "daemon/AgentStatus.h"
 #include "daemon/Backoff.h"
@@ -36,22 +43,14 @@
 #include "daemon/MachineGate.h"
 #include "daemon/Reachability.h"
 #include "daemon/SubtaskTable.h"
-#include "net/CoordinatorMessages.h"
 #include "runner/SubtaskStore.h"
-#include "runner/TaskManifest.h"
-#include "runner/WorkerProcess.h"
 #include "util/Clock.h"
 #include "util/DirectoryLock.h"
 
-#include <QElapsedTimer>
 #include <QJsonObject>
-#include <QMap>
 #include <QObject>
-#include <QTimer>
 
 #include <memory>
-#include <optional>
-#include <tuple>
 
 namespace gleaner::agent {
 
@@ -64,6 +63,8 @@ class FileCache;
 class LeaseDesk;
 class NetworkHop;
 class StopSignal;
+class SubtaskSteps;
+class WorkerRuns;
 class TaskFiles;
 struct LeasedTask;
 
@@ -115,10 +116,11 @@ public:
 
     // Resumes what the store holds and starts leasing.
     void start();
-    // SIGTERM / SIGINT: each subtask is finished, or checkpointed and handed back to the coordinator, within the
-    // grace budget (leave(); options().handBackOnStop). With --keep-on-stop, or what could not be handed back:
-    // workers checkpoint and exit, state is persisted, then stopped() is emitted (within about ten seconds: a
-    // worker that does not stop in time is killed, its last checkpoint kept) and the next start resumes them.
+    // SIGTERM / SIGINT: each subtask is finished, or checkpointed and handed back to the coordinator, within
+    // the grace budget (Departure; DaemonOptions::handBackOnStop). With --keep-on-stop, or what could not be
+    // handed back: workers checkpoint and exit, state is persisted, then stopped() is emitted (within about
+    // ten seconds: a worker that does not stop in time is killed, its last checkpoint kept) and the next
+    // start resumes them.
     void shutdown();
     // SIGHUP, or the policy file changed on disk: the organisation's policy is read again and takes effect at
     // once, subtasks in hand kept. A policy that no longer parses is logged as an error and the last good one
@@ -143,8 +145,6 @@ Q_SIGNALS:
     void stopped(int exitCode);
 
 private:
-    using Active = ActiveSubtask;
-
     AgentDaemon(DaemonOptions options, AgentConfig config, PinnedKeys keys, DirectoryLock lock,
                 std::unique_ptr<SubtaskStore> store, std::unique_ptr<FileCache> cache,
                 PreferenceStore preferences, DesktopProbes probes);
@@ -153,41 +153,10 @@ private:
     void wireDeparture();
     void wireGate(PreferenceStore preferences, DesktopProbes probes);
     void wireStatus();
-    void resumeUnfinished();
-    void checkLeaseStillOpen(const LeaseId& leaseId);
-    void continueSubtask(const LeaseId& leaseId);
-    void download(const LeaseId& leaseId);
-    void prepareTaskFolder(const LeaseId& leaseId);
-    void startWorker(const LeaseId& leaseId);
-    void onWorkerEvent(const LeaseId& leaseId, const QJsonObject& event);
-    void onWorkerEnded(const LeaseId& leaseId, const WorkerEnd& end);
-    void reportProgress(const LeaseId& leaseId);
-    void keepLeasesAlive();
-    void upload(const LeaseId& leaseId);
-    void retryLater(const LeaseId& leaseId, const QString& what, const QString& error);
-    // A step's answer came back from the network thread: its subtask (no longer busy), or null when the
-    // subtask is gone or the daemon is stopping.
-    // While leaving, only `whileLeaving` steps (an upload) go on; the others come back to leaveSubtask().
-    std::shared_ptr<Active> stepReturned(const LeaseId& leaseId, bool whileLeaving = false);
-    // A step could not reach the coordinator: stop on refused credentials, otherwise try it again later.
-    void stepFailed(const LeaseId& leaseId, const QString& what, const QString& error);
-    void recordFetchedBytes(); // what the network thread fetched, into the totals
-
-    // Final outcomes: each persists, releases the subtask's pinned files and folder, and tells the control
-    // socket.
-    void failSubtask(const LeaseId& leaseId, const QString& stage, const QString& reason);
-    void dropSubtask(const LeaseId& leaseId, const QString& reason);
-    void finishSubtask(const LeaseId& leaseId);
-    void release(const LeaseId& leaseId, qint64 leaseDelayMs = 0);
-
-    bool setState(const LeaseId& leaseId, SubtaskState state, const QString& error = {});
-    void coordinatorReached();
+    void wireSubtasks();
+    // The coordinator refused this agent's credentials: nothing more is asked of it, the workers stop (their
+    // work kept for an operator to restore the agent).
     void refuseCredentials(const QString& error);
-
-    // The thread count and device a subtask's workers use: those of its first worker (its checkpoint is tied
-    // to them), kept in its task folder; for a new subtask, the current ones.
-    std::pair<int, QString> launchSettings(const Active& active);
-    qint64 nowMs() const { return m_clock.nowMs(); }
 
     DaemonOptions m_options;
     AgentConfig m_config;
@@ -208,11 +177,12 @@ private:
     std::unique_ptr<Departure> m_departure;
     std::unique_ptr<MachineGate> m_gate;
     std::unique_ptr<AgentStatus> m_status;
+    std::unique_ptr<SubtaskSteps> m_steps;
+    std::unique_ptr<WorkerRuns> m_workers;
     std::unique_ptr<NetworkHop> m_network; // stopped first (in the destructor)
 
     SubtaskTable m_active;
-    QJsonObject m_hardware;  // machineHardware()'s capabilities, read once at start
-    QTimer m_keepAlive;      // progress reports for workers that report nothing themselves (paused, starved)
+    QJsonObject m_hardware; // machineHardware()'s capabilities, read once at start
 };
 
 } // namespace gleaner::agent

@@ -1,7 +1,8 @@
 // AgentDaemon: the control requests (docs/control-protocol.md), each handed to the part it concerns.
 
 #include "daemon/AgentDaemon.h"
-#include "daemon/AgentDaemonInternal.h"
+#include "daemon/Departure.h"
+#include "daemon/LeaseDesk.h"
 
 #include "cache/FileCache.h"
 #include "daemon/StopSignal.h"
@@ -11,8 +12,6 @@
 #include <QSet>
 
 namespace gleaner::agent {
-
-using namespace daemon_detail;
 
 QJsonObject AgentDaemon::status() const
 {

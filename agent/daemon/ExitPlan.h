@@ -1,9 +1,10 @@
 #pragma once
-// What an agent that must leave does with each subtask it holds, within the grace budget it has (`--grace`: about
-// 30 s on a preempted GCE instance, two minutes on AWS spot, what Slurm's --signal asks): finish it and upload the
-// result (nothing is lost), hand it back with its checkpoint (the next agent resumes at the same step), or hand it
-// back bare (the next agent starts at step 0, but at once rather than at the lease's deadline). Pure arithmetic,
-// so that the choice is tested on its own; the daemon fills in what it knows (AgentDaemonLeave.cpp).
+// What an agent that must leave does with each subtask it holds, within the grace budget it has (`--grace`:
+// about 30 s on a preempted GCE instance, two minutes on AWS spot, what Slurm's --signal asks): finish it and
+// upload the result (nothing is lost), hand it back with its checkpoint (the next agent resumes at the same
+// step), or hand it back bare (the next agent starts at step 0, but at once rather than at the lease's
+// deadline). Pure arithmetic, so that the choice is tested on its own; the agent fills in what it knows
+// (Departure).
 
 #include <QtGlobal>
 

@@ -1,5 +1,5 @@
 // What a leaving agent does with each subtask it holds, within its grace budget: finish and upload, hand back with
-// the checkpoint, or hand back bare (ExitPlan, used by AgentDaemonLeave.cpp).
+// the checkpoint, or hand back bare (ExitPlan, used by Departure).
 #include "daemon/ExitPlan.h"
 
 #include <QTest>
