@@ -448,17 +448,18 @@ void ApiHandler::handleAdmin(const QList<QByteArray>& parts, HttpRequest request
     const qint64 id = parts.value(4).toLongLong(&idOk);
 
     if (what == "jobs" && parts.size() == 4 && method == "GET")
-        return (void)c.state().post([&c, respond] { respond(c.listJobs()); });
+        return (void)c.state().post([&c, respond] { respond(c.jobs().list()); });
     if (what == "jobs" && parts.size() == 4 && method == "POST")
-        return c.submitJob(request.body, respond);
+        return c.jobs().submit(request.body, respond);
     if (what == "jobs" && parts.size() == 5 && idOk && method == "GET")
-        return (void)c.state().post([&c, id, respond] { respond(c.jobStatus(id)); });
+        return (void)c.state().post([&c, id, respond] { respond(c.jobs().status(id)); });
     if (what == "jobs" && parts.size() == 6 && idOk && parts[5] == "weights" && method == "GET")
         return (void)c.state().post([&c, id, respond] { c.exportWeights(id, respond); });
     if (what == "jobs" && parts.size() == 6 && idOk && parts[5] == "torchscript" && method == "GET")
         return (void)c.state().post([&c, id, respond] { c.exportWeights(id, respond, /*torchscript=*/true); });
     if (what == "jobs" && parts.size() == 6 && idOk && method == "POST")
-        return (void)c.state().post([&c, id, action = parts[5], respond] { respond(c.setJobStatus(id, action)); });
+        return (void)c.state().post(
+            [&c, id, action = parts[5], respond] { respond(c.jobs().setStatus(id, action)); });
     if (what == "tokens" && parts.size() == 4 && method == "GET")
         return (void)c.state().post([&c, respond] { respond(c.enrollment().listTokens()); });
     if (what == "tokens" && parts.size() == 4 && method == "POST") {

@@ -6,6 +6,7 @@
 #include "enrollment/Tokens.h"
 #include "format/SafeTensors.h"
 #include "intake/AgentStanding.h"
+#include "lifecycle/JobRecords.h"
 #include "scheduling/Scheduler.h"
 #include "scheduling/SchedulerTables.h"
 #include "store/Database.h"
@@ -125,7 +126,7 @@ Status Coordinator::start()
                 [this] { return signingPublicKeyPem(); }});
         m_views = std::make_unique<JobViews>(m_jobs, *m_scheduler, *m_db, *m_enrollment, m_config, m_clock,
                                              m_metrics, m_events,
-                                             [this](qint64 jobId) { return noSuchJob(jobId); });
+                                             [this](qint64 jobId) { return m_takeUp->noSuchJob(jobId); });
         m_feed = std::make_unique<DashboardFeed>(m_jobs, *m_views, *m_db, m_events, m_relay.get(), m_metrics,
                                                  m_clock);
         m_standing = std::make_unique<AgentStanding>(*m_db, *m_enrollment, *m_scheduler, *m_feed, m_clock);
@@ -137,8 +138,9 @@ Status Coordinator::start()
             ResultDesk::Parts{m_jobs, *m_db, *m_scheduler, *m_intake, m_admission, *m_enrollment, *m_standing,
                               *m_tallies, *m_weights, *m_feed, m_metrics, m_blobs},
             m_config, m_clock, m_storage,
-            ResultDesk::Hooks{findLeaseHook, notInMemoryHook,
-                              [this](JobState& job, int epoch) { validationsAfterUpdate(job, epoch); }});
+            ResultDesk::Hooks{findLeaseHook, notInMemoryHook, [this](JobState& job, int epoch) {
+                                  m_jobDesk->afterUpdateQueued(job, epoch);
+                              }});
         m_leaseDesk = std::make_unique<LeaseDesk>(LeaseDesk::Parts{m_jobs, *m_db, *m_scheduler, *m_pacer,
                                                                    m_admission, *m_enrollment, *m_standing,
                                                                    *m_feed, *m_keys, m_blobs},
@@ -146,10 +148,53 @@ Status Coordinator::start()
         m_handBacks = std::make_unique<HandBacks>(
             HandBacks::Parts{m_jobs, *m_db, *m_scheduler, m_admission, *m_enrollment, *m_standing, m_blobs},
             m_config, m_clock, HandBacks::Hooks{findLeaseHook, notInMemoryHook});
+        m_records = std::make_unique<JobRecords>(*m_db, *m_scheduler, m_blobs, m_clock);
+        m_takeUp = std::make_unique<JobTakeUp>(
+            JobTakeUp::Parts{m_jobs, *m_db, *m_records, *m_scheduler, *m_schedulerTables, *m_tallies,
+                             m_admission, *m_handBacks, *m_weights, *m_validation, m_blobs, *m_importer,
+                             *m_state},
+            m_config, m_clock, m_dir.uploadsDir(), m_storage,
+            JobTakeUp::Hooks{[this](JobState& job, JobStatus status, const QString& reason, bool persist) {
+                                 m_jobDesk->finish(job, status, reason, persist);
+                             },
+                             [this](JobState& job) { m_jobDesk->scheduleValidations(job); },
+                             [this] { followJobs(); }});
+        m_jobDesk = std::make_unique<JobDesk>(
+            JobDesk::Parts{m_jobs, *m_db, *m_records, *m_takeUp, *m_scheduler, m_admission, *m_weights,
+                           *m_validation, *m_views, *m_feed, *m_programs, *m_state},
+            m_config, m_clock, [this] { return m_housekeeper; });
         if (auto s = m_standing->load(); !s)
             return s;
         return loadState();
     });
+}
+
+Status Coordinator::loadState()
+{
+    auto admins = m_db->exec(QStringLiteral("SELECT hash FROM admin_tokens"));
+    if (!admins)
+        return fail(admins.error());
+    while (admins->next())
+        m_admission.addAdminTokenHash(admins->value(0).toString());
+    auto agents =
+        m_db->exec(QStringLiteral("SELECT id, token_hash, revoked, samples, train_seconds FROM agents"));
+    if (!agents)
+        return fail(agents.error());
+    while (agents->next()) {
+        m_admission.setAgent(agents->value(1).toString(),
+                             {agents->value(0).toString(), agents->value(2).toInt() != 0});
+        // Speed-aware jobs size leases by what agents have shown so far, also across a restart.
+        m_scheduler->noteSpeed(agents->value(0).toString(), agents->value(3).toLongLong(),
+                               agents->value(4).toDouble());
+    }
+    return m_takeUp->loadAll(/*importHere=*/!m_config.isShared() || m_housekeeper);
+}
+
+std::optional<HttpResponse> Coordinator::notServedHere(const QString& agentId, const QString& leaseId)
+{
+    if (!m_takeUp || !m_takeUp->anyLeftToOthers())
+        return std::nullopt;
+    return m_state->call([&] { return m_takeUp->leaseLeftToOthers(agentId, leaseId); });
 }
 
 void Coordinator::drain()
@@ -195,6 +240,9 @@ void Coordinator::shutdown()
         if (auto s = m_tallies ? m_tallies->flush() : Status(); !s)
             qCWarning(lcCoordinator) << "cannot store the file bytes sent since the last tick:" << s.error();
         m_pacer.reset();
+        m_jobDesk.reset();
+        m_takeUp.reset();
+        m_records.reset();
         m_handBacks.reset();
         m_results.reset();
         m_leaseDesk.reset();

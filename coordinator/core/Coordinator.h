@@ -25,6 +25,8 @@
 #include "intake/ResultDesk.h"
 #include "jobs/JobState.h"
 #include "leasing/LeaseDesk.h"
+#include "lifecycle/JobDesk.h"
+#include "lifecycle/JobTakeUp.h"
 #include "metrics/CoordinatorMetrics.h"
 #include "scheduling/CheckpointChecker.h"
 #include "scheduling/LeasePacer.h"
@@ -53,6 +55,7 @@ class Database;
 class Scheduler;
 class SchedulerTables;
 class JobTallies;
+class JobRecords;
 class WeightsKeeper;
 struct ReplayedUpdate;
 class ValidationRunner;
@@ -97,14 +100,8 @@ public:
     Enrollment& enrollment() { return *m_enrollment; }
     AgentStanding& standing() { return *m_standing; }
 
-    // [state] Jobs.
-    HttpResponse submitJob(const QByteArray& specText);
-    // [any thread] The same, with a TorchScript model loaded and checked on the programs thread first (a large
-    // archive takes seconds), answering later.
-    void submitJob(const QByteArray& specText, Responder respond);
-    HttpResponse listJobs();
-    HttpResponse jobStatus(qint64 jobId);
-    HttpResponse setJobStatus(qint64 jobId, const QByteArray& action); // "pause", "resume", "cancel"
+    // [state] Jobs: submitted, shown, paused, validated, ended (lifecycle/JobDesk).
+    JobDesk& jobs() { return *m_jobDesk; }
     // Answers with the current server weights as safetensors (asks the weights thread; answers later), named as
     // PyTorch's state_dict names them. `torchscript`: a TorchScript job's archive with those weights in it,
     // written on the import thread.
@@ -133,8 +130,8 @@ public:
     void catchUpOnLeases();
     // Thread-safe: 503 for an agent's request about its lease `leaseId` (when empty, as for a file: about any
     // of its open leases) while that lease's job is one this coordinator left to the others
-    // (leaveJobToOthers): the agent tries again, perhaps at another coordinator. nullopt otherwise, at the
-    // cost of one atomic load while no job is left.
+    // (JobTakeUp::leaveToOthers): the agent tries again, perhaps at another coordinator. nullopt otherwise,
+    // at the cost of one atomic load while no job is left.
     std::optional<HttpResponse> notServedHere(const QString& agentId, const QString& leaseId);
 
     // [state] Whether this coordinator does the deployment's housekeeping (snapshots, validation, imports
@@ -175,26 +172,6 @@ private:
     // its shared folder is the deployment's (marked with `deploymentId`). CoordinatorPeers.cpp.
     Status checkDeployment(const QString& deploymentId);
     Status loadState();
-    // [state] submitJob once the spec's model was checked (JobImporter::checkModel): `tensors` or why not.
-    HttpResponse submitChecked(const QByteArray& specText, const Result<QJsonArray>& tensors);
-    // Imports the job's data set on the importer thread; the caller holds its import (Database::claimImport),
-    // which onImported gives back.
-    void startImport(qint64 jobId);
-    // Imports the job here when its import is free (a new job, or one whose importer stopped): at start and,
-    // among several coordinators, on the housekeeper's looks.
-    void importWhenUnclaimed(qint64 jobId);
-    void onImported(qint64 jobId, Result<ImportedJob> imported);
-    // Sets a job going on what was read of it: `weights` at `version`, `schema` (the job's initial weights,
-    // what every upload must match), the updates received after that version (`replay`, folded again in
-    // order) and the aggregation rule's state the snapshot left (`ruleState`, empty: none).
-    void activateJob(JobState& job, const TensorBundle& weights, TensorBundle schema, qint64 version,
-                     std::vector<ReplayedUpdate> replay, TensorBundle ruleState);
-    // The job's received updates that its weights may not hold, in the order they came, after the snapshot at
-    // `snapshotVersion` whose last update was `afterSeq`. `receivedBeforeMs` (among several coordinators):
-    // only those not folded yet, received before then (a coordinator that received them stopped before it
-    // folded).
-    Result<std::vector<ReplayedUpdate>> updatesToReplay(JobState& job, qint64 afterSeq,
-                                                        qint64 snapshotVersion, qint64 receivedBeforeMs = 0);
     // What the coordinator does when the scheduler lets a lease expire: the agent's record and the dashboard.
     void onLeaseExpired(const Lease& lease, const JobState* job);
     // `alsoNeeded`: blobs other coordinators of the deployment still need (keepSharedHouse).
@@ -204,8 +181,6 @@ private:
     // lock, where no other coordinator can hand them out meanwhile, keeping those the database says are still
     // needed; and the housekeeper folds the updates that a stopped coordinator received and never folded.
     void keepSharedHouse(qint64 nowMs);
-    // [state] Whether every update received for epochs up to `epoch` is folded in (or refused).
-    bool epochFolded(const JobState& job, int epoch);
     void onApplied(qint64 jobId, qint64 seq, qint64 version);
     // The weights thread did not fold update `seq` in (the rule failed, its result was not finite or moved the
     // weights too far, or its file was lost): the server copy kept its version; the update is marked and shown
@@ -216,35 +191,6 @@ private:
     // take-over.
     void onPublished(qint64 jobId, std::optional<PublishedWeights> published, bool forParked);
     void onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const QString& sha, const QString& ruleSha);
-    void onValidated(qint64 jobId, int epoch, bool epochEnd, qint64 version, double accuracy, double loss);
-    void onValidationFailed(qint64 jobId, int epoch, bool epochEnd, const QString& error);
-    // Starts the end-of-epoch validation of every complete epoch that has none recorded or in flight.
-    void scheduleValidations(JobState& job);
-    // An update of the job's `epoch` was queued for its fold (ResultDesk): the end-of-epoch and intermediate
-    // validations it makes due, and the next epoch when this one is complete.
-    void validationsAfterUpdate(JobState& job, int epoch);
-    // `persist` false: another coordinator of the deployment ended it, and the database says so already.
-    void finishJob(JobState& job, JobStatus status, const QString& reason, bool persist = true);
-    // A job as its row in `jobs` holds it: the columns jobColumns() names, in that order.
-    JobState jobFromRow(const QSqlQuery& row) const;
-    static QString jobColumns();
-    // [state] Reads what a job has in the database beside its row (history, counts, work, weights) and sets
-    // it going. `importHere`: a job still being imported is imported by this coordinator. False: among
-    // several coordinators, what the job runs on could not be read here (leaveJobToOthers); the caller lets
-    // the job go from memory. Alone, such a job fails.
-    bool prepareJob(JobState& job, bool importHere);
-    // [state] Among several coordinators: this one could not take a running job up (its mount of the shared
-    // folder or its connection failed); the job is the deployment's, and the others serve it. followJobs
-    // tries again, less often while it keeps failing.
-    void leaveJobToOthers(qint64 jobId, const QString& why);
-    // 404 for a job the deployment does not have; 503, with why, for one this coordinator left to the others.
-    HttpResponse noSuchJob(qint64 jobId) const;
-    // [state] notServedHere on the state thread. Agents are not told why (paths, database errors): the log
-    // is.
-    std::optional<HttpResponse> leaseLeftToOthers(const QString& agentId, const QString& leaseId) const;
-    // [state] The job's validations as the database has them (the history and the validated epochs),
-    // whichever coordinator made them.
-    void loadHistory(JobState& job);
     // [state] Among several coordinators (keepSharedHouse): jobs that others submitted, and jobs that others
     // paused, resumed or ended, as the database has them.
     void followJobs();
@@ -255,15 +201,6 @@ private:
     // [state] Among several coordinators: every job's counts as the database holds them (JobTallies), after
     // adding the file bytes this one sent: received, not folded, bytes up and down are the deployment's.
     void followCounts();
-    Status persistJob(const JobState& job);
-    // Moves the job's stored state from one of `from` to `to` in one transaction under the job's lock (grants
-    // under way end first, and those after see it), with `alongside` written in the same transaction. Answers
-    // nullopt when it moved, else the stored state that refused it (set by another coordinator: memory is
-    // left as it is, and followJobs brings it). Memory is the caller's to change once it moved.
-    Result<std::optional<JobStatus>> switchJobStatus(JobState& job, const std::vector<JobStatus>& from,
-                                                     JobStatus to, const QString& reason,
-                                                     const std::function<Status()>& alongside = {});
-    JobState* findJob(qint64 jobId);
     // [state] The lease, also when another coordinator issued it after this one last looked at its job
     // (catchUpOnLeases); null when the database does not know it as one that may still deliver.
     Lease* findLease(const QString& leaseId);
@@ -301,6 +238,9 @@ private:
     std::unique_ptr<LeaseDesk> m_leaseDesk; // leases granted and kept (leasing/)
     std::unique_ptr<ResultDesk> m_results;  // results stored, recorded and queued for the fold (intake/)
     std::unique_ptr<HandBacks> m_handBacks; // leases given back, handed-back checkpoints (intake/)
+    std::unique_ptr<JobRecords> m_records;  // jobs' rows (lifecycle/)
+    std::unique_ptr<JobTakeUp> m_takeUp;    // jobs read back, imported and set going (lifecycle/)
+    std::unique_ptr<JobDesk> m_jobDesk;     // jobs' life (lifecycle/)
 
     std::unique_ptr<SerialExecutor> m_importer;
     // TorchScript programs loaded off the state thread, and apart from imports, which may take minutes: checked at
@@ -313,15 +253,6 @@ private:
     bool m_housekeeper =
         true; // state thread: does the deployment's housekeeping (Database::holdsHousekeeping)
     qint64 m_sharedHouseMs = 0;          // state thread: when keepSharedHouse last ran
-    std::set<qint64> m_importing;        // state thread: jobs this coordinator imports now
-    struct LeftToOthers
-    {
-        QString reason;
-        qint64 retryAtMs = 0;
-        qint64 waitMs = 0;
-    };
-    std::map<qint64, LeftToOthers> m_leftToOthers; // state thread: jobs not taken up here (leaveJobToOthers)
-    std::atomic<int> m_jobsLeftToOthers{0};        // its size, for the HTTP threads (notServedHere)
     std::optional<DirectoryLock> m_lock; // one coordinator per data directory
 };
 

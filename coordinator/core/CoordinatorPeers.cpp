@@ -7,6 +7,7 @@
 #include "crypto/TlsCertificate.h"
 #include "intake/AgentStanding.h"
 #include "leasing/LeaseManifest.h"
+#include "lifecycle/JobRecords.h"
 #include "scheduling/Scheduler.h"
 #include "store/Database.h"
 #include "util/Durability.h"
@@ -201,10 +202,10 @@ void Coordinator::keepSharedHouse(qint64 nowMs)
     for (auto& [id, job] : m_jobs) {
         // Submitted at a coordinator that stopped mid-import (its import lock went with its connection).
         if (job.status == JobStatus::Created)
-            importWhenUnclaimed(id);
+            m_takeUp->importWhenUnclaimed(id);
         if (job.status != JobStatus::Running && job.status != JobStatus::Paused)
             continue;
-        auto orphaned = updatesToReplay(job, 0, 0, nowMs - kOrphanedAfterMs);
+        auto orphaned = m_takeUp->updatesToReplay(job, 0, 0, nowMs - kOrphanedAfterMs);
         if (!orphaned)
             qCWarning(lcCoordinator) << "job" << id
                                      << "cannot read its received updates (tried again in a moment):"
@@ -216,7 +217,7 @@ void Coordinator::keepSharedHouse(qint64 nowMs)
 
 void Coordinator::followJobs()
 {
-    auto rows = m_db->exec(QStringLiteral("SELECT %1 FROM jobs ORDER BY id").arg(jobColumns()));
+    auto rows = m_records->selectAll();
     if (!rows) {
         qCWarning(lcCoordinator) << "cannot read the deployment's jobs:" << rows.error();
         return;
@@ -227,31 +228,26 @@ void Coordinator::followJobs()
     while (rows->next()) {
         const qint64 id = rows->value(0).toLongLong();
         const auto status = jobStatusFromName(rows->value(2).toString());
-        JobState* mine = findJob(id);
+        JobState* mine = m_jobDesk->find(id);
         if (!status || (mine && mine->status == *status))
             continue;
         if (!mine || (mine->status == JobStatus::Created && *status != JobStatus::Created)) {
             // Submitted at another coordinator, or imported there since: taken up as a restart would. One
             // this coordinator could not take up is tried again once its wait is over.
-            const auto left = m_leftToOthers.find(id);
-            if (left != m_leftToOthers.end() && m_clock.nowMs() < left->second.retryAtMs)
+            if (!m_takeUp->mayTryAgain(id))
                 continue;
             m_jobs.erase(id);
-            JobState job = jobFromRow(*rows);
+            JobState job = m_records->fromRow(*rows);
             auto [it, added] = m_jobs.emplace(id, std::move(job));
-            if (!prepareJob(it->second, /*importHere=*/false)) {
+            if (!m_takeUp->prepare(it->second, /*importHere=*/false)) {
                 m_jobs.erase(it);
                 continue;
             }
             qCInfo(lcCoordinator) << "job" << id << "(" << jobStatusName(it->second.status)
                                   << ") taken up from another coordinator";
-            if (left != m_leftToOthers.end()) {
-                m_leftToOthers.erase(left);
-                m_jobsLeftToOthers = int(m_leftToOthers.size());
-                qCInfo(lcCoordinator) << "job" << id << "is served here again";
-            }
+            m_takeUp->servedAgain(id);
         } else if (live(mine->status) && !live(*status) && *status != JobStatus::Created) {
-            finishJob(*mine, *status, rows->value(3).toString(), /*persist=*/false);
+            m_jobDesk->finish(*mine, *status, rows->value(3).toString(), /*persist=*/false);
         } else if (live(mine->status) && live(*status)) {
             mine->status = *status;
             if (*status == JobStatus::Running)
@@ -263,7 +259,7 @@ void Coordinator::followJobs()
 
 void Coordinator::noteDownloaded(qint64 jobId, const QByteArray& role, quint64 bytes)
 {
-    if (JobState* job = findJob(jobId)) {
+    if (JobState* job = m_jobDesk->find(jobId)) {
         job->counts.downloadedByRole[role] += qint64(bytes);
         m_tallies->countDownloaded(jobId, role, qint64(bytes));
     }
@@ -288,28 +284,14 @@ void Coordinator::followCounts()
 
 void Coordinator::followValidations()
 {
-    auto counts = m_db->exec(QStringLiteral("SELECT job_id, COUNT(*) FROM validations GROUP BY job_id"));
+    auto counts = m_records->validationCounts();
     if (!counts) {
         qCWarning(lcCoordinator) << "cannot read the deployment's validations:" << counts.error();
         return;
     }
-    std::vector<qint64> grown;
-    while (counts->next())
-        if (const JobState* job = findJob(counts->value(0).toLongLong());
-            job && qint64(job->history.size()) != counts->value(1).toLongLong())
-            grown.push_back(job->id);
-    counts->finish();
-    for (const qint64 id : grown)
-        loadHistory(*findJob(id));
-}
-
-bool Coordinator::epochFolded(const JobState& job, int epoch)
-{
-    auto waiting =
-        m_db->exec(QStringLiteral("SELECT COUNT(*) FROM updates WHERE job_id = ? AND epoch <= ? AND "
-                                  "applied_version IS NULL AND fold_error = ''"),
-                   {job.id, epoch});
-    return waiting && waiting->next() && waiting->value(0).toLongLong() == 0;
+    for (const auto& [id, count] : *counts)
+        if (JobState* job = m_jobDesk->find(id); job && qint64(job->history.size()) != count)
+            m_records->loadHistory(*job);
 }
 
 } // namespace gleaner::coordinator

@@ -24,8 +24,8 @@ HttpResponse Coordinator::leaseNotInMemory(const QString& agentId, const QString
     const auto known = m_admission.lease(leaseId);
     if (known && known->agentId == agentId && !known->closedReason.isEmpty())
         return HttpResponse::error(409, known->closedReason);
-    if (auto left =
-            leaseLeftToOthers(agentId, leaseId)) // the agent tries again, perhaps at another coordinator
+    if (auto left = m_takeUp->leaseLeftToOthers(
+            agentId, leaseId)) // the agent tries again, perhaps at another coordinator
         return *left;
     return HttpResponse::error(
         404, QStringLiteral("lease %1 is not known (or its job has finished)").arg(leaseId));
@@ -81,8 +81,8 @@ void Coordinator::tick()
                              // backlog)
     for (auto& [id, job] : m_jobs) // what a job's lock showed since the last tick (Scheduler::lockJob)
         if (job.endedElsewhere) {
-            const auto [status, reason] = *job.endedElsewhere; // a copy: finishJob clears it
-            finishJob(job, status, reason, /*persist=*/false);
+            const auto [status, reason] = *job.endedElsewhere; // a copy: finish() clears it
+            m_jobDesk->finish(job, status, reason, /*persist=*/false);
         }
     m_scheduler->expire();
     const qint64 now = m_clock.nowMs();
@@ -114,7 +114,7 @@ void Coordinator::tick()
             now - job.published.atMs >= qint64(m_config.publishIntervalMs))
             m_weights->publish(id);
         m_weights->snapshot(id, false); // the housekeeper's only (WeightsKeeper::keepSnapshots)
-        scheduleValidations(job);       // retries a validation that failed
+        m_jobDesk->scheduleValidations(job); // retries a validation that failed
         m_scheduler->openNextEpochIfReady(job);
     }
     const WeightsKeeper::Backlog backlog = m_weights->backlog();

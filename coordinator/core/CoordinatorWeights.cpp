@@ -61,7 +61,7 @@ void removeUnnamedUpdates(Database& db, const QString& storage, qint64 jobId)
 void Coordinator::onApplied(qint64 jobId, qint64 seq, qint64 version)
 {
     (void)m_db->exec(QStringLiteral("UPDATE updates SET applied_version = ? WHERE seq = ?"), {version, seq});
-    if (JobState* job = findJob(jobId))
+    if (JobState* job = m_jobDesk->find(jobId))
         job->updatesApplied = std::max(job->updatesApplied, version);
     m_feed->noteApplied(jobId, seq, version);
 }
@@ -95,7 +95,7 @@ void Coordinator::onFoldRefused(qint64 jobId, qint64 seq, const QString& reason,
     }
     qCCritical(lcCoordinator).nospace() << "job " << jobId << ": update " << seq << " of agent " << agentId
                                         << " was received but not folded in: " << reason;
-    if (JobState* job = findJob(jobId))
+    if (JobState* job = m_jobDesk->find(jobId))
         job->counts.updatesNotFolded += 1;
     m_metrics.updateNotFolded();
     if (agentsFault && !resumed)
@@ -107,7 +107,7 @@ void Coordinator::onFoldRefused(qint64 jobId, qint64 seq, const QString& reason,
 
 void Coordinator::onPublished(qint64 jobId, std::optional<PublishedWeights> report, bool forParked)
 {
-    JobState* job = findJob(jobId);
+    JobState* job = m_jobDesk->find(jobId);
     if (!job)
         return;
     // The publication parked leases asked for is done, whatever it gave.
@@ -149,7 +149,7 @@ void Coordinator::onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const
         qCCritical(lcCoordinator) << "cannot record snapshot of job" << jobId << ":" << stored.error();
         return;
     }
-    if (JobState* job = findJob(jobId)) {
+    if (JobState* job = m_jobDesk->find(jobId)) {
         // The previous snapshot is superseded; its file goes the way of retired published weights.
         if (!job->snapshotSha.isEmpty() && job->snapshotSha != sha)
             job->retired.push_back(PublishedWeights{-1, job->snapshotSha, 0, 0});
@@ -169,7 +169,7 @@ void Coordinator::onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const
     // A first result whose workunit still has replicas out is kept until they are compared with it (a later
     // snapshot removes it).
     QSet<qint64> kept;
-    JobState* job = findJob(jobId);
+    JobState* job = m_jobDesk->find(jobId);
     if (job)
         for (const auto& [id, unit] : job->workunits)
             if (unit.first && !unit.openLeases.isEmpty())
@@ -220,9 +220,9 @@ void Coordinator::onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const
 
 void Coordinator::exportWeights(qint64 jobId, Responder respond, bool torchscript)
 {
-    JobState* job = findJob(jobId);
+    JobState* job = m_jobDesk->find(jobId);
     if (!job) {
-        respond(noSuchJob(jobId));
+        respond(m_takeUp->noSuchJob(jobId));
         return;
     }
     if (torchscript && job->spec.model.arch != Architecture::TorchScript) {
@@ -317,14 +317,15 @@ void Coordinator::WeightsReports::validated(qint64 jobId, int epoch, bool epochE
                                             double loss)
 {
     m_coordinator.state().post([c = &m_coordinator, jobId, epoch, epochEnd, version, accuracy, loss] {
-        c->onValidated(jobId, epoch, epochEnd, version, accuracy, loss);
+        c->m_jobDesk->validated(jobId, epoch, epochEnd, version, accuracy, loss);
     });
 }
 
 void Coordinator::WeightsReports::validationFailed(qint64 jobId, int epoch, bool epochEnd, const QString& error)
 {
-    m_coordinator.state().post(
-        [c = &m_coordinator, jobId, epoch, epochEnd, error] { c->onValidationFailed(jobId, epoch, epochEnd, error); });
+    m_coordinator.state().post([c = &m_coordinator, jobId, epoch, epochEnd, error] {
+        c->m_jobDesk->validationFailed(jobId, epoch, epochEnd, error);
+    });
 }
 
 } // namespace gleaner::coordinator

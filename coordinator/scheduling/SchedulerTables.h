@@ -1,6 +1,6 @@
 #pragma once
 // The Scheduler's changes in the coordinator's database: workunits, leases and each job's current epoch, in
-// the tables the coordinator reads back at start (Coordinator::loadState).
+// the tables the coordinator reads back at start (JobTakeUp::loadAll).
 //
 // Several coordinators on one database: lockJob() bumps the job's change count (jobs.sched_version) with an
 // UPDATE, which holds the job's row lock until the transaction ends, and every workunit and lease row written

@@ -161,12 +161,12 @@ int main(int argc, char** argv)
             .arg(hidden, rule)
             .toUtf8();
     Coordinator* c = core->get();
-    const HttpResponse submitted = c->state().call([&] { return c->submitJob(spec); });
+    const HttpResponse submitted = c->state().call([&] { return c->jobs().submit(spec); });
     if (submitted.status >= 300)
         return bench::failBench("bench_lease", QString::fromUtf8(submitted.body));
     for (int i = 0; i < 600; ++i) {
         c->drain();
-        const HttpResponse status = c->state().call([&] { return c->jobStatus(1); });
+        const HttpResponse status = c->state().call([&] { return c->jobs().status(1); });
         if (QJsonDocument::fromJson(status.body).object().value(QStringLiteral("state")).toString() == u"running")
             break;
         QThread::msleep(50);
@@ -350,7 +350,7 @@ int main(int argc, char** argv)
     if (results)
         for (auto& coordinator : cores) {
             Coordinator* each = coordinator.get();
-            const HttpResponse status = each->state().call([&] { return each->jobStatus(1); });
+            const HttpResponse status = each->state().call([&] { return each->jobs().status(1); });
             folded = std::max(
                 folded,
                 QJsonDocument::fromJson(status.body).object().value(QStringLiteral("version")).toInteger());

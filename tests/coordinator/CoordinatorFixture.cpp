@@ -227,7 +227,7 @@ QJsonObject CoordinatorFixture::enroll(const QString& name)
 qint64 CoordinatorFixture::submit(const QByteArray& spec)
 {
     int status = 0;
-    const QJsonObject reply = call([&] { return core->submitJob(spec); }, &status);
+    const QJsonObject reply = call([&] { return core->jobs().submit(spec); }, &status);
     if (status != 201) {
         qWarning() << "submit refused:" << reply;
         return -1;
@@ -235,7 +235,7 @@ qint64 CoordinatorFixture::submit(const QByteArray& spec)
     const qint64 id = reply.value(QStringLiteral("id")).toInteger();
     for (int i = 0; i < 200; ++i) {
         core->drain();
-        const QJsonObject job = call([&] { return core->jobStatus(id); });
+        const QJsonObject job = call([&] { return core->jobs().status(id); });
         if (job.value(QStringLiteral("state")).toString() != u"created")
             return id;
         QTest::qWait(20);

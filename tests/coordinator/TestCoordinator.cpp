@@ -284,7 +284,7 @@ void TestCoordinator::resultIsFoldedInWithVcAsgd()
         for (size_t i = 0; i < w0.size(); ++i)
             QCOMPARE(w1[i], 0.5f * w0[i] + 0.5f * c[i]);
     }
-    const QJsonObject status = f.call([&] { return f.core->jobStatus(job); });
+    const QJsonObject status = f.call([&] { return f.core->jobs().status(job); });
     QCOMPARE(status.value(QStringLiteral("updates")).toInteger(), 1);
 }
 
@@ -342,7 +342,8 @@ void TestCoordinator::missedDeadlineReissuesAndLateResultCountsOnce()
     const qint64 base = second[0].manifest.value(QStringLiteral("base_version")).toInteger();
     QCOMPARE(upload(fast, second[0].leaseId, weights, base), 202);
     // The workunit counts once: the second result is compared with the first, not folded in a second time.
-    QCOMPARE(f.call([&] { return f.core->jobStatus(job); }).value(QStringLiteral("updates")).toInteger(), 1);
+    QCOMPARE(f.call([&] { return f.core->jobs().status(job); }).value(QStringLiteral("updates")).toInteger(),
+             1);
 
     const QJsonObject agents = f.call([&] { return f.core->enrollment().listAgents(); });
     for (const auto& a : agents.value(QStringLiteral("agents")).toArray()) {
@@ -408,7 +409,7 @@ void TestCoordinator::jobCompletesAtTargetAccuracy()
     for (const Task& task : lease(agent, 2))
         QCOMPARE(upload(agent, task.leaseId, weights, 0), 202);
     f.core->drain();
-    const QJsonObject status = f.call([&] { return f.core->jobStatus(job); });
+    const QJsonObject status = f.call([&] { return f.core->jobs().status(job); });
     QCOMPARE(status.value(QStringLiteral("state")).toString(), QStringLiteral("completed"));
     QCOMPARE(status.value(QStringLiteral("history")).toArray().size(), 1);
     QVERIFY(status.value(QStringLiteral("reason")).toString().contains(u"target accuracy"));
@@ -416,7 +417,7 @@ void TestCoordinator::jobCompletesAtTargetAccuracy()
     // A restart shows the finished job as it was: its weights' version is its last snapshot's.
     f.core.reset();
     QVERIFY(f.reopen());
-    const QJsonObject after = f.call([&] { return f.core->jobStatus(job); });
+    const QJsonObject after = f.call([&] { return f.core->jobs().status(job); });
     QCOMPARE(after.value(QStringLiteral("updates")).toInteger(), 2);
     QCOMPARE(after.value(QStringLiteral("accuracy")).toDouble(), status.value(QStringLiteral("accuracy")).toDouble());
 }
@@ -458,7 +459,7 @@ void TestCoordinator::restartReplaysReceivedUpdates()
     const TensorBundle replayed = serverWeights(job);
     for (const auto& entry : expected.entries())
         QCOMPARE(replayed.data(*replayed.find(entry.name)), expected.data(entry));
-    const QJsonObject status = f.call([&] { return f.core->jobStatus(job); });
+    const QJsonObject status = f.call([&] { return f.core->jobs().status(job); });
     QCOMPARE(status.value(QStringLiteral("updates")).toInteger(), 3);
     QCOMPARE(lease(agent, 4).size(), size_t(1)); // the fourth workunit is still there to do
 }
@@ -519,11 +520,11 @@ void TestCoordinator::declaredCapabilitiesAreCheckedAndKept()
 void TestCoordinator::invalidSpecIsRefusedWithTheField()
 {
     int status = 0;
-    QJsonObject reply = f.call([&] { return f.core->submitJob(R"({"name": "x"})"); }, &status);
+    QJsonObject reply = f.call([&] { return f.core->jobs().submit(R"({"name": "x"})"); }, &status);
     QCOMPARE(status, 422);
     QVERIFY2(reply.value(QStringLiteral("error")).toString().contains(u"dataset"), qPrintable(reply.value(QStringLiteral("error")).toString()));
     const QByteArray missing = test::tinyJobSpec(QStringLiteral("/nonexistent"));
-    reply = f.call([&] { return f.core->submitJob(missing); }, &status);
+    reply = f.call([&] { return f.core->jobs().submit(missing); }, &status);
     QCOMPARE(status, 422);
     QVERIFY(reply.value(QStringLiteral("error")).toString().contains(u"/nonexistent/train.safetensors"));
 }
@@ -933,16 +934,16 @@ void TestCoordinator::pausedJobHandsOutNothingButKeepsWorkInFlight()
     auto held = lease(agent);
     QCOMPARE(held.size(), size_t(1));
     int status = 0;
-    f.call([&] { return f.core->setJobStatus(job, "pause"); }, &status);
+    f.call([&] { return f.core->jobs().setStatus(job, "pause"); }, &status);
     QCOMPARE(status, 200);
     QVERIFY(lease(agent).empty());
     const QJsonObject progress =
         f.call([&] { return f.core->leases().progress(agent, held[0].leaseId, {}); });
     QCOMPARE(progress.value(QStringLiteral("abort")).toBool(), false);
     QCOMPARE(upload(agent, held[0].leaseId, serverWeights(job), 0), 202);
-    f.call([&] { return f.core->setJobStatus(job, "pause"); }, &status);
+    f.call([&] { return f.core->jobs().setStatus(job, "pause"); }, &status);
     QCOMPARE(status, 409);
-    f.call([&] { return f.core->setJobStatus(job, "resume"); }, &status);
+    f.call([&] { return f.core->jobs().setStatus(job, "resume"); }, &status);
     QCOMPARE(status, 200);
     QCOMPARE(lease(agent, 4).size(), size_t(3));
 }
@@ -1048,7 +1049,7 @@ void TestCoordinator::failureOfAnExpiredLeaseLeavesTheDeliveredWorkDone()
     // The late agent gives its expired lease back: closed, but the delivered workunit stays done.
     QCOMPARE(failLease(slow, first[0].leaseId), 200);
     const QJsonObject units =
-        f.call([&] { return f.core->jobStatus(job); }).value(QStringLiteral("workunits")).toObject();
+        f.call([&] { return f.core->jobs().status(job); }).value(QStringLiteral("workunits")).toObject();
     QCOMPARE(units.value(QStringLiteral("done")).toInt(), 1);
     QCOMPARE(units.value(QStringLiteral("pending")).toInt(), 1); // the other shard, never leased
     QCOMPARE(lease(fast, 2).size(), size_t(1));
@@ -1122,7 +1123,7 @@ void TestCoordinator::secondCoordinatorOnOneDatabaseIsRefused()
     // Once the first one stops, the database is free for the next, with the job it holds.
     f.core.reset();
     QVERIFY(f.reopen());
-    QCOMPARE(f.call([&] { return f.core->jobStatus(job); }).value(QStringLiteral("state")).toString(),
+    QCOMPARE(f.call([&] { return f.core->jobs().status(job); }).value(QStringLiteral("state")).toString(),
              QStringLiteral("running"));
 }
 
@@ -1192,7 +1193,10 @@ void TestCoordinator::databaseOfSchemaVersion1IsUpgraded()
     QCOMPARE(failLease(agent, held[0].leaseId), 200); // the open lease, too
     QCOMPARE(agentRecord(agent).value(QStringLiteral("failed")).toInteger(), 1);
     // The job's counts, made from the updates it holds.
-    QCOMPARE(f.call([&] { return f.core->jobStatus(job); }).value(QStringLiteral("updates_received")).toInteger(), 1);
+    QCOMPARE(f.call([&] { return f.core->jobs().status(job); })
+                 .value(QStringLiteral("updates_received"))
+                 .toInteger(),
+             1);
     f.core.reset();
     QVERIFY(f.reopen()); // upgraded once: it opens as the current version from now on
     QCOMPARE(lease(agent, 2).size(), size_t(2));

@@ -125,7 +125,7 @@ void TestCoordinatorOnRedis::foldsLandInRedis()
     const TensorBundle served = f.serverWeights(job);
     for (const auto& entry : served.entries())
         QCOMPARE(folded->weights.data(*folded->weights.find(entry.name)), served.data(entry));
-    const QJsonObject status = f.call([&] { return f.core->jobStatus(job); });
+    const QJsonObject status = f.call([&] { return f.core->jobs().status(job); });
     QCOMPARE(status.value(QStringLiteral("updates")).toInteger(), 2);
 }
 
@@ -148,7 +148,7 @@ void TestCoordinatorOnRedis::restartContinuesFromRedis()
     for (const auto& entry : expected.entries())
         QCOMPARE(after.data(*after.find(entry.name)), expected.data(entry));
     QCOMPARE(inRedis(job)->version, 3);
-    const QJsonObject status = f.call([&] { return f.core->jobStatus(job); });
+    const QJsonObject status = f.call([&] { return f.core->jobs().status(job); });
     QCOMPARE(status.value(QStringLiteral("updates")).toInteger(), 3);
     QCOMPARE(f.lease(agent, 4).size(), size_t(1)); // the fourth workunit is still there to do
 }
@@ -204,7 +204,7 @@ void TestCoordinatorOnRedis::updateFileLostAfterItsFoldCountsAsFolded()
     const TensorBundle after = f.serverWeights(job);
     for (const auto& entry : expected.entries())
         QCOMPARE(after.data(*after.find(entry.name)), expected.data(entry));
-    const QJsonObject status = f.call([&] { return f.core->jobStatus(job); });
+    const QJsonObject status = f.call([&] { return f.core->jobs().status(job); });
     QCOMPARE(status.value(QStringLiteral("updates")).toInteger(), 2);
     QCOMPARE(status.value(QStringLiteral("updates_not_folded")).toInteger(), 0);
 }
@@ -223,7 +223,7 @@ void TestCoordinatorOnRedis::updatesWaitWhileRedisIsDown()
     // Received and kept (202), not folded: nothing is lost, nothing is refused.
     QCOMPARE(f.upload(agent, tasks[1].leaseId, shifted(w0, 0.02f), 0), 202);
     f.core->drain();
-    QJsonObject status = f.call([&] { return f.core->jobStatus(job); });
+    QJsonObject status = f.call([&] { return f.core->jobs().status(job); });
     QCOMPARE(status.value(QStringLiteral("updates_received")).toInteger(), 2);
     QCOMPARE(status.value(QStringLiteral("updates")).toInteger(), 1);
     QCOMPARE(status.value(QStringLiteral("updates_not_folded")).toInteger(), 0);
@@ -237,7 +237,7 @@ void TestCoordinatorOnRedis::updatesWaitWhileRedisIsDown()
     auto there = inRedis(job);
     QVERIFY(there.has_value());
     QCOMPARE(there->version, 2);
-    status = f.call([&] { return f.core->jobStatus(job); });
+    status = f.call([&] { return f.core->jobs().status(job); });
     QCOMPARE(status.value(QStringLiteral("updates")).toInteger(), 2);
     QCOMPARE(f.core->metrics().updatesWaitingForRedis(), 0.0);
     // VC-ASGD with alpha 1/2: w2 = (w1 + c2) / 2, w1 = (w0 + c1) / 2.
@@ -294,7 +294,7 @@ void TestCoordinatorOnRedis::finishedJobLeavesRedis()
     const qint64 job = f.submit(test::tinyJobSpec(m_dataset));
     QVERIFY(inRedis(job).has_value());
     int status = 0;
-    f.call([&] { return f.core->setJobStatus(job, "cancel"); }, &status);
+    f.call([&] { return f.core->jobs().setStatus(job, "cancel"); }, &status);
     QCOMPARE(status, 200);
     QVERIFY(!inRedis(job).has_value());
 }

@@ -150,7 +150,10 @@ void TestHandBackBlame::refusedResumeCountsAgainstItsSenderNotTheResumer()
     QCOMPARE(fresh.size(), size_t(1));
     QVERIFY(!fresh[0].manifest.contains(QStringLiteral("resume")));
     QCOMPARE(f.upload(honest, fresh[0].leaseId, test::shifted(f.leaseBase(fresh[0].leaseId), 0.01f), 0), 202);
-    QCOMPARE(f.call([&] { return f.core->jobStatus(job); }).value(QStringLiteral("updates_received")).toInteger(), 1);
+    QCOMPARE(f.call([&] { return f.core->jobs().status(job); })
+                 .value(QStringLiteral("updates_received"))
+                 .toInteger(),
+             1);
 }
 
 // The resume point's sender is kept in the database: after a restart, a refused resumed result still counts
@@ -271,7 +274,9 @@ void TestHandBackBlame::refusedFoldOfAResumedResultIsNotCounted()
     QCOMPARE(f.upload(honest, resumed[0].leaseId, test::shifted(base, -0.01f), 0), 202);
     f.core->drain();
     tick();
-    QCOMPARE(f.call([&] { return f.core->jobStatus(job); }).value(QStringLiteral("updates_not_folded")).toInteger(),
+    QCOMPARE(f.call([&] { return f.core->jobs().status(job); })
+                 .value(QStringLiteral("updates_not_folded"))
+                 .toInteger(),
              1);
     QCOMPARE(agentRecord(honest).value(QStringLiteral("invalid")).toInteger(), 0);
     QCOMPARE(agentRecord(busy).value(QStringLiteral("invalid")).toInteger(), 0);

@@ -101,7 +101,10 @@ private:
     bool duel(const QByteArray& spec, Duel& out);
     TensorBundle serverWeights(qint64 jobId);
     QJsonObject agentRecord(const QString& agentId);
-    QJsonObject jobStatus(qint64 jobId) { return f.call([&] { return f.core->jobStatus(jobId); }); }
+    QJsonObject jobStatus(qint64 jobId)
+    {
+        return f.call([&] { return f.core->jobs().status(jobId); });
+    }
 
     test::CoordinatorFixture f;
     QString m_dataset;

@@ -96,34 +96,38 @@ HttpResponse TestScriptJobs::exportOf(qint64 job, bool torchscript)
 void TestScriptJobs::hostileArchiveIsRefusedAtSubmit()
 {
     int status = 0;
-    const QJsonObject reply = f.call([&] { return f.core->submitJob(spec(fixture("hidden-in-submodule.pt"))); }, &status);
+    const QJsonObject reply =
+        f.call([&] { return f.core->jobs().submit(spec(fixture("hidden-in-submodule.pt"))); }, &status);
     QCOMPARE(status, 422);
     const QString error = reply.value(QStringLiteral("error")).toString();
     QVERIFY2(error.startsWith(u"model.torchscript: "), qPrintable(error));
     QVERIFY2(error.contains(u"aten::from_file in __torch__.Helper.peek"), qPrintable(error));
     // Nothing of it was kept: no job.
-    QVERIFY(f.call([&] { return f.core->listJobs(); }).value(QStringLiteral("jobs")).toArray().isEmpty());
+    QVERIFY(f.call([&] { return f.core->jobs().list(); }).value(QStringLiteral("jobs")).toArray().isEmpty());
 
-    f.call([&] { return f.core->submitJob(spec(fixture("wrong-output.pt"))); }, &status);
+    f.call([&] { return f.core->jobs().submit(spec(fixture("wrong-output.pt"))); }, &status);
     QCOMPARE(status, 422);
 
     // A view 4 TiB past its storage: the coordinator crashed in libtorch running it at submit before the audit.
-    const QJsonObject alias = f.call([&] { return f.core->submitJob(spec(fixture("reshape-alias.pt"))); }, &status);
+    const QJsonObject alias =
+        f.call([&] { return f.core->jobs().submit(spec(fixture("reshape-alias.pt"))); }, &status);
     QCOMPARE(status, 422);
     QVERIFY2(alias.value(QStringLiteral("error")).toString().contains(u"aten::_reshape_alias"),
              qPrintable(alias.value(QStringLiteral("error")).toString()));
     // A terabyte asked for on the check's batch of two: refused, and the coordinator still answers.
-    const QJsonObject huge = f.call([&] { return f.core->submitJob(spec(fixture("huge-allocation.pt"))); }, &status);
+    const QJsonObject huge =
+        f.call([&] { return f.core->jobs().submit(spec(fixture("huge-allocation.pt"))); }, &status);
     QCOMPARE(status, 422);
     QVERIFY2(huge.value(QStringLiteral("error")).toString().contains(u"needs more than 4096 MB"),
              qPrintable(huge.value(QStringLiteral("error")).toString()));
-    QVERIFY(f.call([&] { return f.core->listJobs(); }).value(QStringLiteral("jobs")).toArray().isEmpty());
+    QVERIFY(f.call([&] { return f.core->jobs().list(); }).value(QStringLiteral("jobs")).toArray().isEmpty());
 }
 
 void TestScriptJobs::archiveIsTheSignedModelFile()
 {
     int status = 0;
-    const QJsonObject reply = f.call([&] { return f.core->submitJob(spec(fixture("batchnorm.pt"))); }, &status);
+    const QJsonObject reply =
+        f.call([&] { return f.core->jobs().submit(spec(fixture("batchnorm.pt"))); }, &status);
     QCOMPARE(status, 201);
     const QJsonArray tensors = reply.value(QStringLiteral("model_tensors")).toArray();
     QCOMPARE(tensors.first().toObject().value(QStringLiteral("name")).toString(), QStringLiteral("conv.weight"));
@@ -131,7 +135,8 @@ void TestScriptJobs::archiveIsTheSignedModelFile()
     const qint64 job = reply.value(QStringLiteral("id")).toInteger();
     f.core->drain();
     QTRY_COMPARE_WITH_TIMEOUT(
-        (f.core->drain(), f.call([&] { return f.core->jobStatus(job); }).value(QStringLiteral("state")).toString()),
+        (f.core->drain(),
+         f.call([&] { return f.core->jobs().status(job); }).value(QStringLiteral("state")).toString()),
         QStringLiteral("running"), 20'000);
 
     auto digest = Sha256::hashFile(fixture("batchnorm.pt"));
@@ -151,7 +156,7 @@ void TestScriptJobs::archiveIsTheSignedModelFile()
         QCOMPARE(file.value(QStringLiteral("sha256")).toString(), sha);
         QCOMPARE(file.value(QStringLiteral("size")).toInteger(), QFileInfo(fixture("batchnorm.pt")).size());
         // The job's spec as status shows it names the archive the same way, not the submitter's path.
-        const QJsonObject status = f.call([&] { return f.core->jobStatus(job); });
+        const QJsonObject status = f.call([&] { return f.core->jobs().status(job); });
         QVERIFY2(!QJsonDocument(status).toJson().contains(fixture("batchnorm.pt").toUtf8()), "the submitter's path leaked");
     }
 }

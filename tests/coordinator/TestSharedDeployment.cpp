@@ -166,7 +166,7 @@ void TestSharedDeployment::tick(test::CoordinatorFixture& which, qint64 ms)
 
 QJsonObject TestSharedDeployment::jobAt(test::CoordinatorFixture& which, qint64 jobId)
 {
-    return which.call([&] { return which.core->jobStatus(jobId); });
+    return which.call([&] { return which.core->jobs().status(jobId); });
 }
 
 qint64 TestSharedDeployment::jobImportedBy(Database& db, qint64 like)
@@ -359,7 +359,7 @@ void TestSharedDeployment::twoCoordinatorsServeOneDeployment()
     const qint64 job = f.submit(test::tinyJobSpec(m_dataset, 4, 3, 0.99, 600));
     QVERIFY(job > 0);
     int status = 0;
-    g.call([&] { return g.core->jobStatus(job); }, &status);
+    g.call([&] { return g.core->jobs().status(job); }, &status);
     QCOMPARE(status, 404);
     tick(g, 3000);
     QCOMPARE(jobAt(g, job).value(QStringLiteral("state")).toString(), QStringLiteral("running"));
@@ -441,11 +441,11 @@ void TestSharedDeployment::twoCoordinatorsServeOneDeployment()
     QCOMPARE(jobAt(g, job).value(QStringLiteral("history")).toArray().size(), 1);
 
     // Paused at the second, cancelled at the first: each follows the other.
-    g.call([&] { return g.core->setJobStatus(job, "pause"); }, &status);
+    g.call([&] { return g.core->jobs().setStatus(job, "pause"); }, &status);
     QCOMPARE(status, 200);
     tick(f, 3000);
     QCOMPARE(jobAt(f, job).value(QStringLiteral("state")).toString(), QStringLiteral("paused"));
-    f.call([&] { return f.core->setJobStatus(job, "resume"); }, &status);
+    f.call([&] { return f.core->jobs().setStatus(job, "resume"); }, &status);
     QCOMPARE(status, 200);
     tick(g, 3000);
     QCOMPARE(jobAt(g, job).value(QStringLiteral("state")).toString(), QStringLiteral("running"));
@@ -453,20 +453,20 @@ void TestSharedDeployment::twoCoordinatorsServeOneDeployment()
     // the pause: no work. An admin's action at the second, still before its next look, is decided on the
     // stored state: pausing again is refused, resuming is not. Work again.
     QJsonObject reply;
-    f.call([&] { return f.core->setJobStatus(job, "pause"); }, &status);
+    f.call([&] { return f.core->jobs().setStatus(job, "pause"); }, &status);
     QCOMPARE(status, 200);
     QCOMPARE(g.lease(agent, 1, &reply).size(), size_t(0));
     const auto pauseAtSecond = [&] {
-        return g.core->state().call([&] { return g.core->setJobStatus(job, "pause"); });
+        return g.core->state().call([&] { return g.core->jobs().setStatus(job, "pause"); });
     };
     auto refused = pauseAtSecond();
     QCOMPARE(refused.status, 409);
     QVERIFY2(refused.body.contains("is paused; it cannot be paused"), refused.body.constData());
-    g.call([&] { return g.core->setJobStatus(job, "resume"); }, &status);
+    g.call([&] { return g.core->jobs().setStatus(job, "resume"); }, &status);
     QCOMPARE(status, 200);
     QCOMPARE(g.lease(agent, 1, &reply).size(), size_t(1));
     QCOMPARE(jobAt(g, job).value(QStringLiteral("state")).toString(), QStringLiteral("running"));
-    f.call([&] { return f.core->setJobStatus(job, "cancel"); }, &status);
+    f.call([&] { return f.core->jobs().setStatus(job, "cancel"); }, &status);
     QCOMPARE(status, 200);
     // Before the second's next look, its lease request takes the job's lock, which shows the job ended: no
     // work, and no pause of it.
@@ -783,7 +783,7 @@ void TestSharedDeployment::aJobItCannotReadIsLeftToTheOthers()
     };
     QCOMPARE(storedState(), QStringLiteral("running"));
     int status = 0;
-    const QJsonObject answer = g.call([&] { return g.core->jobStatus(job); }, &status);
+    const QJsonObject answer = g.call([&] { return g.core->jobs().status(job); }, &status);
     QCOMPARE(status, 503);
     QVERIFY2(answer.value(QStringLiteral("error")).toString().contains(u"cannot read the job's weights"),
              qPrintable(answer.value(QStringLiteral("error")).toString()));
@@ -831,7 +831,7 @@ void TestSharedDeployment::aJobItCannotReadIsLeftToTheOthers()
     tick(g, 3000);
     tick(g, 5000);
     QCOMPARE(storedState(), QStringLiteral("running"));
-    g.call([&] { return g.core->jobStatus(job); }, &status);
+    g.call([&] { return g.core->jobs().status(job); }, &status);
     QCOMPARE(status, 503);
 
     // Back within reach: taken up at a later look, and the lease's result is taken there.

@@ -26,6 +26,7 @@ LAYERS = {
         ["views"],
         ["intake"],
         ["leasing"],
+        ["lifecycle"],
         ["core"],
         ["dashboard"],
         ["api"],
