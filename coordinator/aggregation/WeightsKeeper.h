@@ -117,7 +117,7 @@ public:
     // reported applied, and one this process has waiting is left to it.
     void replay(qint64 jobId, std::vector<ReplayedUpdate> updates);
     // Publishes the weights for new leases (a file only when their version moved) and always reports back
-    // (Coordinator::onPublished), also when it cannot: `forParked` comes back with the report.
+    // (FoldReports::published), also when it cannot: `forParked` comes back with the report.
     void publish(qint64 jobId, bool forParked = false);
     // Evaluates the weights as they stand after everything queued before this call; `epochEnd` marks the
     // validation of epoch `epoch`'s end (false: an intermediate point).

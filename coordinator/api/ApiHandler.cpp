@@ -454,9 +454,10 @@ void ApiHandler::handleAdmin(const QList<QByteArray>& parts, HttpRequest request
     if (what == "jobs" && parts.size() == 5 && idOk && method == "GET")
         return (void)c.state().post([&c, id, respond] { respond(c.jobs().status(id)); });
     if (what == "jobs" && parts.size() == 6 && idOk && parts[5] == "weights" && method == "GET")
-        return (void)c.state().post([&c, id, respond] { c.exportWeights(id, respond); });
+        return (void)c.state().post([&c, id, respond] { c.weightsExport().serve(id, respond); });
     if (what == "jobs" && parts.size() == 6 && idOk && parts[5] == "torchscript" && method == "GET")
-        return (void)c.state().post([&c, id, respond] { c.exportWeights(id, respond, /*torchscript=*/true); });
+        return (void)c.state().post(
+            [&c, id, respond] { c.weightsExport().serve(id, respond, /*torchscript=*/true); });
     if (what == "jobs" && parts.size() == 6 && idOk && method == "POST")
         return (void)c.state().post(
             [&c, id, action = parts[5], respond] { respond(c.jobs().setStatus(id, action)); });

@@ -72,7 +72,8 @@ Status Coordinator::start()
     m_importer = std::make_unique<SerialExecutor>();
     m_programs = std::make_unique<SerialExecutor>();
     m_validation = std::make_unique<ValidationRunner>();
-    m_weights = std::make_unique<WeightsKeeper>(m_weightsReports, m_blobs, m_clock, m_config, m_metrics, *m_validation);
+    m_weights =
+        std::make_unique<WeightsKeeper>(m_weightsRelay, m_blobs, m_clock, m_config, m_metrics, *m_validation);
     m_state = std::make_unique<SerialExecutor>();
     return m_state->call([this]() -> Status {
         auto db = Database::open(m_dir.databaseLocation(m_config));
@@ -163,6 +164,13 @@ Status Coordinator::start()
             JobDesk::Parts{m_jobs, *m_db, *m_records, *m_takeUp, *m_scheduler, m_admission, *m_weights,
                            *m_validation, *m_views, *m_feed, *m_programs, *m_state},
             m_config, m_clock, [this] { return m_housekeeper; });
+        m_foldReports = std::make_unique<FoldReports>(
+            FoldReports::Parts{*m_db, *m_jobDesk, *m_tallies, *m_standing, *m_pacer, *m_feed, m_metrics},
+            m_config, m_clock, m_storage);
+        m_weightsRelay.setTarget(m_foldReports.get());
+        m_export = std::make_unique<WeightsExport>(
+            WeightsExport::Parts{*m_jobDesk, *m_takeUp, *m_db, *m_weights, m_blobs, *m_programs},
+            m_dir.uploadsDir());
         if (auto s = m_standing->load(); !s)
             return s;
         return loadState();
@@ -240,6 +248,9 @@ void Coordinator::shutdown()
         if (auto s = m_tallies ? m_tallies->flush() : Status(); !s)
             qCWarning(lcCoordinator) << "cannot store the file bytes sent since the last tick:" << s.error();
         m_pacer.reset();
+        m_weightsRelay.setTarget(nullptr);
+        m_export.reset();
+        m_foldReports.reset();
         m_jobDesk.reset();
         m_takeUp.reset();
         m_records.reset();

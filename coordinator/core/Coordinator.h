@@ -13,8 +13,8 @@
 
 #include "Result.h"
 #include "admission/AdmissionCache.h"
+#include "aggregation/ListenerRelay.h"
 #include "aggregation/UpdateChecker.h"
-#include "aggregation/WeightsListener.h"
 #include "config/DataDirectory.h"
 #include "config/SigningKeys.h"
 #include "crypto/Ed25519.h"
@@ -25,8 +25,10 @@
 #include "intake/ResultDesk.h"
 #include "jobs/JobState.h"
 #include "leasing/LeaseDesk.h"
+#include "lifecycle/FoldReports.h"
 #include "lifecycle/JobDesk.h"
 #include "lifecycle/JobTakeUp.h"
+#include "lifecycle/WeightsExport.h"
 #include "metrics/CoordinatorMetrics.h"
 #include "scheduling/CheckpointChecker.h"
 #include "scheduling/LeasePacer.h"
@@ -102,10 +104,8 @@ public:
 
     // [state] Jobs: submitted, shown, paused, validated, ended (lifecycle/JobDesk).
     JobDesk& jobs() { return *m_jobDesk; }
-    // Answers with the current server weights as safetensors (asks the weights thread; answers later), named as
-    // PyTorch's state_dict names them. `torchscript`: a TorchScript job's archive with those weights in it,
-    // written on the import thread.
-    void exportWeights(qint64 jobId, Responder respond, bool torchscript = false);
+    // [state] A job's weights for its admin (lifecycle/WeightsExport).
+    WeightsExport& weightsExport() { return *m_export; }
 
     // [state] Work: leases granted and kept (leasing/LeaseDesk).
     LeaseDesk& leases() { return *m_leaseDesk; }
@@ -148,23 +148,6 @@ public:
     SerialExecutor& weightsThread();
 
 private:
-    // The weights thread's reports (WeightsListener), each handed to the state thread and its on...() method.
-    class WeightsReports final : public WeightsListener
-    {
-    public:
-        explicit WeightsReports(Coordinator& coordinator) : m_coordinator(coordinator) {}
-        void applied(qint64 jobId, qint64 seq, qint64 version) override;
-        void foldRefused(qint64 jobId, qint64 seq, const QString& reason, bool agentsFault) override;
-        void published(qint64 jobId, std::optional<PublishedWeights> published, bool forParked) override;
-        void snapshotWritten(qint64 jobId, qint64 version, qint64 lastSeq, const QString& sha,
-                             const QString& ruleSha) override;
-        void validated(qint64 jobId, int epoch, bool epochEnd, qint64 version, double accuracy,
-                       double loss) override;
-        void validationFailed(qint64 jobId, int epoch, bool epochEnd, const QString& error) override;
-
-    private:
-        Coordinator& m_coordinator;
-    };
     Coordinator(DataDirectory dir, CoordinatorConfig config, const Clock& clock);
     Status start();
     // [state] One of several coordinators of a deployment (config shared_dir): its signing key and TLS
@@ -181,16 +164,6 @@ private:
     // lock, where no other coordinator can hand them out meanwhile, keeping those the database says are still
     // needed; and the housekeeper folds the updates that a stopped coordinator received and never folded.
     void keepSharedHouse(qint64 nowMs);
-    void onApplied(qint64 jobId, qint64 seq, qint64 version);
-    // The weights thread did not fold update `seq` in (the rule failed, its result was not finite or moved the
-    // weights too far, or its file was lost): the server copy kept its version; the update is marked and shown
-    // to the admin (job status, metrics, log) and, when it was the agent's fault, counted against the agent.
-    void onFoldRefused(qint64 jobId, qint64 seq, const QString& reason, bool agentsFault);
-    // What a publication of the job's weights gave: nullopt when it failed, or the weights thread no longer
-    // holds the job. `forParked`: parked lease requests asked for it (LeasePacer), as against the tick or a
-    // take-over.
-    void onPublished(qint64 jobId, std::optional<PublishedWeights> published, bool forParked);
-    void onSnapshot(qint64 jobId, qint64 version, qint64 lastSeq, const QString& sha, const QString& ruleSha);
     // [state] Among several coordinators (keepSharedHouse): jobs that others submitted, and jobs that others
     // paused, resumed or ended, as the database has them.
     void followJobs();
@@ -212,7 +185,8 @@ private:
     DataDirectory m_dir;
     CoordinatorConfig m_config;
     const Clock& m_clock;
-    WeightsReports m_weightsReports{*this};
+    // The weights thread's reports, handed to the state thread and FoldReports there.
+    ListenerRelay m_weightsRelay{[this](std::function<void()> report) { m_state->post(std::move(report)); }};
     QString m_storage; // where blobs/ and updates/ are (DataDirectory::storageRoot); update rows are relative
                        // to it
     BlobStore m_blobs;
@@ -241,6 +215,8 @@ private:
     std::unique_ptr<JobRecords> m_records;  // jobs' rows (lifecycle/)
     std::unique_ptr<JobTakeUp> m_takeUp;    // jobs read back, imported and set going (lifecycle/)
     std::unique_ptr<JobDesk> m_jobDesk;     // jobs' life (lifecycle/)
+    std::unique_ptr<FoldReports> m_foldReports; // the weights thread's reports (lifecycle/)
+    std::unique_ptr<WeightsExport> m_export;    // jobs' weights for their admin (lifecycle/)
 
     std::unique_ptr<SerialExecutor> m_importer;
     // TorchScript programs loaded off the state thread, and apart from imports, which may take minutes: checked at

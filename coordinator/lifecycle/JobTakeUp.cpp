@@ -223,8 +223,8 @@ JobTakeUp::updatesToReplay(JobState& job, qint64 afterSeq, qint64 snapshotVersio
 {
     // Alone, the snapshot holds every update up to its last_seq. Among several coordinators, updates are
     // folded in another order than their numbers: the snapshot holds those folded at its version or before,
-    // and a file is kept until one does (onSnapshot). Folding again what Redis holds is a no-op
-    // (SharedWeights).
+    // and a file is kept until one does (FoldReports::snapshotWritten). Folding again what Redis holds is a
+    // no-op (SharedWeights).
     QString where = QStringLiteral("u.job_id = ? AND u.seq > ? AND u.fold_error = ''");
     QVariantList bound{job.id, afterSeq};
     if (m_config.isShared()) {

@@ -203,8 +203,9 @@ TensorBundle CoordinatorFixture::serverWeights(qint64 jobId)
 {
     core->drain();
     std::promise<coordinator::HttpResponse> promise;
-    core->state().post(
-        [&] { core->exportWeights(jobId, [&](coordinator::HttpResponse r) { promise.set_value(r); }); });
+    core->state().post([&] {
+        core->weightsExport().serve(jobId, [&](coordinator::HttpResponse r) { promise.set_value(r); });
+    });
     const coordinator::HttpResponse exported = promise.get_future().get();
     auto bundle = SafeTensors::load(exported.filePath);
     return bundle ? *bundle : TensorBundle();

@@ -86,7 +86,10 @@ HttpResponse TestScriptJobs::exportOf(qint64 job, bool torchscript)
 {
     f.core->drain();
     std::promise<HttpResponse> answer;
-    f.core->state().post([&] { f.core->exportWeights(job, [&](HttpResponse r) { answer.set_value(std::move(r)); }, torchscript); });
+    f.core->state().post([&] {
+        f.core->weightsExport().serve(
+            job, [&](HttpResponse r) { answer.set_value(std::move(r)); }, torchscript);
+    });
     auto future = answer.get_future();
     while (future.wait_for(std::chrono::milliseconds(10)) != std::future_status::ready)
         QCoreApplication::processEvents();
