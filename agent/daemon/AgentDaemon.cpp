@@ -1,6 +1,7 @@
 #include "daemon/AgentDaemon.h"
 #include "daemon/DaemonLogging.h"
 #include "daemon/NetworkHop.h"
+#include "daemon/ProjectLink.h"
 #include "daemon/TaskFiles.h"
 
 #include "cache/FileCache.h"
@@ -127,13 +128,14 @@ void AgentDaemon::start()
                        .arg(report.deletedStrays)
                        .arg(report.droppedRows)
                        .arg(report.removedPartials));
-    m_feed.log(QStringLiteral("info"),
-               QStringLiteral("agent \"%1\" (%2) working for %3; up to %4 subtask(s) at once, %5 "
-                              "thread(s) each%6")
-                   .arg(m_config.name, m_config.agentId, m_config.coordinatorUrl)
-                   .arg(m_options.maxTasks)
-                   .arg(m_gate->limits().threads)
-                   .arg(m_options.dedicated ? QStringLiteral(", dedicated") : QString()));
+    m_feed.log(
+        QStringLiteral("info"),
+        QStringLiteral("agent \"%1\" (%2) working for %3; up to %4 subtask(s) at once, %5 "
+                       "thread(s) each%6")
+            .arg(m_project->config().name, m_project->config().agentId, m_project->config().coordinatorUrl)
+            .arg(m_options.maxTasks)
+            .arg(m_gate->limits().threads)
+            .arg(m_options.dedicated ? QStringLiteral(", dedicated") : QString()));
     if (!m_options.dedicated) {
         m_feed.log(
             QStringLiteral("info"),

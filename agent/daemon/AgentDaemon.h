@@ -23,12 +23,13 @@
 // still open; open ones resume from where they were (a worker from its checkpoint), the others are dropped.
 //
 // The daemon itself only builds its parts, wires them (AgentDaemonWiring.cpp) and hands each control request
-// to the part it concerns. Per project (one today): the coordinator's client and keys, LeaseDesk (asking for
-// work, following the signing key, taking tasks on), TaskFiles (a subtask's files), SubtaskSteps (a subtask's
-// steps up to its upload) and Reachability. Per machine: MachineGate (the owner's pause and snooze, the
-// desktop policy, the workers' limits and slots), WorkerRuns (the gleaner-worker children), Departure (how
-// the agent stops and leaves), AgentStatus (the state and the status object) and EventFeed (the log and the
-// control events). They share the subtask table (SubtaskTable) and the Lifecycle flags by reference.
+// to the part it concerns. Per project (one today): ProjectLink (enrolment, pinned keys, client,
+// Reachability), LeaseDesk (asking for work, following the signing key, taking tasks on), TaskFiles (a
+// subtask's files) and SubtaskSteps (a subtask's steps up to its upload or hand-back). Per machine:
+// MachineGate (the owner's pause and snooze, the desktop policy, the workers' limits and slots), WorkerRuns
+// (the gleaner-worker children), Departure (how the agent stops and leaves), AgentStatus (the state and the
+// status object) and EventFeed (the log and the control events). They share the subtask table (SubtaskTable)
+// and the Lifecycle flags by reference.
 
 #include "Result.h"
 #include "config/AgentConfig.h"
@@ -41,7 +42,6 @@
 #include "daemon/EventFeed.h"
 #include "daemon/Lifecycle.h"
 #include "daemon/MachineGate.h"
-#include "daemon/Reachability.h"
 #include "daemon/SubtaskTable.h"
 #include "runner/SubtaskStore.h"
 #include "util/Clock.h"
@@ -61,6 +61,7 @@ class CurlTransport;
 class Departure;
 class FileCache;
 class LeaseDesk;
+class ProjectLink;
 class NetworkHop;
 class StopSignal;
 class SubtaskSteps;
@@ -159,19 +160,15 @@ private:
     void refuseCredentials(const QString& error);
 
     DaemonOptions m_options;
-    AgentConfig m_config;
-    PinnedKeys m_keys;
     SystemClock m_clock;
     EventFeed m_feed;
     FailureStreak m_failures;
     Lifecycle m_lifecycle;
-    Reachability m_reach;
     DirectoryLock m_lock; // one daemon per data directory
     std::unique_ptr<SubtaskStore> m_store;
     std::unique_ptr<FileCache> m_cache;
     std::unique_ptr<StopSignal> m_stop;
-    std::unique_ptr<CurlTransport> m_transport;  // used on the network thread only
-    std::unique_ptr<CoordinatorClient> m_client; // likewise
+    std::unique_ptr<ProjectLink> m_project; // the one project this agent works for
     std::unique_ptr<TaskFiles> m_files;
     std::unique_ptr<LeaseDesk> m_leasing;
     std::unique_ptr<Departure> m_departure;

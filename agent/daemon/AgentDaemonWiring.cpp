@@ -8,41 +8,26 @@
 #include "daemon/LeaseDesk.h"
 #include "daemon/MachineGate.h"
 #include "daemon/NetworkHop.h"
+#include "daemon/ProjectLink.h"
 #include "daemon/StopSignal.h"
 #include "daemon/SubtaskSteps.h"
 #include "daemon/TaskFiles.h"
 #include "daemon/WorkerRuns.h"
 #include "net/CoordinatorClient.h"
-#include "net/CurlTransport.h"
-
-#include <QFile>
-#include <QFileInfo>
 
 namespace gleaner::agent {
 
 AgentDaemon::AgentDaemon(DaemonOptions options, AgentConfig config, PinnedKeys keys, DirectoryLock lock,
                          std::unique_ptr<SubtaskStore> store, std::unique_ptr<FileCache> cache,
                          PreferenceStore preferences, DesktopProbes probes)
-    : m_options(std::move(options)), m_config(std::move(config)), m_keys(std::move(keys)), m_feed(m_clock),
-      m_reach(m_config.coordinatorUrl, m_feed), m_lock(std::move(lock)), m_store(std::move(store)),
+    : m_options(std::move(options)), m_feed(m_clock), m_lock(std::move(lock)), m_store(std::move(store)),
       m_cache(std::move(cache)), m_stop(std::make_unique<StopSignal>())
 {
     connect(&m_feed, &EventFeed::published, this, &AgentDaemon::controlEvent);
-    const QString ca = AgentConfig::caPath(m_options.dataDir);
-    m_transport = std::make_unique<CurlTransport>(QFileInfo::exists(ca) ? ca : QString());
-    RetryOptions retry;
-    retry.maxAttempts =
-        4; // the daemon tries a step again later itself; the network thread must not hang on one
-    retry.maxDelayMs = 15'000;
-    StopSignal* stop = m_stop.get();
-    m_client = std::make_unique<CoordinatorClient>(*m_transport, m_config.coordinatorUrl, m_clock,
-                                                   RetryPolicy(retry),
-                                                   [stop](qint64 ms) { return stop->sleep(ms); });
-    QFile token(AgentConfig::tokenPath(m_options.dataDir));
-    if (token.open(QIODevice::ReadOnly))
-        m_client->setAgentToken(token.readAll().trimmed());
-    m_client->setRateLimits(m_options.uploadBytesPerSecond, m_options.downloadBytesPerSecond);
-    m_files = std::make_unique<TaskFiles>(m_options.dataDir, *m_cache, *m_client, *m_stop);
+    m_project = std::make_unique<ProjectLink>(std::move(config), std::move(keys), m_options.dataDir, m_clock,
+                                              *m_stop, m_feed);
+    m_project->client().setRateLimits(m_options.uploadBytesPerSecond, m_options.downloadBytesPerSecond);
+    m_files = std::make_unique<TaskFiles>(m_options.dataDir, *m_cache, m_project->client(), *m_stop);
     m_network = std::make_unique<NetworkHop>(this);
     wireLeasing();
     wireDeparture();
@@ -74,7 +59,7 @@ void AgentDaemon::wireLeasing()
     };
     hooks.credentialsRefused = [this](const QString& error) { refuseCredentials(error); };
     hooks.reached = [this] { m_steps->coordinatorReached(); };
-    hooks.unreachable = [this](const QString& error) { m_reach.unreachable(error); };
+    hooks.unreachable = [this](const QString& error) { m_project->reachability().unreachable(error); };
     hooks.stateChanged = [this] { m_status->update(); };
     // Held back, the job is not done: a batch agent (--until-empty) does not count it as time without work.
     hooks.answered = [this](bool noWork) { m_departure->answered(noWork); };
@@ -87,7 +72,8 @@ void AgentDaemon::wireLeasing()
         m_steps->continueSubtask(leaseId);
     };
     m_leasing = std::make_unique<LeaseDesk>(
-        m_config, m_keys, *m_client, *m_network, *m_cache, *m_store, m_active, m_feed, m_failures, m_clock,
+        m_project->config(), m_project->keys(), m_project->client(), *m_network, *m_cache, *m_store, m_active,
+        m_feed, m_failures, m_clock,
         LeaseDesk::Settings{m_options.maxBackoffMs, m_options.untilEmpty, m_options.idleExitSeconds},
         std::move(hooks));
 }
@@ -100,8 +86,14 @@ void AgentDaemon::wireDeparture()
     hooks.computeAllowed = [this] { return m_gate->computeAllowed(); };
     hooks.stateChanged = [this] { m_status->update(); };
     hooks.stopped = [this](int exitCode) { Q_EMIT stopped(exitCode); };
+    hooks.handBack = [this](const LeaseId& leaseId, const QString& checkpoint) {
+        m_steps->handBack(leaseId, checkpoint);
+    };
+    hooks.taskFolder = [this](const LeaseId& leaseId) { return m_files->taskFolder(leaseId); };
+    hooks.abortFetches = [this] { m_files->abortFetches(); };
+    hooks.holdLeasing = [this] { m_leasing->hold(); };
     m_departure = std::make_unique<Departure>(
-        m_lifecycle, m_active, m_feed, m_clock, *m_files, *m_client, *m_network, *m_stop, *m_leasing,
+        m_lifecycle, m_active, m_feed, m_clock, *m_stop,
         Departure::Settings{m_options.handBackOnStop, m_options.graceSeconds, m_options.untilEmpty,
                             m_options.idleExitSeconds, m_options.maxRuntimeSeconds},
         std::move(hooks));
@@ -116,7 +108,7 @@ void AgentDaemon::wireGate(PreferenceStore preferences, DesktopProbes probes)
     hooks.stateChanged = [this] { m_status->update(); };
     hooks.rateLimitsChanged = [this](qint64 up, qint64 down) {
         // The client belongs to the network thread: the new caps take effect from its next transfer.
-        m_network->post([this, up, down] { m_client->setRateLimits(up, down); });
+        m_network->post([this, up, down] { m_project->client().setRateLimits(up, down); });
     };
     const MachineLimits limits{m_options.threads,
                                m_options.cpuShare,
@@ -134,9 +126,10 @@ void AgentDaemon::wireGate(PreferenceStore preferences, DesktopProbes probes)
 
 void AgentDaemon::wireStatus()
 {
-    m_status = std::make_unique<AgentStatus>(AgentStatus::Sources{
-        m_options.dataDir, m_options.dedicated, m_options.maxTasks, m_config, m_keys, m_lifecycle, m_failures,
-        m_active, *m_store, m_reach, *m_leasing, *m_gate, *m_departure, m_feed, m_clock});
+    m_status = std::make_unique<AgentStatus>(
+        AgentStatus::Sources{m_options.dataDir, m_options.dedicated, m_options.maxTasks, m_project->config(),
+                             m_project->keys(), m_lifecycle, m_failures, m_active, *m_store,
+                             m_project->reachability(), *m_leasing, *m_gate, *m_departure, m_feed, m_clock});
 }
 
 void AgentDaemon::wireSubtasks()
@@ -146,8 +139,8 @@ void AgentDaemon::wireSubtasks()
     hooks.credentialsRefused = [this](const QString& error) { refuseCredentials(error); };
     m_steps = std::make_unique<SubtaskSteps>(
         SubtaskSteps::Parts{*this, m_lifecycle, m_active, m_failures, m_feed, m_clock, *m_store, *m_cache,
-                            *m_files, *m_client, *m_network, *m_stop, *m_leasing, m_reach, *m_departure,
-                            *m_status},
+                            *m_files, m_project->client(), *m_network, *m_stop, *m_leasing,
+                            m_project->reachability(), *m_departure, *m_status},
         SubtaskSteps::Settings{m_options.progressReportMs, m_options.maxBackoffMs}, std::move(hooks));
     m_workers = std::make_unique<WorkerRuns>(WorkerRuns::Parts{*this, m_lifecycle, m_active, m_feed, m_clock,
                                                                *m_store, *m_files, *m_leasing, *m_gate,

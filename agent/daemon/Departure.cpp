@@ -2,12 +2,8 @@
 
 #include "daemon/EventFeed.h"
 #include "daemon/ExitPlan.h"
-#include "daemon/LeaseDesk.h"
-#include "daemon/NetworkHop.h"
 #include "daemon/StopSignal.h"
 #include "daemon/SubtaskTable.h"
-#include "daemon/TaskFiles.h"
-#include "net/CoordinatorClient.h"
 
 #include <QFileInfo>
 
@@ -29,11 +25,9 @@ QString checkpointIn(const QString& taskDir)
 } // namespace
 
 Departure::Departure(Lifecycle& lifecycle, SubtaskTable& subtasks, EventFeed& feed, const Clock& clock,
-                     TaskFiles& files, CoordinatorClient& client, NetworkHop& network, StopSignal& stop,
-                     LeaseDesk& leasing, Settings settings, Hooks hooks)
-    : m_lifecycle(lifecycle), m_subtasks(subtasks), m_feed(feed), m_clock(clock), m_files(files),
-      m_client(client), m_network(network), m_stop(stop), m_leasing(leasing), m_settings(settings),
-      m_hooks(std::move(hooks))
+                     StopSignal& stop, Settings settings, Hooks hooks)
+    : m_lifecycle(lifecycle), m_subtasks(subtasks), m_feed(feed), m_clock(clock), m_stop(stop),
+      m_settings(settings), m_hooks(std::move(hooks))
 {
     m_stopTimer.setSingleShot(true);
     QObject::connect(&m_stopTimer, &QTimer::timeout, &m_stopTimer, [this] { stopTimerEnded(); });
@@ -74,9 +68,9 @@ void Departure::leave(const QString& why)
     m_lifecycle.leaving = true;
     m_lifecycle.stopping = true;
     m_leaveReason = why;
-    m_leasing.hold();
+    m_hooks.holdLeasing();
     m_runtimeTimer.stop();
-    m_files.abortFetches(); // a download in flight ends; its subtask is handed back bare
+    m_hooks.abortFetches(); // a download in flight ends; its subtask is handed back bare
     const qint64 budgetMs = std::max<qint64>(kLeaveMarginMs + 500, qint64(m_settings.graceSeconds * 1000.0));
     m_leaveByMs = m_clock.nowMs() + budgetMs - kLeaveMarginMs;
     m_feed.log(QStringLiteral("info"),
@@ -141,7 +135,7 @@ void Departure::leaveSubtask(const LeaseId& leaseId)
     auto active = m_subtasks.value(leaseId);
     if (!active || active->kept || active->busy)
         return checkFinished(); // a step in flight comes back here when it ends
-    const QString dir = m_files.taskFolder(leaseId);
+    const QString dir = m_hooks.taskFolder(leaseId);
     const qint64 weightsBytes = QFileInfo(dir + QStringLiteral("/weights.safetensors")).size();
     switch (active->record.state) {
     case SubtaskState::Done:
@@ -200,7 +194,7 @@ void Departure::reviewFinishingWorkers()
     for (const auto& active : std::as_const(m_subtasks)) {
         if (!active->finishing || !active->worker || !active->worker->running() || active->stopSent)
             continue;
-        const QString dir = m_files.taskFolder(active->record.leaseId);
+        const QString dir = m_hooks.taskFolder(active->record.leaseId);
         const qint64 weightsBytes =
             std::max<qint64>(1, QFileInfo(dir + QStringLiteral("/weights.safetensors")).size());
         const double left = secondsLeftToLeave();
@@ -230,8 +224,7 @@ void Departure::handBack(const LeaseId& leaseId, bool withCheckpoint)
     if (!active)
         return;
     active->busy = true;
-    const QString dir = m_files.taskFolder(leaseId);
-    const QString checkpoint = withCheckpoint ? checkpointIn(dir) : QString();
+    const QString checkpoint = withCheckpoint ? checkpointIn(m_hooks.taskFolder(leaseId)) : QString();
     m_feed.log(
         QStringLiteral("info"),
         withCheckpoint
@@ -239,44 +232,7 @@ void Departure::handBack(const LeaseId& leaseId, bool withCheckpoint)
                   .arg(leaseId.toString())
                   .arg(QFileInfo(checkpoint).size())
             : QStringLiteral("lease %1: handing it back without a checkpoint").arg(leaseId.toString()));
-    StopSignal* stop = &m_stop;
-    m_network.run(
-        [this, leaseId, checkpoint, stop] {
-            return m_client.handBack(leaseId, checkpoint,
-                                     [stop](const TransferProgress&) { return !stop->stopped(); });
-        },
-        [this, leaseId, dir](Result<HandBackReply> reply) {
-            auto active = m_subtasks.value(leaseId);
-            if (!active)
-                return checkFinished();
-            active->busy = false;
-            if (!reply) {
-                // Kept as after a plain stop: the next start asks the coordinator whether the lease is still
-                // open.
-                m_feed.log(QStringLiteral("warning"),
-                           QStringLiteral("lease %1 could not be handed back (%2); it stays with this agent")
-                               .arg(leaseId.toString(), reply.error()));
-                active->kept = true;
-                return checkFinished();
-            }
-            QString outcome;
-            if (!reply->released)
-                outcome = QStringLiteral("the coordinator had nothing to take back (%1)").arg(reply->reason);
-            else if (reply->checkpoint == u"kept")
-                outcome = QStringLiteral("the next agent resumes it at step %1").arg(reply->step);
-            else if (reply->checkpoint == u"refused")
-                outcome = QStringLiteral("its checkpoint was not kept (%1); the next agent starts it afresh")
-                              .arg(reply->reason);
-            else
-                outcome = QStringLiteral("the next agent starts it afresh");
-            m_feed.log(QStringLiteral("info"),
-                       QStringLiteral("lease %1 handed back: %2").arg(leaseId.toString(), outcome));
-            // What the job's earlier uploads left out went into this task folder; it goes with the next
-            // upload.
-            if (active->manifest)
-                m_files.keepHandedBackResidual(active->manifest->jobId, dir);
-            m_hooks.drop(leaseId, QStringLiteral("handed back to the coordinator"));
-        });
+    m_hooks.handBack(leaseId, checkpoint); // the project's call: the subtask is dropped, or kept
 }
 
 void Departure::answered(bool noWork)
@@ -301,7 +257,7 @@ void Departure::answered(bool noWork)
                               "(--until-empty)")
                    .arg(spokenDuration(now - m_noWorkSinceMs)));
     m_lifecycle.finishing = true;
-    m_leasing.hold();
+    m_hooks.holdLeasing();
     checkFinished();
 }
 
@@ -319,7 +275,7 @@ void Departure::shutdown()
     if (m_lifecycle.stopping)
         return;
     m_lifecycle.stopping = true;
-    m_leasing.hold();
+    m_hooks.holdLeasing();
     m_stop.stop(); // ends waits and transfers on the network thread; their steps are tried again at the next
                    // start
     int running = 0;

@@ -18,13 +18,9 @@
 
 namespace gleaner::agent {
 
-class CoordinatorClient;
 class EventFeed;
-class LeaseDesk;
-class NetworkHop;
 class StopSignal;
 class SubtaskTable;
-class TaskFiles;
 
 class Departure
 {
@@ -37,19 +33,25 @@ public:
         double idleExitSeconds = 120;
         double maxRuntimeSeconds = 0;
     };
-    // What leaving asks of the subtask steps, and tells the rest of the agent.
+    // What leaving asks of the subtasks' project (their steps, files and coordinator), and tells the rest of
+    // the agent.
     struct Hooks
     {
         std::function<void(const LeaseId&)> upload;
         std::function<void(const LeaseId&, const QString& reason)> drop;
+        // Hands the lease back (with the checkpoint file, or bare when empty): the subtask is then dropped,
+        // or kept when the coordinator could not be told; checkFinished() either way.
+        std::function<void(const LeaseId&, const QString& checkpoint)> handBack;
+        std::function<QString(const LeaseId&)> taskFolder;
+        std::function<void()> abortFetches; // downloads in flight end (their subtasks are handed back bare)
+        std::function<void()> holdLeasing;
         std::function<bool()> computeAllowed;
         std::function<void()> stateChanged;
         std::function<void(int exitCode)> stopped;
     };
 
     Departure(Lifecycle& lifecycle, SubtaskTable& subtasks, EventFeed& feed, const Clock& clock,
-              TaskFiles& files, CoordinatorClient& client, NetworkHop& network, StopSignal& stop,
-              LeaseDesk& leasing, Settings settings, Hooks hooks);
+              StopSignal& stop, Settings settings, Hooks hooks);
 
     // SIGTERM / SIGINT: leave (handBackOnStop), or stop keeping the subtasks for the next start.
     void shutdown();
@@ -78,11 +80,7 @@ private:
     SubtaskTable& m_subtasks;
     EventFeed& m_feed;
     const Clock& m_clock;
-    TaskFiles& m_files;
-    CoordinatorClient& m_client; // on the network thread only
-    NetworkHop& m_network;
     StopSignal& m_stop;
-    LeaseDesk& m_leasing;
     const Settings m_settings;
     const Hooks m_hooks;
     QTimer m_stopTimer; // a plain stop's wait for the workers, or the end of the grace budget

@@ -401,6 +401,49 @@ void SubtaskSteps::upload(const LeaseId& leaseId)
         });
 }
 
+void SubtaskSteps::handBack(const LeaseId& leaseId, const QString& checkpoint)
+{
+    const QString dir = m_files.taskFolder(leaseId);
+    StopSignal* stop = &m_stop;
+    m_network.run(
+        [this, leaseId, checkpoint, stop] {
+            return m_client.handBack(leaseId, checkpoint,
+                                     [stop](const TransferProgress&) { return !stop->stopped(); });
+        },
+        [this, leaseId, dir](Result<HandBackReply> reply) {
+            auto active = m_subtasks.value(leaseId);
+            if (!active)
+                return m_departure.checkFinished();
+            active->busy = false;
+            if (!reply) {
+                // Kept as after a plain stop: the next start asks the coordinator whether the lease is still
+                // open.
+                m_feed.log(QStringLiteral("warning"),
+                           QStringLiteral("lease %1 could not be handed back (%2); it stays with this agent")
+                               .arg(leaseId.toString(), reply.error()));
+                active->kept = true;
+                return m_departure.checkFinished();
+            }
+            QString outcome;
+            if (!reply->released)
+                outcome = QStringLiteral("the coordinator had nothing to take back (%1)").arg(reply->reason);
+            else if (reply->checkpoint == u"kept")
+                outcome = QStringLiteral("the next agent resumes it at step %1").arg(reply->step);
+            else if (reply->checkpoint == u"refused")
+                outcome = QStringLiteral("its checkpoint was not kept (%1); the next agent starts it afresh")
+                              .arg(reply->reason);
+            else
+                outcome = QStringLiteral("the next agent starts it afresh");
+            m_feed.log(QStringLiteral("info"),
+                       QStringLiteral("lease %1 handed back: %2").arg(leaseId.toString(), outcome));
+            // What the job's earlier uploads left out went into this task folder; it goes with the next
+            // upload.
+            if (active->manifest)
+                m_files.keepHandedBackResidual(active->manifest->jobId, dir);
+            drop(leaseId, QStringLiteral("handed back to the coordinator"));
+        });
+}
+
 void SubtaskSteps::fail(const LeaseId& leaseId, const QString& stage, const QString& reason)
 {
     m_feed.log(QStringLiteral("error"),

@@ -86,6 +86,9 @@ public:
     // socket. A failure is reported to the coordinator unless `stage` is empty.
     void fail(const LeaseId& leaseId, const QString& stage, const QString& reason);
     void drop(const LeaseId& leaseId, const QString& reason);
+    // Leaving: gives the lease back to the coordinator (with the checkpoint file, or bare when empty) and
+    // drops the subtask; one the coordinator could not be told of is kept for the next start.
+    void handBack(const LeaseId& leaseId, const QString& checkpoint);
     // What the network thread fetched, into the totals (also when the agent ends).
     void recordFetchedBytes();
 
