@@ -79,7 +79,7 @@ bool ApiHandler::catchUpOnLeasesFor(const QString& agentId)
 {
     if (!m_leaseCatchUps.take(agentId).allowed)
         return false;
-    m_coordinator.catchUpOnLeases();
+    m_coordinator.deployment().catchUpOnLeases();
     return true;
 }
 
@@ -105,7 +105,7 @@ std::variant<ApiHandler::Identity, HttpResponse> ApiHandler::identify(const Requ
             // Enrolled at another coordinator of the deployment, perhaps: the database knows.
             const QString client = head.remoteKey.isEmpty() ? head.remoteAddress : head.remoteKey;
             if (m_tokenLookups.take(client).allowed)
-                agent = m_coordinator.lookUpAgent(hash);
+                agent = m_coordinator.deployment().lookUpAgent(hash);
         }
         if (agent) {
             if (agent->revoked)
@@ -388,7 +388,7 @@ void ApiHandler::observe(const RequestHead& head, const RequestOutcome& outcome)
         c.metrics().fileSent(use ? QByteArrayView(use->role) : QByteArrayView("other"), fileBytes);
         if (use)
             c.state().post([&c, jobId = use->jobId, role = use->role, bytes = fileBytes] {
-                c.noteDownloaded(jobId, role, bytes);
+                c.leases().noteDownloaded(jobId, role, bytes);
             });
     }
 }

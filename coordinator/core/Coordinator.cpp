@@ -89,7 +89,7 @@ Status Coordinator::start()
             if (!deployment)
                 return fail(deployment.error());
             if (m_config.isShared()) {
-                if (auto s = checkDeployment(*deployment); !s)
+                if (auto s = Deployment::checkIdentity(*m_db, m_dir, m_storage, *deployment, *m_keys); !s)
                     return s;
                 // Two coordinators publishing the same version would write the same bytes, one blob, which
                 // either could delete while the other's leases name it: each one's publications carry its own
@@ -111,7 +111,7 @@ Status Coordinator::start()
                                                   SchedulerLimits{m_config.leaseLifetimeDeadlines}, &Tokens::randomId);
         m_scheduler->setExpiredObserver([this](const Lease& lease, const JobState* job) { onLeaseExpired(lease, job); });
         m_scheduler->setLearntObserver(
-            [this](const Lease& lease, const JobState& job) { onLeaseLearnt(lease, job); });
+            [this](const Lease& lease, const JobState& job) { m_deployment->leaseLearnt(lease, job); });
         m_intake = std::make_unique<ResultIntake>(m_jobs, *m_scheduler);
         m_pacer = std::make_unique<LeasePacer>(m_jobs, *m_intake, *m_weights, m_config, m_clock, m_metrics,
                                                [this](const QString& agentId, const QJsonObject& request) {
@@ -131,7 +131,9 @@ Status Coordinator::start()
         m_feed = std::make_unique<DashboardFeed>(m_jobs, *m_views, *m_db, m_events, m_relay.get(), m_metrics,
                                                  m_clock);
         m_standing = std::make_unique<AgentStanding>(*m_db, *m_enrollment, *m_scheduler, *m_feed, m_clock);
-        const auto findLeaseHook = [this](const QString& leaseId) { return findLease(leaseId); };
+        const auto findLeaseHook = [this](const QString& leaseId) {
+            return m_deployment->findLease(leaseId);
+        };
         const auto notInMemoryHook = [this](const QString& agentId, const QString& leaseId) {
             return leaseNotInMemory(agentId, leaseId);
         };
@@ -144,7 +146,7 @@ Status Coordinator::start()
                               }});
         m_leaseDesk = std::make_unique<LeaseDesk>(LeaseDesk::Parts{m_jobs, *m_db, *m_scheduler, *m_pacer,
                                                                    m_admission, *m_enrollment, *m_standing,
-                                                                   *m_feed, *m_keys, m_blobs},
+                                                                   *m_feed, *m_tallies, *m_keys, m_blobs},
                                                   m_config, LeaseDesk::Hooks{findLeaseHook, notInMemoryHook});
         m_handBacks = std::make_unique<HandBacks>(
             HandBacks::Parts{m_jobs, *m_db, *m_scheduler, m_admission, *m_enrollment, *m_standing, m_blobs},
@@ -159,7 +161,7 @@ Status Coordinator::start()
                                  m_jobDesk->finish(job, status, reason, persist);
                              },
                              [this](JobState& job) { m_jobDesk->scheduleValidations(job); },
-                             [this] { followJobs(); }});
+                             [this] { m_deployment->followJobs(); }});
         m_jobDesk = std::make_unique<JobDesk>(
             JobDesk::Parts{m_jobs, *m_db, *m_records, *m_takeUp, *m_scheduler, m_admission, *m_weights,
                            *m_validation, *m_views, *m_feed, *m_programs, *m_state},
@@ -168,6 +170,12 @@ Status Coordinator::start()
             FoldReports::Parts{*m_db, *m_jobDesk, *m_tallies, *m_standing, *m_pacer, *m_feed, m_metrics},
             m_config, m_clock, m_storage);
         m_weightsRelay.setTarget(m_foldReports.get());
+        m_deployment = std::make_unique<Deployment>(
+            Deployment::Parts{m_jobs, *m_db, *m_scheduler, m_admission, *m_records, *m_takeUp, *m_jobDesk,
+                              *m_tallies, *m_standing, *m_handBacks, *m_weights, *m_state},
+            m_dir, m_config, m_clock, m_storage,
+            Deployment::Hooks{[this](const QSet<QString>& alsoNeeded) { removeRetiredWeights(alsoNeeded); },
+                              [this] { return m_housekeeper; }});
         m_export = std::make_unique<WeightsExport>(
             WeightsExport::Parts{*m_jobDesk, *m_takeUp, *m_db, *m_weights, m_blobs, *m_programs},
             m_dir.uploadsDir());
@@ -249,6 +257,7 @@ void Coordinator::shutdown()
             qCWarning(lcCoordinator) << "cannot store the file bytes sent since the last tick:" << s.error();
         m_pacer.reset();
         m_weightsRelay.setTarget(nullptr);
+        m_deployment.reset();
         m_export.reset();
         m_foldReports.reset();
         m_jobDesk.reset();

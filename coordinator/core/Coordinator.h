@@ -30,6 +30,7 @@
 #include "lifecycle/JobTakeUp.h"
 #include "lifecycle/WeightsExport.h"
 #include "metrics/CoordinatorMetrics.h"
+#include "peers/Deployment.h"
 #include "scheduling/CheckpointChecker.h"
 #include "scheduling/LeasePacer.h"
 #include "scheduling/ResultIntake.h"
@@ -112,22 +113,15 @@ public:
     // The lease request as agents make it, answered when the agent's own last update is published
     // (scheduling/LeasePacer).
     LeasePacer& pacer() { return *m_pacer; }
-    // [state] File bytes sent for one of the job's leases (counted when the response has gone out).
-    void noteDownloaded(qint64 jobId, const QByteArray& role, quint64 bytes);
+    // This coordinator among the others of its deployment (peers/Deployment): the agents and leases they
+    // made.
+    Deployment& deployment() { return *m_deployment; }
     // [state] Results (intake/ResultDesk) and leases given or handed back (intake/HandBacks).
     ResultDesk& results() { return *m_results; }
     HandBacks& handBacks() { return *m_handBacks; }
     // The answer for a lease that is not (or no longer) in memory: 409 with the reason it was closed, else 404.
     HttpResponse leaseNotInMemory(const QString& agentId, const QString& leaseId) const;
 
-    // Thread-safe (asks the state thread and waits): what the database says of an agent whose token hash the
-    // admission cache does not know, as when another coordinator of the deployment enrolled it. Found, it is
-    // cached; nullopt when no agent has that token.
-    std::optional<AdmissionCache::AgentEntry> lookUpAgent(const QString& tokenHash);
-    // Thread-safe: brings every running or paused job's leases up to date with what other coordinators of the
-    // deployment wrote (a lease the admission cache does not know may be theirs), and the admission cache
-    // with them.
-    void catchUpOnLeases();
     // Thread-safe: 503 for an agent's request about its lease `leaseId` (when empty, as for a file: about any
     // of its open leases) while that lease's job is one this coordinator left to the others
     // (JobTakeUp::leaveToOthers): the agent tries again, perhaps at another coordinator. nullopt otherwise,
@@ -150,37 +144,11 @@ public:
 private:
     Coordinator(DataDirectory dir, CoordinatorConfig config, const Clock& clock);
     Status start();
-    // [state] One of several coordinators of a deployment (config shared_dir): its signing key and TLS
-    // certificate are the deployment's (their fingerprints are kept in the database by the first one), and
-    // its shared folder is the deployment's (marked with `deploymentId`). CoordinatorPeers.cpp.
-    Status checkDeployment(const QString& deploymentId);
     Status loadState();
     // What the coordinator does when the scheduler lets a lease expire: the agent's record and the dashboard.
     void onLeaseExpired(const Lease& lease, const JobState* job);
     // `alsoNeeded`: blobs other coordinators of the deployment still need (keepSharedHouse).
     void removeRetiredWeights(const QSet<QString>& alsoNeeded = {});
-    // [state] Among several coordinators (CoordinatorPeers.cpp), every few seconds: follows the jobs,
-    // quarantines and revocations the others changed; deletes this one's retired blobs under every live job's
-    // lock, where no other coordinator can hand them out meanwhile, keeping those the database says are still
-    // needed; and the housekeeper folds the updates that a stopped coordinator received and never folded.
-    void keepSharedHouse(qint64 nowMs);
-    // [state] Among several coordinators (keepSharedHouse): jobs that others submitted, and jobs that others
-    // paused, resumed or ended, as the database has them.
-    void followJobs();
-    // [state] Among several coordinators: validations the housekeeper made (a job's history grew), so that
-    // `job status` and the dashboard agree whichever coordinator answers, and a coordinator that takes the
-    // housekeeping over does not validate an epoch again.
-    void followValidations();
-    // [state] Among several coordinators: every job's counts as the database holds them (JobTallies), after
-    // adding the file bytes this one sent: received, not folded, bytes up and down are the deployment's.
-    void followCounts();
-    // [state] The lease, also when another coordinator issued it after this one last looked at its job
-    // (catchUpOnLeases); null when the database does not know it as one that may still deliver.
-    Lease* findLease(const QString& leaseId);
-    // [state] Takes every running or paused job's lock, which applies what other coordinators changed.
-    Status lockLiveJobs();
-    // [state] The scheduler learnt of a lease another coordinator wrote (Scheduler::LearntObserver).
-    void onLeaseLearnt(const Lease& lease, const JobState& job);
 
     DataDirectory m_dir;
     CoordinatorConfig m_config;
@@ -217,6 +185,7 @@ private:
     std::unique_ptr<JobDesk> m_jobDesk;     // jobs' life (lifecycle/)
     std::unique_ptr<FoldReports> m_foldReports; // the weights thread's reports (lifecycle/)
     std::unique_ptr<WeightsExport> m_export;    // jobs' weights for their admin (lifecycle/)
+    std::unique_ptr<Deployment> m_deployment;   // the coordinator among its deployment's others (peers/)
 
     std::unique_ptr<SerialExecutor> m_importer;
     // TorchScript programs loaded off the state thread, and apart from imports, which may take minutes: checked at
@@ -228,7 +197,6 @@ private:
     std::atomic<bool> m_stopping{false};
     bool m_housekeeper =
         true; // state thread: does the deployment's housekeeping (Database::holdsHousekeeping)
-    qint64 m_sharedHouseMs = 0;          // state thread: when keepSharedHouse last ran
     std::optional<DirectoryLock> m_lock; // one coordinator per data directory
 };
 

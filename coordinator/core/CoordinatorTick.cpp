@@ -93,11 +93,11 @@ void Coordinator::tick()
     // Taking the housekeeping over: the validations the last housekeeper made since the last look are not
     // made again.
     if (keeper && !m_housekeeper && m_config.isShared())
-        followValidations();
+        m_deployment->followValidations();
     m_housekeeper = keeper;
     m_weights->keepSnapshots(keeper);
     if (m_config.isShared()) {
-        keepSharedHouse(now);
+        m_deployment->keepSharedHouse(now);
     } else {
         removeRetiredWeights();
         m_handBacks->removeUnused();

@@ -9,6 +9,7 @@
 #include "scheduling/LeasePacer.h"
 #include "scheduling/Scheduler.h"
 #include "store/Database.h"
+#include "store/JobTallies.h"
 #include "views/DashboardFeed.h"
 
 #include <QJsonDocument>
@@ -275,6 +276,14 @@ HttpResponse LeaseDesk::progress(const QString& agentId, const QString& leaseId,
     reply.insert(QStringLiteral("abort"), false);
     reply.insert(QStringLiteral("deadline_ms"), lease->deadlineMs);
     return HttpResponse::json(200, reply);
+}
+
+void LeaseDesk::noteDownloaded(qint64 jobId, const QByteArray& role, quint64 bytes)
+{
+    if (JobState* job = findJob(jobId)) {
+        job->counts.downloadedByRole[role] += qint64(bytes);
+        m_parts.tallies.countDownloaded(jobId, role, qint64(bytes));
+    }
 }
 
 } // namespace gleaner::coordinator

@@ -21,6 +21,7 @@ class BlobStore;
 class Database;
 class DashboardFeed;
 class Enrollment;
+class JobTallies;
 class LeasePacer;
 class Scheduler;
 class SigningKeys;
@@ -46,6 +47,7 @@ public:
         Enrollment& enrollment;
         AgentStanding& standing;
         DashboardFeed& feed;
+        JobTallies& tallies;
         const SigningKeys& keys;
         const BlobStore& blobs;
     };
@@ -56,6 +58,9 @@ public:
     HttpResponse lease(const QString& agentId, const QJsonObject& request);
     // POST /api/v1/work/LEASE/progress: {"step"} -> the lease's deadline, or whether to abort.
     HttpResponse progress(const QString& agentId, const QString& leaseId, const QJsonObject& report);
+    // File bytes sent for one of the job's leases (counted when the response has gone out), by what they were
+    // for: the job's counts, and the deployment's (JobTallies).
+    void noteDownloaded(qint64 jobId, const QByteArray& role, quint64 bytes);
 
 private:
     // `granted`: the leases it granted (the reply's tasks).

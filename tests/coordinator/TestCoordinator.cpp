@@ -1226,10 +1226,10 @@ void TestCoordinator::agentsAndLeasesOfAnotherCoordinatorAreServed()
                        {Tokens::hash(token.toUtf8())})
                 .ok());
     QVERIFY(!f.core->admission().agentByTokenHash(Tokens::hash(token.toUtf8())));
-    const auto found = f.core->lookUpAgent(Tokens::hash(token.toUtf8()));
+    const auto found = f.core->deployment().lookUpAgent(Tokens::hash(token.toUtf8()));
     QVERIFY(found && found->id == QStringLiteral("agent-elsewhere") && !found->revoked);
     QVERIFY(f.core->admission().agentByTokenHash(Tokens::hash(token.toUtf8())));
-    QVERIFY(!f.core->lookUpAgent(Tokens::hash("no such token")));
+    QVERIFY(!f.core->deployment().lookUpAgent(Tokens::hash("no such token")));
 
     // A lease the other coordinator issued, from the same published weights as this one's.
     auto base = (*other)->exec(QStringLiteral("SELECT base_version, weights_sha FROM leases WHERE id = ?"),

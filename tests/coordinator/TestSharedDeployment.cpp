@@ -378,8 +378,8 @@ void TestSharedDeployment::twoCoordinatorsServeOneDeployment()
     };
     QVERIFY(shardOf(atSecond[0]) >= 0 && shardOf(atFirst[0]) >= 0);
     QVERIFY(shardOf(atSecond[0]) != shardOf(atFirst[0])); // no workunit leased twice
-    f.core->catchUpOnLeases();                            // what the API does for a lease it does not know
-    g.core->catchUpOnLeases();
+    f.core->deployment().catchUpOnLeases();               // what the API does for a lease it does not know
+    g.core->deployment().catchUpOnLeases();
     const TensorBundle secondsBase = f.leaseBase(atSecond[0].leaseId);
     const TensorBundle firstsBase = g.leaseBase(atFirst[0].leaseId);
     // Published weights are each coordinator's own files: two publications of one version are two blobs.
@@ -702,7 +702,7 @@ void TestSharedDeployment::oneResultTakenAtBothKeepsTheCommittedFile()
     const auto task = f.lease(agent);
     QCOMPARE(task.size(), size_t(1));
     const QString leaseId = task[0].leaseId;
-    g.core->catchUpOnLeases();
+    g.core->deployment().catchUpOnLeases();
     const TensorBundle base = f.leaseBase(leaseId);
     QVERIFY(!base.isEmpty());
     const QByteArray bytesAtFirst =
@@ -919,14 +919,14 @@ void TestSharedDeployment::bothAgreeOnTheJobsCounts()
     const auto atSecond = g.lease(agent);
     QCOMPARE(atFirst.size(), size_t(1));
     QCOMPARE(atSecond.size(), size_t(1));
-    f.core->catchUpOnLeases();
-    g.core->catchUpOnLeases();
+    f.core->deployment().catchUpOnLeases();
+    g.core->deployment().catchUpOnLeases();
     // Each takes the result of the lease it issued, and sends files for the job's leases.
     QCOMPARE(f.upload(agent, atFirst[0].leaseId, shifted(f.leaseBase(atFirst[0].leaseId), 0.01f), 0), 202);
     QCOMPARE(g.upload(agent, atSecond[0].leaseId, shifted(g.leaseBase(atSecond[0].leaseId), -0.01f), 0), 202);
-    f.core->state().call([&] { f.core->noteDownloaded(job, "weights", 1000); });
-    g.core->state().call([&] { g.core->noteDownloaded(job, "weights", 700); });
-    g.core->state().call([&] { g.core->noteDownloaded(job, "shard", 300); });
+    f.core->state().call([&] { f.core->leases().noteDownloaded(job, "weights", 1000); });
+    g.core->state().call([&] { g.core->leases().noteDownloaded(job, "weights", 700); });
+    g.core->state().call([&] { g.core->leases().noteDownloaded(job, "shard", 300); });
     // A third lease, open at the second: the workunits and agents training are the deployment's as well.
     const auto third = g.lease(agent);
     QCOMPARE(third.size(), size_t(1));

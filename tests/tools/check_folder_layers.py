@@ -27,6 +27,7 @@ LAYERS = {
         ["intake"],
         ["leasing"],
         ["lifecycle"],
+        ["peers"],
         ["core"],
         ["dashboard"],
         ["api"],
