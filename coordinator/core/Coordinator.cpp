@@ -2,9 +2,7 @@
 #include "events/EventRelay.h"
 
 #include "aggregation/WeightsKeeper.h"
-#include "enrollment/EnrollmentTokenUse.h"
 #include "enrollment/Tokens.h"
-#include "format/SafeTensors.h"
 #include "intake/AgentStanding.h"
 #include "lifecycle/JobRecords.h"
 #include "scheduling/Scheduler.h"
@@ -15,16 +13,12 @@
 #include "validation/ValidationRunner.h"
 
 #include <QDir>
-#include <QJsonDocument>
 #include <QLoggingCategory>
 #include <QFile>
-#include <QSqlRecord>
 
 Q_LOGGING_CATEGORY(lcCoordinator, "gleaner.coordinator")
 
 namespace gleaner::coordinator {
-
-// ---- life cycle ---------------------------------------------------------------------------------------------
 
 Coordinator::Coordinator(DataDirectory dir, CoordinatorConfig config, const Clock& clock)
     : m_dir(std::move(dir)), m_config(std::move(config)), m_clock(clock),
@@ -187,22 +181,11 @@ Status Coordinator::start()
 
 Status Coordinator::loadState()
 {
-    auto admins = m_db->exec(QStringLiteral("SELECT hash FROM admin_tokens"));
-    if (!admins)
-        return fail(admins.error());
-    while (admins->next())
-        m_admission.addAdminTokenHash(admins->value(0).toString());
-    auto agents =
-        m_db->exec(QStringLiteral("SELECT id, token_hash, revoked, samples, train_seconds FROM agents"));
-    if (!agents)
-        return fail(agents.error());
-    while (agents->next()) {
-        m_admission.setAgent(agents->value(1).toString(),
-                             {agents->value(0).toString(), agents->value(2).toInt() != 0});
-        // Speed-aware jobs size leases by what agents have shown so far, also across a restart.
-        m_scheduler->noteSpeed(agents->value(0).toString(), agents->value(3).toLongLong(),
-                               agents->value(4).toDouble());
-    }
+    if (auto s = m_enrollment->load([this](const QString& agentId, qint64 samples, double seconds) {
+            m_scheduler->noteSpeed(agentId, samples, seconds);
+        });
+        !s)
+        return s;
     return m_takeUp->loadAll(/*importHere=*/!m_config.isShared() || m_housekeeper);
 }
 
@@ -285,9 +268,6 @@ void Coordinator::setListeningPort(quint16 port)
     if (m_config.listenPort == 0)
         m_config.listenPort = port;
 }
-
-// ---- signing key
-// ---------------------------------------------------------------------------------------------
 
 HttpResponse Coordinator::rotateSigningKey()
 {

@@ -37,6 +37,26 @@ void Enrollment::recordOutcome(const QString& agentId, const char* column, qint6
                     {samples, seconds, agentId});
 }
 
+Status
+Enrollment::load(const std::function<void(const QString& agentId, qint64 samples, double seconds)>& noteSpeed)
+{
+    auto admins = m_db.exec(QStringLiteral("SELECT hash FROM admin_tokens"));
+    if (!admins)
+        return fail(admins.error());
+    while (admins->next())
+        m_admission.addAdminTokenHash(admins->value(0).toString());
+    auto agents =
+        m_db.exec(QStringLiteral("SELECT id, token_hash, revoked, samples, train_seconds FROM agents"));
+    if (!agents)
+        return fail(agents.error());
+    while (agents->next()) {
+        m_admission.setAgent(agents->value(1).toString(),
+                             {agents->value(0).toString(), agents->value(2).toInt() != 0});
+        noteSpeed(agents->value(0).toString(), agents->value(3).toLongLong(), agents->value(4).toDouble());
+    }
+    return {};
+}
+
 HttpResponse Enrollment::enroll(const QJsonObject& request)
 {
     const QString name = request.value(QStringLiteral("name")).toString().trimmed();

@@ -7,6 +7,7 @@
 // What else must happen when an agent changes (the dashboard's event; a revoked agent's work handed to
 // others) is its owner's: Enrollment calls the hooks it was given.
 
+#include "Result.h"
 #include "admission/AdmissionCache.h"
 #include "http/HttpTypes.h"
 #include "util/Clock.h"
@@ -34,6 +35,9 @@ public:
     // `openEnrollment`: agents may enroll without a token (config open_enrollment).
     Enrollment(Database& db, AdmissionCache& admission, const Clock& clock, bool openEnrollment, Hooks hooks);
 
+    // At start: the admin tokens and every agent into the admission cache; `noteSpeed` gets each agent's
+    // samples and seconds of training so far (speed-aware jobs size leases by them, also across a restart).
+    Status load(const std::function<void(const QString& agentId, qint64 samples, double seconds)>& noteSpeed);
     // POST /api/v1/enroll: {"name", "platform", "hardware", "enrollment_token"} -> the agent's id and token.
     HttpResponse enroll(const QJsonObject& request);
     // The admin's enrollment tokens: {"uses", "expires_seconds"} (each optional) -> the token, shown once.
