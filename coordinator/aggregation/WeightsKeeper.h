@@ -1,13 +1,14 @@
 #pragma once
-// The server weights of every active job, on a thread of their own. Accepted updates are folded in one at a time
-// in the order they were received (the aggregation rule decides how), the result is published as a weights file
-// for new leases at most once per publish interval, and snapshotted to disk every N updates or T seconds, so that
-// a restart replays only the updates received after the last snapshot.
+// The server weights of every active job, on a thread of their own. Accepted updates are folded in one at a
+// time in the order they were received (the aggregation rule decides how), the result is published as a
+// weights file for new leases at most once per publish interval, and snapshotted to disk every N updates or T
+// seconds, so that a restart replays only the updates received after the last snapshot.
 //
 // A fold is checked before its result replaces the server copy: every value finite, and the step it made (the
 // distance between the copy before and after) within the job's UpdateBound of recent steps. A fold that fails
-// leaves the server copy and its version as they were and is reported to the coordinator (onFoldRefused), which
-// marks the update, counts it against its agent and shows it to the admin: never a silent drop.
+// leaves the server copy and its version as they were and is reported to its listener
+// (FoldReports::foldRefused), which marks the update, counts it against its agent and shows it to the admin:
+// never a silent drop.
 //
 // With a Redis named in the config (shareThrough), the server copy of record is the one in Redis that every
 // coordinator of the deployment folds into (SharedWeights): each fold is an optimistic transaction there, and
@@ -19,9 +20,9 @@
 // (the next fold, publication or snapshot tries); it is not lost, and a restart replays it too.
 //
 // Rules that fold pseudo-gradients (AggregationRule::needsBase) get the weights each update trained from: the
-// keeper holds the weights it published recently in memory and reads older ones from the blob store, where the
-// coordinator keeps every base an unsnapshotted update needs. Such a rule's state is written with every snapshot
-// (its own blob) and read back at a restart, before the replay.
+// keeper holds the weights it published recently in memory and reads older ones from the blob store, where
+// the coordinator keeps every base an unsnapshotted update needs. Such a rule's state is written with every
+// snapshot (its own blob) and read back at a restart, before the replay.
 
 #include "aggregation/AggregationRule.h"
 #include "aggregation/SharedWeights.h"

@@ -149,7 +149,7 @@ Status Coordinator::start()
         m_takeUp = std::make_unique<JobTakeUp>(
             JobTakeUp::Parts{m_jobs, *m_db, *m_records, *m_scheduler, *m_schedulerTables, *m_tallies,
                              m_admission, *m_handBacks, *m_weights, *m_validation, m_blobs, *m_importer,
-                             *m_state},
+                             *m_state, m_jobsLeftToOthers},
             m_config, m_clock, m_dir.uploadsDir(), m_storage,
             JobTakeUp::Hooks{[this](JobState& job, JobStatus status, const QString& reason, bool persist) {
                                  m_jobDesk->finish(job, status, reason, persist);
@@ -191,7 +191,7 @@ Status Coordinator::loadState()
 
 std::optional<HttpResponse> Coordinator::notServedHere(const QString& agentId, const QString& leaseId)
 {
-    if (!m_takeUp || !m_takeUp->anyLeftToOthers())
+    if (m_jobsLeftToOthers.load() == 0)
         return std::nullopt;
     return m_state->call([&] { return m_takeUp->leaseLeftToOthers(agentId, leaseId); });
 }

@@ -31,7 +31,6 @@
 #include "lifecycle/WeightsExport.h"
 #include "metrics/CoordinatorMetrics.h"
 #include "peers/Deployment.h"
-#include "scheduling/CheckpointChecker.h"
 #include "scheduling/LeasePacer.h"
 #include "scheduling/ResultIntake.h"
 #include "store/BlobStore.h"
@@ -48,8 +47,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
-#include <shared_mutex>
 
 namespace gleaner::coordinator {
 
@@ -60,7 +57,6 @@ class SchedulerTables;
 class JobTallies;
 class JobRecords;
 class WeightsKeeper;
-struct ReplayedUpdate;
 class ValidationRunner;
 namespace dashboard {
 class EventRelay;
@@ -103,7 +99,8 @@ public:
     Enrollment& enrollment() { return *m_enrollment; }
     AgentStanding& standing() { return *m_standing; }
 
-    // [state] Jobs: submitted, shown, paused, validated, ended (lifecycle/JobDesk).
+    // [state] Jobs: submitted, shown, paused, validated, ended (lifecycle/JobDesk; its submit with a
+    // responder from any thread).
     JobDesk& jobs() { return *m_jobDesk; }
     // [state] A job's weights for its admin (lifecycle/WeightsExport).
     WeightsExport& weightsExport() { return *m_export; }
@@ -195,6 +192,7 @@ private:
     std::unique_ptr<ValidationRunner> m_validation;
     std::unique_ptr<SerialExecutor> m_state; // last: destroyed first, after shutdown() stopped the others
     std::atomic<bool> m_stopping{false};
+    std::atomic<int> m_jobsLeftToOthers{0}; // jobs JobTakeUp left to other coordinators, for notServedHere
     bool m_housekeeper =
         true; // state thread: does the deployment's housekeeping (Database::holdsHousekeeping)
     std::optional<DirectoryLock> m_lock; // one coordinator per data directory

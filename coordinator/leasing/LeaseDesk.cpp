@@ -256,7 +256,7 @@ HttpResponse LeaseDesk::progress(const QString& agentId, const QString& leaseId,
         doneUnit->second.state == Workunit::State::Done)
         return abort(QStringLiteral("the lease expired and its workunit was completed by another agent"));
     // An expired lease is not revived: its workunit may already be another agent's. A late result still
-    // counts once (see result()).
+    // counts once (ResultDesk::receive).
     if (lease->state == Lease::State::Expired) {
         reply.insert(QStringLiteral("abort"), false);
         reply.insert(QStringLiteral("expired"), true);

@@ -70,7 +70,7 @@ void FoldReports::applied(qint64 jobId, qint64 seq, qint64 version)
 {
     (void)m_parts.db.exec(QStringLiteral("UPDATE updates SET applied_version = ? WHERE seq = ?"),
                           {version, seq});
-    if (JobState* job = m_parts.jobs.find(jobId))
+    if (JobState* job = m_parts.jobDesk.find(jobId))
         job->updatesApplied = std::max(job->updatesApplied, version);
     m_parts.feed.noteApplied(jobId, seq, version);
 }
@@ -105,7 +105,7 @@ void FoldReports::foldRefused(qint64 jobId, qint64 seq, const QString& reason, b
     }
     qCCritical(lcJobs).nospace() << "job " << jobId << ": update " << seq << " of agent " << agentId
                                  << " was received but not folded in: " << reason;
-    if (JobState* job = m_parts.jobs.find(jobId))
+    if (JobState* job = m_parts.jobDesk.find(jobId))
         job->counts.updatesNotFolded += 1;
     m_parts.metrics.updateNotFolded();
     if (agentsFault && !resumed)
@@ -117,7 +117,7 @@ void FoldReports::foldRefused(qint64 jobId, qint64 seq, const QString& reason, b
 
 void FoldReports::published(qint64 jobId, std::optional<PublishedWeights> report, bool forParked)
 {
-    JobState* job = m_parts.jobs.find(jobId);
+    JobState* job = m_parts.jobDesk.find(jobId);
     if (!job)
         return;
     // The publication parked leases asked for is done, whatever it gave.
@@ -159,7 +159,7 @@ void FoldReports::snapshotWritten(qint64 jobId, qint64 version, qint64 lastSeq, 
         qCCritical(lcJobs) << "cannot record snapshot of job" << jobId << ":" << stored.error();
         return;
     }
-    if (JobState* job = m_parts.jobs.find(jobId)) {
+    if (JobState* job = m_parts.jobDesk.find(jobId)) {
         // The previous snapshot is superseded; its file goes the way of retired published weights.
         if (!job->snapshotSha.isEmpty() && job->snapshotSha != sha)
             job->retired.push_back(PublishedWeights{-1, job->snapshotSha, 0, 0});
@@ -178,7 +178,7 @@ void FoldReports::snapshotWritten(qint64 jobId, qint64 version, qint64 lastSeq, 
     // for a replay. A first result whose workunit still has replicas out is kept until they are compared with
     // it (a later snapshot removes it).
     QSet<qint64> kept;
-    JobState* job = m_parts.jobs.find(jobId);
+    JobState* job = m_parts.jobDesk.find(jobId);
     if (job)
         for (const auto& [id, unit] : job->workunits)
             if (unit.first && !unit.openLeases.isEmpty())
@@ -232,12 +232,12 @@ void FoldReports::snapshotWritten(qint64 jobId, qint64 version, qint64 lastSeq, 
 void FoldReports::validated(qint64 jobId, int epoch, bool epochEnd, qint64 version, double accuracy,
                             double loss)
 {
-    m_parts.jobs.validated(jobId, epoch, epochEnd, version, accuracy, loss);
+    m_parts.jobDesk.validated(jobId, epoch, epochEnd, version, accuracy, loss);
 }
 
 void FoldReports::validationFailed(qint64 jobId, int epoch, bool epochEnd, const QString& error)
 {
-    m_parts.jobs.validationFailed(jobId, epoch, epochEnd, error);
+    m_parts.jobDesk.validationFailed(jobId, epoch, epochEnd, error);
 }
 
 } // namespace gleaner::coordinator

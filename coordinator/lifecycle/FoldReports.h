@@ -29,7 +29,7 @@ public:
     struct Parts
     {
         Database& db;
-        JobDesk& jobs;
+        JobDesk& jobDesk;
         JobTallies& tallies;
         AgentStanding& standing;
         LeasePacer& pacer;

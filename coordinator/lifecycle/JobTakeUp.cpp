@@ -47,7 +47,7 @@ void JobTakeUp::servedAgain(qint64 jobId)
 {
     if (m_left.erase(jobId) == 0)
         return;
-    m_leftCount = int(m_left.size());
+    m_parts.leftCount = int(m_left.size());
     qCInfo(lcJobs) << "job" << jobId << "is served here again";
 }
 
@@ -285,7 +285,7 @@ void JobTakeUp::activate(JobState& job, const TensorBundle& weights, TensorBundl
     while (steps && steps->next())
         job.updateBound.accept(steps->value(0).toDouble());
 
-    // The version moves as the weights thread reports each replayed update applied (onApplied).
+    // The version moves as the weights thread reports each replayed update applied (FoldReports::applied).
     job.updatesApplied = version;
     m_parts.weights.load(job.id, weights, version, job.spec.aggregation, std::move(ruleState),
                          std::move(replay), job.spec.download);
@@ -412,7 +412,7 @@ void JobTakeUp::leaveToOthers(qint64 jobId, const QString& why)
     for (const QString& lease : m_parts.scheduler.drop(jobId))
         m_parts.admission.removeLease(lease);
     Left& left = m_left[jobId];
-    m_leftCount = int(m_left.size());
+    m_parts.leftCount = int(m_left.size());
     const bool again = left.reason == why;
     // From the shared look's period to a minute while it keeps failing: each try reads the job's rows and
     // weights.

@@ -62,6 +62,9 @@ public:
         BlobStore& blobs;
         SerialExecutor& importer; // imports, which may take minutes
         SerialExecutor& state;    // where onImported runs
+        // How many jobs are left to the others: the coordinator's, read by the HTTP threads (notServedHere)
+        // for as long as it lives.
+        std::atomic<int>& leftCount;
     };
     // `scratch`: the folder imports unpack in; `storage`: where updates/ is (update rows are relative to it).
     JobTakeUp(Parts parts, const CoordinatorConfig& config, const Clock& clock, QString scratch,
@@ -95,8 +98,6 @@ public:
     void servedAgain(qint64 jobId);
     // 404 for a job the deployment does not have; 503, with why, for one left to the others.
     HttpResponse noSuchJob(qint64 jobId) const;
-    // Thread-safe, one atomic load: whether any job is left to the others.
-    bool anyLeftToOthers() const { return m_leftCount.load() > 0; }
     // 503 for an agent's request about its lease `leaseId` (when empty: about any of its open leases) while
     // that lease's job is left to the others; nullopt otherwise. Agents are not told why (paths, database
     // errors).
@@ -124,8 +125,7 @@ private:
         qint64 retryAtMs = 0;
         qint64 waitMs = 0;
     };
-    std::map<qint64, Left> m_left;   // jobs not taken up here (leaveToOthers)
-    std::atomic<int> m_leftCount{0}; // its size, for the HTTP threads
+    std::map<qint64, Left> m_left; // jobs not taken up here (leaveToOthers); their number is Parts::leftCount
 };
 
 } // namespace gleaner::coordinator

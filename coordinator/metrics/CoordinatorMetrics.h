@@ -1,7 +1,7 @@
 #pragma once
 // The coordinator's metrics (docs/dashboard.md lists them): counters and histograms updated where things
 // happen, from any thread, with atomics only; gauges derived from the coordinator's state are set by the
-// state thread when a scrape arrives (Coordinator::refreshMetrics).
+// state thread when a scrape arrives (JobViews::metricsText).
 
 #include "http/HttpTypes.h"
 #include "metrics/MetricsRegistry.h"

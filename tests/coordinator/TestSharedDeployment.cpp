@@ -429,8 +429,8 @@ void TestSharedDeployment::twoCoordinatorsServeOneDeployment()
     for (const QString& file : files)
         QVERIFY2(!QFile::exists(f.config.sharedDir + u'/' + file), qPrintable(file));
 
-    // A validation the housekeeper made (its row, as onValidated writes it) shows at the second as well: job
-    // status agrees whichever coordinator answers, and the epoch counts as validated there.
+    // A validation the housekeeper made (its row, as JobDesk::validated writes it) shows at the second as
+    // well: job status agrees whichever coordinator answers, and the epoch counts as validated there.
     QVERIFY(db->exec(QStringLiteral("INSERT INTO validations (job_id, epoch, epoch_end, version, updates, "
                                     "accuracy, loss, at_ms) VALUES (?, 1, 0, 2, 2, 0.625, 0.875, ?)"),
                      {job, f.clock.nowMs()})
@@ -844,9 +844,9 @@ void TestSharedDeployment::aJobItCannotReadIsLeftToTheOthers()
 
 void TestSharedDeployment::aResultAfterItsJobEndedElsewhereIsNotTaken()
 {
-    // The housekeeper ended the job (here the test's connection, as its finishJob writes it) after the second
-    // issued a lease, and before the second's next look: the result's record takes the job's lock, which
-    // shows the end. Not taken (409, the job's state), not recorded, not folded.
+    // The housekeeper ended the job (here the test's connection, as JobDesk::finish writes it) after the
+    // second issued a lease, and before the second's next look: the result's record takes the job's lock,
+    // which shows the end. Not taken (409, the job's state), not recorded, not folded.
     QString agent;
     qint64 job = 0;
     QVERIFY(jobAtBoth(&agent, &job));
