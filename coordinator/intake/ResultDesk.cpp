@@ -174,8 +174,10 @@ HttpResponse ResultDesk::receive(const QString& agentId, const QString& leaseId,
                                                       "until the coordinator's admin lifts the quarantine"));
         }
     }
-    (void)m_hooks.findLease(
-        leaseId); // another coordinator's lease, perhaps: its job's rows are read before the verdict
+    // Another coordinator's lease, perhaps: its job's rows are read before the verdict. A lease known here
+    // (every lease, alone) needs no look at the others.
+    if (!m_parts.scheduler.find(leaseId))
+        (void)m_hooks.findLease(leaseId);
     const ResultIntake::Received received{
         agentId,     leaseId,         update.baseVersion, update.samples, update.trainSeconds,
         update.step, update.baseNorm, update.uploadBytes};
