@@ -125,26 +125,24 @@ Status Coordinator::start()
         m_feed = std::make_unique<DashboardFeed>(m_jobs, *m_views, *m_db, m_events, m_relay.get(), m_metrics,
                                                  m_clock);
         m_standing = std::make_unique<AgentStanding>(*m_db, *m_enrollment, *m_scheduler, *m_feed, m_clock);
-        const auto findLeaseHook = [this](const QString& leaseId) {
-            return m_deployment->findLease(leaseId);
-        };
-        const auto notInMemoryHook = [this](const QString& agentId, const QString& leaseId) {
-            return leaseNotInMemory(agentId, leaseId);
-        };
+        const LeaseLookup leaseLookup{
+            [this](const QString& leaseId) { return m_deployment->findLease(leaseId); },
+            [this](const QString& agentId, const QString& leaseId) {
+                return leaseNotInMemory(agentId, leaseId);
+            }};
         m_results = std::make_unique<ResultDesk>(
             ResultDesk::Parts{m_jobs, *m_db, *m_scheduler, *m_intake, m_admission, *m_enrollment, *m_standing,
                               *m_tallies, *m_weights, *m_feed, m_metrics, m_blobs},
-            m_config, m_clock, m_storage,
-            ResultDesk::Hooks{findLeaseHook, notInMemoryHook, [this](JobState& job, int epoch) {
-                                  m_jobDesk->afterUpdateQueued(job, epoch);
-                              }});
+            m_config, m_clock, m_storage, ResultDesk::Hooks{leaseLookup, [this](JobState& job, int epoch) {
+                                                                m_jobDesk->afterUpdateQueued(job, epoch);
+                                                            }});
         m_leaseDesk = std::make_unique<LeaseDesk>(LeaseDesk::Parts{m_jobs, *m_db, *m_scheduler, *m_pacer,
                                                                    m_admission, *m_enrollment, *m_standing,
                                                                    *m_feed, *m_tallies, *m_keys, m_blobs},
-                                                  m_config, LeaseDesk::Hooks{findLeaseHook, notInMemoryHook});
+                                                  m_config, leaseLookup);
         m_handBacks = std::make_unique<HandBacks>(
             HandBacks::Parts{m_jobs, *m_db, *m_scheduler, m_admission, *m_enrollment, *m_standing, m_blobs},
-            m_config, m_clock, HandBacks::Hooks{findLeaseHook, notInMemoryHook});
+            m_config, m_clock, leaseLookup);
         m_records = std::make_unique<JobRecords>(*m_db, *m_scheduler, m_blobs, m_clock);
         m_takeUp = std::make_unique<JobTakeUp>(
             JobTakeUp::Parts{m_jobs, *m_db, *m_records, *m_scheduler, *m_schedulerTables, *m_tallies,

@@ -29,8 +29,8 @@ bool isFailureStage(const QString& stage)
 
 } // namespace
 
-HandBacks::HandBacks(Parts parts, const CoordinatorConfig& config, const Clock& clock, Hooks hooks)
-    : m_parts(parts), m_config(config), m_clock(clock), m_hooks(std::move(hooks))
+HandBacks::HandBacks(Parts parts, const CoordinatorConfig& config, const Clock& clock, LeaseLookup leases)
+    : m_parts(parts), m_config(config), m_clock(clock), m_leases(std::move(leases))
 {
 }
 
@@ -53,9 +53,9 @@ HttpResponse HandBacks::failed(const QString& agentId, const QString& leaseId, c
         return HttpResponse::error(
             400, QStringLiteral("stage: expected one of verify, download, worker, upload, other"));
 
-    Lease* lease = m_hooks.findLease(leaseId);
+    Lease* lease = m_leases.find(leaseId);
     if (!lease)
-        return m_hooks.leaseNotInMemory(agentId, leaseId);
+        return m_leases.notInMemory(agentId, leaseId);
     if (lease->agentId != agentId)
         return HttpResponse::error(409, QStringLiteral("lease %1 belongs to another agent").arg(leaseId));
     if (lease->state == Lease::State::Completed)
@@ -152,10 +152,10 @@ HttpResponse HandBacks::handBack(const QString& agentId, const QString& leaseId,
         if (!dropped.isEmpty() && !m_checkpoints.contains(dropped))
             QFile::remove(m_parts.blobs.path(dropped));
     };
-    Lease* lease = m_hooks.findLease(leaseId);
+    Lease* lease = m_leases.find(leaseId);
     if (!lease) {
         cleanUp();
-        return m_hooks.leaseNotInMemory(agentId, leaseId);
+        return m_leases.notInMemory(agentId, leaseId);
     }
     if (lease->agentId != agentId) {
         cleanUp();

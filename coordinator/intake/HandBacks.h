@@ -6,6 +6,7 @@
 
 #include "http/HttpTypes.h"
 #include "jobs/JobState.h"
+#include "jobs/LeaseLookup.h"
 #include "scheduling/CheckpointChecker.h"
 #include "store/BlobStore.h"
 #include "util/Clock.h"
@@ -30,13 +31,6 @@ struct CoordinatorConfig;
 class HandBacks
 {
 public:
-    struct Hooks
-    {
-        // As ResultDesk::Hooks: the lease, also when another coordinator issued it; the answer for one not in
-        // memory.
-        std::function<Lease*(const QString& leaseId)> findLease;
-        std::function<HttpResponse(const QString& agentId, const QString& leaseId)> leaseNotInMemory;
-    };
     struct Parts
     {
         std::map<qint64, JobState>& jobs;
@@ -47,7 +41,7 @@ public:
         AgentStanding& standing;
         BlobStore& blobs;
     };
-    HandBacks(Parts parts, const CoordinatorConfig& config, const Clock& clock, Hooks hooks);
+    HandBacks(Parts parts, const CoordinatorConfig& config, const Clock& clock, LeaseLookup leases);
 
     // The agent gives the lease back because it cannot run the subtask; `report` is the request body,
     // {"reason", "stage"}. Committed before the answer: the lease is closed as failed, its workunit goes back
@@ -82,7 +76,7 @@ private:
     Parts m_parts;
     const CoordinatorConfig& m_config;
     const Clock& m_clock;
-    const Hooks m_hooks;
+    const LeaseLookup m_leases;
     QHash<QString, qint64>
         m_checkpoints; // handed-back checkpoint blobs kept, and their sizes (handback_cap_mb)
 };

@@ -177,7 +177,7 @@ HttpResponse ResultDesk::receive(const QString& agentId, const QString& leaseId,
     // Another coordinator's lease, perhaps: its job's rows are read before the verdict. A lease known here
     // (every lease, alone) needs no look at the others.
     if (!m_parts.scheduler.find(leaseId))
-        (void)m_hooks.findLease(leaseId);
+        (void)m_hooks.leases.find(leaseId);
     const ResultIntake::Received received{
         agentId,     leaseId,         update.baseVersion, update.samples, update.trainSeconds,
         update.step, update.baseNorm, update.uploadBytes};
@@ -185,7 +185,7 @@ HttpResponse ResultDesk::receive(const QString& agentId, const QString& leaseId,
     switch (verdict.kind) {
     case ResultIntake::Verdict::Kind::Unknown:
         QFile::remove(file);
-        return m_hooks.leaseNotInMemory(agentId, leaseId);
+        return m_hooks.leases.notInMemory(agentId, leaseId);
     case ResultIntake::Verdict::Kind::Refuse:
         QFile::remove(file);
         return verdict.closesLease ? refuse(agentId, leaseId, verdict.reason)

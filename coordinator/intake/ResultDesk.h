@@ -8,6 +8,7 @@
 #include "aggregation/UpdateChecker.h"
 #include "http/HttpTypes.h"
 #include "jobs/JobState.h"
+#include "jobs/LeaseLookup.h"
 #include "scheduling/ResultIntake.h"
 #include "util/Clock.h"
 
@@ -36,12 +37,7 @@ class ResultDesk
 public:
     struct Hooks
     {
-        // The lease, also when another coordinator issued it after this one last looked at its job; null when
-        // the database does not know it as one that may still deliver.
-        std::function<Lease*(const QString& leaseId)> findLease;
-        // The answer for a lease that is not (or no longer) in memory: 409 with why it closed, 503 while its
-        // job is left to other coordinators, else 404.
-        std::function<HttpResponse(const QString& agentId, const QString& leaseId)> leaseNotInMemory;
+        LeaseLookup leases;
         // An update of the job's epoch was queued for its fold: the validations it may make due.
         std::function<void(JobState& job, int epoch)> queued;
     };

@@ -65,8 +65,8 @@ QJsonObject checkedCapabilities(const QJsonObject& declared)
 
 } // namespace
 
-LeaseDesk::LeaseDesk(Parts parts, const CoordinatorConfig& config, Hooks hooks)
-    : m_parts(parts), m_config(config), m_hooks(std::move(hooks))
+LeaseDesk::LeaseDesk(Parts parts, const CoordinatorConfig& config, LeaseLookup leases)
+    : m_parts(parts), m_config(config), m_leases(std::move(leases))
 {
 }
 
@@ -228,9 +228,9 @@ int LeaseDesk::capFor(const QString& agentId, const QJsonObject& hardware, const
 
 HttpResponse LeaseDesk::progress(const QString& agentId, const QString& leaseId, const QJsonObject& report)
 {
-    Lease* lease = m_hooks.findLease(leaseId);
+    Lease* lease = m_leases.find(leaseId);
     if (!lease)
-        return m_hooks.leaseNotInMemory(agentId, leaseId);
+        return m_leases.notInMemory(agentId, leaseId);
     if (lease->agentId != agentId)
         return HttpResponse::error(409, QStringLiteral("lease %1 belongs to another agent").arg(leaseId));
     m_parts.enrollment.touch(agentId);
@@ -272,7 +272,7 @@ HttpResponse LeaseDesk::progress(const QString& agentId, const QString& leaseId,
         qCCritical(lcLeases) << "cannot record the deadline of lease" << leaseId << ":" << s.error();
     lease = m_parts.scheduler.find(leaseId); // another coordinator may have closed it meanwhile
     if (!lease)
-        return m_hooks.leaseNotInMemory(agentId, leaseId);
+        return m_leases.notInMemory(agentId, leaseId);
     reply.insert(QStringLiteral("abort"), false);
     reply.insert(QStringLiteral("deadline_ms"), lease->deadlineMs);
     return HttpResponse::json(200, reply);

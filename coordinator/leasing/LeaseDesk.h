@@ -6,6 +6,7 @@
 
 #include "http/HttpTypes.h"
 #include "jobs/JobState.h"
+#include "jobs/LeaseLookup.h"
 
 #include <QJsonArray>
 #include <QJsonObject>
@@ -30,13 +31,6 @@ struct CoordinatorConfig;
 class LeaseDesk
 {
 public:
-    struct Hooks
-    {
-        // As ResultDesk::Hooks: the lease, also when another coordinator issued it; the answer for one not in
-        // memory.
-        std::function<Lease*(const QString& leaseId)> findLease;
-        std::function<HttpResponse(const QString& agentId, const QString& leaseId)> leaseNotInMemory;
-    };
     struct Parts
     {
         std::map<qint64, JobState>& jobs;
@@ -51,7 +45,7 @@ public:
         const SigningKeys& keys;
         const BlobStore& blobs;
     };
-    LeaseDesk(Parts parts, const CoordinatorConfig& config, Hooks hooks);
+    LeaseDesk(Parts parts, const CoordinatorConfig& config, LeaseLookup leases);
 
     // POST /api/v1/work/lease (protocol 6.2), answered now: {"max_tasks", "cached", "capabilities"} -> the
     // tasks granted, in one transaction for the agent's record, the workunits and the leases.
@@ -75,7 +69,7 @@ private:
 
     Parts m_parts;
     const CoordinatorConfig& m_config;
-    const Hooks m_hooks;
+    const LeaseLookup m_leases;
 };
 
 } // namespace gleaner::coordinator
