@@ -43,11 +43,7 @@ Result<TensorBundle> readResult(const QString& path)
 } // namespace
 
 SubtaskSteps::SubtaskSteps(Parts parts, Settings settings, Hooks hooks)
-    : m_loop(parts.loop), m_lifecycle(parts.lifecycle), m_subtasks(parts.subtasks),
-      m_failures(parts.failures), m_feed(parts.feed), m_clock(parts.clock), m_store(parts.store),
-      m_cache(parts.cache), m_files(parts.files), m_client(parts.client), m_network(parts.network),
-      m_stop(parts.stop), m_leasing(parts.leasing), m_reach(parts.reachability), m_departure(parts.departure),
-      m_status(parts.status), m_settings(settings), m_hooks(std::move(hooks))
+    : m_parts(parts), m_settings(settings), m_hooks(std::move(hooks))
 {
     m_keepAlive.setInterval(int(std::max<qint64>(m_settings.progressReportMs / 2, 500)));
     QObject::connect(&m_keepAlive, &QTimer::timeout, &m_keepAlive, [this] { keepLeasesAlive(); });
@@ -55,37 +51,37 @@ SubtaskSteps::SubtaskSteps(Parts parts, Settings settings, Hooks hooks)
 
 void SubtaskSteps::resumeUnfinished()
 {
-    auto unfinished = m_store.unfinished();
+    auto unfinished = m_parts.store.unfinished();
     if (!unfinished) {
-        m_feed.log(QStringLiteral("error"), unfinished.error());
+        m_parts.feed.log(QStringLiteral("error"), unfinished.error());
         return;
     }
     QSet<QString> keep;
     for (const Subtask& subtask : *unfinished) {
-        m_subtasks.insert(subtask.leaseId, std::make_shared<ActiveSubtask>(subtask));
+        m_parts.subtasks.insert(subtask.leaseId, std::make_shared<ActiveSubtask>(subtask));
         keep.insert(subtask.leaseId.toString());
     }
-    for (const QString& owner : m_cache.pinOwners())
+    for (const QString& owner : m_parts.cache.pinOwners())
         if (!keep.contains(owner))
-            (void)m_cache.releaseOwner(owner);
+            (void)m_parts.cache.releaseOwner(owner);
     for (const Subtask& subtask : *unfinished) {
-        auto manifest = m_leasing.checkStoredManifest(subtask);
+        auto manifest = m_parts.leasing.checkStoredManifest(subtask);
         if (!manifest) {
             fail(subtask.leaseId, QStringLiteral("verify"), manifest.error());
             continue;
         }
-        auto& active = *m_subtasks.value(subtask.leaseId);
+        auto& active = *m_parts.subtasks.value(subtask.leaseId);
         active.manifest = *manifest;
         for (const ManifestFile& file : manifest->files)
-            (void)m_cache.pin(file.sha256, subtask.leaseId.toString());
+            (void)m_parts.cache.pin(file.sha256, subtask.leaseId.toString());
         // An upload asks the coordinator anyway; the other steps check the lease is still open first.
         active.needsLeaseCheck = subtask.state != SubtaskState::Uploading;
-        m_feed.log(QStringLiteral("info"),
-                   QStringLiteral("resuming lease %1 (job \"%2\", epoch %3, shard %4) from state %5")
-                       .arg(subtask.leaseId.toString(), manifest->jobName)
-                       .arg(manifest->epoch)
-                       .arg(manifest->shard)
-                       .arg(subtaskStateName(subtask.state)));
+        m_parts.feed.log(QStringLiteral("info"),
+                         QStringLiteral("resuming lease %1 (job \"%2\", epoch %3, shard %4) from state %5")
+                             .arg(subtask.leaseId.toString(), manifest->jobName)
+                             .arg(manifest->epoch)
+                             .arg(manifest->shard)
+                             .arg(subtaskStateName(subtask.state)));
         continueSubtask(subtask.leaseId);
     }
     m_keepAlive.start();
@@ -93,10 +89,11 @@ void SubtaskSteps::resumeUnfinished()
 
 void SubtaskSteps::continueSubtask(const LeaseId& leaseId)
 {
-    auto found = m_subtasks.value(leaseId);
+    auto found = m_parts.subtasks.value(leaseId);
     // A retry timer and "the coordinator answers again" may both ask: the step runs once, and never while the
     // subtask's worker runs.
-    if (!found || found->busy || found->worker || m_lifecycle.stopping || !m_lifecycle.fatal.isEmpty())
+    if (!found || found->busy || found->worker || m_parts.lifecycle.stopping ||
+        !m_parts.lifecycle.fatal.isEmpty())
         return;
     ActiveSubtask& active = *found;
     if (active.needsLeaseCheck)
@@ -104,7 +101,7 @@ void SubtaskSteps::continueSubtask(const LeaseId& leaseId)
     switch (active.record.state) {
     case SubtaskState::Leased:
         for (const ManifestFile& file : active.manifest->files)
-            if (auto s = m_cache.pin(file.sha256, leaseId.toString()); !s)
+            if (auto s = m_parts.cache.pin(file.sha256, leaseId.toString()); !s)
                 return fail(leaseId, QStringLiteral("download"), s.error());
         if (!setState(leaseId, SubtaskState::Downloading))
             return;
@@ -125,11 +122,11 @@ void SubtaskSteps::continueSubtask(const LeaseId& leaseId)
 
 void SubtaskSteps::checkLeaseStillOpen(const LeaseId& leaseId)
 {
-    auto active = m_subtasks.value(leaseId);
+    auto active = m_parts.subtasks.value(leaseId);
     active->busy = true;
     ProgressReport report;
-    m_network.run(
-        [this, leaseId, report] { return m_client.progress(leaseId, report); },
+    m_parts.network.run(
+        [this, leaseId, report] { return m_parts.client.progress(leaseId, report); },
         [this, leaseId](Result<ProgressReply> reply) {
             auto active = stepReturned(leaseId);
             if (!active)
@@ -147,19 +144,19 @@ void SubtaskSteps::checkLeaseStillOpen(const LeaseId& leaseId)
             active->needsLeaseCheck = false;
             active->tries = 0;
             active->record.deadlineMs = reply->deadlineMs;
-            (void)m_store.setDeadline(leaseId, reply->deadlineMs);
+            (void)m_parts.store.setDeadline(leaseId, reply->deadlineMs);
             continueSubtask(leaseId);
         });
 }
 
 std::shared_ptr<ActiveSubtask> SubtaskSteps::stepReturned(const LeaseId& leaseId, bool whileLeaving)
 {
-    auto active = m_subtasks.value(leaseId);
-    if (!active || (m_lifecycle.stopping && !m_lifecycle.leaving))
+    auto active = m_parts.subtasks.value(leaseId);
+    if (!active || (m_parts.lifecycle.stopping && !m_parts.lifecycle.leaving))
         return {};
     active->busy = false;
-    if (m_lifecycle.leaving && !whileLeaving) {
-        QTimer::singleShot(0, &m_loop, [this, leaseId] { m_departure.leaveSubtask(leaseId); });
+    if (m_parts.lifecycle.leaving && !whileLeaving) {
+        QTimer::singleShot(0, &m_parts.loop, [this, leaseId] { m_parts.departure.leaveSubtask(leaseId); });
         return {};
     }
     return active;
@@ -174,106 +171,110 @@ void SubtaskSteps::stepFailed(const LeaseId& leaseId, const QString& what, const
 
 void SubtaskSteps::retryLater(const LeaseId& leaseId, const QString& what, const QString& error)
 {
-    auto active = m_subtasks.value(leaseId);
+    auto active = m_parts.subtasks.value(leaseId);
     if (!active)
         return;
-    m_reach.unreachable(error);
+    m_parts.reachability.unreachable(error);
     const qint64 wait = backoffMs(++active->tries, m_settings.maxBackoffMs);
-    m_feed.log(QStringLiteral("warning"),
-               QStringLiteral("%1 failed: %2; trying again in %3").arg(what, error, spokenDuration(wait)));
-    QTimer::singleShot(int(wait), &m_loop, [this, leaseId] { continueSubtask(leaseId); });
-    m_status.update();
+    m_parts.feed.log(
+        QStringLiteral("warning"),
+        QStringLiteral("%1 failed: %2; trying again in %3").arg(what, error, spokenDuration(wait)));
+    QTimer::singleShot(int(wait), &m_parts.loop, [this, leaseId] { continueSubtask(leaseId); });
+    m_parts.status.update();
 }
 
 void SubtaskSteps::download(const LeaseId& leaseId)
 {
-    auto active = m_subtasks.value(leaseId);
+    auto active = m_parts.subtasks.value(leaseId);
     active->busy = true;
     // Files already cached are hashed once more when the task folder is made; after a mismatch there, the
     // cached copy itself is checked here (an altered one is removed and fetched again).
     const bool reverify = active->tries > 0;
-    m_network.run([this, leaseId, manifest = *active->manifest,
-                   reverify] { return m_files.fetch(leaseId, manifest, reverify); },
-                  [this, leaseId](FetchOutcome outcome) {
-                      for (const QString& warning : outcome.warnings)
-                          m_feed.log(QStringLiteral("warning"), warning);
-                      recordFetchedBytes();
-                      auto active = stepReturned(leaseId);
-                      if (!active)
-                          return;
-                      if (outcome.contentRefused)
-                          return fail(leaseId, QStringLiteral("download"), outcome.error);
-                      if (!outcome.ok) {
-                          if (active->tries + 1 >= kDownloadTriesBeforeFailing && m_reach.reachable())
-                              return fail(leaseId, QStringLiteral("download"), outcome.error);
-                          return stepFailed(
-                              leaseId,
-                              QStringLiteral("downloading the files of lease %1").arg(leaseId.toString()),
-                              outcome.error);
-                      }
-                      coordinatorReached();
-                      active->tries = 0;
-                      if (!setState(leaseId, SubtaskState::Verified))
-                          return;
-                      m_status.publish(*active);
-                      prepareTaskFolder(leaseId);
-                  });
+    m_parts.network.run(
+        [this, leaseId, manifest = *active->manifest, reverify] {
+            return m_parts.files.fetch(leaseId, manifest, reverify);
+        },
+        [this, leaseId](FetchOutcome outcome) {
+            for (const QString& warning : outcome.warnings)
+                m_parts.feed.log(QStringLiteral("warning"), warning);
+            recordFetchedBytes();
+            auto active = stepReturned(leaseId);
+            if (!active)
+                return;
+            if (outcome.contentRefused)
+                return fail(leaseId, QStringLiteral("download"), outcome.error);
+            if (!outcome.ok) {
+                if (active->tries + 1 >= kDownloadTriesBeforeFailing && m_parts.reachability.reachable())
+                    return fail(leaseId, QStringLiteral("download"), outcome.error);
+                return stepFailed(leaseId,
+                                  QStringLiteral("downloading the files of lease %1").arg(leaseId.toString()),
+                                  outcome.error);
+            }
+            coordinatorReached();
+            active->tries = 0;
+            if (!setState(leaseId, SubtaskState::Verified))
+                return;
+            m_parts.status.publish(*active);
+            prepareTaskFolder(leaseId);
+        });
 }
 
 void SubtaskSteps::prepareTaskFolder(const LeaseId& leaseId)
 {
-    auto active = m_subtasks.value(leaseId);
+    auto active = m_parts.subtasks.value(leaseId);
     active->busy = true;
     // Only a verified manifest gets a folder, named by the lease id that was signed in it.
-    const QString dir = m_files.taskFolder(active->manifest->leaseId);
+    const QString dir = m_parts.files.taskFolder(active->manifest->leaseId);
     // On the network thread, in order after any download of the same files: hashing is disk work that must
     // not hold up the loop.
-    m_network.run([this, dir, manifestBytes = active->record.manifest,
-                   manifest = *active->manifest] { return m_files.layOut(dir, manifestBytes, manifest); },
-                  [this, leaseId, dir](FetchOutcome outcome) {
-                      auto active = stepReturned(leaseId);
-                      if (!active)
-                          return;
-                      if (!outcome.ok) {
-                          if (outcome.contentRefused) {
-                              // Fetch it again: the coordinator's copy may well be intact.
-                              m_feed.log(QStringLiteral("warning"), outcome.error);
-                              if (active->tries++ == 0)
-                                  return download(leaseId); // checks the cached copy, fetches it again if it
-                                                            // was altered
-                          }
-                          return fail(leaseId, QStringLiteral("verify"), outcome.error);
-                      }
-                      if (active->record.taskDir != dir) {
-                          (void)m_store.setTaskDir(leaseId, dir);
-                          active->record.taskDir = dir;
-                      }
-                      m_hooks.startWorker(leaseId);
-                  });
+    m_parts.network.run(
+        [this, dir, manifestBytes = active->record.manifest, manifest = *active->manifest] {
+            return m_parts.files.layOut(dir, manifestBytes, manifest);
+        },
+        [this, leaseId, dir](FetchOutcome outcome) {
+            auto active = stepReturned(leaseId);
+            if (!active)
+                return;
+            if (!outcome.ok) {
+                if (outcome.contentRefused) {
+                    // Fetch it again: the coordinator's copy may well be intact.
+                    m_parts.feed.log(QStringLiteral("warning"), outcome.error);
+                    if (active->tries++ == 0)
+                        return download(leaseId); // checks the cached copy, fetches it again if it
+                                                  // was altered
+                }
+                return fail(leaseId, QStringLiteral("verify"), outcome.error);
+            }
+            if (active->record.taskDir != dir) {
+                (void)m_parts.store.setTaskDir(leaseId, dir);
+                active->record.taskDir = dir;
+            }
+            m_hooks.startWorker(leaseId);
+        });
 }
 
 void SubtaskSteps::recordFetchedBytes()
 {
-    if (auto s = m_files.recordFetchedBytes(m_store); !s)
-        m_feed.log(QStringLiteral("error"), s.error());
+    if (auto s = m_parts.files.recordFetchedBytes(m_parts.store); !s)
+        m_parts.feed.log(QStringLiteral("error"), s.error());
 }
 
 void SubtaskSteps::reportProgress(const LeaseId& leaseId)
 {
-    auto active = m_subtasks.value(leaseId);
+    auto active = m_parts.subtasks.value(leaseId);
     if (!active || active->reportInFlight || !active->cancelReason.isEmpty())
         return;
     active->reportInFlight = true;
-    active->lastReportMs = m_clock.nowMs();
+    active->lastReportMs = m_parts.clock.nowMs();
     ProgressReport report;
     report.step = active->step;
     report.of = active->of;
     report.loss = active->loss;
     report.samplesPerSecond = active->samplesPerSecond;
-    m_network.run(
-        [this, leaseId, report] { return m_client.progress(leaseId, report); },
+    m_parts.network.run(
+        [this, leaseId, report] { return m_parts.client.progress(leaseId, report); },
         [this, leaseId](Result<ProgressReply> reply) {
-            auto active = m_subtasks.value(leaseId);
+            auto active = m_parts.subtasks.value(leaseId);
             if (!active)
                 return;
             active->reportInFlight = false;
@@ -281,8 +282,8 @@ void SubtaskSteps::reportProgress(const LeaseId& leaseId)
                 if (CoordinatorClient::isCredentialRefusal(reply.error()))
                     return m_hooks.credentialsRefused(reply.error());
                 // The worker keeps training: the result may still be accepted late, once.
-                m_reach.unreachable(reply.error());
-                m_status.update();
+                m_parts.reachability.unreachable(reply.error());
+                m_parts.status.update();
                 return;
             }
             coordinatorReached();
@@ -291,8 +292,8 @@ void SubtaskSteps::reportProgress(const LeaseId& leaseId)
                                            ? QStringLiteral("the coordinator no longer holds lease %1 open")
                                                  .arg(leaseId.toString())
                                            : reply->reason;
-                m_feed.log(QStringLiteral("info"), QStringLiteral("lease %1: stopping its worker: %2")
-                                                       .arg(leaseId.toString(), active->cancelReason));
+                m_parts.feed.log(QStringLiteral("info"), QStringLiteral("lease %1: stopping its worker: %2")
+                                                             .arg(leaseId.toString(), active->cancelReason));
                 if (active->worker && active->worker->running())
                     active->worker->send("cancel");
                 else
@@ -300,7 +301,7 @@ void SubtaskSteps::reportProgress(const LeaseId& leaseId)
                 return;
             }
             active->record.deadlineMs = reply->deadlineMs;
-            (void)m_store.setDeadline(leaseId, reply->deadlineMs);
+            (void)m_parts.store.setDeadline(leaseId, reply->deadlineMs);
         });
 }
 
@@ -311,8 +312,8 @@ void SubtaskSteps::keepLeasesAlive()
     // lease was first given for (the job's deadline_seconds) since it last moved: a short pause costs the job
     // nothing, and work stalled for longer goes to another agent (a result from here is still accepted if it
     // comes first).
-    const qint64 now = m_clock.nowMs();
-    for (const auto& active : std::as_const(m_subtasks)) {
+    const qint64 now = m_parts.clock.nowMs();
+    for (const auto& active : std::as_const(m_parts.subtasks)) {
         if ((!active->worker && !active->startWhenAllowed) || !active->manifest ||
             now - active->lastReportMs < m_settings.progressReportMs)
             continue;
@@ -325,37 +326,37 @@ void SubtaskSteps::keepLeasesAlive()
 
 void SubtaskSteps::upload(const LeaseId& leaseId)
 {
-    auto active = m_subtasks.value(leaseId);
+    auto active = m_parts.subtasks.value(leaseId);
     active->busy = true;
-    const QString result = m_files.taskFolder(leaseId) + QStringLiteral("/result.safetensors");
+    const QString result = m_parts.files.taskFolder(leaseId) + QStringLiteral("/result.safetensors");
     if (!QFileInfo::exists(result)) {
         active->busy = false;
         return fail(leaseId, QStringLiteral("upload"),
                     QStringLiteral("%1 is missing; the result was lost").arg(result));
     }
-    StopSignal* stop = &m_stop;
-    m_network.run(
+    StopSignal* stop = &m_parts.stop;
+    m_parts.network.run(
         [this, leaseId, result, stop] {
             QElapsedTimer took;
             took.start();
-            auto reply = m_client.uploadResult(leaseId, result,
-                                               [stop](const TransferProgress&) { return !stop->stopped(); });
+            auto reply = m_parts.client.uploadResult(
+                leaseId, result, [stop](const TransferProgress&) { return !stop->stopped(); });
             return std::make_pair(std::move(reply), took.elapsed());
         },
         [this, leaseId, result](std::pair<Result<UploadReply>, qint64> sent) {
             Result<UploadReply>& reply = sent.first;
             auto active = stepReturned(leaseId, true);
             if (!active)
-                return m_departure.checkFinished();
+                return m_parts.departure.checkFinished();
             if (reply)
-                m_departure.noteUpload(QFileInfo(result).size(), sent.second);
-            if (!reply && m_lifecycle.leaving) {
-                m_feed.log(QStringLiteral("warning"),
-                           QStringLiteral("uploading the result of lease %1 failed (%2); it is "
-                                          "uploaded at the next start")
-                               .arg(leaseId.toString(), reply.error()));
+                m_parts.departure.noteUpload(QFileInfo(result).size(), sent.second);
+            if (!reply && m_parts.lifecycle.leaving) {
+                m_parts.feed.log(QStringLiteral("warning"),
+                                 QStringLiteral("uploading the result of lease %1 failed (%2); it is "
+                                                "uploaded at the next start")
+                                     .arg(leaseId.toString(), reply.error()));
                 active->kept = true;
-                return m_departure.checkFinished();
+                return m_parts.departure.checkFinished();
             }
             if (!reply) {
                 return stepFailed(leaseId,
@@ -373,19 +374,19 @@ void SubtaskSteps::upload(const LeaseId& leaseId)
                     add.trainSeconds =
                         bundle->metadata().value(QStringLiteral("gleaner.train_seconds")).toDouble();
                 }
-                const Status s = m_store.transaction([&]() -> Status {
-                    if (auto st = m_store.setState(leaseId, SubtaskState::Done); !st)
+                const Status s = m_parts.store.transaction([&]() -> Status {
+                    if (auto st = m_parts.store.setState(leaseId, SubtaskState::Done); !st)
                         return st;
-                    return m_store.addTotals(add);
+                    return m_parts.store.addTotals(add);
                 });
                 if (!s)
-                    m_feed.log(QStringLiteral("error"), s.error());
+                    m_parts.feed.log(QStringLiteral("error"), s.error());
                 active->record.state = SubtaskState::Done;
-                m_feed.log(QStringLiteral("info"),
-                           QStringLiteral("lease %1: result accepted (update %2, staleness %3)")
-                               .arg(leaseId.toString())
-                               .arg(reply->seq)
-                               .arg(reply->staleness));
+                m_parts.feed.log(QStringLiteral("info"),
+                                 QStringLiteral("lease %1: result accepted (update %2, staleness %3)")
+                                     .arg(leaseId.toString())
+                                     .arg(reply->seq)
+                                     .arg(reply->staleness));
                 return finish(leaseId);
             }
             case UploadOutcome::Closed:
@@ -403,26 +404,27 @@ void SubtaskSteps::upload(const LeaseId& leaseId)
 
 void SubtaskSteps::handBack(const LeaseId& leaseId, const QString& checkpoint)
 {
-    const QString dir = m_files.taskFolder(leaseId);
-    StopSignal* stop = &m_stop;
-    m_network.run(
+    const QString dir = m_parts.files.taskFolder(leaseId);
+    StopSignal* stop = &m_parts.stop;
+    m_parts.network.run(
         [this, leaseId, checkpoint, stop] {
-            return m_client.handBack(leaseId, checkpoint,
-                                     [stop](const TransferProgress&) { return !stop->stopped(); });
+            return m_parts.client.handBack(leaseId, checkpoint,
+                                           [stop](const TransferProgress&) { return !stop->stopped(); });
         },
         [this, leaseId, dir](Result<HandBackReply> reply) {
-            auto active = m_subtasks.value(leaseId);
+            auto active = m_parts.subtasks.value(leaseId);
             if (!active)
-                return m_departure.checkFinished();
+                return m_parts.departure.checkFinished();
             active->busy = false;
             if (!reply) {
                 // Kept as after a plain stop: the next start asks the coordinator whether the lease is still
                 // open.
-                m_feed.log(QStringLiteral("warning"),
-                           QStringLiteral("lease %1 could not be handed back (%2); it stays with this agent")
-                               .arg(leaseId.toString(), reply.error()));
+                m_parts.feed.log(
+                    QStringLiteral("warning"),
+                    QStringLiteral("lease %1 could not be handed back (%2); it stays with this agent")
+                        .arg(leaseId.toString(), reply.error()));
                 active->kept = true;
-                return m_departure.checkFinished();
+                return m_parts.departure.checkFinished();
             }
             QString outcome;
             if (!reply->released)
@@ -434,92 +436,92 @@ void SubtaskSteps::handBack(const LeaseId& leaseId, const QString& checkpoint)
                               .arg(reply->reason);
             else
                 outcome = QStringLiteral("the next agent starts it afresh");
-            m_feed.log(QStringLiteral("info"),
-                       QStringLiteral("lease %1 handed back: %2").arg(leaseId.toString(), outcome));
+            m_parts.feed.log(QStringLiteral("info"),
+                             QStringLiteral("lease %1 handed back: %2").arg(leaseId.toString(), outcome));
             // What the job's earlier uploads left out went into this task folder; it goes with the next
             // upload.
             if (active->manifest)
-                m_files.keepHandedBackResidual(active->manifest->jobId, dir);
+                m_parts.files.keepHandedBackResidual(active->manifest->jobId, dir);
             drop(leaseId, QStringLiteral("handed back to the coordinator"));
         });
 }
 
 void SubtaskSteps::fail(const LeaseId& leaseId, const QString& stage, const QString& reason)
 {
-    m_feed.log(QStringLiteral("error"),
-               QStringLiteral("lease %1 failed: %2").arg(leaseId.toString(), reason));
-    const Status s = m_store.transaction([&]() -> Status {
-        if (auto st = m_store.setState(leaseId, SubtaskState::Failed, reason); !st)
+    m_parts.feed.log(QStringLiteral("error"),
+                     QStringLiteral("lease %1 failed: %2").arg(leaseId.toString(), reason));
+    const Status s = m_parts.store.transaction([&]() -> Status {
+        if (auto st = m_parts.store.setState(leaseId, SubtaskState::Failed, reason); !st)
             return st;
         SubtaskTotals add;
         add.subtasksFailed = 1;
-        return m_store.addTotals(add);
+        return m_parts.store.addTotals(add);
     });
     if (!s)
-        m_feed.log(QStringLiteral("error"), s.error());
-    if (auto active = m_subtasks.value(leaseId)) {
+        m_parts.feed.log(QStringLiteral("error"), s.error());
+    if (auto active = m_parts.subtasks.value(leaseId)) {
         active->record.state = SubtaskState::Failed;
         active->record.error = reason;
-        m_status.publish(*active, reason);
+        m_parts.status.publish(*active, reason);
     }
     // Tell the coordinator, so that the workunit goes to another agent now rather than at the lease's
     // deadline. A refused result closed the lease already (stage empty): nothing to report.
-    if (!stage.isEmpty() && !m_lifecycle.stopping)
-        m_network.run(
-            [this, leaseId, stage, reason] { return m_client.reportFailure(leaseId, stage, reason); },
+    if (!stage.isEmpty() && !m_parts.lifecycle.stopping)
+        m_parts.network.run(
+            [this, leaseId, stage, reason] { return m_parts.client.reportFailure(leaseId, stage, reason); },
             [this, leaseId](Result<bool> reported) {
                 if (!reported)
-                    m_feed.log(QStringLiteral("warning"),
-                               QStringLiteral("could not report the failure of lease %1 to the "
-                                              "coordinator (%2); the lease will expire there")
-                                   .arg(leaseId.toString(), reported.error()));
+                    m_parts.feed.log(QStringLiteral("warning"),
+                                     QStringLiteral("could not report the failure of lease %1 to the "
+                                                    "coordinator (%2); the lease will expire there")
+                                         .arg(leaseId.toString(), reported.error()));
             });
     // A coordinator that keeps handing out work this agent refuses is not asked again at once.
-    m_failures.failed(reason);
-    release(leaseId, backoffMs(m_failures.count, m_settings.maxBackoffMs));
+    m_parts.failures.failed(reason);
+    release(leaseId, backoffMs(m_parts.failures.count, m_settings.maxBackoffMs));
 }
 
 void SubtaskSteps::drop(const LeaseId& leaseId, const QString& reason)
 {
-    m_feed.log(QStringLiteral("info"),
-               QStringLiteral("lease %1 dropped: %2").arg(leaseId.toString(), reason));
-    if (auto s = m_store.setState(leaseId, SubtaskState::Dropped, reason); !s)
-        m_feed.log(QStringLiteral("error"), s.error());
-    if (auto active = m_subtasks.value(leaseId)) {
+    m_parts.feed.log(QStringLiteral("info"),
+                     QStringLiteral("lease %1 dropped: %2").arg(leaseId.toString(), reason));
+    if (auto s = m_parts.store.setState(leaseId, SubtaskState::Dropped, reason); !s)
+        m_parts.feed.log(QStringLiteral("error"), s.error());
+    if (auto active = m_parts.subtasks.value(leaseId)) {
         active->record.state = SubtaskState::Dropped;
-        m_status.publish(*active, reason);
+        m_parts.status.publish(*active, reason);
     }
     release(leaseId);
 }
 
 void SubtaskSteps::finish(const LeaseId& leaseId)
 {
-    m_failures.count = 0;
-    if (auto active = m_subtasks.value(leaseId))
-        m_status.publish(*active);
+    m_parts.failures.count = 0;
+    if (auto active = m_parts.subtasks.value(leaseId))
+        m_parts.status.publish(*active);
     release(leaseId);
 }
 
 void SubtaskSteps::release(const LeaseId& leaseId, qint64 leaseDelayMs)
 {
-    auto active = m_subtasks.take(leaseId);
+    auto active = m_parts.subtasks.take(leaseId);
     if (active && active->worker) {
-        active->worker->disconnect(&m_loop);
+        active->worker->disconnect(&m_parts.loop);
         active->worker->kill();
         active->worker->deleteLater();
     }
-    (void)m_cache.releaseOwner(leaseId.toString());
-    m_files.removeTaskFolder(leaseId);
-    m_status.update();
-    m_departure.checkFinished();
-    m_leasing.schedule(leaseDelayMs);
+    (void)m_parts.cache.releaseOwner(leaseId.toString());
+    m_parts.files.removeTaskFolder(leaseId);
+    m_parts.status.update();
+    m_parts.departure.checkFinished();
+    m_parts.leasing.schedule(leaseDelayMs);
 }
 
 bool SubtaskSteps::setState(const LeaseId& leaseId, SubtaskState state, const QString& error)
 {
-    auto active = m_subtasks.value(leaseId);
-    if (auto s = m_store.setState(leaseId, state, error); !s) {
-        m_feed.log(QStringLiteral("error"), s.error());
+    auto active = m_parts.subtasks.value(leaseId);
+    if (auto s = m_parts.store.setState(leaseId, state, error); !s) {
+        m_parts.feed.log(QStringLiteral("error"), s.error());
         return false;
     }
     if (active)
@@ -529,12 +531,12 @@ bool SubtaskSteps::setState(const LeaseId& leaseId, SubtaskState state, const QS
 
 void SubtaskSteps::coordinatorReached()
 {
-    if (!m_reach.reached())
+    if (!m_parts.reachability.reached())
         return;
     // Steps that were waiting for it go on now rather than at their backoff's end.
-    for (const auto& active : std::as_const(m_subtasks))
+    for (const auto& active : std::as_const(m_parts.subtasks))
         if (!active->busy && !active->worker)
-            QTimer::singleShot(0, &m_loop,
+            QTimer::singleShot(0, &m_parts.loop,
                                [this, lease = active->record.leaseId] { continueSubtask(lease); });
 }
 } // namespace gleaner::agent

@@ -107,22 +107,7 @@ private:
     void finish(const LeaseId& leaseId);
     void release(const LeaseId& leaseId, qint64 leaseDelayMs = 0);
 
-    QObject& m_loop;
-    Lifecycle& m_lifecycle;
-    SubtaskTable& m_subtasks;
-    FailureStreak& m_failures;
-    EventFeed& m_feed;
-    const Clock& m_clock;
-    SubtaskStore& m_store;
-    FileCache& m_cache;
-    TaskFiles& m_files;
-    CoordinatorClient& m_client;
-    NetworkHop& m_network;
-    StopSignal& m_stop;
-    LeaseDesk& m_leasing;
-    Reachability& m_reach;
-    Departure& m_departure;
-    AgentStatus& m_status;
+    Parts m_parts;
     const Settings m_settings;
     const Hooks m_hooks;
     QTimer m_keepAlive; // progress reports for workers that report nothing themselves (paused, starved)

@@ -61,18 +61,7 @@ private:
     void onWorkerEvent(const LeaseId& leaseId, const QJsonObject& event);
     void onWorkerEnded(const LeaseId& leaseId, const WorkerEnd& end);
 
-    QObject& m_loop;
-    const Lifecycle& m_lifecycle;
-    SubtaskTable& m_subtasks;
-    EventFeed& m_feed;
-    const Clock& m_clock;
-    SubtaskStore& m_store;
-    TaskFiles& m_files;
-    const LeaseDesk& m_leasing;
-    MachineGate& m_gate;
-    Departure& m_departure;
-    AgentStatus& m_status;
-    SubtaskSteps& m_steps;
+    Parts m_parts;
     const QString m_workerProgram;
     const qint64 m_progressReportMs;
 };
