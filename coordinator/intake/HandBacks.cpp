@@ -58,12 +58,8 @@ HttpResponse HandBacks::failed(const QString& agentId, const QString& leaseId, c
         return m_leases.notInMemory(agentId, leaseId);
     if (lease->agentId != agentId)
         return HttpResponse::error(409, QStringLiteral("lease %1 belongs to another agent").arg(leaseId));
-    if (lease->state == Lease::State::Completed)
-        return HttpResponse::error(
-            409, QStringLiteral("lease %1 is closed: its result was already received").arg(leaseId));
-    if (lease->state == Lease::State::Refused)
-        return HttpResponse::error(
-            409, QStringLiteral("lease %1 is closed: its result was refused as invalid").arg(leaseId));
+    if (auto decided = resultAlreadyDecided(*lease))
+        return *decided;
 
     JobState* job = findJob(lease->jobId);
     // Work that an ended job no longer wanted is not the agent's failure (as with a missed deadline). Nor is

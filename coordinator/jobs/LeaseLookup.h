@@ -7,6 +7,7 @@
 #include "jobs/JobState.h"
 
 #include <functional>
+#include <optional>
 
 namespace gleaner::coordinator {
 
@@ -16,5 +17,18 @@ struct LeaseLookup
     std::function<Lease*(const QString& leaseId)> find;
     std::function<HttpResponse(const QString& agentId, const QString& leaseId)> notInMemory;
 };
+
+// 409 for a report about a lease whose result was already received or refused (its progress, its failure):
+// nothing more comes of it. nullopt for a lease that may still deliver.
+inline std::optional<HttpResponse> resultAlreadyDecided(const Lease& lease)
+{
+    if (lease.state == Lease::State::Completed)
+        return HttpResponse::error(
+            409, QStringLiteral("lease %1 is closed: its result was already received").arg(lease.id));
+    if (lease.state == Lease::State::Refused)
+        return HttpResponse::error(
+            409, QStringLiteral("lease %1 is closed: its result was refused as invalid").arg(lease.id));
+    return std::nullopt;
+}
 
 } // namespace gleaner::coordinator

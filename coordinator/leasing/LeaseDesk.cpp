@@ -236,12 +236,8 @@ HttpResponse LeaseDesk::progress(const QString& agentId, const QString& leaseId,
     m_parts.enrollment.touch(agentId);
     QJsonObject reply;
     JobState* job = findJob(lease->jobId);
-    if (lease->state == Lease::State::Completed)
-        return HttpResponse::error(
-            409, QStringLiteral("lease %1 is closed: its result was already received").arg(leaseId));
-    if (lease->state == Lease::State::Refused)
-        return HttpResponse::error(
-            409, QStringLiteral("lease %1 is closed: its result was refused as invalid").arg(leaseId));
+    if (auto decided = resultAlreadyDecided(*lease))
+        return *decided;
     const auto abort = [&](const QString& reason) {
         reply.insert(QStringLiteral("abort"), true);
         reply.insert(QStringLiteral("reason"), reason);
