@@ -9,6 +9,7 @@
 // it back at a restart, so a replay continues exactly where the folds left off.
 
 #include "Result.h"
+#include "aggregation/NoiseScale.h"
 #include "spec/JobSpec.h"
 #include "tensor/TensorBundle.h"
 
@@ -26,7 +27,11 @@ struct UpdateContext
     // Agents training the job when the update arrived (those holding open leases of it, and this update's):
     // recorded with the update, so a replay folds it as it was folded.
     int concurrency = 1;
+    // The job's shards: an update is one shard's subtask, so serverVersion / updatesPerEpoch is the job's
+    // progress in epochs, which the outer step's schedule follows (0: no progress known; a schedule's start).
+    int updatesPerEpoch = 0;
     qint64 staleness() const { return serverVersion - baseVersion; }
+    double progress() const { return updatesPerEpoch > 0 ? double(serverVersion) / updatesPerEpoch : 0.0; }
 };
 
 class AggregationRule
@@ -54,6 +59,10 @@ public:
         (void)server;
         return state.isEmpty() ? Status() : fail(QStringLiteral("rule %1 keeps no state").arg(name()));
     }
+
+    // The job's gradient noise scale as the rule's rounds measured it (the rules that average
+    // pseudo-gradients); null for rules that do not see them.
+    virtual const NoiseScale* noiseScale() const { return nullptr; }
 
     static std::unique_ptr<AggregationRule> create(const AggregationSpec& spec);
 };

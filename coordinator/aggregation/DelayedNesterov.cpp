@@ -10,7 +10,7 @@ Status DelayedNesterov::onUpdate(TensorBundle& server, const TensorBundle& clien
                                  double w, int buffer)
 {
     m_lastBuffer = buffer;
-    const double scale = outerLr(buffer) * w / buffer;
+    const double scale = outerLr(buffer) * m_lrFactor * w / buffer;
     return ml::WeightMath::addScaledDifference(server, client, base, scale, Part::Parameters);
 }
 
@@ -20,8 +20,8 @@ Status DelayedNesterov::flush(TensorBundle& server, const TensorBundle& sum, int
         m_momentum = ml::WeightMath::zerosLike(server);
     if (auto s = ml::WeightMath::scaleAdd(m_momentum, m_spec.momentum, sum, 1.0 / count, Part::Parameters); !s)
         return s;
-    return ml::WeightMath::scaleAdd(server, 1.0, m_momentum, outerLr(m_lastBuffer) * m_spec.momentum,
-                                    Part::Parameters);
+    return ml::WeightMath::scaleAdd(server, 1.0, m_momentum,
+                                    outerLr(m_lastBuffer) * m_lrFactor * m_spec.momentum, Part::Parameters);
 }
 
 void DelayedNesterov::saveExtra(TensorBundle& state) const

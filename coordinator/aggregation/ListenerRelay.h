@@ -48,6 +48,10 @@ public:
     {
         relay([=](WeightsListener& t) { t.validationFailed(jobId, epoch, epochEnd, error); });
     }
+    void widthMeasured(qint64 jobId, qint64 version, double noiseScale) override
+    {
+        relay([=](WeightsListener& t) { t.widthMeasured(jobId, version, noiseScale); });
+    }
 
 private:
     template <typename Call> void relay(Call call)

@@ -24,11 +24,16 @@ Status PseudoGradientRule::apply(TensorBundle& server, const TensorBundle& clien
     if (QString where; !ml::WeightMath::allFinite(client, &where))
         return fail(QStringLiteral("the update holds NaN or infinite values in tensor \"%1\"").arg(where));
     const int buffer = bufferFor(context);
+    m_lrFactor = m_spec.schedule.factor(context.progress());
     const double w = m_spec.staleness.weight(context.staleness());
     if (m_sum.isEmpty())
         m_sum = ml::WeightMath::zerosLike(server);
     if (auto s = ml::WeightMath::addScaledDifference(m_sum, client, *context.base, w, Part::Parameters); !s)
         return s;
+    const Result<double> change = ml::WeightMath::l2Distance(client, *context.base, Part::Parameters);
+    if (!change)
+        return fail(change.error());
+    m_squaredNorms += w * w * *change * *change;
     if (auto s = ml::WeightMath::addScaledDifference(server, client, *context.base, w / buffer, Part::Statistics);
         !s)
         return s;
@@ -40,8 +45,11 @@ Status PseudoGradientRule::apply(TensorBundle& server, const TensorBundle& clien
         return {};
     if (auto s = flush(server, m_sum, m_count); !s)
         return s;
+    const double meanNorm = ml::WeightMath::l2Norm(m_sum, Part::Parameters) / m_count;
+    m_noise.addRound(m_squaredNorms / m_count, meanNorm * meanNorm, m_count);
     m_sum = ml::WeightMath::zerosLike(server);
     m_count = 0;
+    m_squaredNorms = 0;
     return {};
 }
 
@@ -57,6 +65,11 @@ TensorBundle PseudoGradientRule::saveState() const
     (void)state.addValues<qint64>(QStringLiteral("count"), DType::I64, {}, count);
     if (!m_sum.isEmpty())
         addStateTensors(state, QStringLiteral("sum."), m_sum);
+    if (m_count > 0) {
+        const std::array<double, 1> norms{m_squaredNorms};
+        (void)state.addValues<double>(QStringLiteral("squared_norms"), DType::F64, {}, norms);
+    }
+    m_noise.save(state, NoiseScale::stateName());
     saveExtra(state);
     return state;
 }
@@ -66,6 +79,8 @@ Status PseudoGradientRule::loadState(const TensorBundle& state, const TensorBund
     if (state.isEmpty()) {
         m_sum = {};
         m_count = 0;
+        m_squaredNorms = 0;
+        m_noise = NoiseScale();
         return loadExtra(state, server);
     }
     const TensorEntry* count = state.find(QStringLiteral("count"));
@@ -85,10 +100,21 @@ Status PseudoGradientRule::loadState(const TensorBundle& state, const TensorBund
         sum = stateTensors(state, QStringLiteral("sum."), server);
     if (!sum)
         return fail(QStringLiteral("the %1 rule's state: %2").arg(name(), sum.error()));
+    double norms = 0;
+    if (const TensorEntry* entry = state.find(QStringLiteral("squared_norms"))) {
+        if (entry->dtype != DType::F64 || entry->byteSize != 8)
+            return fail(QStringLiteral("the %1 rule's state: squared_norms is not one float64").arg(name()));
+        std::memcpy(&norms, state.data(*entry).data(), 8);
+    }
+    NoiseScale noise;
+    if (auto s = noise.load(state, NoiseScale::stateName()); !s)
+        return fail(QStringLiteral("the %1 rule's state: %2").arg(name(), s.error()));
     if (auto s = loadExtra(state, server); !s)
         return s;
     m_sum = std::move(*sum);
     m_count = int(value);
+    m_squaredNorms = norms;
+    m_noise = noise;
     return {};
 }
 

@@ -2,13 +2,15 @@
 // What the rules that fold pseudo-gradients share. An update's pseudo-gradient is the change its agent made,
 // d = client - base (its base being the published weights its lease handed out), damped by its staleness:
 // w = s(t) (the job's StalenessSpec). The rule buffers the damped changes of K updates and, at every K-th,
-// takes an outer step with their mean (flush()); what happens between is the concrete rule's choice (onUpdate()).
+// takes an outer step with their mean (flush()); what happens between is the concrete rule's choice
+// (onUpdate()).
 //
 // Tensors are handled on purpose:
 // - parameters go through the rule's arithmetic;
 // - BatchNorm running statistics are not moved by gradients: each update moves them by w / K of its change at
 //   once, with no server learning rate and no momentum, so they stay an average of what the agents measured;
 // - integer buffers (num_batches_tracked) take the larger value, as in every rule.
+// Every round also measures the job's gradient noise scale (NoiseScale) from the buffered changes' norms.
 
 #include "aggregation/AggregationRule.h"
 
@@ -28,6 +30,7 @@ public:
     Status loadState(const TensorBundle& state, const TensorBundle& server) override;
 
     int buffered() const { return m_count; }
+    const NoiseScale* noiseScale() const override { return &m_noise; }
     static constexpr int kMaxBuffer = 4096;
 
 protected:
@@ -53,10 +56,14 @@ protected:
     }
 
     AggregationSpec m_spec;
+    // The outer step's schedule factor at the update being folded (set before onUpdate() and flush()).
+    double m_lrFactor = 1.0;
 
 private:
     TensorBundle m_sum; // sum of the buffered damped changes (every tensor of the weights; parameters used)
     int m_count = 0;
+    double m_squaredNorms = 0; // sum of the buffered damped changes' squared norms (parameters)
+    NoiseScale m_noise;        // measured over the rounds (a buffer's flush ends one)
 };
 
 // Copies the tensors of `from` whose names start with `prefix` into a bundle without the prefix; fails unless

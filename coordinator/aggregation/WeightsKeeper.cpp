@@ -258,6 +258,16 @@ void WeightsKeeper::applyNow(qint64 jobId, JobWeights& job, qint64 seq, const Te
     job.lastSeq = seq;
     const qint64 version = job.version;
     m_listener.applied(jobId, seq, version);
+    reportWidth(jobId, job, job.rule->noiseScale(), version);
+}
+
+void WeightsKeeper::reportWidth(qint64 jobId, JobWeights& job, const NoiseScale* noise, qint64 version)
+{
+    if (!noise || noise->rounds() == job.noiseRounds)
+        return;
+    job.noiseRounds = noise->rounds();
+    if (const std::optional<double> value = noise->value())
+        m_listener.widthMeasured(jobId, version, *value);
 }
 
 Status WeightsKeeper::fold(TensorBundle& weights, std::unique_ptr<AggregationRule>& rule, UpdateBound& steps,

@@ -161,6 +161,7 @@ private:
         TensorBundle weights;
         qint64 version = 0;
         qint64 lastSeq = 0;
+        int noiseRounds = 0; // the rule's measured rounds last reported (widthMeasured)
         qint64 snapshotVersion = 0;
         qint64 snapshotMs = 0;
         qint64 publishedVersion = -1;
@@ -207,6 +208,8 @@ private:
     // Reports a received update that is not folded in (see above); `agentsFault` false when the coordinator lost
     // it (its file could not be read back at a restart).
     void refused(qint64 jobId, JobWeights& job, qint64 seq, const QString& reason, bool agentsFault = true);
+    // Reports the rule's noise scale when a round ended since the last report.
+    void reportWidth(qint64 jobId, JobWeights& job, const NoiseScale* noise, qint64 version);
     void validateNow(qint64 jobId, const JobWeights& job, int epoch, bool epochEnd);
     // The weights as a safetensors blob, stamped with their version (publish, snapshot and export all need
     // it). `publication`: a file for leases, which carries this coordinator's name when it has one

@@ -144,11 +144,16 @@ bool WeightsKeeper::foldPendingNow(qint64 jobId, JobWeights& job)
         }
         // What this process holds of the job is now what its fold committed (onto any other's). A fold found
         // already done read nothing: the next sync brings the copy up to date.
-        if (const SharedFoldState* state = m_shared->held(jobId); state && !folded->alreadyFolded)
+        const SharedFoldState* state = m_shared->held(jobId);
+        if (state && !folded->alreadyFolded)
             adopt(job, *state);
         job.lastSeq = std::max(job.lastSeq, seq);
         const qint64 version = folded->version;
         m_listener.applied(jobId, seq, version);
+        // The rule's state is Redis's: its measurement is read from there.
+        if (NoiseScale noise;
+            state && !folded->alreadyFolded && noise.load(state->ruleState, NoiseScale::stateName()))
+            reportWidth(jobId, job, &noise, version);
     }
     return true;
 }

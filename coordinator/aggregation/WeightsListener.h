@@ -29,6 +29,13 @@ public:
     virtual void validated(qint64 jobId, int epoch, bool epochEnd, qint64 version, double accuracy,
                            double loss) = 0;
     virtual void validationFailed(qint64 jobId, int epoch, bool epochEnd, const QString& error) = 0;
+    // The rule measured the job's gradient noise scale anew (a round ended) at `version` (NoiseScale).
+    virtual void widthMeasured(qint64 jobId, qint64 version, double noiseScale)
+    {
+        (void)jobId;
+        (void)version;
+        (void)noiseScale;
+    }
 };
 
 } // namespace gleaner::coordinator

@@ -1,5 +1,7 @@
 #include "jobs/JobState.h"
 
+#include <algorithm>
+
 namespace gleaner::coordinator {
 namespace {
 const std::pair<JobStatus, const char16_t*> kStatusNames[] = {
@@ -62,6 +64,16 @@ QString closedLeaseMessage(const QString& leaseId, Lease::State state)
         break;
     }
     return QStringLiteral("lease %1 was closed after an invalid result").arg(leaseId);
+}
+
+std::optional<int> JobState::agentCap() const
+{
+    std::optional<int> cap;
+    if (spec.maxAgents > 0)
+        cap = spec.maxAgents;
+    if (const std::optional<int> useful = width.usefulAgents(); useful && spec.capAtWidth)
+        cap = cap ? std::min(*cap, *useful) : *useful;
+    return cap;
 }
 
 bool JobState::epochComplete(int e) const

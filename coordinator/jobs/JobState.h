@@ -5,6 +5,7 @@
 #include "aggregation/PublishedWeights.h"
 #include "aggregation/UpdateBound.h"
 #include "jobs/JobImporter.h"
+#include "jobs/JobWidth.h"
 #include "spec/JobSpec.h"
 #include "store/JobTallies.h"
 #include "tensor/TensorBundle.h"
@@ -154,8 +155,12 @@ struct JobState
     std::set<int> validatedEpochs;  // epochs whose end-of-epoch validation is recorded
     std::set<int> validating;       // end-of-epoch validations in flight
     int validatedEpoch = 0;         // every epoch up to this one is validated
+    JobWidth width;                 // the agents it can use at once, as measured
 
     bool epochComplete(int e) const;
+    // The most agents that may hold its leases at once: the admin's max_agents and, unless the spec says
+    // "cap_at_width": false, the measured useful agents; the smaller of them. nullopt: no cap.
+    std::optional<int> agentCap() const;
     int pendingIn(int e) const;
 };
 

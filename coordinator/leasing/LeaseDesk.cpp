@@ -6,6 +6,7 @@
 #include "enrollment/Enrollment.h"
 #include "intake/AgentStanding.h"
 #include "leasing/LeaseManifest.h"
+#include "scheduling/JobAllocation.h"
 #include "scheduling/LeasePacer.h"
 #include "scheduling/Scheduler.h"
 #include "store/Database.h"
@@ -169,6 +170,7 @@ HttpResponse LeaseDesk::grant(const QString& agentId, const QJsonObject& request
     QJsonArray tasks;
     bool anyRunning = false;
     bool anyStarting = false;
+    std::vector<JobAllocation::Candidate> candidates;
     for (auto& [jobId, job] : m_parts.jobs) {
         anyStarting = anyStarting || job.status == JobStatus::Created; // importing its data set
         if (job.status != JobStatus::Running)
@@ -178,6 +180,11 @@ HttpResponse LeaseDesk::grant(const QString& agentId, const QJsonObject& request
             anyStarting = true;
             continue; // the first weights file is still being written
         }
+        candidates.push_back(JobAllocation::candidateOf(job, m_parts.scheduler, agentId));
+    }
+    // The job one more agent helps most first (JobAllocation); a job at its width takes none.
+    for (const qint64 jobId : JobAllocation::order(std::move(candidates))) {
+        JobState& job = m_parts.jobs.at(jobId);
         while (tasks.size() < maxTasks) {
             auto next = m_parts.scheduler.leaseNext(job, agentId, cached);
             if (!next)

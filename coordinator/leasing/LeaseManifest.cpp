@@ -40,7 +40,9 @@ QByteArray sign(const JobState& job, const Workunit& unit, const Lease& lease, c
     if (lease.steps > 0) // sized to the agent's speed (speed-aware jobs)
         hyper.insert(QStringLiteral("steps"), lease.steps);
     hyper.insert(QStringLiteral("batch_size"), job.spec.batchSize);
-    hyper.insert(QStringLiteral("optimizer"), job.spec.optimizer.toJson());
+    // The rate of the job's schedule at the weights the lease starts from (a resumed checkpoint keeps its
+    // own).
+    hyper.insert(QStringLiteral("optimizer"), job.spec.optimizerAt(lease.baseVersion).toJson());
     // Each workunit trains with its own data order, reproducibly.
     hyper.insert(QStringLiteral("seed"), qint64(workunitSeed(job.spec, unit.id)));
     // Absent when off, so the manifests of jobs without it are as they were.

@@ -240,4 +240,13 @@ void FoldReports::validationFailed(qint64 jobId, int epoch, bool epochEnd, const
     m_parts.jobDesk.validationFailed(jobId, epoch, epochEnd, error);
 }
 
+void FoldReports::widthMeasured(qint64 jobId, qint64 version, double noiseScale)
+{
+    JobState* job = m_parts.jobDesk.find(jobId);
+    if (!job)
+        return;
+    job->width.measured(version, noiseScale, m_clock.nowMs());
+    m_parts.feed.noteWidth(*job);
+}
+
 } // namespace gleaner::coordinator

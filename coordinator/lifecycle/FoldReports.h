@@ -50,6 +50,8 @@ public:
     void validated(qint64 jobId, int epoch, bool epochEnd, qint64 version, double accuracy,
                    double loss) override;
     void validationFailed(qint64 jobId, int epoch, bool epochEnd, const QString& error) override;
+    // The job's width (JobWidth: the scheduler's cap, job status, the dashboard's "width" event).
+    void widthMeasured(qint64 jobId, qint64 version, double noiseScale) override;
 
 private:
     Parts m_parts;

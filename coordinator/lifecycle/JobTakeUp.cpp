@@ -254,6 +254,7 @@ JobTakeUp::updatesToReplay(JobState& job, qint64 afterSeq, qint64 snapshotVersio
         update.appliedBefore = rows->value(4).toBool();
         update.baseSha = rows->value(5).toString();
         update.context.concurrency = std::max(1, rows->value(6).toInt());
+        update.context.updatesPerEpoch = job.spec.shards;
         if (job.spec.aggregation.usesPseudoGradients() || job.spec.upload.isUpdate())
             job.basesInFlight.emplace(update.seq, update.baseSha);
         replay.push_back(std::move(update));

@@ -69,6 +69,7 @@ ResultIntake::Verdict ResultIntake::judge(const Received& received)
     verdict.context = UpdateContext{unit->second.epoch, received.baseVersion, 0};
     // Counted while this lease is still open: it is one of them.
     verdict.context.concurrency = std::max(1, m_scheduler.agentsTraining(j.id));
+    verdict.context.updatesPerEpoch = j.spec.shards;
     verdict.staleness = j.updatesApplied - received.baseVersion;
     return verdict;
 }

@@ -53,6 +53,21 @@ int Scheduler::agentsTraining(qint64 jobId) const
     return int(agents.size());
 }
 
+int Scheduler::agentsHolding(qint64 jobId, const QString& except) const
+{
+    QSet<QString> agents;
+    for (const Lease& lease : m_leases)
+        if (lease.jobId == jobId && lease.state == Lease::State::Open && lease.agentId != except)
+            agents.insert(lease.agentId);
+    return int(agents.size());
+}
+
+bool Scheduler::hasRoomFor(const JobState& job, const QString& agentId) const
+{
+    const std::optional<int> cap = job.agentCap();
+    return !cap || agentsHolding(job.id, agentId) < *cap;
+}
+
 void Scheduler::forget(qint64 jobId)
 {
     m_activity.erase(jobId);
@@ -218,6 +233,9 @@ Result<std::optional<Lease>> Scheduler::leaseNext(JobState& job, const QString& 
         if (auto s = lockForGrant(job); !s)
             return s;
         if (job.endedElsewhere || job.pausedElsewhere)
+            return {};
+        if (!hasRoomFor(job,
+                        agentId)) // as many agents as it can use train it: this one is worth more elsewhere
             return {};
         if (m_store.heldLock(job.id) == SchedulerStore::Held::Shared) {
             auto claimed = grantClaimed(job, agentId, cached);

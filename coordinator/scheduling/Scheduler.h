@@ -86,6 +86,13 @@ public:
     // and those that delivered one within twice the job's recent median subtask time (an agent between two
     // subtasks is still at work; one gone for longer is not counted).
     int agentsTraining(qint64 jobId) const;
+    // The agents other than `except` that hold an open lease of the job (JobAllocation's count).
+    int agentsHolding(qint64 jobId, const QString& except) const;
+    // Whether the agent may take the job's work: the job has no cap (JobState::agentCap), or fewer agents
+    // than the cap hold its leases, the asking agent not counted. Among several coordinators, the count is
+    // this picture's (exact under the job's exclusive lock; under grants in parallel, others' newest grants
+    // may be missing).
+    bool hasRoomFor(const JobState& job, const QString& agentId) const;
     // The job ended: what the scheduler learnt of its agents' activity goes (its leases close as they deliver or
     // expire).
     void forget(qint64 jobId);
@@ -93,12 +100,13 @@ public:
     // it): its leases go too, so that nothing here acts on them. Answers their ids.
     QStringList drop(qint64 jobId);
 
-    // The next workunit of `job` (which must be running and have published weights) for the agent: a pending one
-    // of the oldest epoch, preferring one that resumes a handed-back checkpoint (work half done, on an old base),
-    // then one whose shard the agent holds (`cached`: SHA-256 of its files); else,
-    // when the job allows replicas, a straggler another agent holds. Opens the next epoch first when it is due.
-    // Records the lease (store) with the job's published weights as its base, and answers it; nullopt when the
-    // job has nothing for this agent now. A speed-aware job sizes the lease to the agent (stepsFor()). A workunit
+    // The next workunit of `job` (which must be running and have published weights) for the agent: a pending
+    // one of the oldest epoch, preferring one that resumes a handed-back checkpoint (work half done, on an
+    // old base), then one whose shard the agent holds (`cached`: SHA-256 of its files); else, when the job
+    // allows replicas, a straggler another agent holds. Opens the next epoch first when it is due. Records
+    // the lease (store) with the job's published weights as its base, and answers it; nullopt when the job
+    // has nothing for this agent now, or as many agents as it can use hold its leases (hasRoomFor). A
+    // speed-aware job sizes the lease to the agent (stepsFor()). A workunit
     // with a resume point is leased with its base and size instead, naming its checkpoint.
     Result<std::optional<Lease>> leaseNext(JobState& job, const QString& agentId, const QSet<QString>& cached);
 

@@ -69,24 +69,28 @@ QJsonObject SimReport::toJson(const SimOptions& options) const
         {QStringLiteral("best_accuracy"), bestAccuracy()},
         {QStringLiteral("updates"), qint64(updates.size())},
         {QStringLiteral("folded"), folded},
-        {QStringLiteral("mean_staleness"), updates.empty() ? 0.0 : double(stalenessSum) / double(updates.size())},
+        {QStringLiteral("mean_staleness"),
+         updates.empty() ? 0.0 : double(stalenessSum) / double(updates.size())},
         {QStringLiteral("upload"), upload},
         {QStringLiteral("upload_bytes_per_update"), qRound64(perUpdate)},
         {QStringLiteral("weights_bytes"), weightsBytes},
         {QStringLiteral("upload_ratio"), perUpdate > 0 ? double(weightsBytes) / perUpdate : 0.0},
         {QStringLiteral("download"), download},
-        {QStringLiteral("download_bytes_per_subtask"), leases > 0 ? qRound64(double(downloadBytes) / double(leases)) : 0},
+        {QStringLiteral("download_bytes_per_subtask"),
+         leases > 0 ? qRound64(double(downloadBytes) / double(leases)) : 0},
         {QStringLiteral("download_ratio"),
          downloadBytes > 0 ? double(weightsBytes) * double(leases) / double(downloadBytes) : 0.0},
         {QStringLiteral("downloads_by_distance"), fetchesJson()},
         {QStringLiteral("preempted"), preempted},
-        {QStringLiteral("on_preempt"), options.onPreempt == SimOptions::OnPreempt::HandBack ? QStringLiteral("hand-back")
-                                       : options.onPreempt == SimOptions::OnPreempt::Bare   ? QStringLiteral("bare")
-                                                                                            : QStringLiteral("keep")},
+        {QStringLiteral("on_preempt"),
+         options.onPreempt == SimOptions::OnPreempt::HandBack ? QStringLiteral("hand-back")
+         : options.onPreempt == SimOptions::OnPreempt::Bare   ? QStringLiteral("bare")
+                                                              : QStringLiteral("keep")},
         {QStringLiteral("handed_back"), handedBack},
         {QStringLiteral("resumed_leases"), resumedLeases},
         {QStringLiteral("lost_train_seconds"), lostTrainSeconds},
         {QStringLiteral("ended"), ended},
+        {QStringLiteral("width"), width},
     };
 }
 

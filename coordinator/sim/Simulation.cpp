@@ -232,6 +232,7 @@ public:
             }
         }
         m_report.ended = m_ended.isEmpty() ? QStringLiteral("no more events") : m_ended;
+        m_report.width = this->job().width.toJson();
         return m_report;
     }
 
@@ -371,7 +372,7 @@ private:
 
         ml::TrainRequest request;
         request.model = m_data.spec.model;
-        request.optimizer = m_data.spec.optimizer;
+        request.optimizer = m_data.spec.optimizerAt(lease.baseVersion); // as the manifest says
         request.localEpochs = m_data.spec.localEpochs;
         request.batchSize = m_data.spec.batchSize;
         request.seed = workunitSeed(m_data.spec, unit.id); // as the manifest says
@@ -497,6 +498,14 @@ private:
                 m_samples += event.samples;
                 m_lastFoldMs = m_clock.nowMs();
                 j.updatesApplied = m_version;
+                // The job's width, as the coordinator's FoldReports records it (the scheduler caps the job
+                // there).
+                if (const NoiseScale* noise = m_rule->noiseScale();
+                    noise && noise->rounds() != m_noiseRounds) {
+                    m_noiseRounds = noise->rounds();
+                    if (const std::optional<double> value = noise->value())
+                        j.width.measured(m_version, *value, m_clock.nowMs());
+                }
             }
             m_handledSeq = m_seq;
         }
@@ -565,6 +574,7 @@ private:
     qint64 m_handledSeq = 0; // the last of them folded in or refused by the fold
     qint64 m_samples = 0;
     qint64 m_lastFoldMs = kStartMs;
+    int m_noiseRounds = 0; // the rule's measured rounds last recorded in the job's width
     int m_validateEvery = 10;
     std::map<qint64, TensorBundle> m_bases;
     TensorBundle m_published; // what the last publication handed out

@@ -67,6 +67,7 @@ struct SimReport
     qint64 resumedLeases = 0; // leases that resumed a handed-back checkpoint
     double lostTrainSeconds = 0.0; // training time preempted agents spent that nobody resumed from (redone)
     QString ended; // why the run stopped
+    QJsonObject width; // the job's measured width and its history (JobWidth::toJson; at_ms simulated)
     double bestAccuracy() const;
     QJsonObject toJson(const SimOptions& options) const;
     QByteArray toCsv() const;

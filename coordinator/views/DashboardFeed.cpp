@@ -93,6 +93,18 @@ void DashboardFeed::noteValidated(qint64 jobId, const ValidationPoint& point)
                                         {QStringLiteral("at_ms"), point.atMs}});
 }
 
+void DashboardFeed::noteWidth(const JobState& job)
+{
+    if (!eventsWatched() || job.width.history.empty())
+        return;
+    const JobWidth::Point& point = job.width.history.back();
+    noteEvent("width", QJsonObject{{QStringLiteral("job"), job.id},
+                                   {QStringLiteral("version"), point.version},
+                                   {QStringLiteral("noise_scale"), point.noiseScale},
+                                   {QStringLiteral("useful_agents"), point.usefulAgents},
+                                   {QStringLiteral("at_ms"), point.atMs}});
+}
+
 void DashboardFeed::noteAgentChanged(const QString& agentId, const char* what)
 {
     if (!eventsWatched())

@@ -40,6 +40,8 @@ public:
                       qint64 atMs, qint64 uploadBytes);
     void noteApplied(qint64 jobId, qint64 seq, qint64 version);
     void noteValidated(qint64 jobId, const ValidationPoint& point);
+    // The job's width was measured anew (its latest point of JobWidth::history).
+    void noteWidth(const JobState& job);
     void noteAgentChanged(const QString& agentId, const char* what);
     // At each tick: the relay's exchange, the heartbeat, and the summaries of the jobs that changed.
     void publishDashboardState();

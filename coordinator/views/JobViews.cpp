@@ -397,6 +397,33 @@ QJsonObject JobViews::transferJson(const JobState& job)
     return json;
 }
 
+QJsonObject JobViews::widthJson(const JobState& job, int holding) const
+{
+    // The measurement (noise scale, useful agents, history), the cap the scheduler applies, and the agents
+    // at hand: "useful agents now: 6; 14 connected".
+    QJsonObject json = job.width.toJson();
+    const std::optional<int> cap = job.agentCap();
+    json.insert(QStringLiteral("cap"), cap ? QJsonValue(*cap) : QJsonValue());
+    json.insert(QStringLiteral("max_agents"),
+                job.spec.maxAgents > 0 ? QJsonValue(job.spec.maxAgents) : QJsonValue());
+    json.insert(QStringLiteral("cap_at_width"), job.spec.capAtWidth);
+    json.insert(QStringLiteral("holding"), holding);
+    json.insert(QStringLiteral("training"), m_scheduler.agentsTraining(job.id));
+    const qint64 onlineSince = m_clock.nowMs() - qint64(m_config.agentOnlineSeconds) * 1000;
+    int online = 0;
+    if (auto rows =
+            m_db.exec(QStringLiteral("SELECT COUNT(*) FROM agents WHERE revoked = 0 AND last_seen_ms >= ?"),
+                      {onlineSince});
+        rows && rows->next())
+        online = rows->value(0).toInt();
+    json.insert(QStringLiteral("connected"), online);
+    const std::optional<int> useful = job.width.usefulAgents();
+    json.insert(QStringLiteral("summary"),
+                useful ? QStringLiteral("useful agents now: %1; %2 connected").arg(*useful).arg(online)
+                       : QStringLiteral("useful agents not measured yet; %1 connected").arg(online));
+    return json;
+}
+
 QJsonObject JobViews::jobJson(const JobState& job) const
 {
     QJsonObject json;
@@ -437,6 +464,7 @@ QJsonObject JobViews::jobJson(const JobState& job) const
     units.insert(QStringLiteral("done"), done);
     json.insert(QStringLiteral("workunits"), units);
     json.insert(QStringLiteral("agents"), int(agents.size()));
+    json.insert(QStringLiteral("width"), widthJson(job, int(agents.size())));
     QJsonArray history;
     for (const ValidationPoint& point : job.history) {
         QJsonObject p;

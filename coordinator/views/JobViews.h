@@ -37,6 +37,8 @@ public:
 
     // A job's status (docs/protocol.md), with its validation history.
     QJsonObject jobJson(const JobState& job) const;
+    // The job's width (JobWidth), its cap, and the agents holding its leases, training it and connected.
+    QJsonObject widthJson(const JobState& job, int holding) const;
     // The dashboard's summary of a job: its status without the history, with its current epoch's subtasks.
     QJsonObject dashboardJobJson(const JobState& job) const;
     // The charts of the dashboard's job page.

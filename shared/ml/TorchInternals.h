@@ -158,6 +158,8 @@ public:
     void zeroGrad();
     void step();
     qint64 steps() const { return m_steps; }
+    // The rate the next steps take (a schedule's; the state's moments stay as they are).
+    void setLearningRate(double lr) { m_spec.lr = lr; }
 
     // Writes "<prefix><param>.<slot>" tensors and "<prefix>steps".
     Status exportState(TensorBundle& out, const QString& prefix) const;

@@ -223,6 +223,8 @@ Result<TrainOutcome> Run::execute(const TrainHooks& hooks)
                                           m_request.model.inputShape, m_request.seed, epoch, batch));
             const torch::Tensor target = labels.index_select(0, index);
 
+            if (hooks.learningRate)
+                m_optimizer.setLearningRate(hooks.learningRate(m_state.samples));
             m_optimizer.zeroGrad();
             torch::Tensor logits;
             if (net.net->drawsRandomness()) {

@@ -85,6 +85,10 @@ struct TrainHooks
 {
     // Called after every mini-batch. A caller pauses training by blocking in here.
     std::function<TrainControl(const TrainProgress&)> betweenBatches;
+    // Called before every mini-batch with the samples trained so far (resumed runs included): the learning
+    // rate of that mini-batch. Unset: the request's optimizer's rate throughout. gleaner-sim's single process
+    // follows a job's schedule with it; agents train a subtask at the one rate their manifest names.
+    std::function<double(qint64 samples)> learningRate;
 };
 
 struct TrainOutcome

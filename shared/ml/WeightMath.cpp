@@ -258,12 +258,12 @@ bool allFinite(const TensorBundle& weights, QString* where)
     return finite;
 }
 
-double l2Norm(const TensorBundle& weights)
+double l2Norm(const TensorBundle& weights, Part part)
 {
     return guardedOr(QStringLiteral("the L2 norm of weights"), std::numeric_limits<double>::quiet_NaN(), [&] {
         double sum = 0.0;
         for (const auto& entry : weights.entries()) {
-            if (!dtypeIsFloating(entry.dtype) || entry.byteSize == 0)
+            if (!selected(entry, part) || entry.byteSize == 0)
                 continue;
             if (entry.dtype == DType::F32) {
                 sum += sumOfSquaresF32(weights.data(entry), QByteArrayView());
@@ -278,14 +278,14 @@ double l2Norm(const TensorBundle& weights)
     });
 }
 
-Result<double> l2Distance(const TensorBundle& a, const TensorBundle& b)
+Result<double> l2Distance(const TensorBundle& a, const TensorBundle& b, Part part)
 {
     if (auto s = checkCompatible(a, b); !s)
         return fail(s.error());
     return guarded(QStringLiteral("the L2 distance of weights"), [&]() -> Result<double> {
         double sum = 0.0;
         for (const auto& entry : a.entries()) {
-            if (!dtypeIsFloating(entry.dtype) || entry.byteSize == 0)
+            if (!selected(entry, part) || entry.byteSize == 0)
                 continue;
             const TensorEntry& other = *b.find(entry.name);
             if (entry.dtype == DType::F32) {

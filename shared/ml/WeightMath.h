@@ -43,10 +43,11 @@ TensorBundle zerosLike(const TensorBundle& like);
 // Fails closed: false (with a critical log message) also when the check itself fails.
 bool allFinite(const TensorBundle& weights, QString* where = nullptr);
 
-// Euclidean norm over all floating-point values, accumulated in float64; NaN (with a critical log message)
-// when it cannot be computed.
-double l2Norm(const TensorBundle& weights);
-// Euclidean norm of (a - b) over all floating-point tensors; the bundles must be compatible.
-Result<double> l2Distance(const TensorBundle& a, const TensorBundle& b);
+// Euclidean norm over the chosen floating-point values (all by default), accumulated in float64; NaN (with a
+// critical log message) when it cannot be computed.
+double l2Norm(const TensorBundle& weights, Part part = Part::Floating);
+// Euclidean norm of (a - b) over the chosen floating-point tensors (all by default); the bundles must be
+// compatible.
+Result<double> l2Distance(const TensorBundle& a, const TensorBundle& b, Part part = Part::Floating);
 
 } // namespace gleaner::ml::WeightMath

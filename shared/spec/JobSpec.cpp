@@ -282,7 +282,8 @@ QJsonObject StalenessSpec::toJson() const
 Result<AggregationSpec> AggregationSpec::fromJson(const QJsonObject& json, const QString& path)
 {
     JsonFields fields(json, path);
-    fields.allowOnly({u"rule"_s, u"alpha"_s, u"staleness"_s, u"buffer"_s, u"server_lr"_s, u"momentum"_s});
+    fields.allowOnly(
+        {u"rule"_s, u"alpha"_s, u"staleness"_s, u"buffer"_s, u"server_lr"_s, u"momentum"_s, u"schedule"_s});
 
     AggregationSpec spec;
     int rule = 0;
@@ -301,6 +302,7 @@ Result<AggregationSpec> AggregationSpec::fromJson(const QJsonObject& json, const
     onlyFor(u"buffer", spec.rule == Rule::FedBuff || spec.rule == Rule::DelayedNesterov,
             u"fedbuff and delayed-nesterov"_s);
     onlyFor(u"server_lr", pseudo, u"fedbuff and the nesterov rules"_s);
+    onlyFor(u"schedule", pseudo, u"fedbuff and the nesterov rules, whose server_lr it changes"_s);
     onlyFor(u"momentum", spec.usesMomentum(), u"the nesterov rules"_s);
     onlyFor(u"alpha", spec.rule == Rule::VcAsgd || spec.rule == Rule::FedAsync, u"vc-asgd and fedasync"_s);
     if (!fields.ok())
@@ -320,6 +322,8 @@ Result<AggregationSpec> AggregationSpec::fromJson(const QJsonObject& json, const
         fields.readNumber(u"server_lr", spec.serverLr, kServerLr);
         if (spec.usesMomentum())
             fields.readNumber(u"momentum", spec.momentum, kMomentum);
+        if (QJsonObject schedule; fields.readObject(u"schedule", schedule))
+            fields.take(LrSchedule::fromJson(schedule, path + u".schedule"_s), spec.schedule);
     }
     if (spec.rule == Rule::FedAsync) {
         spec.alphaPerEpoch = false;
@@ -357,17 +361,37 @@ QJsonObject AggregationSpec::toJson() const
     }
     if (usesMomentum())
         json.insert(u"momentum"_s, momentum);
+    if (schedule.given)
+        json.insert(u"schedule"_s, schedule.toJson());
     return json;
 }
 
 Result<JobSpec> JobSpec::fromJson(const QJsonObject& json)
 {
     JsonFields fields(json, u"job"_s);
-    fields.allowOnly({u"name"_s, u"dataset"_s, u"limit_train"_s, u"model"_s, u"shards"_s, u"local_epochs"_s,
-                      u"batch_size"_s, u"optimizer"_s, u"aggregation"_s, u"target_accuracy"_s,
-                      u"max_epochs"_s, u"deadline_seconds"_s, u"replication"_s, u"seed"_s,
-                      u"overlap_epochs"_s, u"speed_aware"_s, u"upload"_s, u"download"_s, u"initial_weights"_s,
-                      u"augment"_s});
+    fields.allowOnly({u"name"_s,
+                      u"dataset"_s,
+                      u"limit_train"_s,
+                      u"model"_s,
+                      u"shards"_s,
+                      u"local_epochs"_s,
+                      u"batch_size"_s,
+                      u"optimizer"_s,
+                      u"aggregation"_s,
+                      u"target_accuracy"_s,
+                      u"max_epochs"_s,
+                      u"deadline_seconds"_s,
+                      u"replication"_s,
+                      u"seed"_s,
+                      u"overlap_epochs"_s,
+                      u"speed_aware"_s,
+                      u"upload"_s,
+                      u"download"_s,
+                      u"initial_weights"_s,
+                      u"augment"_s,
+                      u"max_agents"_s,
+                      u"cap_at_width"_s,
+                      u"priority"_s});
 
     JobSpec spec;
     fields.readString(u"name", spec.name, Need::Required, kMaxNameLength);
@@ -402,6 +426,23 @@ Result<JobSpec> JobSpec::fromJson(const QJsonObject& json)
     fields.readString(u"initial_weights", spec.initialWeights);
     if (fields.readObject(u"augment", object))
         fields.take(AugmentSpec::fromJson(object), spec.augment);
+    fields.readInt(u"max_agents", spec.maxAgents, IntRange{0, 100000});
+    fields.readBool(u"cap_at_width", spec.capAtWidth);
+    fields.readNumber(u"priority", spec.priority, NumberRange::above(0).atMost(1000));
+    // A cosine decay without "epochs" ends at the job's last epoch.
+    for (auto [schedule, key] : {std::pair{&spec.optimizer.schedule, u"optimizer.schedule"_s},
+                                 std::pair{&spec.aggregation.schedule, u"aggregation.schedule"_s}}) {
+        if (!fields.ok() || !schedule->given || schedule->decay != LrSchedule::Decay::Cosine ||
+            schedule->epochs > 0)
+            continue;
+        schedule->epochs = spec.maxEpochs;
+        if (schedule->epochs <= schedule->warmupEpochs)
+            fields.failWith(
+                u"%1.warmup_epochs: the warm-up (%2 epochs) must end before the job's max_epochs (%3), "
+                u"where its cosine decay ends; give \"epochs\""_s.arg(key)
+                    .arg(schedule->warmupEpochs)
+                    .arg(spec.maxEpochs));
+    }
 
     if (fields.ok() && spec.download.sparse() && !spec.aggregation.usesPseudoGradients())
         fields.fail(u"download", u"a density below 1 needs a rule that folds pseudo-gradients (fedbuff, "
@@ -468,6 +509,12 @@ QJsonObject JobSpec::toJson() const
         json.insert(u"initial_weights"_s, initialWeights);
     if (augment.enabled()) // absent when off, as in the specs written before it existed
         json.insert(u"augment"_s, augment.toJson());
+    if (maxAgents > 0)
+        json.insert(u"max_agents"_s, maxAgents);
+    if (!capAtWidth)
+        json.insert(u"cap_at_width"_s, false);
+    if (priority != 1.0)
+        json.insert(u"priority"_s, priority);
     return json;
 }
 

@@ -4,8 +4,8 @@
 //
 // {
 //   "name": "fashion-cnn",
-//   "dataset": {"format": "fashion-mnist"},          // or "idx", "cifar10", "safetensors", "npz", "csv", "images"
-//   "limit_train": 2000,                             // optional: use the first N training samples
+//   "dataset": {"format": "fashion-mnist"},          // or "idx", "cifar10", "safetensors", "npz", "csv",
+//   "images" "limit_train": 2000,                             // optional: use the first N training samples
 //   "model": {"arch": "cnn", "input_shape": [1, 28, 28], "num_classes": 10},
 //   "shards": 50, "local_epochs": 1, "batch_size": 32,
 //   "optimizer": {"name": "adam", "lr": 0.001},
@@ -15,7 +15,10 @@
 //   "speed_aware": false,                            // optional; true sizes subtasks to each agent's speed
 //   "upload": {"encoding": "topk", "density": 0.01}, // optional; how agents send results, see UploadSpec
 //   "download": {"density": 0.05},                   // optional; how publications change, see DownloadSpec
-//   "augment": {"crop_padding": 4, "flip": true}     // optional; image models only, see AugmentSpec
+//   "augment": {"crop_padding": 4, "flip": true},    // optional; image models only, see AugmentSpec
+//   "max_agents": 8,                                 // optional; at most this many agents train it at once
+//   "cap_at_width": true,                            // optional; false: no cap at the measured useful width
+//   "priority": 1                                    // optional; its weight when jobs share agents
 // }
 //
 // Required: name, dataset, model, optimizer, shards, target_accuracy (they describe the job itself; a default
@@ -115,17 +118,20 @@ struct StalenessSpec
 struct AggregationSpec
 {
     // The object is optional in a job (default: vc-asgd, alpha "epoch"); when given, "rule" is required.
-    //   vc-asgd:  "alpha" is "epoch" (a_e = e / (e + 1), the default) or a constant in (0, 1): the share of the
+    //   vc-asgd:  "alpha" is "epoch" (a_e = e / (e + 1), the default) or a constant in (0, 1): the share of
+    //   the
     //             server copy kept, server = a server + (1 - a) client.
     //   fedasync: "alpha" is the mixing weight in (0, 1] (default 0.5), damped by "staleness" (default
     //             polynomial, a 0.5): server = (1 - a s(t)) server + a s(t) client.
-    //   fedbuff:  "buffer" K updates (default 4), each damped by "staleness" (default polynomial, a 0.5), then
+    //   fedbuff:  "buffer" K updates (default 4), each damped by "staleness" (default polynomial, a 0.5),
+    //   then
     //             server += "server_lr" (default 1) times their mean change.
     //   delayed-nesterov: outer Nesterov momentum over the same pseudo-gradients, "buffer" K (default 4),
     //             "server_lr" (default 1), "momentum" (default 0.5), "staleness" (default constant).
     //   adaptive-nesterov: delayed Nesterov whose K is the number of agents training the job at the time
     //             (no "buffer"); "server_lr", "momentum", "staleness" as delayed-nesterov.
-    // Fields another rule uses are refused.
+    // The rules with "server_lr" take a "schedule" for it (LrSchedule: warm-up, cosine or steps by the job's
+    // progress). Fields another rule uses are refused.
     enum class Rule
     {
         VcAsgd,
@@ -142,6 +148,7 @@ struct AggregationSpec
     int buffer = 4;            // fedbuff, delayed-nesterov: 1..4096
     double serverLr = 1.0;     // fedbuff, delayed-nesterov: (0, 10]
     double momentum = 0.5;     // delayed-nesterov: [0, 1)
+    LrSchedule schedule;       // fedbuff, the nesterov rules: server_lr times its factor
 
     bool usesPseudoGradients() const
     {
@@ -183,6 +190,19 @@ struct JobSpec
     // Random crops and flips of each training mini-batch on the agents (image models only: checked against
     // model.input_shape at submit). Default: off.
     AugmentSpec augment;
+    // At most this many agents hold its leases at once (0: no cap of the admin's). The coordinator also caps
+    // a job at the width it measures (JobWidth), and gives agents beyond it other jobs' work.
+    int maxAgents = 0; // 0..100000
+    // Cap it also at the useful agents the coordinator measures (the rules that average pseudo-gradients).
+    bool capAtWidth = true;
+    // The job's weight when running jobs share agents (JobAllocation): a job of priority 2 is worth twice the
+    // progress of one of priority 1.
+    double priority = 1.0; // (0, 1000]
+
+    // The job's progress at server version `version`, in epochs of folded updates (LrSchedule).
+    double progressAt(qint64 version) const { return shards > 0 ? double(version) / shards : 0.0; }
+    // The optimizer a lease from the weights of `version` trains with (its schedule applied).
+    OptimizerSpec optimizerAt(qint64 version) const { return optimizer.at(progressAt(version)); }
 
     static Result<JobSpec> fromJson(const QJsonObject& json);
     // Parses JSON text, naming the offset of a syntax error ("job spec is not valid JSON: ... at offset 17").

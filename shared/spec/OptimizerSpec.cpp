@@ -24,7 +24,7 @@ Result<OptimizerSpec> OptimizerSpec::fromJson(const QJsonObject& json, const QSt
 {
     JsonFields fields(json, path);
     fields.allowOnly({u"name"_s, u"lr"_s, u"momentum"_s, u"nesterov"_s, u"weight_decay"_s, u"beta1"_s,
-                      u"beta2"_s, u"eps"_s});
+                      u"beta2"_s, u"eps"_s, u"schedule"_s});
 
     OptimizerSpec spec;
     int kind = 0;
@@ -54,6 +54,8 @@ Result<OptimizerSpec> OptimizerSpec::fromJson(const QJsonObject& json, const QSt
         fields.readNumber(u"beta2", spec.beta2, kUnitInterval);
         fields.readNumber(u"eps", spec.eps, NumberRange::above(0));
     }
+    if (QJsonObject schedule; fields.readObject(u"schedule", schedule))
+        fields.take(LrSchedule::fromJson(schedule, path + u".schedule"_s), spec.schedule);
     if (!fields.ok())
         return fields.failure();
     return spec;
@@ -74,7 +76,17 @@ QJsonObject OptimizerSpec::toJson() const
         json.insert(u"beta2"_s, beta2);
         json.insert(u"eps"_s, eps);
     }
+    if (schedule.given)
+        json.insert(u"schedule"_s, schedule.toJson());
     return json;
+}
+
+OptimizerSpec OptimizerSpec::at(double progress) const
+{
+    OptimizerSpec now = *this;
+    now.lr = lr * schedule.factor(progress);
+    now.schedule = LrSchedule();
+    return now;
 }
 
 } // namespace gleaner

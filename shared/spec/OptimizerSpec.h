@@ -3,10 +3,13 @@
 //
 // JSON: {"name": "adam", "lr": 0.001}   {"name": "sgd", "lr": 0.05, "momentum": 0.9, "nesterov": false}
 // optional for both: "weight_decay" (L2, default 0); adam only: "beta1", "beta2", "eps".
+// optional for both: "schedule", how the rate changes over the job's progress (LrSchedule; the coordinator
+// writes each lease's rate into its manifest, without the schedule).
 // "name" and "lr" are required; the rest default to the values below. Another optimizer's fields are refused
 // ("optimizer.momentum: only used by optimizer \"sgd\""), so a setting never silently does nothing.
 
 #include "Result.h"
+#include "spec/LrSchedule.h"
 
 #include <QJsonObject>
 
@@ -28,6 +31,11 @@ struct OptimizerSpec
     double beta1 = 0.9;       // adam: [0, 1)
     double beta2 = 0.999;     // adam: [0, 1)
     double eps = 1e-8;        // adam: > 0
+    LrSchedule schedule;      // not given: the rate stays lr
+
+    // The optimizer an agent trains with at `progress` epochs of the job: lr times the schedule's factor, and
+    // no schedule (a manifest names the rate its lease trains at).
+    OptimizerSpec at(double progress) const;
 
     static Result<OptimizerSpec> fromJson(const QJsonObject& json,
                                           const QString& path = QStringLiteral("optimizer"));

@@ -68,6 +68,8 @@ private Q_SLOTS:
     void enrollmentNeedsAValidToken();
     void leaseCarriesASignedManifestWithContentAddressedFiles();
     void manifestNamesThePublicUrl();
+    void manifestCarriesTheScheduledRate();
+    void agentsBeyondAJobsWidthTrainAnotherJob();
     void nextEpochOverlapsTheTailOfThisOne();
     void resultIsFoldedInWithVcAsgd();
     void staleResultWeighsLessWithFedAsync();
@@ -242,6 +244,73 @@ void TestCoordinator::manifestNamesThePublicUrl()
     QCOMPARE(tasks.size(), size_t(1));
     QCOMPARE(tasks[0].manifest.value(QStringLiteral("coordinator")).toString(),
              QStringLiteral("https://gleaner.example.org:8443"));
+}
+
+void TestCoordinator::manifestCarriesTheScheduledRate()
+{
+    // Warm-up over one epoch (4 updates) from half the rate: a lease from version 0 trains at 0.005, one from
+    // version 2 at 0.0075 (0.5 + 0.5 * 2/4 of 0.01). The schedule itself is not in the manifest.
+    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
+    const qint64 job =
+        f.submit(test::tinyJobSpec(m_dataset, 4, 3, 0.99, 60)
+                     .replace(R"("lr": 0.01})",
+                              R"("lr": 0.01, "schedule": {"warmup_epochs": 1, "warmup_from": 0.5}})"));
+    QVERIFY(job > 0);
+    const auto rateOf = [](const Task& task) {
+        const QJsonObject optimizer = task.manifest.value(QStringLiteral("hyperparameters"))
+                                          .toObject()
+                                          .value(QStringLiteral("optimizer"))
+                                          .toObject();
+        return std::pair{optimizer.value(QStringLiteral("lr")).toDouble(),
+                         optimizer.contains(QStringLiteral("schedule"))};
+    };
+    auto first = lease(agent, 2);
+    QCOMPARE(first.size(), size_t(2));
+    QCOMPARE(rateOf(first[0]), std::pair(0.005, false));
+    for (const Task& task : first)
+        QCOMPARE(upload(agent, task.leaseId, test::shifted(f.leaseBase(task.leaseId), 0.01f), 0), 202);
+    f.core->drain();
+    f.core->state().call([&] { f.core->tick(); }); // publishes version 2
+    f.core->drain();
+    auto second = lease(agent, 1);
+    QCOMPARE(second.size(), size_t(1));
+    QCOMPARE(second[0].manifest.value(QStringLiteral("base_version")).toInteger(), 2);
+    QVERIFY(std::abs(rateOf(second[0]).first - 0.0075) < 1e-12);
+}
+
+void TestCoordinator::agentsBeyondAJobsWidthTrainAnotherJob()
+{
+    // Job 1 can use two agents at once; six agents ask: two train it, four the other job, none is idle.
+    const qint64 narrow =
+        f.submit(test::tinyJobSpec(m_dataset, 8, 3, 0.99, 60, QStringLiteral(R"(, "max_agents": 2)")));
+    const qint64 wide = f.submit(test::tinyJobSpec(m_dataset, 8, 3, 0.99, 60));
+    QVERIFY(narrow > 0 && wide > narrow);
+    std::map<qint64, QStringList> byJob;
+    for (int i = 0; i < 6; ++i) {
+        const QString agent =
+            f.enroll(QStringLiteral("agent-%1").arg(i)).value(QStringLiteral("agent_id")).toString();
+        auto tasks = lease(agent, 1);
+        QCOMPARE(tasks.size(), size_t(1));
+        byJob[tasks[0]
+                  .manifest.value(QStringLiteral("job"))
+                  .toObject()
+                  .value(QStringLiteral("id"))
+                  .toInteger()]
+            << agent;
+    }
+    QCOMPARE(byJob[narrow].size(), 2);
+    QCOMPARE(byJob[wide].size(), 4);
+    // The narrow job's status says why: its cap, and who holds its leases.
+    const QJsonObject status = f.call([&] { return f.core->jobs().status(narrow); });
+    const QJsonObject width = status.value(QStringLiteral("width")).toObject();
+    QCOMPARE(width.value(QStringLiteral("cap")).toInt(), 2);
+    QCOMPARE(width.value(QStringLiteral("holding")).toInt(), 2);
+    // A seventh agent trains the wide job too: the narrow one has as many as it can use.
+    const QString seventh = f.enroll(QStringLiteral("agent-6")).value(QStringLiteral("agent_id")).toString();
+    auto more = lease(seventh, 1);
+    QCOMPARE(more.size(), size_t(1));
+    QCOMPARE(more[0].manifest.value(QStringLiteral("job")).toObject().value(QStringLiteral("id")).toInteger(),
+             wide);
 }
 
 void TestCoordinator::nextEpochOverlapsTheTailOfThisOne()

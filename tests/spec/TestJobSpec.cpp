@@ -9,6 +9,9 @@
 #include <QJsonParseError>
 #include <QTest>
 
+#include <cmath>
+#include <numbers>
+
 using namespace gleaner;
 using namespace Qt::StringLiterals;
 
@@ -76,6 +79,7 @@ private Q_SLOTS:
     void sampleJobsParse();
     void demoJobIsTheDocumentedOne();
     void jsonFieldHelpers();
+    void scheduleFactorsAtHandComputedPoints();
 };
 
 void TestJobSpec::validJobs_data()
@@ -273,6 +277,32 @@ void TestJobSpec::validJobs_data()
     QTest::newRow("augment: both off said")
         << R"({"augment": {"crop_padding": 0, "flip": false}})"_ba << minimalSpec();
     QTest::newRow("augment: empty object") << R"({"augment": {}})"_ba << minimalSpec();
+
+    JobSpec cosine = minimalSpec();
+    cosine.optimizer.schedule.given = true;
+    cosine.optimizer.schedule.warmupEpochs = 0.5;
+    cosine.optimizer.schedule.decay = LrSchedule::Decay::Cosine;
+    cosine.optimizer.schedule.epochs = 20; // the job's max_epochs, when not given
+    QTest::newRow("optimizer schedule: cosine to max_epochs")
+        << R"({"optimizer": {"name": "adam", "lr": 0.001, "schedule": {"warmup_epochs": 0.5, "decay": "cosine"}}})"_ba
+        << cosine;
+    JobSpec steps = minimalSpec();
+    steps.aggregation.rule = AggregationSpec::Rule::AdaptiveNesterov;
+    steps.aggregation.alphaPerEpoch = false;
+    steps.aggregation.staleness.function = StalenessSpec::Function::Constant;
+    steps.aggregation.schedule.given = true;
+    steps.aggregation.schedule.decay = LrSchedule::Decay::Steps;
+    steps.aggregation.schedule.milestones = {5, 8};
+    steps.aggregation.schedule.gamma = 0.5;
+    QTest::newRow("aggregation schedule: steps")
+        << R"({"aggregation": {"rule": "adaptive-nesterov", "schedule": {"decay": "steps", "milestones": [5, 8], "gamma": 0.5}}})"_ba
+        << steps;
+    JobSpec capped = minimalSpec();
+    capped.maxAgents = 6;
+    capped.capAtWidth = false;
+    capped.priority = 2.5;
+    QTest::newRow("width: max_agents, cap_at_width, priority")
+        << R"({"max_agents": 6, "cap_at_width": false, "priority": 2.5})"_ba << capped;
 }
 
 void TestJobSpec::validJobs()
@@ -506,6 +536,28 @@ void TestJobSpec::invalidJobs_data()
         "augment for flat samples",
         R"({"model": {"arch": "mlp", "input_shape": [784], "num_classes": 10}, "augment": {"flip": true}})",
         "augment", "augmentation is for images, a model input_shape [C, H, W]; this model's is [784]");
+    change("schedule on vc-asgd", R"({"aggregation": {"rule": "vc-asgd", "schedule": {"warmup_epochs": 1}}})",
+           "aggregation.schedule", "not used by the vc-asgd rule");
+    change("schedule: unknown decay",
+           R"({"optimizer": {"name": "adam", "lr": 0.1, "schedule": {"decay": "linear"}}})",
+           "optimizer.schedule.decay", "linear");
+    change(
+        "schedule: milestones of cosine",
+        R"({"optimizer": {"name": "adam", "lr": 0.1, "schedule": {"decay": "cosine", "milestones": [2]}}})",
+        "optimizer.schedule.milestones", "only used by decay \"steps\"");
+    change(
+        "schedule: milestones not increasing",
+        R"({"optimizer": {"name": "adam", "lr": 0.1, "schedule": {"decay": "steps", "milestones": [4, 2]}}})",
+        "optimizer.schedule.milestones[1]", "must increase");
+    change("schedule: final 0",
+           R"({"optimizer": {"name": "adam", "lr": 0.1, "schedule": {"decay": "cosine", "final": 0}}})",
+           "optimizer.schedule.final", "got 0");
+    change(
+        "schedule: warm-up past max_epochs",
+        R"({"max_epochs": 2, "optimizer": {"name": "adam", "lr": 0.1, "schedule": {"warmup_epochs": 3, "decay": "cosine"}}})",
+        "optimizer.schedule.warmup_epochs", "must end before the job's max_epochs (2)");
+    change("priority 0", R"({"priority": 0})", "job.priority", "got 0");
+    change("max_agents negative", R"({"max_agents": -1})", "job.max_agents", "got -1");
     change("hinge start negative",
            R"({"aggregation": {"rule": "fedasync", "staleness": {"function": "hinge", "b": -1}}})",
            "aggregation.staleness.b", "got -1");
@@ -668,4 +720,44 @@ void TestJobSpec::jsonFieldHelpers()
 }
 
 QTEST_GUILESS_MAIN(TestJobSpec)
+void TestJobSpec::scheduleFactorsAtHandComputedPoints()
+{
+    LrSchedule none;
+    QCOMPARE(none.factor(3.0), 1.0);
+
+    // Warm-up from 0.2 over 2 epochs, cosine to 0.1 at epoch 10.
+    LrSchedule cosine;
+    cosine.given = true;
+    cosine.warmupEpochs = 2;
+    cosine.warmupFrom = 0.2;
+    cosine.decay = LrSchedule::Decay::Cosine;
+    cosine.epochs = 10;
+    cosine.final = 0.1;
+    const auto near = [](double a, double b) { return std::abs(a - b) < 1e-12; };
+    QVERIFY(near(cosine.factor(0), 0.2));
+    QVERIFY(near(cosine.factor(1), 0.6));             // halfway up
+    QVERIFY(near(cosine.factor(2), 1.0));             // the decay starts at its top
+    QVERIFY(near(cosine.factor(6), 0.1 + 0.9 * 0.5)); // halfway down: cos(pi / 2) = 0
+    QVERIFY(near(cosine.factor(4), 0.1 + 0.9 * 0.5 * (1 + std::cos(std::numbers::pi / 4))));
+    QVERIFY(near(cosine.factor(10), 0.1));
+    QVERIFY(near(cosine.factor(50), 0.1));
+    QVERIFY(near(cosine.factor(-1), 0.2)); // before any progress: the start
+
+    LrSchedule steps;
+    steps.given = true;
+    steps.decay = LrSchedule::Decay::Steps;
+    steps.milestones = {5, 8};
+    steps.gamma = 0.1;
+    QVERIFY(near(steps.factor(4.99), 1.0));
+    QVERIFY(near(steps.factor(5), 0.1));
+    QVERIFY(near(steps.factor(9), 0.01));
+
+    // A job's optimizer at a version: progress is version / shards.
+    JobSpec spec = minimalSpec(); // 50 shards, adam 0.001
+    spec.optimizer.schedule = cosine;
+    QVERIFY(near(spec.optimizerAt(50).lr, 0.001 * 0.6)); // one epoch in
+    QVERIFY(!spec.optimizerAt(50).schedule.given);       // a manifest names its rate, not the schedule
+    QVERIFY(!spec.optimizerAt(50).toJson().contains(u"schedule"_s));
+}
+
 #include "TestJobSpec.moc"
