@@ -146,6 +146,12 @@ void LeaseDesk::takeReply(const LeaseReply& reply)
         m_feed.log(QStringLiteral("info"),
                    QStringLiteral("the coordinator holds new work back: %1").arg(reply.heldBack));
     m_heldBack = reply.heldBack;
+    // The job has the agents it can use: said once, until work comes or the reason changes. A batch agent
+    // (--until-empty) counts it as time without work: it is not needed there now.
+    if (!reply.atWidth.isEmpty() && reply.atWidth != m_atWidth)
+        m_feed.log(QStringLiteral("info"),
+                   QStringLiteral("no work for this agent now: %1").arg(reply.atWidth));
+    m_atWidth = reply.tasks.isEmpty() ? reply.atWidth : QString();
     // A task refused here (malformed, an id that is not one, a lease sent again) counts as a failure, so a
     // coordinator that keeps sending such replies is not asked again at once.
     QString refusal;

@@ -103,6 +103,7 @@ private:
     qint64 m_nextTryMs = 0;
     QString m_quarantined;
     QString m_heldBack; // the coordinator's reason, while it holds new work back (folding what it received)
+    QString m_atWidth;  // the coordinator's word on jobs at their width, while it gives this agent none
     QString m_untrustedKey;
     qint64 m_untrustedUntilMs = 0;
 };

@@ -188,6 +188,7 @@ Result<LeaseReply> CoordinatorMessages::parseLease(const QByteArray& body)
     reply.signingKey = o->value(QStringLiteral("signing_key")).toString().left(64);
     reply.quarantined = shownReason(*o, "quarantined", 1024);
     reply.heldBack = shownReason(*o, "held_back", 1024);
+    reply.atWidth = shownReason(*o, "at_width", 1024);
     return reply;
 }
 

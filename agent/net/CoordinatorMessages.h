@@ -58,6 +58,7 @@ struct LeaseReply
     QString signingKey;  // fingerprint of the key that signs the coordinator's manifests now (empty: not said)
     QString quarantined; // why the coordinator gives this agent no work until its admin lifts it (empty: it does)
     QString heldBack;    // why the coordinator hands out no new work for a moment (empty: it does)
+    QString atWidth;     // which running jobs have as many agents as they can use (empty reply only)
 };
 
 // GET /api/v1/signing-keys: the key in force and the rotations that lead to it (protocol 7.5). Only the

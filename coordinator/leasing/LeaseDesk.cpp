@@ -182,6 +182,10 @@ HttpResponse LeaseDesk::grant(const QString& agentId, const QJsonObject& request
         }
         candidates.push_back(JobAllocation::candidateOf(job, m_parts.scheduler, agentId));
     }
+    QStringList atWidth; // the running jobs that have as many agents as they can use
+    for (const JobAllocation::Candidate& job : candidates)
+        if (job.cap && job.agents >= *job.cap)
+            atWidth << QStringLiteral("job %1 has the %2 agents it can use now").arg(job.jobId).arg(*job.cap);
     // The job one more agent helps most first (JobAllocation); a job at its width takes none.
     for (const qint64 jobId : JobAllocation::order(std::move(candidates))) {
         JobState& job = m_parts.jobs.at(jobId);
@@ -211,6 +215,8 @@ HttpResponse LeaseDesk::grant(const QString& agentId, const QJsonObject& request
             break;
     }
     QJsonObject reply = tasksReply(tasks);
+    if (tasks.isEmpty() && !atWidth.isEmpty())
+        reply.insert(QStringLiteral("at_width"), atWidth.join(QStringLiteral("; ")));
     if (tasks.isEmpty())
         reply.insert(QStringLiteral("retry_after"), anyStarting  ? kRetryWhenStartingSeconds
                                                     : anyRunning ? kRetryWhenIdleSeconds

@@ -397,6 +397,23 @@ QJsonObject JobViews::transferJson(const JobState& job)
     return json;
 }
 
+int JobViews::agentsOnline() const
+{
+    // Job summaries are built at every tick while a dashboard watches: one count every few seconds is enough.
+    const qint64 now = m_clock.nowMs();
+    if (m_online.atMs > 0 && now - m_online.atMs < kOnlineCountMs)
+        return m_online.count;
+    const qint64 onlineSince = now - qint64(m_config.agentOnlineSeconds) * 1000;
+    int online = 0;
+    if (auto rows =
+            m_db.exec(QStringLiteral("SELECT COUNT(*) FROM agents WHERE revoked = 0 AND last_seen_ms >= ?"),
+                      {onlineSince});
+        rows && rows->next())
+        online = rows->value(0).toInt();
+    m_online = {now, online};
+    return online;
+}
+
 QJsonObject JobViews::widthJson(const JobState& job, int holding) const
 {
     // The measurement (noise scale, useful agents, history), the cap the scheduler applies, and the agents
@@ -409,13 +426,7 @@ QJsonObject JobViews::widthJson(const JobState& job, int holding) const
     json.insert(QStringLiteral("cap_at_width"), job.spec.capAtWidth);
     json.insert(QStringLiteral("holding"), holding);
     json.insert(QStringLiteral("training"), m_scheduler.agentsTraining(job.id));
-    const qint64 onlineSince = m_clock.nowMs() - qint64(m_config.agentOnlineSeconds) * 1000;
-    int online = 0;
-    if (auto rows =
-            m_db.exec(QStringLiteral("SELECT COUNT(*) FROM agents WHERE revoked = 0 AND last_seen_ms >= ?"),
-                      {onlineSince});
-        rows && rows->next())
-        online = rows->value(0).toInt();
+    const int online = agentsOnline();
     json.insert(QStringLiteral("connected"), online);
     const std::optional<int> useful = job.width.usefulAgents();
     json.insert(QStringLiteral("summary"),

@@ -39,6 +39,8 @@ public:
     QJsonObject jobJson(const JobState& job) const;
     // The job's width (JobWidth), its cap, and the agents holding its leases, training it and connected.
     QJsonObject widthJson(const JobState& job, int holding) const;
+    // Agents (not revoked) seen within agent_online_seconds, counted at most every kOnlineCountMs.
+    int agentsOnline() const;
     // The dashboard's summary of a job: its status without the history, with its current epoch's subtasks.
     QJsonObject dashboardJobJson(const JobState& job) const;
     // The charts of the dashboard's job page.
@@ -57,6 +59,13 @@ private:
 
     const std::map<qint64, JobState>& m_jobs;
     const Scheduler& m_scheduler;
+    static constexpr qint64 kOnlineCountMs = 5000;
+    struct OnlineCount
+    {
+        qint64 atMs = 0;
+        int count = 0;
+    };
+    mutable OnlineCount m_online; // the last count of agentsOnline()
     Database& m_db;
     Enrollment& m_enrollment;
     const CoordinatorConfig& m_config;

@@ -303,6 +303,7 @@ Result<AggregationSpec> AggregationSpec::fromJson(const QJsonObject& json, const
             u"fedbuff and delayed-nesterov"_s);
     onlyFor(u"server_lr", pseudo, u"fedbuff and the nesterov rules"_s);
     onlyFor(u"schedule", pseudo, u"fedbuff and the nesterov rules, whose server_lr it changes"_s);
+    onlyFor(u"adascale", spec.rule == Rule::AdaptiveNesterov, u"adaptive-nesterov"_s);
     onlyFor(u"momentum", spec.usesMomentum(), u"the nesterov rules"_s);
     onlyFor(u"alpha", spec.rule == Rule::VcAsgd || spec.rule == Rule::FedAsync, u"vc-asgd and fedasync"_s);
     if (!fields.ok())
@@ -324,6 +325,8 @@ Result<AggregationSpec> AggregationSpec::fromJson(const QJsonObject& json, const
             fields.readNumber(u"momentum", spec.momentum, kMomentum);
         if (QJsonObject schedule; fields.readObject(u"schedule", schedule))
             fields.take(LrSchedule::fromJson(schedule, path + u".schedule"_s), spec.schedule);
+        if (spec.rule == Rule::AdaptiveNesterov)
+            fields.readBool(u"adascale", spec.adaScale);
     }
     if (spec.rule == Rule::FedAsync) {
         spec.alphaPerEpoch = false;
@@ -363,6 +366,8 @@ QJsonObject AggregationSpec::toJson() const
         json.insert(u"momentum"_s, momentum);
     if (schedule.given)
         json.insert(u"schedule"_s, schedule.toJson());
+    if (adaScale)
+        json.insert(u"adascale"_s, true);
     return json;
 }
 

@@ -129,7 +129,8 @@ struct AggregationSpec
     //   delayed-nesterov: outer Nesterov momentum over the same pseudo-gradients, "buffer" K (default 4),
     //             "server_lr" (default 1), "momentum" (default 0.5), "staleness" (default constant).
     //   adaptive-nesterov: delayed Nesterov whose K is the number of agents training the job at the time
-    //             (no "buffer"); "server_lr", "momentum", "staleness" as delayed-nesterov.
+    //             (no "buffer"); "server_lr", "momentum", "staleness" as delayed-nesterov; "adascale" true
+    //             scales its step by the gain the measured noise scale gives a round of K (AdaScale).
     // The rules with "server_lr" take a "schedule" for it (LrSchedule: warm-up, cosine or steps by the job's
     // progress). Fields another rule uses are refused.
     enum class Rule
@@ -149,6 +150,7 @@ struct AggregationSpec
     double serverLr = 1.0;     // fedbuff, delayed-nesterov: (0, 10]
     double momentum = 0.5;     // delayed-nesterov: [0, 1)
     LrSchedule schedule;       // fedbuff, the nesterov rules: server_lr times its factor
+    bool adaScale = false;     // adaptive-nesterov: the step times the round's gain (AdaptiveNesterov)
 
     bool usesPseudoGradients() const
     {

@@ -283,7 +283,8 @@ void TestCoordinator::agentsBeyondAJobsWidthTrainAnotherJob()
     // Job 1 can use two agents at once; six agents ask: two train it, four the other job, none is idle.
     const qint64 narrow =
         f.submit(test::tinyJobSpec(m_dataset, 8, 3, 0.99, 60, QStringLiteral(R"(, "max_agents": 2)")));
-    const qint64 wide = f.submit(test::tinyJobSpec(m_dataset, 8, 3, 0.99, 60));
+    const qint64 wide = f.submit(
+        test::tinyJobSpec(m_dataset, 8, 3, 0.99, 60, QStringLiteral(R"(, "overlap_epochs": false)")));
     QVERIFY(narrow > 0 && wide > narrow);
     std::map<qint64, QStringList> byJob;
     for (int i = 0; i < 6; ++i) {
@@ -311,6 +312,13 @@ void TestCoordinator::agentsBeyondAJobsWidthTrainAnotherJob()
     QCOMPARE(more.size(), size_t(1));
     QCOMPARE(more[0].manifest.value(QStringLiteral("job")).toObject().value(QStringLiteral("id")).toInteger(),
              wide);
+    // Once the wide job has nothing left either, an empty reply says which job is at its width.
+    const QString eighth = f.enroll(QStringLiteral("agent-7")).value(QStringLiteral("agent_id")).toString();
+    QCOMPARE(lease(eighth, 3).size(), size_t(3)); // the wide job's last three shards
+    QJsonObject reply;
+    QVERIFY(f.lease(eighth, 1, &reply).empty());
+    QCOMPARE(reply.value(QStringLiteral("at_width")).toString(),
+             QStringLiteral("job %1 has the 2 agents it can use now").arg(narrow));
 }
 
 void TestCoordinator::nextEpochOverlapsTheTailOfThisOne()

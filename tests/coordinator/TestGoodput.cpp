@@ -23,6 +23,7 @@ private Q_SLOTS:
     void noiseScaleOfSyntheticPseudoGradients_data();
     void noiseScaleOfSyntheticPseudoGradients();
     void noiseScaleSurvivesTheRulesState();
+    void adaScaleGrowsTheStepByTheRoundsGain();
     void usefulAgentsFollowTheNoiseScale();
     void allocationSendsAgentsWhereTheyHelp();
 };
@@ -138,6 +139,48 @@ void TestGoodput::noiseScaleSurvivesTheRulesState()
     QVERIFY(rule->apply(s1, client, context).ok());
     QVERIFY(again->apply(s2, client, context).ok());
     QCOMPARE(*again->noiseScale()->value(), *rule->noiseScale()->value());
+}
+
+void TestGoodput::adaScaleGrowsTheStepByTheRoundsGain()
+{
+    // Momentum 0, server_lr 1, a measured noise scale of 3: a round of two gains (1 + 3) / (1 + 3 / 2) = 1.6,
+    // so two changes of +1 move the weights by 1.6 (their mean times 1.6). Without adascale the step is
+    // min(1, (1 - 0)(2 + 1) / 2) = 1: their mean.
+    const auto roundOfTwo = [](bool adaScale) {
+        AggregationSpec spec;
+        spec.rule = AggregationSpec::Rule::AdaptiveNesterov;
+        spec.alphaPerEpoch = false;
+        spec.serverLr = 1.0;
+        spec.momentum = 0.0;
+        spec.staleness.function = StalenessSpec::Function::Constant;
+        spec.adaScale = adaScale;
+        auto rule = AggregationRule::create(spec);
+        TensorBundle base;
+        const std::vector<float> zero{0.0f};
+        if (!base.addValues<float>(QStringLiteral("w"), DType::F32, {1}, zero).ok())
+            return -1.0;
+        TensorBundle state;
+        const std::vector<qint64> count{0};
+        const std::vector<double> noise{1.0, 3.0, 5.0}; // signal, noise, rounds: B = 3
+        if (!state.addValues<qint64>(QStringLiteral("count"), DType::I64, {}, count).ok() ||
+            !state.addValues<double>(NoiseScale::stateName(), DType::F64, {3}, noise).ok() ||
+            !rule->loadState(state, base).ok())
+            return -1.0;
+        TensorBundle server = base;
+        UpdateContext context;
+        context.base = &base;
+        context.concurrency = 2;
+        const std::vector<float> one{1.0f};
+        TensorBundle client;
+        if (!client.addValues<float>(QStringLiteral("w"), DType::F32, {1}, one).ok())
+            return -1.0;
+        for (int i = 0; i < 2; ++i)
+            if (!rule->apply(server, client, context).ok())
+                return -1.0;
+        return double(server.values<float>(*server.find(QStringLiteral("w")))[0]);
+    };
+    QVERIFY(std::abs(roundOfTwo(true) - 1.6) < 1e-6);
+    QVERIFY(std::abs(roundOfTwo(false) - 1.0) < 1e-6);
 }
 
 void TestGoodput::usefulAgentsFollowTheNoiseScale()

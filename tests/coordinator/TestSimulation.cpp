@@ -23,6 +23,7 @@ private Q_SLOTS:
     void sameSeedGivesIdenticalJson();
     void jsonHasItsShapeAndAccuracyRises();
     void baselineIsReportedTheSameWay();
+    void widthIsMeasuredAndReported();
     void preemptedWorkIsReissuedAfterItsDeadline();
     void handedBackWorkIsResumedAtOnce();
     void jitterBreaksTheStep();
@@ -123,6 +124,27 @@ void TestSimulation::baselineIsReportedTheSameWay()
     QCOMPARE(epochs.at(0).toObject().value(u"sim_seconds").toDouble(), 1.0);
     QCOMPARE(epochs.at(1).toObject().value(u"samples").toInteger(), qint64(2000));
     QVERIFY(json.value(u"best_accuracy").toDouble() > 0.5);
+}
+
+void TestSimulation::widthIsMeasuredAndReported()
+{
+    // Rounds of two changes (fedbuff, buffer 2): ten updates make five rounds, enough for a measurement,
+    // which the JSON reports with its history as job status does.
+    const SimOptions run =
+        options(4, {QStringLiteral("--rule"), QStringLiteral(R"({"rule":"fedbuff","buffer":2})")});
+    auto report = Simulation::run(run);
+    QVERIFY2(report.ok(), qPrintable(report.error()));
+    const QJsonObject width = report->toJson(run).value(u"width").toObject();
+    QVERIFY2(width.value(u"noise_scale").isDouble(), qPrintable(QJsonDocument(width).toJson()));
+    QVERIFY(width.value(u"noise_scale").toDouble() >= 0);
+    QVERIFY(width.value(u"useful_agents").toInt() >= 2);
+    const QJsonArray history = width.value(u"history").toArray();
+    QCOMPARE(history.size(), 5 - 2); // one a round from the third on
+    QVERIFY(history.last().toObject().value(u"version").toInteger() <= 10);
+    // A rule that does not average pseudo-gradients measures nothing.
+    auto plain = Simulation::run(options(2));
+    QVERIFY(plain.ok());
+    QVERIFY(plain->toJson(options(2)).value(u"width").toObject().isEmpty());
 }
 
 void TestSimulation::preemptedWorkIsReissuedAfterItsDeadline()
