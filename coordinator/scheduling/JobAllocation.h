@@ -28,7 +28,7 @@ struct Candidate
 {
     qint64 jobId = 0;
     double priority = 1.0;
-    int agents = 0;                   // agents other than the asking one holding its leases now
+    int agents = 0; // agents other than the asking one training it (Scheduler::agentsTraining)
     std::optional<double> noiseScale; // measured, in updates
     std::optional<int> cap;           // the most agents it may have at once
 };

@@ -35,7 +35,7 @@ int Scheduler::openLeasesOf(const QString& agentId) const
     }));
 }
 
-int Scheduler::agentsTraining(qint64 jobId) const
+int Scheduler::agentsTraining(qint64 jobId, const QString& except) const
 {
     QSet<QString> agents;
     for (const Lease& lease : m_leases)
@@ -50,22 +50,14 @@ int Scheduler::agentsTraining(qint64 jobId) const
             if (it.value() >= since)
                 agents.insert(it.key());
     }
-    return int(agents.size());
-}
-
-int Scheduler::agentsHolding(qint64 jobId, const QString& except) const
-{
-    QSet<QString> agents;
-    for (const Lease& lease : m_leases)
-        if (lease.jobId == jobId && lease.state == Lease::State::Open && lease.agentId != except)
-            agents.insert(lease.agentId);
+    agents.remove(except);
     return int(agents.size());
 }
 
 bool Scheduler::hasRoomFor(const JobState& job, const QString& agentId) const
 {
     const std::optional<int> cap = job.agentCap();
-    return !cap || agentsHolding(job.id, agentId) < *cap;
+    return !cap || agentsTraining(job.id, agentId) < *cap;
 }
 
 void Scheduler::forget(qint64 jobId)
