@@ -37,15 +37,16 @@ protected:
     }
     double outerLr(int buffer) const override
     {
-        if (m_spec.adaScale) {
-            // AdaScale (Johnson et al., ICML 2020): a round of K changes whose noise scale is B carries the
-            // progress of r = (1 + B) / (1 + B / K) changes: K when noise dominates, 1 when the changes
-            // agree. The step grows by r, and a round moves the weights by at most the sum of its changes.
-            const std::optional<double> b = noiseScale()->value();
-            const double gain = b ? (1.0 + *b) / (1.0 + *b / buffer) : 1.0;
-            return std::min(m_spec.serverLr * gain, (1.0 - m_spec.momentum) * buffer);
-        }
-        return std::min(m_spec.serverLr, (1.0 - m_spec.momentum) * (buffer + 1) / 2.0);
+        const double capped = std::min(m_spec.serverLr, (1.0 - m_spec.momentum) * (buffer + 1) / 2.0);
+        if (!m_spec.adaScale)
+            return capped;
+        // AdaScale (Johnson et al., ICML 2020): a round of K changes whose noise scale is B carries the
+        // progress of r = (1 + B) / (1 + B / K) changes: K when noise dominates, 1 when the changes agree.
+        // The step grows by r from the rule's own (the same until a measurement exists), and a round moves
+        // the weights by at most the sum of its changes.
+        const std::optional<double> b = noiseScale()->value();
+        const double gain = b ? (1.0 + *b) / (1.0 + *b / buffer) : 1.0;
+        return std::min(capped * gain, (1.0 - m_spec.momentum) * buffer);
     }
 };
 

@@ -1,8 +1,9 @@
 #pragma once
 // The job's gradient noise scale, measured from the changes its agents send: how many agents' changes a round
-// can average before more of them stop paying. McCandlish et al. ("An Empirical Model of Large-Batch Training",
-// 2018) show that training with batch B takes S = S_min (1 + B_noise / B) steps and E = E_min (1 + B / B_noise)
-// samples, with B_noise = tr(Sigma) / |G|^2, the noise of one sample's gradient over the squared true gradient.
+// can average before more of them stop paying. McCandlish et al. ("An Empirical Model of Large-Batch
+// Training", 2018) show that training with batch B takes S = S_min (1 + B_noise / B) steps and E = E_min (1 +
+// B / B_noise) samples, with B_noise = tr(Sigma) / |G|^2, the noise of one sample's gradient over the squared
+// true gradient.
 //
 // Here the "samples" are updates: each agent's change d_i (client - base, damped by staleness) is one draw of
 // the job's pseudo-gradient, and a round of K of them is averaged (the rules' buffer). Their appendix A gives
@@ -10,9 +11,9 @@
 //   |G|^2 ~ (K M - S) / (K - 1)        tr(Sigma) ~ K (S - M) / (K - 1)
 // Each is smoothed over rounds on its own (an exponential mean, weight kKeep for the old value) and the noise
 // scale is their ratio, in updates. A round of B_noise agents makes progress at half the rate infinitely many
-// would; beyond it each added agent buys less than a quarter of what the first did. The changes of agents that
-// trained from older weights differ by more than sampling noise: the estimate includes what staleness adds,
-// which is what averaging them can and cannot buy.
+// would; the agent after it buys about a quarter of what the first did, and each further one less. The
+// changes of agents that trained from older weights differ by more than sampling noise: the estimate includes
+// what staleness adds, which is what averaging them can and cannot buy.
 //
 // Part of the rule's state (saved with every snapshot), so a restart and a replay measure the same value.
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 
 namespace gleaner::coordinator {
@@ -45,8 +46,11 @@ Status PseudoGradientRule::apply(TensorBundle& server, const TensorBundle& clien
         return {};
     if (auto s = flush(server, m_sum, m_count); !s)
         return s;
-    const double meanNorm = ml::WeightMath::l2Norm(m_sum, Part::Parameters) / m_count;
-    m_noise.addRound(m_squaredNorms / m_count, meanNorm * meanNorm, m_count);
+    if (m_roundMeasured) {
+        const double meanNorm = ml::WeightMath::l2Norm(m_sum, Part::Parameters) / m_count;
+        m_noise.addRound(m_squaredNorms / m_count, meanNorm * meanNorm, m_count);
+    }
+    m_roundMeasured = true;
     m_sum = ml::WeightMath::zerosLike(server);
     m_count = 0;
     m_squaredNorms = 0;
@@ -80,6 +84,7 @@ Status PseudoGradientRule::loadState(const TensorBundle& state, const TensorBund
         m_sum = {};
         m_count = 0;
         m_squaredNorms = 0;
+        m_roundMeasured = true;
         m_noise = NoiseScale();
         return loadExtra(state, server);
     }
@@ -100,11 +105,17 @@ Status PseudoGradientRule::loadState(const TensorBundle& state, const TensorBund
         sum = stateTensors(state, QStringLiteral("sum."), server);
     if (!sum)
         return fail(QStringLiteral("the %1 rule's state: %2").arg(name(), sum.error()));
+    // State written before the noise scale was measured holds no squared_norms: the buffered round then
+    // measures nothing (its norms are not known).
     double norms = 0;
+    bool normsKnown = value == 0;
     if (const TensorEntry* entry = state.find(QStringLiteral("squared_norms"))) {
         if (entry->dtype != DType::F64 || entry->byteSize != 8)
             return fail(QStringLiteral("the %1 rule's state: squared_norms is not one float64").arg(name()));
         std::memcpy(&norms, state.data(*entry).data(), 8);
+        if (!std::isfinite(norms) || norms < 0)
+            return fail(QStringLiteral("the %1 rule's state: squared_norms is %2").arg(name()).arg(norms));
+        normsKnown = true;
     }
     NoiseScale noise;
     if (auto s = noise.load(state, NoiseScale::stateName()); !s)
@@ -114,6 +125,7 @@ Status PseudoGradientRule::loadState(const TensorBundle& state, const TensorBund
     m_sum = std::move(*sum);
     m_count = int(value);
     m_squaredNorms = norms;
+    m_roundMeasured = normsKnown;
     m_noise = noise;
     return {};
 }

@@ -63,6 +63,8 @@ private:
     TensorBundle m_sum; // sum of the buffered damped changes (every tensor of the weights; parameters used)
     int m_count = 0;
     double m_squaredNorms = 0; // sum of the buffered damped changes' squared norms (parameters)
+    bool m_roundMeasured =
+        true; // false: the buffer came from state without its norms (the round is not measured)
     NoiseScale m_noise;        // measured over the rounds (a buffer's flush ends one)
 };
 

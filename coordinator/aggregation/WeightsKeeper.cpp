@@ -61,6 +61,10 @@ void WeightsKeeper::load(qint64 jobId, TensorBundle weights, qint64 version, con
             (void)job.rule->loadState(TensorBundle(), job.weights);
         }
         job.spec = rule;
+        // The measurement the state holds is the job's width from the start (the scheduler caps it at once);
+        // the replay below reports only the rounds it adds.
+        job.noiseRounds = 0;
+        reportWidth(jobId, job, job.rule->noiseScale(), version);
         job.joined = false;
         job.pending.clear();
         job.ruleFromShared = false;

@@ -151,9 +151,14 @@ bool WeightsKeeper::foldPendingNow(qint64 jobId, JobWeights& job)
         const qint64 version = folded->version;
         m_listener.applied(jobId, seq, version);
         // The rule's state is Redis's: its measurement is read from there.
-        if (NoiseScale noise;
-            state && !folded->alreadyFolded && noise.load(state->ruleState, NoiseScale::stateName()))
-            reportWidth(jobId, job, &noise, version);
+        if (state && !folded->alreadyFolded) {
+            NoiseScale noise;
+            if (auto loaded = noise.load(state->ruleState, NoiseScale::stateName()); loaded)
+                reportWidth(jobId, job, &noise, version);
+            else
+                qCWarning(lcWeights) << "job" << jobId << "cannot read the noise scale in Redis's rule state:"
+                                     << loaded.error();
+        }
     }
     return true;
 }

@@ -128,7 +128,7 @@ std::optional<CheckpointExpectations> HandBacks::checkpointExpectationsFor(const
     expected.shardSha = shard.sha256;
     expected.shardPath = m_parts.blobs.path(shard.sha256);
     expected.requestHash = ml::RunIdentity::requestHash(
-        spec.model.toJson(), spec.optimizer.toJson(), spec.localEpochs, spec.batchSize,
+        spec.model.toJson(), spec.optimizerAt(lease->baseVersion).toJson(), spec.localEpochs, spec.batchSize,
         workunitSeed(spec, unit->second.id), lease->steps, spec.augment);
     expected.shardSamples = shard.samples;
     expected.batchSize = spec.batchSize;

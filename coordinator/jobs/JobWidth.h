@@ -1,8 +1,8 @@
 #pragma once
 // How many agents a job can use at once, as the coordinator measures it: the gradient noise scale its rule
-// measured over the agents' changes (aggregation/NoiseScale), the useful agents that follows, and their history
-// for the dashboard and job status. Memory only: the rule's state holds the measurement across restarts, and
-// the next round after a restart reports it again.
+// measured over the agents' changes (aggregation/NoiseScale), the useful agents that follows, and their
+// history for the dashboard and job status. Memory only: the rule's state holds the measurement across
+// restarts, and the weights thread reports it when it loads the job (the history starts again there).
 
 #include <QJsonObject>
 

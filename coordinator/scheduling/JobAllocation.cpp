@@ -33,8 +33,8 @@ std::vector<qint64> order(std::vector<Candidate> jobs)
 
 Candidate candidateOf(const JobState& job, const Scheduler& scheduler, const QString& agentId)
 {
-    return Candidate{job.id, job.spec.priority, scheduler.agentsTraining(job.id, agentId),
-                     job.width.noiseScale, job.agentCap()};
+    return Candidate{job.id, job.spec.priority, scheduler.agentsAtWork(job, agentId), job.width.noiseScale,
+                     job.agentCap()};
 }
 
 } // namespace gleaner::coordinator::JobAllocation

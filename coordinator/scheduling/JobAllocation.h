@@ -1,16 +1,17 @@
 #pragma once
-// Which running job an agent that asks for work should train, when several could use it: the policy that sends
-// agents where they help. Pollux (Qiao et al., OSDI 2021) allocates a cluster's GPUs to maximise the jobs' total
-// goodput, throughput times statistical efficiency; this is its greedy form for agents that arrive one request
-// at a time.
+// Which running job an agent that asks for work should train, when several could use it: the policy that
+// sends agents where they help. Pollux (Qiao et al., OSDI 2021) allocates a cluster's GPUs to maximise the
+// jobs' total goodput, throughput times statistical efficiency; this is its greedy form for agents that
+// arrive one request at a time.
 //
 // A job trained by n agents at once, averaging their changes each round, progresses at a rate proportional to
 // its statistical efficiency n / (n + B), with B its gradient noise scale in updates (NoiseScale): one agent
-// buys 1 / (1 + B) of what infinitely many would, and each added one less. The agent goes to the job where one
-// more agent adds the most, weighted by the job's priority:
+// buys 1 / (1 + B) of what infinitely many would, and each added one less. The agent goes to the job where
+// one more agent adds the most, weighted by the job's priority:
 //   gain = priority * ((n + 1) / (n + 1 + B) - n / (n + B)) = priority * B / ((n + B) (n + 1 + B))
-// A job not measured yet counts with B = kAssumedNoiseScale (the lab's measured useful width of the default
-// job); a job whose cap is reached (JobState::agentCap) takes no more agents. Equal gains go to the older job.
+// A job not measured yet counts with B = kAssumedNoiseScale (four: where the default job stopped gaining in
+// the lab before it measured its width); a job whose cap is reached (JobState::agentCap) takes no more
+// agents. Equal gains go to the older job.
 
 #include <QtGlobal>
 
@@ -28,7 +29,7 @@ struct Candidate
 {
     qint64 jobId = 0;
     double priority = 1.0;
-    int agents = 0; // agents other than the asking one training it (Scheduler::agentsTraining)
+    int agents = 0; // agents other than the asking one at work on it (Scheduler::agentsAtWork)
     std::optional<double> noiseScale; // measured, in updates
     std::optional<int> cap;           // the most agents it may have at once
 };

@@ -35,7 +35,7 @@ int Scheduler::openLeasesOf(const QString& agentId) const
     }));
 }
 
-int Scheduler::agentsTraining(qint64 jobId, const QString& except) const
+int Scheduler::agentsTraining(qint64 jobId) const
 {
     QSet<QString> agents;
     for (const Lease& lease : m_leases)
@@ -50,6 +50,17 @@ int Scheduler::agentsTraining(qint64 jobId, const QString& except) const
             if (it.value() >= since)
                 agents.insert(it.key());
     }
+    return int(agents.size());
+}
+
+int Scheduler::agentsAtWork(const JobState& job, const QString& except) const
+{
+    QSet<QString> agents;
+    for (const Lease& lease : m_leases)
+        if (lease.jobId == job.id && lease.state == Lease::State::Open)
+            agents.insert(lease.agentId);
+    for (const auto& [agent, seq] : job.unpublishedOf)
+        agents.insert(agent);
     agents.remove(except);
     return int(agents.size());
 }
@@ -57,7 +68,7 @@ int Scheduler::agentsTraining(qint64 jobId, const QString& except) const
 bool Scheduler::hasRoomFor(const JobState& job, const QString& agentId) const
 {
     const std::optional<int> cap = job.agentCap();
-    return !cap || agentsTraining(job.id, agentId) < *cap;
+    return !cap || agentsAtWork(job, agentId) < *cap;
 }
 
 void Scheduler::forget(qint64 jobId)

@@ -85,13 +85,17 @@ public:
     // How many agents train the job at once (adaptive-nesterov's period): those holding an open lease of it,
     // and those that delivered one within twice the job's recent median subtask time (an agent between two
     // subtasks is still at work; one gone for longer is not counted).
-    // Without `except` (the asking agent: the cap and JobAllocation do not count it).
-    int agentsTraining(qint64 jobId, const QString& except = {}) const;
+    int agentsTraining(qint64 jobId) const;
+    // The agents other than `except` that hold an open lease of the job or wait for the publication that
+    // holds their last result (JobState::unpublishedOf: they ask for their next lease as soon as it is out).
+    int agentsAtWork(const JobState& job, const QString& except) const;
     // Whether the agent may take the job's work: the job has no cap (JobState::agentCap), or fewer agents
-    // than the cap train it, the asking agent not counted. An agent between two subtasks keeps its place: a
-    // newcomer that asks meanwhile does not take it (it would start without the other's local optimizer state
-    // and cache, and the other would wait). Among several coordinators, the count is this picture's (exact
-    // under the job's exclusive lock; under grants in parallel, others' newest grants may be missing).
+    // than the cap are at work on it (agentsAtWork), the asking agent not counted. An agent between two
+    // subtasks keeps its place while it waits for its publication: a newcomer that asks meanwhile does not
+    // take it (it would start without the other's local optimizer state and cache, and the other would wait).
+    // An agent that did not come back once its result was published has no place. Among several coordinators,
+    // the count is this picture's (exact under the job's exclusive lock; under grants in parallel, others'
+    // newest grants may be missing).
     bool hasRoomFor(const JobState& job, const QString& agentId) const;
     // The job ended: what the scheduler learnt of its agents' activity goes (its leases close as they deliver or
     // expire).

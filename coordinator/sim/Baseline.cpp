@@ -38,9 +38,10 @@ Result<SimReport> runBaseline(const SimOptions& options, const JobSpec& spec, co
     qint64 epochEndAt = train.size();
     bool epochEnd = false;
     ml::TrainHooks hooks;
-    if (spec.optimizer.schedule.given) // the job's schedule, by the samples one process has trained
+    // The job's schedule by the samples one process trained: an update is a shard's local_epochs passes.
+    if (spec.optimizer.schedule.given)
         hooks.learningRate = [&](qint64 samples) {
-            return spec.optimizer.at(double(samples) / double(train.size())).lr;
+            return spec.optimizer.at(double(samples) / (double(train.size()) * spec.localEpochs)).lr;
         };
     hooks.betweenBatches = [&](const ml::TrainProgress& p) {
         epochEnd = p.samples >= epochEndAt;

@@ -76,6 +76,15 @@ QJsonObject JobViews::dashboardJobJson(const JobState& job) const
 {
     QJsonObject json = jobJson(job);
     json.remove(QStringLiteral("history"));
+    // The width's line needs its recent points only: the summary goes out at every change.
+    QJsonObject width = json.value(QStringLiteral("width")).toObject();
+    if (QJsonArray points = width.value(QStringLiteral("history")).toArray();
+        points.size() > kSummaryWidthPoints) {
+        while (points.size() > kSummaryWidthPoints)
+            points.removeFirst();
+        width.insert(QStringLiteral("history"), points);
+        json.insert(QStringLiteral("width"), width);
+    }
     json.insert(QStringLiteral("subtasks"), subtaskCounts(job, job.epoch));
     return json;
 }

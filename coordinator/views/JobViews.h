@@ -60,6 +60,7 @@ private:
     const std::map<qint64, JobState>& m_jobs;
     const Scheduler& m_scheduler;
     static constexpr qint64 kOnlineCountMs = 5000;
+    static constexpr qsizetype kSummaryWidthPoints = 60; // the width history's points in a dashboard summary
     struct OnlineCount
     {
         qint64 atMs = 0;

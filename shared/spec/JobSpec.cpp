@@ -282,8 +282,8 @@ QJsonObject StalenessSpec::toJson() const
 Result<AggregationSpec> AggregationSpec::fromJson(const QJsonObject& json, const QString& path)
 {
     JsonFields fields(json, path);
-    fields.allowOnly(
-        {u"rule"_s, u"alpha"_s, u"staleness"_s, u"buffer"_s, u"server_lr"_s, u"momentum"_s, u"schedule"_s});
+    fields.allowOnly({u"rule"_s, u"alpha"_s, u"staleness"_s, u"buffer"_s, u"server_lr"_s, u"momentum"_s,
+                      u"schedule"_s, u"adascale"_s});
 
     AggregationSpec spec;
     int rule = 0;

@@ -4,8 +4,8 @@
 //
 // {
 //   "name": "fashion-cnn",
-//   "dataset": {"format": "fashion-mnist"},          // or "idx", "cifar10", "safetensors", "npz", "csv",
-//   "images" "limit_train": 2000,                             // optional: use the first N training samples
+//   "dataset": {"format": "fashion-mnist"},          // or "idx", "cifar10", "safetensors", "npz", "csv", ...
+//   "limit_train": 2000,                             // optional: use the first N training samples
 //   "model": {"arch": "cnn", "input_shape": [1, 28, 28], "num_classes": 10},
 //   "shards": 50, "local_epochs": 1, "batch_size": 32,
 //   "optimizer": {"name": "adam", "lr": 0.001},
@@ -118,14 +118,12 @@ struct StalenessSpec
 struct AggregationSpec
 {
     // The object is optional in a job (default: vc-asgd, alpha "epoch"); when given, "rule" is required.
-    //   vc-asgd:  "alpha" is "epoch" (a_e = e / (e + 1), the default) or a constant in (0, 1): the share of
-    //   the
-    //             server copy kept, server = a server + (1 - a) client.
+    //   vc-asgd:  "alpha" is "epoch" (a_e = e / (e + 1), the default) or a constant in (0, 1): the
+    //             share of the server copy kept, server = a server + (1 - a) client.
     //   fedasync: "alpha" is the mixing weight in (0, 1] (default 0.5), damped by "staleness" (default
     //             polynomial, a 0.5): server = (1 - a s(t)) server + a s(t) client.
-    //   fedbuff:  "buffer" K updates (default 4), each damped by "staleness" (default polynomial, a 0.5),
-    //   then
-    //             server += "server_lr" (default 1) times their mean change.
+    //   fedbuff:  "buffer" K updates (default 4), each damped by "staleness" (default polynomial, a
+    //             0.5), then server += "server_lr" (default 1) times their mean change.
     //   delayed-nesterov: outer Nesterov momentum over the same pseudo-gradients, "buffer" K (default 4),
     //             "server_lr" (default 1), "momentum" (default 0.5), "staleness" (default constant).
     //   adaptive-nesterov: delayed Nesterov whose K is the number of agents training the job at the time

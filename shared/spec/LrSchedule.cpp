@@ -62,6 +62,8 @@ Result<LrSchedule> LrSchedule::fromJson(const QJsonObject& json, const QString& 
     spec.given = true;
     fields.readNumber(u"warmup_epochs", spec.warmupEpochs, kEpochs);
     fields.readNumber(u"warmup_from", spec.warmupFrom, kShare);
+    if (fields.ok() && fields.has(u"warmup_from") && spec.warmupEpochs <= 0)
+        fields.fail(u"warmup_from", u"needs \"warmup_epochs\" > 0: without a warm-up it sets nothing"_s);
     int decay = 0;
     if (fields.readChoice(u"decay", decay, decayNames()))
         spec.decay = Decay(decay);
@@ -102,9 +104,9 @@ QJsonObject LrSchedule::toJson() const
 {
     if (!given)
         return {};
-    QJsonObject json{{u"warmup_epochs"_s, warmupEpochs},
-                     {u"warmup_from"_s, warmupFrom},
-                     {u"decay"_s, decayNames().at(int(decay))}};
+    QJsonObject json{{u"warmup_epochs"_s, warmupEpochs}, {u"decay"_s, decayNames().at(int(decay))}};
+    if (warmupEpochs > 0) // without a warm-up it means nothing (and is refused)
+        json.insert(u"warmup_from"_s, warmupFrom);
     if (decay == Decay::Cosine) {
         json.insert(u"epochs"_s, epochs);
         json.insert(u"final"_s, final);

@@ -276,6 +276,16 @@ void TestCoordinator::manifestCarriesTheScheduledRate()
     QCOMPARE(second.size(), size_t(1));
     QCOMPARE(second[0].manifest.value(QStringLiteral("base_version")).toInteger(), 2);
     QVERIFY(std::abs(rateOf(second[0]).first - 0.0075) < 1e-12);
+    // Handed back part-way, its checkpoint (written for the manifest's rate) is kept, and the lease that
+    // resumes it trains at the same rate from the same base.
+    QJsonObject reply;
+    QCOMPARE(f.handBack(agent, second[0].leaseId, f.checkpointOf(second[0], 2), &reply), 200);
+    QCOMPARE(reply.value(QStringLiteral("checkpoint")).toString(), QStringLiteral("kept"));
+    auto resumed = lease(agent, 1);
+    QCOMPARE(resumed.size(), size_t(1));
+    QVERIFY(resumed[0].manifest.contains(QStringLiteral("resume")));
+    QCOMPARE(resumed[0].manifest.value(QStringLiteral("base_version")).toInteger(), 2);
+    QCOMPARE(rateOf(resumed[0]), rateOf(second[0]));
 }
 
 void TestCoordinator::agentsBeyondAJobsWidthTrainAnotherJob()

@@ -294,6 +294,13 @@ void TestJobSpec::validJobs_data()
     steps.aggregation.schedule.decay = LrSchedule::Decay::Steps;
     steps.aggregation.schedule.milestones = {5, 8};
     steps.aggregation.schedule.gamma = 0.5;
+    JobSpec ada = minimalSpec();
+    ada.aggregation.rule = AggregationSpec::Rule::AdaptiveNesterov;
+    ada.aggregation.alphaPerEpoch = false;
+    ada.aggregation.staleness.function = StalenessSpec::Function::Constant;
+    ada.aggregation.adaScale = true;
+    QTest::newRow("aggregation: adascale")
+        << R"({"aggregation": {"rule": "adaptive-nesterov", "adascale": true}})"_ba << ada;
     QTest::newRow("aggregation schedule: steps")
         << R"({"aggregation": {"rule": "adaptive-nesterov", "schedule": {"decay": "steps", "milestones": [5, 8], "gamma": 0.5}}})"_ba
         << steps;
@@ -538,6 +545,11 @@ void TestJobSpec::invalidJobs_data()
         "augment", "augmentation is for images, a model input_shape [C, H, W]; this model's is [784]");
     change("schedule on vc-asgd", R"({"aggregation": {"rule": "vc-asgd", "schedule": {"warmup_epochs": 1}}})",
            "aggregation.schedule", "not used by the vc-asgd rule");
+    change("adascale on fedbuff", R"({"aggregation": {"rule": "fedbuff", "adascale": true}})",
+           "aggregation.adascale", "only by adaptive-nesterov");
+    change("schedule: warmup_from alone",
+           R"({"optimizer": {"name": "adam", "lr": 0.1, "schedule": {"warmup_from": 0.5}}})",
+           "optimizer.schedule.warmup_from", "needs \"warmup_epochs\" > 0");
     change("schedule: unknown decay",
            R"({"optimizer": {"name": "adam", "lr": 0.1, "schedule": {"decay": "linear"}}})",
            "optimizer.schedule.decay", "linear");

@@ -32,51 +32,38 @@ function actionButtons(job, onDone) {
 // "adaptive-nesterov (server_lr 1, momentum 0.5), speed-aware": the rule that folds the job's updates.
 function ruleText(aggregation, speedAware) {
   if (!aggregation) return '–';
-  const params =
-      Object.entries(aggregation)
-          .filter(([ key ]) => key !== 'rule')
-          .map(([ key, value ]) => (typeof value === 'object' ? `${key} ${value.function ?? value.decay}`
-                                                              : `${key} ${value}`));
+  const params = Object.entries(aggregation)
+    .filter(([key]) => key !== 'rule')
+    .map(([key, value]) => (typeof value === 'object' ? `${key} ${value.function ?? value.decay}` : `${key} ${value}`));
   return `${aggregation.rule}${params.length ? ` (${params.join(', ')})` : ''}${speedAware ? ', speed-aware' : ''}`;
+}
+
+// "useful agents now: 6; 14 connected", with the measured useful agents over the job's versions as a line.
+function widthFact(width) {
+  if (!width) return '–';
+  const points = width.history || [];
+  const title = width.noise_scale === undefined ? '' : `gradient noise scale ${number(width.noise_scale)} updates; cap ${width.cap ?? 'none'}`;
+  const box = h('span', { 'data-width': String(width.useful_agents ?? ''), title }, width.summary || '–');
+  if (points.length < 2) return box;
+  const ns = 'http://www.w3.org/2000/svg';
+  const svg = document.createElementNS(ns, 'svg');
+  svg.setAttribute('class', 'sparkline');
+  svg.setAttribute('viewBox', '0 0 120 24');
+  svg.setAttribute('width', '120');
+  svg.setAttribute('height', '24');
+  const top = Math.max(...points.map((p) => p.useful_agents));
+  const first = points[0].version;
+  const span = Math.max(1, points[points.length - 1].version - first);
+  const line = document.createElementNS(ns, 'polyline');
+  line.setAttribute('points', points.map((p) => `${(120 * (p.version - first)) / span},${22 - (20 * p.useful_agents) / top}`).join(' '));
+  line.setAttribute('fill', 'none');
+  line.setAttribute('stroke', 'currentColor');
+  svg.append(line);
+  return h('span', {}, box, ' ', svg);
 }
 
 // "topk 1% with error feedback, 10.4 kB an update (162× under the 1.7 MB weights) · patches at 3%": what a
 // subtask costs an agent's connection.
-// "useful agents now: 6; 14 connected", with the measured useful agents over the job's versions as a line.
-function widthFact(width)
-{
-    if (!width)
-        return '–';
-    const points = width.history || [];
-    const box = h('span', {
-        'data-width' : String(width.useful_agents ?? ''),
-        title : width.noise_scale === undefined
-                    ? ''
-                    : `gradient noise scale ${number(width.noise_scale)} updates; cap ${width.cap ?? 'none'}`
-    },
-                  width.summary || '–');
-    if (points.length < 2)
-        return box;
-    const ns = 'http://www.w3.org/2000/svg';
-    const svg = document.createElementNS(ns, 'svg');
-    svg.setAttribute('class', 'sparkline');
-    svg.setAttribute('viewBox', '0 0 120 24');
-    svg.setAttribute('width', '120');
-    svg.setAttribute('height', '24');
-    const top = Math.max(...points.map((p) => p.useful_agents));
-    const first = points[0].version;
-    const span = Math.max(1, points[points.length - 1].version - first);
-    const line = document.createElementNS(ns, 'polyline');
-    line.setAttribute(
-        'points',
-        points.map((p) => `${(120 * (p.version - first)) / span},${22 - (20 * p.useful_agents) / top}`)
-            .join(' '));
-    line.setAttribute('fill', 'none');
-    line.setAttribute('stroke', 'currentColor');
-    svg.append(line);
-    return h('span', {}, box, ' ', svg);
-}
-
 function transferText(t) {
   if (!t || !t.upload) return '–';
   const u = t.upload;
@@ -205,20 +192,19 @@ export class JobView {
 
   drawHead() {
     const j = this.job;
-    clear(this.head, h('h2', {}, `Job ${j.id} · ${j.name} `, stateBadge(j.state)),
-          j.reason ? h('p', {class : 'reason'}, j.reason) : null,
-          h('dl', {class : 'facts'}, h('dt', {}, 'Epoch'), h('dd', {}, `${j.epoch} of ${j.max_epochs}`),
-            h('dt', {}, 'Accuracy'),
-            h('dd', {'data-accuracy' : ''}, `${percent(j.accuracy)} (target ${percent(j.target_accuracy)})`),
-            h('dt', {}, 'Loss'), h('dd', {}, number(j.loss)), h('dt', {}, 'Updates'),
-            h('dd', {}, `${j.updates} folded in, ${j.updates_received} received`), h('dt', {}, 'Agents'),
-            h('dd', {}, j.agents), h('dt', {}, 'Width'), h('dd', {}, widthFact(j.width)), h('dt', {}, 'Rule'),
-            h('dd', {'data-rule' : ''}, ruleText(j.aggregation, j.speed_aware)), h('dt', {}, 'Transfer'),
-            h('dd', {'data-transfer' : ''}, transferText(j.transfer))),
-          h('div', {class : 'actions'}, actionButtons(j, (updated) => {
-                this.job = {...this.job, ...updated};
-                this.drawHead();
-            }), weightsLink(j)));
+    clear(this.head, 
+      h('h2', {}, `Job ${j.id} · ${j.name} `, stateBadge(j.state)),
+      j.reason ? h('p', { class: 'reason' }, j.reason) : null,
+      h('dl', { class: 'facts' },
+        h('dt', {}, 'Epoch'), h('dd', {}, `${j.epoch} of ${j.max_epochs}`),
+        h('dt', {}, 'Accuracy'), h('dd', { 'data-accuracy': '' }, `${percent(j.accuracy)} (target ${percent(j.target_accuracy)})`),
+        h('dt', {}, 'Loss'), h('dd', {}, number(j.loss)),
+        h('dt', {}, 'Updates'), h('dd', {}, `${j.updates} folded in, ${j.updates_received} received`),
+        h('dt', {}, 'Agents'), h('dd', {}, j.agents),
+        h('dt', {}, 'Width'), h('dd', {}, widthFact(j.width)),
+        h('dt', {}, 'Rule'), h('dd', { 'data-rule': '' }, ruleText(j.aggregation, j.speed_aware)),
+        h('dt', {}, 'Transfer'), h('dd', { 'data-transfer': '' }, transferText(j.transfer))),
+      h('div', { class: 'actions' }, actionButtons(j, (updated) => { this.job = { ...this.job, ...updated }; this.drawHead(); }), weightsLink(j)));
     const s = j.subtasks || {};
     clear(this.counts, h('h3', {}, `Subtasks of epoch ${s.epoch ?? j.epoch}`),
       h('ul', { class: 'tally' }, ['pending', 'leased', 'late', 'reissued', 'done'].map((k) =>
