@@ -71,9 +71,13 @@ std::optional<int> JobState::agentCap() const
     std::optional<int> cap;
     if (spec.maxAgents > 0)
         cap = spec.maxAgents;
-    if (const std::optional<int> useful = width.usefulAgents(); useful && spec.capAtWidth)
-        cap = cap ? std::min(*cap, *useful) : *useful;
-    return cap;
+    if (!spec.capAtWidth || !spec.aggregation.usesPseudoGradients())
+        return cap;
+    // A job whose rule measures its width starts at the narrowest and widens as it measures: agents that
+    // piled in before the first measurement trained from the same early weights, where the lab's default job
+    // can use two at most (its noise scale starts at 0.7 updates).
+    const int useful = width.usefulAgents().value_or(JobWidth::kMinAgents);
+    return cap ? std::min(*cap, useful) : useful;
 }
 
 bool JobState::epochComplete(int e) const

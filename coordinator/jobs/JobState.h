@@ -158,8 +158,9 @@ struct JobState
     JobWidth width;                 // the agents it can use at once, as measured
 
     bool epochComplete(int e) const;
-    // The most agents that may hold its leases at once: the admin's max_agents and, unless the spec says
-    // "cap_at_width": false, the measured useful agents; the smaller of them. nullopt: no cap.
+    // The most agents that may be at work on it at once: the admin's max_agents and, unless the spec says
+    // "cap_at_width": false, for the rules that measure it, the measured useful agents (JobWidth::kMinAgents
+    // before the first measurement); the smaller of them. nullopt: no cap.
     std::optional<int> agentCap() const;
     int pendingIn(int e) const;
 };
