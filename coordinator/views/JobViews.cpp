@@ -438,9 +438,16 @@ QJsonObject JobViews::widthJson(const JobState& job, int holding) const
     const int online = agentsOnline();
     json.insert(QStringLiteral("connected"), online);
     const std::optional<int> useful = job.width.usefulAgents();
-    json.insert(QStringLiteral("summary"),
-                useful ? QStringLiteral("useful agents now: %1; %2 connected").arg(*useful).arg(online)
-                       : QStringLiteral("useful agents not measured yet; %1 connected").arg(online));
+    QString summary;
+    if (useful)
+        summary = QStringLiteral("useful agents now: %1; %2 connected").arg(*useful).arg(online);
+    else if (job.spec.aggregation.usesPseudoGradients())
+        summary = QStringLiteral("useful agents not measured yet; %1 connected").arg(online);
+    else // vc-asgd and fedasync mix uploads in one by one: no round to measure
+        summary = QStringLiteral("not measured by the %1 rule; %2 connected")
+                      .arg(job.spec.aggregation.toJson().value(QStringLiteral("rule")).toString())
+                      .arg(online);
+    json.insert(QStringLiteral("summary"), summary);
     return json;
 }
 
