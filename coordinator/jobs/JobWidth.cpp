@@ -23,6 +23,15 @@ void JobWidth::measured(qint64 version, double value, qint64 atMs)
         history.pop_front();
 }
 
+void JobWidth::follow(const NoiseScale* noise, qint64 version, qint64 atMs)
+{
+    if (!noise || noise->rounds() == roundsFollowed)
+        return;
+    roundsFollowed = noise->rounds();
+    if (const std::optional<double> value = noise->value())
+        measured(version, *value, atMs);
+}
+
 std::optional<int> JobWidth::usefulAgents() const
 {
     if (!noiseScale)

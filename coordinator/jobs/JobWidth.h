@@ -4,6 +4,8 @@
 // history for the dashboard and job status. Memory only: the rule's state holds the measurement across
 // restarts, and the weights thread reports it when it loads the job (the history starts again there).
 
+#include "aggregation/NoiseScale.h"
+
 #include <QJsonObject>
 
 #include <deque>
@@ -23,9 +25,13 @@ struct JobWidth
 
     std::optional<double> noiseScale; // the latest measurement, in updates
     std::deque<Point> history;        // the last kHistory measurements, oldest first
+    int roundsFollowed = 0;           // the rule's rounds when follow() last looked
 
     // A measurement at server version `version`.
     void measured(qint64 version, double value, qint64 atMs);
+    // The rule's measurement, recorded when a round ended since the last call (gleaner-sim, which folds on
+    // the thread that keeps the job; the coordinator hears of it through WeightsListener::widthMeasured).
+    void follow(const NoiseScale* noise, qint64 version, qint64 atMs);
     // The agents the job uses productively now: the noise scale, rounded, and at least kMinAgents (two agents
     // keep the measurement going: one alone makes no rounds); nullopt before the first measurement.
     std::optional<int> usefulAgents() const;

@@ -498,14 +498,7 @@ private:
                 m_samples += event.samples;
                 m_lastFoldMs = m_clock.nowMs();
                 j.updatesApplied = m_version;
-                // The job's width, as the coordinator's FoldReports records it (the scheduler caps the job
-                // there).
-                if (const NoiseScale* noise = m_rule->noiseScale();
-                    noise && noise->rounds() != m_noiseRounds) {
-                    m_noiseRounds = noise->rounds();
-                    if (const std::optional<double> value = noise->value())
-                        j.width.measured(m_version, *value, m_clock.nowMs());
-                }
+                j.width.follow(m_rule->noiseScale(), m_version, m_clock.nowMs()); // as FoldReports records it
             }
             m_handledSeq = m_seq;
         }
@@ -574,7 +567,6 @@ private:
     qint64 m_handledSeq = 0; // the last of them folded in or refused by the fold
     qint64 m_samples = 0;
     qint64 m_lastFoldMs = kStartMs;
-    int m_noiseRounds = 0; // the rule's measured rounds last recorded in the job's width
     int m_validateEvery = 10;
     std::map<qint64, TensorBundle> m_bases;
     TensorBundle m_published; // what the last publication handed out
