@@ -184,7 +184,7 @@ HttpResponse LeaseDesk::grant(const QString& agentId, const QJsonObject& request
     }
     QStringList atWidth; // the running jobs that have as many agents as they can use
     for (const JobAllocation::Candidate& job : candidates)
-        if (job.cap && job.agents >= *job.cap)
+        if (job.atCap())
             atWidth << QStringLiteral("job %1 has the %2 agents it can use now").arg(job.jobId).arg(*job.cap);
     // The job one more agent helps most first (JobAllocation); a job at its width takes none.
     for (const qint64 jobId : JobAllocation::order(std::move(candidates))) {

@@ -9,7 +9,7 @@ namespace gleaner::coordinator::JobAllocation {
 
 double gain(const Candidate& job)
 {
-    if (job.cap && job.agents >= *job.cap)
+    if (job.atCap())
         return 0.0;
     const double b = std::max(1e-9, job.noiseScale.value_or(kAssumedNoiseScale));
     const double n = std::max(0, job.agents);
@@ -18,7 +18,7 @@ double gain(const Candidate& job)
 
 std::vector<qint64> order(std::vector<Candidate> jobs)
 {
-    std::erase_if(jobs, [](const Candidate& job) { return job.cap && job.agents >= *job.cap; });
+    std::erase_if(jobs, [](const Candidate& job) { return job.atCap(); });
     std::stable_sort(jobs.begin(), jobs.end(), [](const Candidate& a, const Candidate& b) {
         const double ga = gain(a);
         const double gb = gain(b);

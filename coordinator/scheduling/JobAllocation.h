@@ -32,6 +32,8 @@ struct Candidate
     int agents = 0; // agents other than the asking one at work on it (Scheduler::agentsAtWork)
     std::optional<double> noiseScale; // measured, in updates
     std::optional<int> cap;           // the most agents it may have at once
+
+    bool atCap() const { return cap && agents >= *cap; } // takes no more agents
 };
 
 inline constexpr double kAssumedNoiseScale = 4.0;
