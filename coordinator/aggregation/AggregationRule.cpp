@@ -1,6 +1,7 @@
 #include "aggregation/AggregationRule.h"
 
 #include "aggregation/AdaptiveNesterov.h"
+#include "aggregation/AveragedRule.h"
 #include "aggregation/DelayedNesterov.h"
 #include "aggregation/FedAsync.h"
 #include "aggregation/FedBuff.h"
@@ -8,7 +9,9 @@
 
 namespace gleaner::coordinator {
 
-std::unique_ptr<AggregationRule> AggregationRule::create(const AggregationSpec& spec)
+namespace {
+
+std::unique_ptr<AggregationRule> plain(const AggregationSpec& spec)
 {
     switch (spec.rule) {
     case AggregationSpec::Rule::VcAsgd:
@@ -23,6 +26,16 @@ std::unique_ptr<AggregationRule> AggregationRule::create(const AggregationSpec& 
         return std::make_unique<AdaptiveNesterov>(spec);
     }
     return nullptr;
+}
+
+} // namespace
+
+std::unique_ptr<AggregationRule> AggregationRule::create(const AggregationSpec& spec)
+{
+    auto rule = plain(spec);
+    if (spec.emaDecay > 0 && rule)
+        return std::make_unique<AveragedRule>(std::move(rule), spec.emaDecay);
+    return rule;
 }
 
 } // namespace gleaner::coordinator

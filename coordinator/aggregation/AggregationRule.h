@@ -63,6 +63,11 @@ public:
     // The job's gradient noise scale as the rule's rounds measured it (the rules that average
     // pseudo-gradients); null for rules that do not see them.
     virtual const NoiseScale* noiseScale() const { return nullptr; }
+    // The average of the server weights that validation and export use (AveragedRule, the job's "ema_decay");
+    // null when the rule keeps none.
+    virtual const TensorBundle* averaged() const { return nullptr; }
+
+    // The rule the spec names, wrapped in an AveragedRule when it asks for an average.
 
     static std::unique_ptr<AggregationRule> create(const AggregationSpec& spec);
 };

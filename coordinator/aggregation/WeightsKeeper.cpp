@@ -198,13 +198,14 @@ void WeightsKeeper::validate(qint64 jobId, int epoch, bool epochEnd)
 void WeightsKeeper::validateNow(qint64 jobId, const JobWeights& job, int epoch, bool epochEnd)
 {
     const qint64 version = job.version;
-    m_validation.evaluate(
-        jobId, job.weights, [this, jobId, epoch, epochEnd, version](ValidationRunner::Outcome outcome) {
-            if (!outcome.ok)
-                m_listener.validationFailed(jobId, epoch, epochEnd, outcome.error);
-            else
-                m_listener.validated(jobId, epoch, epochEnd, version, outcome.accuracy, outcome.loss);
-        });
+    m_validation.evaluate(jobId, modelWeights(jobId, job),
+                          [this, jobId, epoch, epochEnd, version](ValidationRunner::Outcome outcome) {
+                              if (!outcome.ok)
+                                  m_listener.validationFailed(jobId, epoch, epochEnd, outcome.error);
+                              else
+                                  m_listener.validated(jobId, epoch, epochEnd, version, outcome.accuracy,
+                                                       outcome.loss);
+                          });
 }
 
 Result<TensorBundle> WeightsKeeper::baseWeights(JobWeights& job, const QString& sha)
@@ -415,7 +416,11 @@ void WeightsKeeper::exportWeights(qint64 jobId, std::function<void(Result<BlobIn
             return;
         }
         syncShared(jobId, it->second);
-        done(writeBlob(it->second));
+        // The model the job trained: what its validations measured (the average, when it keeps one).
+        TensorBundle model = modelWeights(jobId, it->second);
+        model.metadata().clear();
+        model.setMetadata(QStringLiteral("gleaner.version"), QString::number(it->second.version));
+        done(m_blobs.put(SafeTensors::serialize(model)));
     });
 }
 

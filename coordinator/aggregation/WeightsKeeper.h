@@ -201,6 +201,9 @@ private:
     void adopt(JobWeights& job, const SharedFoldState& state);
     // The rule's state that goes with the weights in memory.
     static TensorBundle ruleState(const JobWeights& job);
+    // What validation and export take: the average of the server weights when the job keeps one (its
+    // "ema_decay"), else the server copy itself.
+    static TensorBundle modelWeights(qint64 jobId, const JobWeights& job);
     void reportUnreachable(qint64 jobId, JobWeights& job, const QString& why);
     // The published weights with this SHA-256, from memory or the blob store.
     Result<TensorBundle> baseWeights(JobWeights& job, const QString& sha);

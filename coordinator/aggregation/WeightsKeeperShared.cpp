@@ -2,6 +2,8 @@
 // (SharedWeights): joining a job's copy there, the folds that wait for Redis, and following the others'
 // folds.
 #include "aggregation/WeightsKeeper.h"
+
+#include "aggregation/AveragedRule.h"
 #include "metrics/CoordinatorMetrics.h"
 
 #include "store/RedisConnection.h"
@@ -90,6 +92,24 @@ void WeightsKeeper::adopt(JobWeights& job, const SharedFoldState& state)
 TensorBundle WeightsKeeper::ruleState(const JobWeights& job)
 {
     return job.ruleFromShared ? job.sharedRuleState : job.rule->saveState();
+}
+
+TensorBundle WeightsKeeper::modelWeights(qint64 jobId, const JobWeights& job)
+{
+    if (!job.ruleFromShared) {
+        const TensorBundle* average = job.rule ? job.rule->averaged() : nullptr;
+        return average ? *average : job.weights;
+    }
+    if (job.spec.emaDecay <= 0)
+        return job.weights;
+    auto average = AveragedRule::averageIn(job.sharedRuleState, job.weights);
+    if (!average) {
+        qCWarning(lcWeights) << "job" << jobId
+                             << "cannot read the average in Redis's rule state, so the server"
+                             << "weights stand in for it:" << average.error();
+        return job.weights;
+    }
+    return average->isEmpty() ? job.weights : *average;
 }
 
 bool WeightsKeeper::foldPending(qint64 jobId, JobWeights& job)

@@ -1,5 +1,6 @@
 #include "lifecycle/WeightsExport.h"
 
+#include "aggregation/AveragedRule.h"
 #include "aggregation/WeightsKeeper.h"
 #include "format/SafeTensors.h"
 #include "lifecycle/JobDesk.h"
@@ -67,9 +68,25 @@ void WeightsExport::serve(qint64 jobId, Responder respond, bool torchscript)
         });
         return;
     }
-    auto snapshot = m_parts.db.exec(QStringLiteral("SELECT sha256 FROM snapshots WHERE job_id = ?"), {jobId});
+    auto snapshot = m_parts.db.exec(
+        QStringLiteral("SELECT sha256, rule_sha, version FROM snapshots WHERE job_id = ?"), {jobId});
     if (snapshot && snapshot->next()) {
-        serve(snapshot->value(0).toString());
+        const QString sha = snapshot->value(0).toString();
+        const QString ruleSha = snapshot->value(1).toString();
+        if (job->spec.aggregation.emaDecay <= 0 || ruleSha.isEmpty()) {
+            serve(sha);
+            return;
+        }
+        // A job that keeps an average exports it, as its validations measured it: read from the rule's state
+        // beside the last snapshot, on the import thread.
+        m_parts.programs.post(
+            [this, sha, ruleSha, version = snapshot->value(2).toLongLong(), respond, serve] {
+                auto average = averageOf(sha, ruleSha, version);
+                if (average)
+                    serve(average->sha256);
+                else
+                    respond(HttpResponse::error(500, average.error()));
+            });
         return;
     }
     if (!job->files.initialWeights.sha256.isEmpty()) {
@@ -79,6 +96,23 @@ void WeightsExport::serve(qint64 jobId, Responder respond, bool torchscript)
     respond(HttpResponse::error(
         409,
         QStringLiteral("job %1 has no weights yet (state %2)").arg(jobId).arg(jobStatusName(job->status))));
+}
+
+Result<BlobInfo> WeightsExport::averageOf(const QString& weightsSha, const QString& ruleSha, qint64 version)
+{
+    auto weights = SafeTensors::load(m_parts.blobs.path(weightsSha));
+    if (!weights)
+        return fail(QStringLiteral("the job's last snapshot: %1").arg(weights.error()));
+    auto state = SafeTensors::load(m_parts.blobs.path(ruleSha));
+    if (!state)
+        return fail(QStringLiteral("the rule's state beside the job's last snapshot: %1").arg(state.error()));
+    auto average = AveragedRule::averageIn(*state, *weights);
+    if (!average)
+        return fail(QStringLiteral("the average in the rule's state: %1").arg(average.error()));
+    if (average->isEmpty())
+        return m_parts.blobs.put(SafeTensors::serialize(*weights)); // no fold yet: the average is the weights
+    average->setMetadata(QStringLiteral("gleaner.version"), QString::number(version));
+    return m_parts.blobs.put(SafeTensors::serialize(*average));
 }
 
 } // namespace gleaner::coordinator

@@ -1,17 +1,20 @@
 #pragma once
 // A job's weights for its admin (GET /api/v1/jobs/ID/weights): the server weights as safetensors, named as
-// PyTorch's state_dict names them, or a TorchScript job's own archive with those weights in it. A live job's
-// are asked of the weights thread; an ended job's are its last snapshot. State thread; the archive is written
-// on the programs thread, and the answer comes later.
+// PyTorch's state_dict names them, or a TorchScript job's own archive with those weights in it. A job that
+// keeps an average of its weights ("ema_decay") exports the average, which its validations measured. A live
+// job's are asked of the weights thread; an ended job's are its last snapshot (and the average in the rule's
+// state beside it). State thread; the archive and the average are written on the programs thread, and the
+// answer comes later.
 
+#include "Result.h"
 #include "http/HttpTypes.h"
+#include "store/BlobStore.h"
 #include "util/SerialExecutor.h"
 
 #include <QString>
 
 namespace gleaner::coordinator {
 
-class BlobStore;
 class Database;
 class JobDesk;
 class JobTakeUp;
@@ -35,6 +38,9 @@ public:
     void serve(qint64 jobId, Responder respond, bool torchscript = false);
 
 private:
+    // The average held in the rule's state `ruleSha` beside the snapshot `weightsSha`, as a blob.
+    Result<BlobInfo> averageOf(const QString& weightsSha, const QString& ruleSha, qint64 version);
+
     Parts m_parts;
     const QString m_scratch;
 };

@@ -4,7 +4,10 @@
 #include "ml/Checkpoint.h"
 #include "ml/Evaluator.h"
 #include "ml/Trainer.h"
+#include "ml/WeightMath.h"
 #include "ml/data/DatasetLoader.h"
+
+#include <limits>
 
 namespace gleaner::coordinator::sim {
 
@@ -43,14 +46,21 @@ Result<SimReport> runBaseline(const SimOptions& options, const JobSpec& spec, co
         hooks.learningRate = [&](qint64 samples) {
             return spec.optimizer.at(double(samples) / (double(train.size()) * spec.localEpochs)).lr;
         };
+    // A job that keeps an average of its weights (ema_decay) is validated on it; the process moves its
+    // average once per update's worth of samples (a shard's local_epochs passes), as the coordinator does per
+    // update.
+    const double decay = spec.aggregation.emaDecay;
+    const qint64 averageEvery = shardSamples * spec.localEpochs;
+    qint64 nextAverage = decay > 0 ? averageEvery : std::numeric_limits<qint64>::max();
+    TensorBundle average = initial;
     hooks.betweenBatches = [&](const ml::TrainProgress& p) {
         epochEnd = p.samples >= epochEndAt;
-        if (p.samples >= next || epochEnd)
+        if (p.samples >= next || p.samples >= nextAverage || epochEnd)
             return ml::TrainControl::CheckpointAndStop;
         return ml::TrainControl::Continue;
     };
     const auto record = [&](const TensorBundle& weights, qint64 samples) -> Status {
-        auto evaluation = ml::Evaluator::evaluate(spec.model, weights, test);
+        auto evaluation = ml::Evaluator::evaluate(spec.model, decay > 0 ? average : weights, test);
         if (!evaluation)
             return fail(evaluation.error());
         const int epoch = int((samples - 1) / train.size()) + 1;
@@ -73,6 +83,9 @@ Result<SimReport> runBaseline(const SimOptions& options, const JobSpec& spec, co
             return fail(QStringLiteral("baseline training: %1").arg(outcome.error()));
         if (outcome->status == ml::TrainOutcome::Status::Finished) {
             epochEnd = true;
+            if (decay > 0)
+                if (auto s = ml::WeightMath::blend(average, outcome->weights, decay); !s)
+                    return fail(s.error());
             if (auto s = record(outcome->weights, outcome->samples); !s)
                 return fail(s.error());
             report.ended = QStringLiteral("ran its %1 epochs").arg(spec.maxEpochs);
@@ -86,12 +99,20 @@ Result<SimReport> runBaseline(const SimOptions& options, const JobSpec& spec, co
             if (entry.name.startsWith(u"model."))
                 (void)weights.add(entry.name.mid(6), entry.dtype, entry.shape, checkpoint->data(entry));
         auto info = ml::CheckpointInfo::readFrom(*checkpoint);
-        const qint64 samples = info ? info->samples : next;
-        if (auto s = record(weights, samples); !s)
-            return fail(s.error());
-        if (!options.ignoreTarget && report.points.back().accuracy >= spec.targetAccuracy) {
-            report.ended = QStringLiteral("reached the target accuracy %1").arg(spec.targetAccuracy);
-            break;
+        const qint64 samples = info ? info->samples : std::min(next, nextAverage);
+        if (samples >= nextAverage) {
+            if (auto s = ml::WeightMath::blend(average, weights, decay); !s)
+                return fail(s.error());
+            while (nextAverage <= samples)
+                nextAverage += averageEvery;
+        }
+        if (samples >= next || epochEnd) {
+            if (auto s = record(weights, samples); !s)
+                return fail(s.error());
+            if (!options.ignoreTarget && report.points.back().accuracy >= spec.targetAccuracy) {
+                report.ended = QStringLiteral("reached the target accuracy %1").arg(spec.targetAccuracy);
+                break;
+            }
         }
         while (next <= samples)
             next += interval;

@@ -527,7 +527,11 @@ private:
 
     Status validate(int epoch, bool epochEnd)
     {
-        auto evaluation = ml::Evaluator::evaluate(m_data.spec.model, m_weights, m_data.test);
+        // What the coordinator validates: the rule's average when the job keeps one
+        // (WeightsKeeper::modelWeights).
+        const TensorBundle* average = m_rule->averaged();
+        auto evaluation =
+            ml::Evaluator::evaluate(m_data.spec.model, average ? *average : m_weights, m_data.test);
         if (!evaluation)
             return fail(QStringLiteral("validation: %1").arg(evaluation.error()));
         SimPoint point{seconds(), m_samples, m_version, epoch, epochEnd, evaluation->accuracy, evaluation->meanLoss};

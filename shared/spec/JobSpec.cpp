@@ -55,6 +55,7 @@ constexpr IntRange kHingeStart{0, 1'000'000};
 constexpr IntRange kBuffer{1, 4096};
 const NumberRange kServerLr = NumberRange::above(0).atMost(10);
 const NumberRange kMomentum = NumberRange::atLeast(0).below(1);
+const NumberRange kEmaDecay = NumberRange::atLeast(0).below(1);
 
 // In the order of StalenessSpec::Function.
 const QStringList& stalenessNames()
@@ -283,7 +284,7 @@ Result<AggregationSpec> AggregationSpec::fromJson(const QJsonObject& json, const
 {
     JsonFields fields(json, path);
     fields.allowOnly({u"rule"_s, u"alpha"_s, u"staleness"_s, u"buffer"_s, u"server_lr"_s, u"momentum"_s,
-                      u"schedule"_s, u"adascale"_s});
+                      u"schedule"_s, u"adascale"_s, u"ema_decay"_s});
 
     AggregationSpec spec;
     int rule = 0;
@@ -333,6 +334,7 @@ Result<AggregationSpec> AggregationSpec::fromJson(const QJsonObject& json, const
         spec.alpha = 0.5;
         fields.readNumber(u"alpha", spec.alpha, kMixingAlpha);
     }
+    fields.readNumber(u"ema_decay", spec.emaDecay, kEmaDecay);
     if (spec.rule == Rule::VcAsgd && fields.ok() && fields.has(u"alpha")) {
         const QJsonValue alpha = fields.value(u"alpha");
         if (alpha.isString() && alpha.toString() == u"epoch") {
@@ -368,6 +370,8 @@ QJsonObject AggregationSpec::toJson() const
         json.insert(u"schedule"_s, schedule.toJson());
     if (adaScale)
         json.insert(u"adascale"_s, true);
+    if (emaDecay > 0)
+        json.insert(u"ema_decay"_s, emaDecay);
     return json;
 }
 

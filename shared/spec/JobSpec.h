@@ -131,6 +131,9 @@ struct AggregationSpec
     //             scales its step by the gain the measured noise scale gives a round of K (AdaScale).
     // The rules with "server_lr" take a "schedule" for it (LrSchedule: warm-up, cosine or steps by the job's
     // progress). Fields another rule uses are refused.
+    // Every rule takes "ema_decay" d in [0, 1) (default 0: off): the coordinator also keeps an exponential
+    // moving average of the server weights, each folded update moving it by 1 - d toward them; validation and
+    // the exported model use the average, agents train from the server weights themselves (AveragedRule).
     enum class Rule
     {
         VcAsgd,
@@ -149,6 +152,7 @@ struct AggregationSpec
     double momentum = 0.5;     // delayed-nesterov: [0, 1)
     LrSchedule schedule;       // fedbuff, the nesterov rules: server_lr times its factor
     bool adaScale = false;     // adaptive-nesterov: the step times the round's gain (AdaptiveNesterov)
+    double emaDecay = 0;       // every rule: [0, 1); 0 keeps no average
 
     bool usesPseudoGradients() const
     {

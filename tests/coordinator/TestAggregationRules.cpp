@@ -1,6 +1,7 @@
 // The arithmetic of every aggregation rule against hand-computed values, and what a rule refuses.
 
 #include "aggregation/AggregationRule.h"
+#include "aggregation/AveragedRule.h"
 #include "aggregation/DelayedNesterov.h"
 #include "aggregation/FedAsync.h"
 #include "aggregation/FedBuff.h"
@@ -115,6 +116,8 @@ private Q_SLOTS:
     void refusedFoldLeavesTheRuleStateAlone();
     void honestBufferedStepsPassTheFold();
     void adaptiveNesterovTakesItsPeriodFromTheAgentsTraining();
+    void averageFollowsTheServerCopy();
+    void averageSurvivesItsStateAndRefusedFolds();
 };
 
 void TestAggregationRules::rulesAreCreatedFromTheSpec()
@@ -454,6 +457,91 @@ void TestAggregationRules::sparsePublicationMovesTheLargestGaps()
     TensorBundle dense = published;
     WeightsKeeper::track(dense, tenth, DownloadSpec{});
     QCOMPARE(dense.buffer(), tenth.buffer());
+}
+
+void TestAggregationRules::averageFollowsTheServerCopy()
+{
+    // vc-asgd at alpha 0.5 with ema_decay 0.75: the server copy folds as always; the average starts at the
+    // weights before the first fold and moves by a quarter toward the server copy after each.
+    AggregationSpec spec;
+    spec.alphaPerEpoch = false;
+    spec.alpha = 0.5;
+    spec.emaDecay = 0.75;
+    std::unique_ptr<AggregationRule> rule = AggregationRule::create(spec);
+    QCOMPARE(rule->name(), QStringLiteral("vc-asgd"));
+    QVERIFY(!rule->averaged());
+    QVERIFY(!AggregationRule::create(AggregationSpec())->averaged());
+    TensorBundle server = weights({0.0f, 0.0f}, 3);
+    QVERIFY(rule->apply(server, weights({4.0f, 8.0f}, 5), context(0, 0)).ok());
+    QCOMPARE(values(server), (std::vector<float>{2.0f, 4.0f}));
+    QVERIFY(rule->averaged());
+    QCOMPARE(values(*rule->averaged()), (std::vector<float>{0.5f, 1.0f})); // 0.75 (0, 0) + 0.25 (2, 4)
+    QCOMPARE(counter(*rule->averaged()), 5); // counters take the larger value, as in every fold
+    QVERIFY(rule->apply(server, weights({2.0f, 4.0f}), context(1, 1)).ok());
+    QCOMPARE(values(server), (std::vector<float>{2.0f, 4.0f}));
+    QCOMPARE(values(*rule->averaged()), (std::vector<float>{0.875f, 1.75f}));
+
+    // Around a pseudo-gradient rule it answers as that rule does.
+    AggregationSpec buffered = pseudo(AggregationSpec::Rule::FedBuff, 2, 1.0);
+    buffered.emaDecay = 0.9;
+    const auto fedBuff = AggregationRule::create(buffered);
+    QCOMPARE(fedBuff->name(), QStringLiteral("fedbuff"));
+    QVERIFY(fedBuff->needsBase());
+    QVERIFY(!fedBuff->boundsFoldSteps());
+    QVERIFY(fedBuff->noiseScale());
+}
+
+void TestAggregationRules::averageSurvivesItsStateAndRefusedFolds()
+{
+    AggregationSpec spec = pseudo(AggregationSpec::Rule::FedBuff, 2, 1.0);
+    spec.emaDecay = 0.5;
+    std::unique_ptr<AggregationRule> first = AggregationRule::create(spec);
+    TensorBundle server = weights({0.0f, 0.0f});
+    const TensorBundle base = weights({0.0f, 0.0f});
+    UpdateContext c = context(0, 0);
+    c.base = &base;
+    UpdateBound steps;
+    // K = 2: the first update is buffered (server and average stay at 0), the second steps by the mean (1,
+    // 2).
+    QVERIFY(WeightsKeeper::fold(server, first, steps, weights({2.0f, 0.0f}), c, false).ok());
+    QVERIFY(WeightsKeeper::fold(server, first, steps, weights({0.0f, 4.0f}), c, false).ok());
+    QCOMPARE(values(server), (std::vector<float>{1.0f, 2.0f}));
+    QCOMPARE(values(*first->averaged()), (std::vector<float>{0.5f, 1.0f}));
+    // A refused fold leaves the average as it was.
+    QVERIFY(!WeightsKeeper::fold(server, first, steps,
+                                 weights({std::numeric_limits<float>::quiet_NaN(), 0.0f}), c, false)
+                 .ok());
+    QCOMPARE(values(*first->averaged()), (std::vector<float>{0.5f, 1.0f}));
+
+    // The state holds the rule's own tensors and the average; a restart continues exactly.
+    const TensorBundle state = first->saveState();
+    QVERIFY(state.find(QStringLiteral("count")));
+    QVERIFY(state.find(QStringLiteral("average.w")));
+    QCOMPARE(AveragedRule::averageIn(state, server)->size(), server.size());
+    auto second = AggregationRule::create(spec);
+    QVERIFY(second->loadState(state, server).ok());
+    QCOMPARE(values(*second->averaged()), (std::vector<float>{0.5f, 1.0f}));
+    TensorBundle copy = server;
+    for (const auto& update : {weights({3.0f, 2.0f}), weights({1.0f, 4.0f})}) {
+        QVERIFY(WeightsKeeper::fold(server, first, steps, update, c, false).ok());
+        QVERIFY(WeightsKeeper::fold(copy, second, steps, update, c, false).ok());
+    }
+    QCOMPARE(values(copy), values(server));
+    QCOMPARE(values(*second->averaged()), values(*first->averaged()));
+
+    // State written without an average starts it at the server copy; an average that does not fit is refused
+    // and changes nothing.
+    auto fresh = AggregationRule::create(spec);
+    QVERIFY(
+        fresh
+            ->loadState(AggregationRule::create(pseudo(AggregationSpec::Rule::FedBuff, 2, 1.0))->saveState(),
+                        server)
+            .ok());
+    QCOMPARE(values(*fresh->averaged()), values(server));
+    const Status misfit = fresh->loadState(state, weights({0.0f, 0.0f, 0.0f}));
+    QVERIFY(!misfit.ok());
+    QVERIFY2(misfit.error().contains(u"average."), qPrintable(misfit.error()));
+    QCOMPARE(values(*fresh->averaged()), values(server));
 }
 
 QTEST_GUILESS_MAIN(TestAggregationRules)

@@ -5,13 +5,14 @@
 #include "TestSupport.h"
 
 #include "aggregation/UpdateChecker.h"
-#include "enrollment/Tokens.h"
 #include "crypto/Sha256.h"
 #include "crypto/SignedEnvelope.h"
+#include "enrollment/Tokens.h"
 #include "format/SafeTensors.h"
+#include "ml/WeightMath.h"
 #include "scheduling/Scheduler.h"
-#include "store/Database.h"
 #include "scheduling/SchedulerTables.h"
+#include "store/Database.h"
 
 #include <QDateTime>
 #include <QDir>
@@ -22,6 +23,7 @@
 #include <QScopeGuard>
 #include <QSqlDatabase>
 #include <QSqlQuery>
+
 #include <QTest>
 
 #include <cmath>
@@ -70,6 +72,7 @@ private Q_SLOTS:
     void manifestNamesThePublicUrl();
     void manifestCarriesTheScheduledRate();
     void agentsBeyondAJobsWidthTrainAnotherJob();
+    void exportedWeightsAreTheAverage();
     void nextEpochOverlapsTheTailOfThisOne();
     void resultIsFoldedInWithVcAsgd();
     void staleResultWeighsLessWithFedAsync();
@@ -286,6 +289,41 @@ void TestCoordinator::manifestCarriesTheScheduledRate()
     QVERIFY(resumed[0].manifest.contains(QStringLiteral("resume")));
     QCOMPARE(resumed[0].manifest.value(QStringLiteral("base_version")).toInteger(), 2);
     QCOMPARE(rateOf(resumed[0]), rateOf(second[0]));
+}
+
+void TestCoordinator::exportedWeightsAreTheAverage()
+{
+    // vc-asgd at alpha 0.5 with ema_decay 0.5: an upload of base + 0.02 moves the server copy to base + 0.01,
+    // and the average to base + 0.005. Leases hand out the server copy; the export (what validation measures)
+    // is the average, while the job runs and from its last snapshot once it ended.
+    const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
+    const qint64 job = f.submit(test::tinyJobSpec(
+        m_dataset, 4, 3, 0.99, 60,
+        QStringLiteral(R"(, "aggregation": {"rule": "vc-asgd", "alpha": 0.5, "ema_decay": 0.5})")));
+    QVERIFY(job > 0);
+    auto tasks = lease(agent, 1);
+    QCOMPARE(tasks.size(), size_t(1));
+    const TensorBundle base = f.leaseBase(tasks[0].leaseId);
+    QCOMPARE(upload(agent, tasks[0].leaseId, test::shifted(base, 0.02f), 0), 202);
+    f.core->drain();
+    f.core->state().call([&] { f.core->tick(); }); // publishes version 1
+    f.core->drain();
+    const auto offBy = [&](const TensorBundle& weights, float by) {
+        const TensorBundle expected = test::shifted(base, by);
+        auto distance = ml::WeightMath::l2Distance(weights, expected);
+        return distance && *distance < 1e-5;
+    };
+    auto next = lease(agent, 1);
+    QCOMPARE(next.size(), size_t(1));
+    QVERIFY(offBy(f.leaseBase(next[0].leaseId), 0.01f));
+    const TensorBundle running = f.serverWeights(job);
+    QVERIFY(offBy(running, 0.005f));
+    QCOMPARE(running.metadata().value(QStringLiteral("gleaner.version")), QStringLiteral("1"));
+    int status = 0;
+    f.call([&] { return f.core->jobs().setStatus(job, "cancel"); }, &status);
+    QCOMPARE(status, 200);
+    f.core->drain();
+    QVERIFY(offBy(f.serverWeights(job), 0.005f));
 }
 
 void TestCoordinator::agentsBeyondAJobsWidthTrainAnotherJob()

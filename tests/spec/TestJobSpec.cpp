@@ -301,6 +301,14 @@ void TestJobSpec::validJobs_data()
     ada.aggregation.adaScale = true;
     QTest::newRow("aggregation: adascale")
         << R"({"aggregation": {"rule": "adaptive-nesterov", "adascale": true}})"_ba << ada;
+    ada.aggregation.adaScale = false;
+    ada.aggregation.emaDecay = 0.9;
+    QTest::newRow("aggregation: ema_decay")
+        << R"({"aggregation": {"rule": "adaptive-nesterov", "ema_decay": 0.9}})"_ba << ada;
+    JobSpec averagedVcAsgd = minimalSpec();
+    averagedVcAsgd.aggregation.emaDecay = 0.5;
+    QTest::newRow("aggregation: ema_decay on vc-asgd")
+        << R"({"aggregation": {"rule": "vc-asgd", "ema_decay": 0.5}})"_ba << averagedVcAsgd;
     QTest::newRow("aggregation schedule: steps")
         << R"({"aggregation": {"rule": "adaptive-nesterov", "schedule": {"decay": "steps", "milestones": [5, 8], "gamma": 0.5}}})"_ba
         << steps;
@@ -547,6 +555,10 @@ void TestJobSpec::invalidJobs_data()
            "aggregation.schedule", "not used by the vc-asgd rule");
     change("adascale on fedbuff", R"({"aggregation": {"rule": "fedbuff", "adascale": true}})",
            "aggregation.adascale", "only by adaptive-nesterov");
+    change("ema_decay of 1", R"({"aggregation": {"rule": "fedbuff", "ema_decay": 1}})",
+           "aggregation.ema_decay", "got 1");
+    change("ema_decay below 0", R"({"aggregation": {"rule": "vc-asgd", "ema_decay": -0.1}})",
+           "aggregation.ema_decay", "got -0.1");
     change("schedule: warmup_from alone",
            R"({"optimizer": {"name": "adam", "lr": 0.1, "schedule": {"warmup_from": 0.5}}})",
            "optimizer.schedule.warmup_from", "needs \"warmup_epochs\" > 0");
