@@ -2,12 +2,15 @@
 """The most C agents of speed 1 can buy on a job (docs/aggregation.md, "The ceiling"): C agents that exchanged
 every mini-batch (synchronous data-parallel training, no staleness, no lost work) would train as one process with
 C times the batch, each step taking one agent's time for its own batch. For each C this runs gleaner-sim's
-baseline with batch_size x C and each learning rate given, stops it at the job's own baseline's one-pass accuracy,
-and divides: ceiling speedup = baseline's one-pass time / (samples to that accuracy / C / rate). No rule on
-subtasks of whole shard passes, with agents out of step, can be expected to beat it.
+baseline with batch_size x C and each learning rate given, stops it at the job's own baseline's one-pass accuracy
+(T1), and divides: ceiling speedup = baseline's one-pass time / (samples to that accuracy / C / rate). No rule on
+subtasks of whole shard passes, with agents out of step, can be expected to beat it. --target and
+--reference-seconds measure it at another accuracy (T2: the tuned process's best minus half a point, and the time
+that process took to reach it).
 
     tests/bench/aggregation-ceiling.py [--job FILE] [--out DIR] [--agents "4 8 16"] [--lrs "0.002 0.004 0.008"]
-                                       [--epochs E] [--jobs N]
+                                       [--epochs E] [--jobs N] [--target ACCURACY --reference-seconds S]
+                                       [--validate-every N]
 
 Prints the table as Markdown and writes it as JSON to DIR/ceiling.json. Runs whose JSON exists are kept, so an
 interrupted run continues where it stopped.
@@ -22,15 +25,16 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def run(sim, job, out, name, epochs):
+def run(sim, job, out, name, epochs, validate_every):
     result = os.path.join(out, name + ".json")
     if os.path.exists(result) and os.path.getsize(result) > 0:
         return result
     print(f"aggregation-ceiling: {name}", file=sys.stderr)
     part = result + ".part"
-    # Validation every 2 shards' worth of samples: the time to the accuracy is known to 2/shards of a pass.
-    subprocess.run([sim, job, "--baseline", "--epochs", str(epochs), "--validate-every", "2", "--quiet",
-                    "--json", part], check=True)
+    # Validation every N shards' worth of samples (2 by default): the time to the accuracy is known to N/shards
+    # of a pass.
+    subprocess.run([sim, job, "--baseline", "--epochs", str(epochs), "--validate-every", str(validate_every),
+                    "--quiet", "--json", part], check=True)
     os.replace(part, result)
     return result
 
@@ -51,7 +55,17 @@ def main():
     parser.add_argument("--lrs", default="0.002 0.004 0.008")
     parser.add_argument("--epochs", type=int, default=2, help="longest run per setting (default 2)")
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time (default 2)")
+    parser.add_argument("--target", type=float, help="the accuracy to reach (default: the job baseline's one-pass)")
+    parser.add_argument("--reference-seconds", type=float,
+                        help="the reference's simulated seconds to --target (required with it)")
+    parser.add_argument("--validate-every", type=int, default=2, help="validation every N shards (default 2)")
     args = parser.parse_args()
+    if (args.target is None) != (args.reference_seconds is None):
+        parser.error("--target and --reference-seconds go together: the accuracy and the reference's time to it")
+    if args.target is not None and not 0 < args.target <= 1:
+        parser.error(f"--target {args.target}: an accuracy in (0, 1]")
+    if args.validate_every < 1:
+        parser.error(f"--validate-every {args.validate_every}: at least 1")
     sim = os.environ.get("GLEANER_SIM", os.path.join(ROOT, "build/bin/gleaner-sim"))
     if not os.access(sim, os.X_OK):
         sys.exit(f"aggregation-ceiling: {sim} is missing; build first (cmake --build build)")
@@ -74,6 +88,8 @@ def main():
         baseline = json.load(f)
     one_pass = baseline["epochs"][0]
     target, base_seconds = one_pass["accuracy"], one_pass["sim_seconds"]
+    if args.target is not None:
+        target, base_seconds = args.target, args.reference_seconds
 
     settings = []
     for c in [int(x) for x in args.agents.split()]:
@@ -82,13 +98,13 @@ def main():
             variant["batch_size"] = spec["batch_size"] * c
             variant["optimizer"]["lr"] = lr
             variant["target_accuracy"] = target  # stops at the first validation that reaches it
-            name = f"c{c}-lr{lr:g}"
+            name = f"c{c}-lr{lr:g}" + (f"-to{target:g}" if args.target is not None else "")
             path = os.path.join(args.out, f"job-{name}.json")
             with open(path, "w") as f:
                 json.dump(variant, f)
             settings.append((c, lr, name, path))
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        results = list(pool.map(lambda s: run(sim, s[3], args.out, s[2], args.epochs), settings))
+        results = list(pool.map(lambda s: run(sim, s[3], args.out, s[2], args.epochs, args.validate_every), settings))
 
     rows = []
     for (c, lr, name, _), path in zip(settings, results):
@@ -101,10 +117,11 @@ def main():
                      "sim_seconds_with_c_agents": round(ideal, 2) if ideal else None,
                      "ceiling_speedup": round(base_seconds / ideal, 2) if ideal else None,
                      "best_accuracy": round(report["best_accuracy"], 4)})
-    summary = {"baseline_one_pass_accuracy": target, "baseline_one_pass_seconds": base_seconds, "rows": rows}
-    with open(os.path.join(args.out, "ceiling.json"), "w") as f:
+    summary = {"target_accuracy": target, "reference_seconds": base_seconds, "rows": rows}
+    name = "ceiling.json" if args.target is None else f"ceiling-to{target:g}.json"
+    with open(os.path.join(args.out, name), "w") as f:
         json.dump(summary, f, indent=1)
-    print(f"baseline: {target:.4f} after one pass, {base_seconds:g} simulated seconds\n")
+    print(f"reference: {target:.4f} in {base_seconds:g} simulated seconds\n")
     print("| C | batch | lr | seconds with C agents | ceiling speedup |")
     print("|---|---|---|---|---|")
     for r in rows:

@@ -694,6 +694,7 @@ void TestJobSpec::demoJobIsTheDocumentedOne()
     expected.aggregation.serverLr = 0.5;
     expected.aggregation.momentum = 0.7;
     expected.aggregation.staleness.function = StalenessSpec::Function::Constant; // outer momentum: no damping
+    expected.aggregation.emaDecay = 0.9;
     expected.targetAccuracy = 0.88;
     expected.maxEpochs = 30;
     expected.deadlineSeconds = 600;
