@@ -68,7 +68,6 @@ public:
     virtual const TensorBundle* averaged() const { return nullptr; }
 
     // The rule the spec names, wrapped in an AveragedRule when it asks for an average.
-
     static std::unique_ptr<AggregationRule> create(const AggregationSpec& spec);
 };
 

@@ -451,7 +451,9 @@ int jobCommand(const QStringList& arguments)
                      {"resume", 1, "ID", "Hands out a paused job's subtasks again."},
                      {"cancel", 1, "ID", "Ends a job for good; its weights stay exportable."},
                      {"export", 1, "ID --out FILE [--format safetensors|torchscript]",
-                      "Writes the job's current server weights as safetensors, or a TorchScript job's program with them."}},
+                      "Writes the job's current weights (their average when it keeps one) as safetensors, or "
+                      "a TorchScript "
+                      "job's program with them."}},
                     runJob);
 }
 

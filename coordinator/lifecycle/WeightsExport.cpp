@@ -11,8 +11,12 @@
 
 #include <QDir>
 #include <QFile>
+#include <QLoggingCategory>
 
 namespace gleaner::coordinator {
+namespace {
+Q_LOGGING_CATEGORY(lcExport, "gleaner.coordinator.export")
+}
 
 void WeightsExport::serve(qint64 jobId, Responder respond, bool torchscript)
 {
@@ -79,14 +83,14 @@ void WeightsExport::serve(qint64 jobId, Responder respond, bool torchscript)
         }
         // A job that keeps an average exports it, as its validations measured it: read from the rule's state
         // beside the last snapshot, on the import thread.
-        m_parts.programs.post(
-            [this, sha, ruleSha, version = snapshot->value(2).toLongLong(), respond, serve] {
-                auto average = averageOf(sha, ruleSha, version);
-                if (average)
-                    serve(average->sha256);
-                else
-                    respond(HttpResponse::error(500, average.error()));
-            });
+        m_parts.programs.post([this, jobId, sha, ruleSha, version = snapshot->value(2).toLongLong(), serve] {
+            auto average = averageOf(sha, ruleSha, version);
+            if (!average)
+                qCWarning(lcExport) << "job" << jobId
+                                    << "exports its last snapshot's server weights, not their"
+                                    << "average:" << average.error();
+            serve(average ? *average : sha);
+        });
         return;
     }
     if (!job->files.initialWeights.sha256.isEmpty()) {
@@ -98,7 +102,7 @@ void WeightsExport::serve(qint64 jobId, Responder respond, bool torchscript)
         QStringLiteral("job %1 has no weights yet (state %2)").arg(jobId).arg(jobStatusName(job->status))));
 }
 
-Result<BlobInfo> WeightsExport::averageOf(const QString& weightsSha, const QString& ruleSha, qint64 version)
+Result<QString> WeightsExport::averageOf(const QString& weightsSha, const QString& ruleSha, qint64 version)
 {
     auto weights = SafeTensors::load(m_parts.blobs.path(weightsSha));
     if (!weights)
@@ -110,9 +114,12 @@ Result<BlobInfo> WeightsExport::averageOf(const QString& weightsSha, const QStri
     if (!average)
         return fail(QStringLiteral("the average in the rule's state: %1").arg(average.error()));
     if (average->isEmpty())
-        return m_parts.blobs.put(SafeTensors::serialize(*weights)); // no fold yet: the average is the weights
+        return weightsSha; // no fold yet: the weights stand for their average
     average->setMetadata(QStringLiteral("gleaner.version"), QString::number(version));
-    return m_parts.blobs.put(SafeTensors::serialize(*average));
+    auto blob = m_parts.blobs.put(SafeTensors::serialize(*average));
+    if (!blob)
+        return fail(blob.error());
+    return blob->sha256;
 }
 
 } // namespace gleaner::coordinator

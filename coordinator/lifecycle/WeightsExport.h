@@ -8,13 +8,13 @@
 
 #include "Result.h"
 #include "http/HttpTypes.h"
-#include "store/BlobStore.h"
 #include "util/SerialExecutor.h"
 
 #include <QString>
 
 namespace gleaner::coordinator {
 
+class BlobStore;
 class Database;
 class JobDesk;
 class JobTakeUp;
@@ -38,8 +38,10 @@ public:
     void serve(qint64 jobId, Responder respond, bool torchscript = false);
 
 private:
-    // The average held in the rule's state `ruleSha` beside the snapshot `weightsSha`, as a blob.
-    Result<BlobInfo> averageOf(const QString& weightsSha, const QString& ruleSha, qint64 version);
+    // The blob of the average held in the rule's state `ruleSha` beside the snapshot `weightsSha` (that
+    // snapshot itself when the state holds none yet). On failure the export serves the snapshot, with a
+    // warning.
+    Result<QString> averageOf(const QString& weightsSha, const QString& ruleSha, qint64 version);
 
     Parts m_parts;
     const QString m_scratch;

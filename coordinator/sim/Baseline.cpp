@@ -1,10 +1,10 @@
 #include "sim/Baseline.h"
 
+#include "aggregation/AveragedRule.h"
 #include "format/SafeTensors.h"
 #include "ml/Checkpoint.h"
 #include "ml/Evaluator.h"
 #include "ml/Trainer.h"
-#include "ml/WeightMath.h"
 #include "ml/data/DatasetLoader.h"
 
 #include <limits>
@@ -52,7 +52,8 @@ Result<SimReport> runBaseline(const SimOptions& options, const JobSpec& spec, co
     const double decay = spec.aggregation.emaDecay;
     const qint64 averageEvery = shardSamples * spec.localEpochs;
     qint64 nextAverage = decay > 0 ? averageEvery : std::numeric_limits<qint64>::max();
-    TensorBundle average = initial;
+    TensorBundle average;
+    qint64 averaged = 0;
     hooks.betweenBatches = [&](const ml::TrainProgress& p) {
         epochEnd = p.samples >= epochEndAt;
         if (p.samples >= next || p.samples >= nextAverage || epochEnd)
@@ -60,7 +61,7 @@ Result<SimReport> runBaseline(const SimOptions& options, const JobSpec& spec, co
         return ml::TrainControl::Continue;
     };
     const auto record = [&](const TensorBundle& weights, qint64 samples) -> Status {
-        auto evaluation = ml::Evaluator::evaluate(spec.model, decay > 0 ? average : weights, test);
+        auto evaluation = ml::Evaluator::evaluate(spec.model, average.isEmpty() ? weights : average, test);
         if (!evaluation)
             return fail(evaluation.error());
         const int epoch = int((samples - 1) / train.size()) + 1;
@@ -83,8 +84,8 @@ Result<SimReport> runBaseline(const SimOptions& options, const JobSpec& spec, co
             return fail(QStringLiteral("baseline training: %1").arg(outcome.error()));
         if (outcome->status == ml::TrainOutcome::Status::Finished) {
             epochEnd = true;
-            if (decay > 0)
-                if (auto s = ml::WeightMath::blend(average, outcome->weights, decay); !s)
+            for (; nextAverage <= outcome->samples; nextAverage += averageEvery)
+                if (auto s = AveragedRule::follow(average, averaged, outcome->weights, decay); !s)
                     return fail(s.error());
             if (auto s = record(outcome->weights, outcome->samples); !s)
                 return fail(s.error());
@@ -100,12 +101,11 @@ Result<SimReport> runBaseline(const SimOptions& options, const JobSpec& spec, co
                 (void)weights.add(entry.name.mid(6), entry.dtype, entry.shape, checkpoint->data(entry));
         auto info = ml::CheckpointInfo::readFrom(*checkpoint);
         const qint64 samples = info ? info->samples : std::min(next, nextAverage);
-        if (samples >= nextAverage) {
-            if (auto s = ml::WeightMath::blend(average, weights, decay); !s)
+        // Every update's worth of samples passed moves the average once (a mini-batch may cross more than
+        // one).
+        for (; nextAverage <= samples; nextAverage += averageEvery)
+            if (auto s = AveragedRule::follow(average, averaged, weights, decay); !s)
                 return fail(s.error());
-            while (nextAverage <= samples)
-                nextAverage += averageEvery;
-        }
         if (samples >= next || epochEnd) {
             if (auto s = record(weights, samples); !s)
                 return fail(s.error());

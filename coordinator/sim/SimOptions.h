@@ -20,6 +20,7 @@ struct SimOptions
     int agents = 4;
     QString speedsText = QStringLiteral("1"); // as given: "1,1,2", "lognormal:0.5", "uniform:0.5:2"
     std::optional<AggregationSpec> rule;      // replaces the job's rule when given (--rule JSON or NAME)
+    bool ruleGivesEmaDecay = false;           // --rule names "ema_decay"; else the job's average is kept
     std::optional<UploadSpec> upload;         // replaces the job's upload encoding when given (--upload)
     std::optional<double> downloadDensity;    // replaces the job's download density when given (--download)
     int epochs = 0;                           // replaces the job's max_epochs when > 0

@@ -87,8 +87,13 @@ Result<Prepared> prepare(const SimOptions& options, const QString& scratch)
     auto spec = JobSpec::fromJsonText(file.readAll());
     if (!spec)
         return fail(QStringLiteral("%1: %2").arg(options.jobPath, spec.error()));
-    if (options.rule)
+    if (options.rule) {
+        // Another rule, validated as the job would be: on the average the job keeps unless the rule says.
+        const double emaDecay = spec->aggregation.emaDecay;
         spec->aggregation = *options.rule;
+        if (!options.ruleGivesEmaDecay)
+            spec->aggregation.emaDecay = emaDecay;
+    }
     if (options.upload)
         spec->upload = *options.upload;
     if (options.epochs > 0)

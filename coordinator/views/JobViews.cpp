@@ -362,12 +362,14 @@ HttpResponse JobViews::metricsText(const std::function<void(metrics::MetricsRegi
                             "File bytes sent for the job's leases (model, weights, shards), per job.",
                             std::move(downloaded), Scope::Deployment);
     registry.setGaugeFamily("gleaner_validation_accuracy",
-                            "Test accuracy (0 to 1) of the job's server weights at its latest validation.",
+                            "Test accuracy (0 to 1) of the job's weights (their average when it keeps one) "
+                            "at its latest validation.",
                             std::move(accuracy), Scope::Deployment);
-    registry.setGaugeFamily("gleaner_validation_loss",
-                            "Mean test loss of the job's server weights at its latest "
-                            "validation.",
-                            std::move(loss), Scope::Deployment);
+    registry.setGaugeFamily(
+        "gleaner_validation_loss",
+        "Mean test loss of the job's weights (their average when it keeps one) at its latest "
+        "validation.",
+        std::move(loss), Scope::Deployment);
     registry.setGaugeFamily("gleaner_dashboard_clients", "Dashboard pages connected for live events.",
                             {{{}, double(m_events.subscribers())}});
     if (addGauges)

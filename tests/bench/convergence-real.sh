@@ -50,7 +50,11 @@ import json, sys
 spec = json.load(open(sys.argv[1]))
 spec.update({"target_accuracy": 0.999, "max_epochs": int(sys.argv[3])})
 if sys.argv[4]:
-    spec["aggregation"] = json.loads(sys.argv[4])
+    rule = json.loads(sys.argv[4])
+    # The job's average stays unless the rule names its own (as gleaner-sim --rule does).
+    if "ema_decay" in spec.get("aggregation", {}) and "ema_decay" not in rule:
+        rule["ema_decay"] = spec["aggregation"]["ema_decay"]
+    spec["aggregation"] = rule
 if sys.argv[5]:
     spec["upload"] = json.loads(sys.argv[5])
 if sys.argv[6]:
@@ -59,9 +63,14 @@ json.dump(spec, open(sys.argv[2], "w"), indent=1)
 PY
 
 if [[ -z "$target" ]]; then
-    [[ -s "$out/baseline.json" ]] || "$bin/gleaner-sim" "$run/job.json" --baseline --epochs 1 --ignore-target --quiet \
-        --json "$out/baseline.json"
-    target=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["epochs"][0]["accuracy"])' "$out/baseline.json")
+    # The baseline validates what the job validates (the average of its weights when it keeps one): one per
+    # ema_decay, kept in DIR.
+    ema=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("aggregation", {}).get("ema_decay", 0))' \
+          "$run/job.json")
+    baseline=$out/baseline-ema$ema.json
+    [[ -s "$baseline" ]] || "$bin/gleaner-sim" "$run/job.json" --baseline --epochs 1 --ignore-target --quiet \
+        --json "$baseline"
+    target=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["epochs"][0]["accuracy"])' "$baseline")
 fi
 
 pids=()

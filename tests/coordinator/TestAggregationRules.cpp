@@ -461,8 +461,9 @@ void TestAggregationRules::sparsePublicationMovesTheLargestGaps()
 
 void TestAggregationRules::averageFollowsTheServerCopy()
 {
-    // vc-asgd at alpha 0.5 with ema_decay 0.75: the server copy folds as always; the average starts at the
-    // weights before the first fold and moves by a quarter toward the server copy after each.
+    // vc-asgd at alpha 0.5 with ema_decay 0.75: the server copy folds as always; the average is the
+    // bias-corrected mean of the copies the folds left, sum 0.25 * 0.75^(t - i) w_i / (1 - 0.75^t), so the
+    // weights before the first fold carry no weight in it.
     AggregationSpec spec;
     spec.alphaPerEpoch = false;
     spec.alpha = 0.5;
@@ -471,15 +472,26 @@ void TestAggregationRules::averageFollowsTheServerCopy()
     QCOMPARE(rule->name(), QStringLiteral("vc-asgd"));
     QVERIFY(!rule->averaged());
     QVERIFY(!AggregationRule::create(AggregationSpec())->averaged());
+    const auto near = [](const TensorBundle& bundle, std::vector<float> expected) {
+        const std::vector<float> got = values(bundle);
+        for (size_t i = 0; i < expected.size(); ++i)
+            if (std::abs(got[i] - expected[i]) > 1e-5f)
+                return false;
+        return got.size() == expected.size();
+    };
     TensorBundle server = weights({0.0f, 0.0f}, 3);
     QVERIFY(rule->apply(server, weights({4.0f, 8.0f}, 5), context(0, 0)).ok());
     QCOMPARE(values(server), (std::vector<float>{2.0f, 4.0f}));
     QVERIFY(rule->averaged());
-    QCOMPARE(values(*rule->averaged()), (std::vector<float>{0.5f, 1.0f})); // 0.75 (0, 0) + 0.25 (2, 4)
-    QCOMPARE(counter(*rule->averaged()), 5); // counters take the larger value, as in every fold
-    QVERIFY(rule->apply(server, weights({2.0f, 4.0f}), context(1, 1)).ok());
-    QCOMPARE(values(server), (std::vector<float>{2.0f, 4.0f}));
-    QCOMPARE(values(*rule->averaged()), (std::vector<float>{0.875f, 1.75f}));
+    QCOMPARE(values(*rule->averaged()), (std::vector<float>{2.0f, 4.0f})); // w_1 whole
+    QCOMPARE(counter(*rule->averaged()), 5);
+    QVERIFY(rule->apply(server, weights({6.0f, 12.0f}), context(1, 1)).ok());
+    QCOMPARE(values(server), (std::vector<float>{4.0f, 8.0f}));
+    // (0.25 * 0.75 * (2, 4) + 0.25 * (4, 8)) / (1 - 0.75^2) = (3.142857, 6.285714)
+    QVERIFY(near(*rule->averaged(), {3.142857f, 6.285714f}));
+    QVERIFY(rule->apply(server, weights({4.0f, 8.0f}), context(2, 2)).ok());
+    // (0.25 * 0.5625 * (2, 4) + 0.25 * 0.75 * (4, 8) + 0.25 * (4, 8)) / (1 - 0.75^3) = (3.513514, 7.027027)
+    QVERIFY(near(*rule->averaged(), {3.513514f, 7.027027f}));
 
     // Around a pseudo-gradient rule it answers as that rule does.
     AggregationSpec buffered = pseudo(AggregationSpec::Rule::FedBuff, 2, 1.0);
@@ -501,26 +513,28 @@ void TestAggregationRules::averageSurvivesItsStateAndRefusedFolds()
     UpdateContext c = context(0, 0);
     c.base = &base;
     UpdateBound steps;
-    // K = 2: the first update is buffered (server and average stay at 0), the second steps by the mean (1,
-    // 2).
+    // K = 2: the first update is buffered (the server copy, and so the average, stay at 0); the second steps
+    // by the mean (1, 2), and the average moves by (1 - 0.5) / (1 - 0.5^2) = 2/3 of the way to it.
     QVERIFY(WeightsKeeper::fold(server, first, steps, weights({2.0f, 0.0f}), c, false).ok());
     QVERIFY(WeightsKeeper::fold(server, first, steps, weights({0.0f, 4.0f}), c, false).ok());
     QCOMPARE(values(server), (std::vector<float>{1.0f, 2.0f}));
-    QCOMPARE(values(*first->averaged()), (std::vector<float>{0.5f, 1.0f}));
+    const std::vector<float> twoThirds = values(*first->averaged());
+    QVERIFY(std::abs(twoThirds[0] - 2.0f / 3) < 1e-6f && std::abs(twoThirds[1] - 4.0f / 3) < 1e-6f);
     // A refused fold leaves the average as it was.
     QVERIFY(!WeightsKeeper::fold(server, first, steps,
                                  weights({std::numeric_limits<float>::quiet_NaN(), 0.0f}), c, false)
                  .ok());
-    QCOMPARE(values(*first->averaged()), (std::vector<float>{0.5f, 1.0f}));
+    QCOMPARE(values(*first->averaged()), twoThirds);
 
     // The state holds the rule's own tensors and the average; a restart continues exactly.
     const TensorBundle state = first->saveState();
     QVERIFY(state.find(QStringLiteral("count")));
     QVERIFY(state.find(QStringLiteral("average.w")));
+    QVERIFY(state.find(QStringLiteral("average_folds")));
     QCOMPARE(AveragedRule::averageIn(state, server)->size(), server.size());
     auto second = AggregationRule::create(spec);
     QVERIFY(second->loadState(state, server).ok());
-    QCOMPARE(values(*second->averaged()), (std::vector<float>{0.5f, 1.0f}));
+    QCOMPARE(values(*second->averaged()), twoThirds);
     TensorBundle copy = server;
     for (const auto& update : {weights({3.0f, 2.0f}), weights({1.0f, 4.0f})}) {
         QVERIFY(WeightsKeeper::fold(server, first, steps, update, c, false).ok());
@@ -529,19 +543,26 @@ void TestAggregationRules::averageSurvivesItsStateAndRefusedFolds()
     QCOMPARE(values(copy), values(server));
     QCOMPARE(values(*second->averaged()), values(*first->averaged()));
 
-    // State written without an average starts it at the server copy; an average that does not fit is refused
-    // and changes nothing.
+    // State written without an average starts it afresh at the next fold; an average that does not fit, or
+    // comes without its fold count, is refused and changes nothing.
     auto fresh = AggregationRule::create(spec);
     QVERIFY(
         fresh
             ->loadState(AggregationRule::create(pseudo(AggregationSpec::Rule::FedBuff, 2, 1.0))->saveState(),
                         server)
             .ok());
-    QCOMPARE(values(*fresh->averaged()), values(server));
+    QVERIFY(!fresh->averaged());
     const Status misfit = fresh->loadState(state, weights({0.0f, 0.0f, 0.0f}));
     QVERIFY(!misfit.ok());
     QVERIFY2(misfit.error().contains(u"average."), qPrintable(misfit.error()));
-    QCOMPARE(values(*fresh->averaged()), values(server));
+    TensorBundle uncounted;
+    for (const auto& entry : state.entries())
+        if (entry.name != u"average_folds")
+            QVERIFY(uncounted.add(entry.name, entry.dtype, entry.shape, state.data(entry)).ok());
+    const Status noCount = fresh->loadState(uncounted, server);
+    QVERIFY(!noCount.ok());
+    QVERIFY2(noCount.error().contains(u"average_folds"), qPrintable(noCount.error()));
+    QVERIFY(!fresh->averaged());
 }
 
 QTEST_GUILESS_MAIN(TestAggregationRules)

@@ -293,9 +293,10 @@ void TestCoordinator::manifestCarriesTheScheduledRate()
 
 void TestCoordinator::exportedWeightsAreTheAverage()
 {
-    // vc-asgd at alpha 0.5 with ema_decay 0.5: an upload of base + 0.02 moves the server copy to base + 0.01,
-    // and the average to base + 0.005. Leases hand out the server copy; the export (what validation measures)
-    // is the average, while the job runs and from its last snapshot once it ended.
+    // vc-asgd at alpha 0.5 with ema_decay 0.5: an upload of base + 0.02 moves the server copy to base + 0.01
+    // (the average's first value), one of base + 0.03 to base + 0.02, and the average 2/3 of the way there:
+    // base + 0.01667. Leases hand out the server copy; the export (what validation measures) is the average,
+    // while the job runs and from its last snapshot once it ended.
     const QString agent = f.enroll().value(QStringLiteral("agent_id")).toString();
     const qint64 job = f.submit(test::tinyJobSpec(
         m_dataset, 4, 3, 0.99, 60,
@@ -304,26 +305,33 @@ void TestCoordinator::exportedWeightsAreTheAverage()
     auto tasks = lease(agent, 1);
     QCOMPARE(tasks.size(), size_t(1));
     const TensorBundle base = f.leaseBase(tasks[0].leaseId);
+    const auto offBy = [&](const TensorBundle& weights, float by) {
+        auto distance = ml::WeightMath::l2Distance(weights, test::shifted(base, by));
+        return distance && *distance < 1e-5;
+    };
     QCOMPARE(upload(agent, tasks[0].leaseId, test::shifted(base, 0.02f), 0), 202);
     f.core->drain();
     f.core->state().call([&] { f.core->tick(); }); // publishes version 1
     f.core->drain();
-    const auto offBy = [&](const TensorBundle& weights, float by) {
-        const TensorBundle expected = test::shifted(base, by);
-        auto distance = ml::WeightMath::l2Distance(weights, expected);
-        return distance && *distance < 1e-5;
-    };
+    QVERIFY(offBy(f.serverWeights(job), 0.01f));
     auto next = lease(agent, 1);
     QCOMPARE(next.size(), size_t(1));
     QVERIFY(offBy(f.leaseBase(next[0].leaseId), 0.01f));
+    QCOMPARE(upload(agent, next[0].leaseId, test::shifted(base, 0.03f), 1), 202);
+    f.core->drain();
+    f.core->state().call([&] { f.core->tick(); }); // publishes version 2
+    f.core->drain();
+    auto third = lease(agent, 1);
+    QCOMPARE(third.size(), size_t(1));
+    QVERIFY(offBy(f.leaseBase(third[0].leaseId), 0.02f));
     const TensorBundle running = f.serverWeights(job);
-    QVERIFY(offBy(running, 0.005f));
-    QCOMPARE(running.metadata().value(QStringLiteral("gleaner.version")), QStringLiteral("1"));
+    QVERIFY(offBy(running, 0.01f + 0.02f / 3));
+    QCOMPARE(running.metadata().value(QStringLiteral("gleaner.version")), QStringLiteral("2"));
     int status = 0;
     f.call([&] { return f.core->jobs().setStatus(job, "cancel"); }, &status);
     QCOMPARE(status, 200);
     f.core->drain();
-    QVERIFY(offBy(f.serverWeights(job), 0.005f));
+    QVERIFY(offBy(f.serverWeights(job), 0.01f + 0.02f / 3));
 }
 
 void TestCoordinator::agentsBeyondAJobsWidthTrainAnotherJob()
