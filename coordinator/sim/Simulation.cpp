@@ -1,6 +1,7 @@
 #include "sim/Simulation.h"
 
 #include "sim/Baseline.h"
+#include "sim/PreparedJob.h"
 
 #include "aggregation/AggregationRule.h"
 #include "aggregation/UpdateBound.h"
@@ -8,7 +9,6 @@
 #include "codec/UpdateCodec.h"
 #include "codec/WeightsPatch.h"
 #include "format/SafeTensors.h"
-#include "jobs/JobImporter.h"
 #include "ml/Evaluator.h"
 #include "ml/Trainer.h"
 #include "ml/WeightMath.h"
@@ -16,8 +16,6 @@
 #include "scheduling/Scheduler.h"
 #include "util/Clock.h"
 
-#include <QDir>
-#include <QFile>
 #include <QJsonArray>
 #include <QSet>
 #include <QTemporaryDir>
@@ -69,81 +67,11 @@ QString countedId(qint64 n)
     return QStringLiteral("%1").arg(n, 32, 16, QLatin1Char('0'));
 }
 
-// The job as the coordinator would run it, with its files imported into a scratch blob store.
-struct Prepared
-{
-    JobSpec spec;
-    ImportedJob files;
-    std::vector<ml::Dataset> shards;
-    ml::Dataset test;
-    TensorBundle initial;
-};
-
-Result<Prepared> prepare(const SimOptions& options, const QString& scratch)
-{
-    QFile file(options.jobPath);
-    if (!file.open(QIODevice::ReadOnly))
-        return fail(QStringLiteral("%1: cannot read the job file: %2").arg(options.jobPath, file.errorString()));
-    auto spec = JobSpec::fromJsonText(file.readAll());
-    if (!spec)
-        return fail(QStringLiteral("%1: %2").arg(options.jobPath, spec.error()));
-    if (options.rule) {
-        // Another rule, validated as the job would be: on the average the job keeps unless the rule says.
-        const double emaDecay = spec->aggregation.emaDecay;
-        spec->aggregation = *options.rule;
-        if (!options.ruleGivesEmaDecay)
-            spec->aggregation.emaDecay = emaDecay;
-    }
-    if (options.upload)
-        spec->upload = *options.upload;
-    if (options.epochs > 0)
-        spec->maxEpochs = options.epochs;
-    if (options.speedAware)
-        spec->speedAware = *options.speedAware;
-    if (options.downloadDensity)
-        spec->download.density = *options.downloadDensity;
-    if (spec->download.sparse() && !spec->aggregation.usesPseudoGradients())
-        return fail(QStringLiteral("--download: a density below 1 needs a rule that folds pseudo-gradients (fedbuff, "
-                                   "delayed-nesterov or adaptive-nesterov)"));
-    if (auto s = JobImporter::checkDatasetFiles(spec->dataset); !s)
-        return fail(s.error());
-    const QString blobDir = scratch + QStringLiteral("/blobs");
-    QDir().mkpath(blobDir);
-    BlobStore blobs(blobDir);
-    auto imported = JobImporter::import(*spec, blobs, scratch + QStringLiteral("/import"));
-    if (!imported)
-        return fail(imported.error());
-    Prepared prepared;
-    prepared.spec = *spec;
-    prepared.files = *imported;
-    const auto dataset = [&](const QString& sha, const QString& what) -> Result<ml::Dataset> {
-        auto bundle = SafeTensors::load(blobs.path(sha));
-        if (!bundle)
-            return fail(bundle.error());
-        return ml::Dataset::fromBundle(std::move(*bundle), what);
-    };
-    for (const ShardRef& shard : imported->shards) {
-        auto data = dataset(shard.sha256, QStringLiteral("shard %1").arg(shard.index));
-        if (!data)
-            return fail(data.error());
-        prepared.shards.push_back(std::move(*data));
-    }
-    auto test = dataset(imported->testSet.sha256, QStringLiteral("test split"));
-    if (!test)
-        return fail(test.error());
-    prepared.test = std::move(*test);
-    auto initial = SafeTensors::load(blobs.path(imported->initialWeights.sha256));
-    if (!initial)
-        return fail(initial.error());
-    prepared.initial = std::move(*initial);
-    prepared.initial.metadata().clear();
-    return prepared;
-}
-
 class Engine
 {
 public:
-    Engine(const SimOptions& options, Prepared prepared, std::vector<double> speeds, const Simulation::Progress& progress)
+    Engine(const SimOptions& options, PreparedJob prepared, std::vector<double> speeds,
+           const Simulation::Progress& progress)
         : m_options(options), m_data(std::move(prepared)), m_clock(kStartMs), m_random(options.seed),
           m_scheduler(m_jobs, m_store, m_clock, SchedulerLimits{}, [this] { return countedId(++m_lastId); }),
           m_progress(progress)
@@ -555,7 +483,7 @@ private:
     }
 
     const SimOptions& m_options;
-    Prepared m_data;
+    PreparedJob m_data;
     ManualClock m_clock;
     std::mt19937_64 m_random;
     std::map<qint64, JobState> m_jobs;
@@ -593,7 +521,7 @@ Result<SimReport> Simulation::run(const SimOptions& options, const Progress& pro
     QTemporaryDir scratch;
     if (!scratch.isValid())
         return fail(QStringLiteral("cannot create a scratch folder: %1").arg(scratch.errorString()));
-    auto prepared = prepare(options, scratch.path());
+    auto prepared = prepareJob(options, scratch.path());
     if (!prepared)
         return fail(prepared.error());
     const Progress report = progress ? progress : Progress([](const QString&) {});
