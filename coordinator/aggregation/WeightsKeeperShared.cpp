@@ -100,8 +100,7 @@ TensorBundle WeightsKeeper::modelWeights(qint64 jobId, const JobWeights& job)
         const TensorBundle* average = job.rule ? job.rule->averaged() : nullptr;
         return average ? *average : job.weights;
     }
-    if (job.spec.emaDecay <= 0)
-        return job.weights;
+    // Redis's state holds the average when the job keeps one (AveragedRule wrote it); none: the server copy.
     auto average = AveragedRule::averageIn(job.sharedRuleState, job.weights);
     if (!average) {
         qCWarning(lcWeights) << "job" << jobId

@@ -452,8 +452,7 @@ int jobCommand(const QStringList& arguments)
                      {"cancel", 1, "ID", "Ends a job for good; its weights stay exportable."},
                      {"export", 1, "ID --out FILE [--format safetensors|torchscript]",
                       "Writes the job's current weights (their average when it keeps one) as safetensors, or "
-                      "a TorchScript "
-                      "job's program with them."}},
+                      "a TorchScript job's program with them."}},
                     runJob);
 }
 
